@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Internal interfaces shared by the engine's modules. Not installed. */
+#ifndef PULLGATE_INTERNAL_H
+#define PULLGATE_INTERNAL_H
+
+#include "pullgate/pullgate.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define PG_API __attribute__((visibility("default")))
+
+/* Fixed bounds on hostile input. */
+#define PG_MAX_RECORD_BYTES (8u << 20)   /* one record file; 1,000 secrets is ~250 KiB */
+#define PG_MAX_CONFIG_BYTES (1u << 20)
+#define PG_MAX_ANNOTATION_BYTES (1u << 20)
+#define PG_MAX_DOCKERCONFIG_BYTES (4u << 20)
+#define PG_MAX_IMAGE_LEN 4096             /* longer image strings are rejected */
+
+/* ----------------------------------------------------------- util.c */
+
+/* Sets err (if non-NULL) and returns code. */
+int pg_fail(pg_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Same, appending ": strerror(errno_value)". */
+int pg_fail_errno(pg_error *err, int errno_value, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+char *pg_strdup(const char *s); /* NULL-safe; NULL on NULL or ENOMEM */
+
+/* hex SHA-256 of data (OpenSSL EVP). Returns PG_OK or PG_ERR_INTERNAL. */
+int pg_sha256_hex(const void *data, size_t len, char out[PG_HASH_HEX_LEN + 1], pg_error *err);
+/* "sha256-" + hex sha256(s): the kubelet's record file name for s. */
+int pg_record_file_name(const char *s, char out[7 + PG_HASH_HEX_LEN + 1], pg_error *err);
+
+/* What pg_read_file_at checks beyond "regular file, no symlink, bounded". */
+typedef enum pg_read_flags {
+    PG_READ_CHECK_OWNER = 1, /* owner must be root or the effective uid */
+    PG_READ_CHECK_MODE = 2,  /* not writable by group or others */
+    PG_READ_SINGLE_LINK = 4  /* st_nlink == 1 (no hard-link aliasing) */
+} pg_read_flags;
+#define PG_READ_STRICT (PG_READ_CHECK_OWNER | PG_READ_CHECK_MODE | PG_READ_SINGLE_LINK)
+
+/*
+ * Reads a whole file relative to dirfd (AT_FDCWD allowed) with O_NOFOLLOW and
+ * O_NONBLOCK (a FIFO never blocks), refusing anything but a regular file and
+ * anything larger than max. *buf is NUL-terminated, caller frees.
+ * Missing file: PG_ERR_NOT_FOUND. Unsafe: PG_ERR_UNSAFE. Too big: PG_ERR_LIMIT.
+ */
+int pg_read_file_at(int dirfd, const char *name, size_t max, int flags, char **buf, size_t *len,
+                    pg_error *err);
+
+/* Reads at most max bytes from fd until EOF (stdin etc). Over max: PG_ERR_LIMIT. */
+int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err);
+
+/* Strict JSON parse: duplicate keys rejected, input must be one value.
+ * what names the input in error messages. Returns NULL and sets err. */
+json_t *pg_json_parse(const char *buf, size_t len, const char *what, pg_error *err);
+
+/* Checks obj has only keys listed in allowed (NULL-terminated). */
+int pg_json_only_keys(const json_t *obj, const char *const *allowed, const char *what,
+                      pg_error *err);
+
+/* Go-style duration ("0s", "90s", "1h30m", "500ms") in whole seconds (rounded down, >= 0). */
+int pg_parse_duration(const char *s, int64_t *seconds, pg_error *err);
+/* RFC 3339 (Go's time.RFC3339 / RFC3339Nano) to time_t, and back (UTC "Z"). */
+int pg_parse_rfc3339(const char *s, time_t *out, pg_error *err);
+void pg_format_rfc3339(time_t t, char out[32]);
+
+/* ----------------------------------------------------------- record.c */
+
+typedef struct pg_rec_secret {
+    char *namespace_, *name, *uid, *credential_hash;
+} pg_rec_secret;
+
+typedef struct pg_rec_sa {
+    char *namespace_, *name, *uid;
+} pg_rec_sa;
+
+typedef struct pg_rec_mapping {
+    char *image_name;
+    pg_rec_secret *secrets;
+    size_t n_secrets;
+    pg_rec_sa *sas;
+    size_t n_sas;
+    bool node_pods_accessible;
+} pg_rec_mapping;
+
+struct pg_record {
+    char *api_version;
+    char *image_ref;
+    time_t last_updated;
+    char *last_updated_text; /* as read, re-emitted unchanged */
+    char *dir;               /* record directory it came from, or NULL */
+    pg_rec_mapping *maps;    /* sorted by image_name */
+    size_t n_maps;
+};
+
+#define PG_API_V1ALPHA1 "kubelet.config.k8s.io/v1alpha1"
+#define PG_API_V1BETA1 "kubelet.config.k8s.io/v1beta1"
+
+/* Strict decode of an ImagePulledRecord (either apiVersion). */
+int pg_record_parse(const char *buf, size_t len, pg_record **out, pg_error *err);
+/* Strict decode of an ImagePullIntent; *image_out caller frees. */
+int pg_intent_parse(const char *buf, size_t len, char **image_out, pg_error *err);
+/* Serialise (kubelet field order). Caller frees. */
+char *pg_record_serialize(const pg_record *rec, const char *api_version, pg_error *err);
+char *pg_intent_serialize(const char *image, const char *api_version, pg_error *err);
+/* Merges creds into rec under image_name, kubelet rules. */
+int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
+                    pg_error *err);
+/* Mapping for image_name or NULL. */
+const pg_rec_mapping *pg_record_find(const pg_record *rec, const char *image_name);
+pg_record *pg_record_new(const char *image_ref, pg_error *err);
+
+/* ------------------------------------------------------------ store.c */
+
+/* 1 if an intent file for image exists in any directory, 0 if not, or -code. */
+int pg_store_intent_exists(const pg_store *store, const char *image, pg_error *err);
+
+/* --------------------------------------------------------- presented.c */
+
+/* Credentials a pod presents (the annotation), filtered to its namespace. */
+typedef struct pg_presented pg_presented;
+int pg_presented_parse(const char *json, size_t len, const char *pod_namespace,
+                       pg_presented **out, pg_error *err);
+void pg_presented_free(pg_presented *p);
+/* Secrets / service accounts presented for image_name (borrowed views). */
+size_t pg_presented_secrets(const pg_presented *p, const char *image_name,
+                            const pg_rec_secret **out);
+size_t pg_presented_sas(const pg_presented *p, const char *image_name, const pg_rec_sa **out);
+
+#endif

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Errors, bounded and safe file reads, hashing, strict JSON, time parsing. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int vfail(pg_error *err, int code, int errno_value, const char *fmt, va_list ap)
+{
+    if (err) {
+        err->code = code;
+        int n = vsnprintf(err->message, sizeof err->message, fmt, ap);
+        if (errno_value && n >= 0 && (size_t)n < sizeof err->message)
+            snprintf(err->message + n, sizeof err->message - (size_t)n, ": %s",
+                     strerror(errno_value));
+        /* Messages are one line: a newline from hostile input must not split logs. */
+        for (char *p = err->message; *p; p++)
+            if (*p == '\n' || *p == '\r')
+                *p = ' ';
+    }
+    return code;
+}
+
+int pg_fail(pg_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(err, code, 0, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int pg_fail_errno(pg_error *err, int errno_value, const char *fmt, ...)
+{
+    int code = errno_value == ENOMEM ? PG_ERR_NOMEM : PG_ERR_IO;
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(err, code, errno_value, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+PG_API void pg_error_clear(pg_error *err)
+{
+    if (err) {
+        err->code = PG_OK;
+        err->message[0] = '\0';
+    }
+}
+
+PG_API const char *pg_code_name(int code)
+{
+    static const char *const names[] = {"ok",     "invalid", "nomem",     "io",     "corrupt",
+                                        "unsafe", "limit",   "not-found", "config", "internal"};
+    if (code < 0 || (size_t)code >= sizeof names / sizeof names[0])
+        return "unknown";
+    return names[code];
+}
+
+PG_API const char *pg_version(void) { return PG_VERSION; }
+
+PG_API void pg_free(void *p) { free(p); }
+
+PG_API void pg_strv_free(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+char *pg_strdup(const char *s) { return s ? strdup(s) : NULL; }
+
+int pg_sha256_hex(const void *data, size_t len, char out[PG_HASH_HEX_LEN + 1], pg_error *err)
+{
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != sizeof md)
+        return pg_fail(err, PG_ERR_INTERNAL, "SHA-256 failed");
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof md; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[PG_HASH_HEX_LEN] = '\0';
+    return PG_OK;
+}
+
+int pg_record_file_name(const char *s, char out[7 + PG_HASH_HEX_LEN + 1], pg_error *err)
+{
+    memcpy(out, "sha256-", 7);
+    return pg_sha256_hex(s, strlen(s), out + 7, err);
+}
+
+static int check_stat(const struct stat *st, const char *name, int flags, pg_error *err)
+{
+    if (!S_ISREG(st->st_mode))
+        return pg_fail(err, PG_ERR_UNSAFE, "%s: not a regular file", name);
+    if ((flags & PG_READ_CHECK_OWNER) && st->st_uid != 0 && st->st_uid != geteuid())
+        return pg_fail(err, PG_ERR_UNSAFE, "%s: owned by uid %u, not root", name,
+                       (unsigned)st->st_uid);
+    if ((flags & PG_READ_CHECK_MODE) && (st->st_mode & (S_IWGRP | S_IWOTH)))
+        return pg_fail(err, PG_ERR_UNSAFE, "%s: writable by group or others (mode %04o)", name,
+                       (unsigned)(st->st_mode & 07777));
+    if ((flags & PG_READ_SINGLE_LINK) && st->st_nlink != 1)
+        return pg_fail(err, PG_ERR_UNSAFE, "%s: has %lu hard links", name,
+                       (unsigned long)st->st_nlink);
+    return PG_OK;
+}
+
+int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err)
+{
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap + 1);
+    if (!b)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    for (;;) {
+        if (n == cap) {
+            if (cap > max) {
+                free(b);
+                return pg_fail(err, PG_ERR_LIMIT, "input larger than %zu bytes", max);
+            }
+            size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+            char *nb = realloc(b, ncap + 1);
+            if (!nb) {
+                free(b);
+                return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+            }
+            b = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, b + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            free(b);
+            return pg_fail_errno(err, e, "read");
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > max) {
+            free(b);
+            return pg_fail(err, PG_ERR_LIMIT, "input larger than %zu bytes", max);
+        }
+    }
+    b[n] = '\0';
+    *buf = b;
+    if (len)
+        *len = n;
+    return PG_OK;
+}
+
+int pg_read_file_at(int dirfd, const char *name, size_t max, int flags, char **buf, size_t *len,
+                    pg_error *err)
+{
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return pg_fail(err, PG_ERR_NOT_FOUND, "%s: not found", name);
+        if (e == ELOOP)
+            return pg_fail(err, PG_ERR_UNSAFE, "%s: is a symbolic link", name);
+        return pg_fail_errno(err, e, "open %s", name);
+    }
+    struct stat st;
+    int rc;
+    if (fstat(fd, &st) != 0)
+        rc = pg_fail_errno(err, errno, "stat %s", name);
+    else if ((rc = check_stat(&st, name, flags, err)) != PG_OK)
+        ;
+    else if ((uintmax_t)st.st_size > max)
+        rc = pg_fail(err, PG_ERR_LIMIT, "%s: %jd bytes, larger than the limit of %zu", name,
+                     (intmax_t)st.st_size, max);
+    else
+        rc = pg_read_fd(fd, max, buf, len, err);
+    close(fd);
+    return rc;
+}
+
+json_t *pg_json_parse(const char *buf, size_t len, const char *what, pg_error *err)
+{
+    json_error_t je;
+    json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j)
+        pg_fail(err, PG_ERR_INVALID, "%s: invalid JSON at line %d column %d: %s", what, je.line,
+                je.column, je.text);
+    return j;
+}
+
+int pg_json_only_keys(const json_t *obj, const char *const *allowed, const char *what,
+                      pg_error *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v)
+    {
+        (void)v;
+        const char *const *a = allowed;
+        while (*a && strcmp(*a, key) != 0)
+            a++;
+        if (!*a)
+            return pg_fail(err, PG_ERR_INVALID, "%s: unknown field \"%.64s\"", what, key);
+    }
+    return PG_OK;
+}
+
+/* Go's time.ParseDuration units, reduced to whole seconds. */
+int pg_parse_duration(const char *s, int64_t *seconds, pg_error *err)
+{
+    static const struct {
+        const char *unit;
+        double ns;
+    } units[] = {{"ns", 1},       {"us", 1e3},   {"\xc2\xb5s", 1e3}, {"ms", 1e6},
+                 {"s", 1e9},      {"m", 60e9},   {"h", 3600e9}};
+    if (!s || !*s)
+        return pg_fail(err, PG_ERR_INVALID, "empty duration");
+    const char *p = s;
+    if (*p == '+')
+        p++;
+    else if (*p == '-')
+        return pg_fail(err, PG_ERR_INVALID, "duration \"%.64s\" is negative", s);
+    if (strcmp(p, "0") == 0) {
+        *seconds = 0;
+        return PG_OK;
+    }
+    double total_ns = 0;
+    while (*p) {
+        char *end;
+        if (!((*p >= '0' && *p <= '9') || *p == '.'))
+            return pg_fail(err, PG_ERR_INVALID, "invalid duration \"%.64s\"", s);
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno)
+            return pg_fail(err, PG_ERR_INVALID, "invalid duration \"%.64s\"", s);
+        p = end;
+        size_t best = 0, best_len = 0;
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+            size_t ul = strlen(units[i].unit);
+            if (strncmp(p, units[i].unit, ul) == 0 && ul > best_len) {
+                best = i;
+                best_len = ul;
+            }
+        }
+        if (!best_len)
+            return pg_fail(err, PG_ERR_INVALID, "duration \"%.64s\" lacks a unit (ns, us, ms, s, m, h)", s);
+        p += best_len;
+        total_ns += v * units[best].ns;
+        if (total_ns > 9.2e18)
+            return pg_fail(err, PG_ERR_INVALID, "duration \"%.64s\" is too large", s);
+    }
+    *seconds = (int64_t)(total_ns / 1e9);
+    return PG_OK;
+}
+
+static int digits(const char *s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int pg_parse_rfc3339(const char *s, time_t *out, pg_error *err)
+{
+    int Y, M, D, h, m, sec, oh = 0, om = 0, sign = 0;
+    if (!s || strlen(s) < 20 || digits(s, 4, &Y) || s[4] != '-' || digits(s + 5, 2, &M) ||
+        s[7] != '-' || digits(s + 8, 2, &D) || (s[10] != 'T' && s[10] != 't') ||
+        digits(s + 11, 2, &h) || s[13] != ':' || digits(s + 14, 2, &m) || s[16] != ':' ||
+        digits(s + 17, 2, &sec))
+        goto bad;
+    const char *p = s + 19;
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            goto bad;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        sign = *p == '-' ? -1 : 1;
+        if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om))
+            goto bad;
+        p += 6;
+    } else {
+        goto bad;
+    }
+    if (*p || M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60 || oh > 23 ||
+        om > 59)
+        goto bad;
+    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D,
+                    .tm_hour = h, .tm_min = m, .tm_sec = sec};
+    time_t t = timegm(&tm);
+    *out = t - sign * (oh * 3600 + om * 60);
+    return PG_OK;
+bad:
+    return pg_fail(err, PG_ERR_INVALID, "invalid RFC 3339 time \"%.64s\"", s ? s : "");
+}
+
+void pg_format_rfc3339(time_t t, char out[32])
+{
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || !strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        strcpy(out, "1970-01-01T00:00:00Z");
+}
