@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs everything pullgate's build, tests and demo need on Debian 12.
+# Idempotent: when every package is already present it does nothing.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  build-essential cmake pkg-config libjansson-dev libssl-dev libdbus-1-dev
+  # tests: unit, sanitizers, fuzzing, D-Bus
+  check clang libclang-rt-14-dev llvm dbus python3
+  # real components for integration tests and the demo
+  runc podman containerd skopeo umoci docker-registry apache2-utils busybox-static
+  python3-grpcio python3-grpc-tools uidmap slirp4netns fuse-overlayfs iptables
+  # packaging
+  debhelper devscripts lintian rpm fakeroot
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}); run as root" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

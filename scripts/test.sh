@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Runs every pullgate test on a fresh Debian 12 machine (as root):
+#   1. release build with -Werror and hardening; unit + integration tests (ctest)
+#   2. ASan + UBSan build; unit tests and the CLI/hook integration tests under it
+#   3. exported-symbol check of libpullgate.so
+#   4. every libFuzzer target for a bounded time (FUZZ_SECONDS, default 20)
+# Environment: JOBS (default nproc), SKIP_SANITIZE=1, SKIP_FUZZ=1, SKIP_INTEGRATION=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+JOBS=${JOBS:-$(nproc)}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+
+bash scripts/install-deps.sh
+
+declare -a STAGES=() RESULTS=()
+stage() { # name command...
+  local name=$1; shift
+  echo "=== stage: $name"
+  local t0=$SECONDS rc=0
+  "$@" || rc=$?
+  STAGES+=("$name"); RESULTS+=("$rc")
+  echo "=== stage: $name: $([ $rc -eq 0 ] && echo passed || echo "FAILED ($rc)") in $((SECONDS - t0)) s"
+}
+
+build_release() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPG_WERROR=ON >/dev/null
+  cmake --build build -j"$JOBS"
+}
+test_release() {
+  local labels=unit
+  [ "${SKIP_INTEGRATION:-0}" = 1 ] || labels='unit|integration'
+  (cd build && ctest -L "$labels" --output-on-failure -j1)
+}
+build_sanitize() {
+  CC=clang cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPG_WERROR=ON -DPG_SANITIZE=ON \
+    -DPG_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-asan -j"$JOBS"
+}
+test_sanitize() {
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  (cd build-asan && ctest -L unit --output-on-failure -j1 &&
+     ctest -L integration -R 'ctl|hook_synthetic|dbus' --output-on-failure -j1)
+}
+check_symbols() { bash scripts/check-symbols.sh build/plugin/libpullgate.so.1; }
+fuzz() { bash scripts/fuzz.sh "$FUZZ_SECONDS"; }
+
+stage build build_release
+stage tests test_release
+stage symbols check_symbols
+if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
+  stage asan-build build_sanitize
+  stage asan-tests test_sanitize
+fi
+[ "${SKIP_FUZZ:-0}" = 1 ] || stage fuzz fuzz
+
+passed=0 failed=0
+echo
+echo "=== summary"
+for i in "${!STAGES[@]}"; do
+  if [ "${RESULTS[$i]}" -eq 0 ]; then passed=$((passed + 1)); s=passed; else failed=$((failed + 1)); s=FAILED; fi
+  printf '  %-12s %s\n' "${STAGES[$i]}" "$s"
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
