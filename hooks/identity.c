@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Who a container is, from annotations a pod cannot forge (docs/runtime-trust.md).
+ *
+ * CRI-O builds a container's annotations as: pod annotations, then its own
+ * keys, then the kubelet's container annotations and labels, each overwriting.
+ * So only the keys CRI-O or the kubelet always set are trustworthy; everything
+ * else (including containerd's io.kubernetes.cri.* keys and
+ * io.kubernetes.cri-o.Namespace, set only on sandboxes) may come from the pod.
+ * containerd adds its own io.kubernetes.cri.* keys after the pod annotations
+ * its runtime handler lets through, so those win.
+ */
+#include "hook.h"
+
+#include <string.h>
+
+/* CRI-O (set by CRI-O, or by the kubelet as a label copied in last). */
+#define CRIO_MANAGER_KEY "io.container.manager"
+#define CRIO_MANAGER_VALUE "cri-o"
+#define CRIO_TYPE_KEY "io.kubernetes.cri-o.ContainerType"
+#define CRIO_NAMESPACE_KEY "io.kubernetes.pod.namespace"
+#define CRIO_IMAGE_NAME_KEY "io.kubernetes.cri-o.ImageName"
+#define CRIO_IMAGE_KEY "io.kubernetes.cri-o.Image"
+#define CRIO_IMAGE_REF_KEY "io.kubernetes.cri-o.ImageRef"
+
+/* containerd CRI plugin. */
+#define CTRD_TYPE_KEY "io.kubernetes.cri.container-type"
+#define CTRD_NAMESPACE_KEY "io.kubernetes.cri.sandbox-namespace"
+#define CTRD_IMAGE_KEY "io.kubernetes.cri.image-name"
+
+/* Both runtimes use these container-type values. */
+#define TYPE_SANDBOX "sandbox"
+#define TYPE_CONTAINER "container"
+
+const char *hook_runtime_name(pg_runtime runtime)
+{
+    switch (runtime) {
+    case PG_RUNTIME_CRIO:
+        return "cri-o";
+    case PG_RUNTIME_CONTAINERD:
+        return "containerd";
+    default:
+        return "auto";
+    }
+}
+
+static int all_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+int hook_is_image_id(const char *s)
+{
+    if (s && strncmp(s, "sha256:", 7) == 0)
+        s += 7;
+    return s && strlen(s) == PG_HASH_HEX_LEN && all_hex(s, PG_HASH_HEX_LEN);
+}
+
+static int nonempty(const char *s) { return s && *s; }
+
+/* Sandbox, application container, or a type we do not know (deny). */
+static int classify(const char *type, const char *key, hook_identity *id, pg_error *err)
+{
+    if (type && strcmp(type, TYPE_SANDBOX) == 0) {
+        id->kind = HOOK_SANDBOX;
+        return PG_OK;
+    }
+    if (type && strcmp(type, TYPE_CONTAINER) == 0) {
+        id->kind = HOOK_APPLICATION;
+        return PG_OK;
+    }
+    if (!type)
+        return pg_fail(err, PG_ERR_INVALID, "annotation %s is missing", key);
+    return pg_fail(err, PG_ERR_INVALID, "annotation %s has unknown value \"%.64s\"", key, type);
+}
+
+/*
+ * CRI-O's ImageName may be empty (an image without a name); its Image is then
+ * what the kubelet passed, which may be an image ID. An ID is not a name: the
+ * image is then unknown and only a policy that needs no name can exempt it.
+ */
+static const char *crio_image(const json_t *ann)
+{
+    const char *name = hook_annotation(ann, CRIO_IMAGE_NAME_KEY);
+    if (nonempty(name))
+        return name;
+    const char *image = hook_annotation(ann, CRIO_IMAGE_KEY);
+    if (!nonempty(image) || hook_is_image_id(image))
+        return NULL;
+    pg_ref *ref = pg_ref_parse(image, NULL);
+    int is_name = ref != NULL;
+    pg_ref_free(ref);
+    return is_name ? image : NULL;
+}
+
+static int identify_crio(const json_t *ann, hook_identity *id, pg_error *err)
+{
+    id->runtime = PG_RUNTIME_CRIO;
+    int rc = classify(hook_annotation(ann, CRIO_TYPE_KEY), CRIO_TYPE_KEY, id, err);
+    if (rc != PG_OK || id->kind == HOOK_SANDBOX)
+        return rc;
+    id->namespace_ = hook_annotation(ann, CRIO_NAMESPACE_KEY);
+    if (!nonempty(id->namespace_))
+        return pg_fail(err, PG_ERR_INVALID, "annotation %s is missing", CRIO_NAMESPACE_KEY);
+    id->image = crio_image(ann);
+    const char *ref = hook_annotation(ann, CRIO_IMAGE_REF_KEY);
+    id->image_ref = nonempty(ref) ? ref : NULL;
+    return PG_OK;
+}
+
+static int identify_containerd(const json_t *ann, hook_identity *id, pg_error *err)
+{
+    id->runtime = PG_RUNTIME_CONTAINERD;
+    int rc = classify(hook_annotation(ann, CTRD_TYPE_KEY), CTRD_TYPE_KEY, id, err);
+    if (rc != PG_OK || id->kind == HOOK_SANDBOX)
+        return rc;
+    id->namespace_ = hook_annotation(ann, CTRD_NAMESPACE_KEY);
+    if (!nonempty(id->namespace_))
+        return pg_fail(err, PG_ERR_INVALID, "annotation %s is missing", CTRD_NAMESPACE_KEY);
+    const char *image = hook_annotation(ann, CTRD_IMAGE_KEY);
+    id->image = nonempty(image) ? image : NULL;
+    id->image_ref = NULL; /* containerd names no image ID: resolved from the store */
+    return PG_OK;
+}
+
+/*
+ * auto: CRI-O always sets io.container.manager=cri-o after the pod's
+ * annotations, so its presence wins over containerd keys (which a CRI-O pod
+ * can inject). Under containerd a pod can only inject it if the runtime
+ * handler's pod_annotations let it through (docs/runtime-trust.md).
+ */
+static pg_runtime detect_runtime(const json_t *ann)
+{
+    const char *manager = hook_annotation(ann, CRIO_MANAGER_KEY);
+    if (manager && strcmp(manager, CRIO_MANAGER_VALUE) == 0)
+        return PG_RUNTIME_CRIO;
+    if (hook_annotation(ann, CTRD_TYPE_KEY))
+        return PG_RUNTIME_CONTAINERD;
+    return PG_RUNTIME_AUTO;
+}
+
+int hook_identify(pg_runtime configured, const json_t *annotations, hook_identity *id,
+                  pg_error *err)
+{
+    memset(id, 0, sizeof *id);
+    pg_runtime runtime = configured;
+    if (runtime == PG_RUNTIME_AUTO) {
+        runtime = detect_runtime(annotations);
+        if (runtime == PG_RUNTIME_AUTO) {
+            id->kind = HOOK_NOT_KUBERNETES;
+            return PG_OK;
+        }
+    }
+    if (runtime == PG_RUNTIME_CRIO) {
+        /* Explicit cri-o: without CRI-O's marker this is not what we were told to trust. */
+        const char *manager = hook_annotation(annotations, CRIO_MANAGER_KEY);
+        if (!manager || strcmp(manager, CRIO_MANAGER_VALUE) != 0)
+            return pg_fail(err, PG_ERR_INVALID, "runtime cri-o: annotation %s=%s is missing",
+                           CRIO_MANAGER_KEY, CRIO_MANAGER_VALUE);
+        return identify_crio(annotations, id, err);
+    }
+    return identify_containerd(annotations, id, err);
+}

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The hook's inputs: the OCI state on stdin and the bundle's config.json. */
+#include "hook.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until fd is readable or the deadline passes; 1 readable, 0 timed out, <0 error code. */
+static int wait_readable(int fd, int64_t deadline, pg_error *err)
+{
+    for (;;) {
+        int64_t left = deadline - monotonic_ms();
+        if (left <= 0)
+            return 0;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, (int)left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -pg_fail_errno(err, errno, "poll stdin");
+        if (r == 0)
+            return 0;
+        if (p.revents & POLLNVAL)
+            return -pg_fail(err, PG_ERR_IO, "stdin is not open");
+        /* POLLHUP/POLLERR: a read() tells EOF from error without blocking. */
+        return 1;
+    }
+}
+
+static int grow(char **buf, size_t *cap, size_t max, pg_error *err)
+{
+    size_t ncap = *cap * 2 > max + 1 ? max + 1 : *cap * 2;
+    char *nb = realloc(*buf, ncap + 1);
+    if (!nb)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    *buf = nb;
+    *cap = ncap;
+    return PG_OK;
+}
+
+/*
+ * A runtime that never closes our stdin must not make the container start
+ * wait for the hooks.d timeout (and then SIGKILL), so reading has its own
+ * deadline; reading one byte past max detects oversize input without
+ * consuming an unbounded stream.
+ */
+int hook_read_fd_deadline(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
+                          pg_error *err)
+{
+    int64_t deadline = monotonic_ms() + deadline_ms;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap + 1);
+    int rc = b ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    while (rc == PG_OK) {
+        if (n == cap && (rc = grow(&b, &cap, max, err)) != PG_OK)
+            break;
+        int ready = wait_readable(fd, deadline, err);
+        if (ready < 0) {
+            rc = -ready;
+            break;
+        }
+        if (ready == 0) {
+            rc = pg_fail(err, PG_ERR_LIMIT, "stdin not closed within %d ms", deadline_ms);
+            break;
+        }
+        ssize_t r = read(fd, b + n, cap - n);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r < 0) {
+            rc = pg_fail_errno(err, errno, "read stdin");
+            break;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > max)
+            rc = pg_fail(err, PG_ERR_LIMIT, "input larger than %zu bytes", max);
+    }
+    if (rc != PG_OK) {
+        free(b);
+        return rc;
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return PG_OK;
+}
+
+static int take_string(const json_t *obj, const char *key, char **out, pg_error *err)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v)
+        return pg_fail(err, PG_ERR_INVALID, "OCI state: no \"%s\"", key);
+    if (!json_is_string(v) || json_string_length(v) == 0)
+        return pg_fail(err, PG_ERR_INVALID, "OCI state: \"%s\" is not a non-empty string", key);
+    /* An embedded NUL would make the C string mean something else than the JSON. */
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return pg_fail(err, PG_ERR_INVALID, "OCI state: \"%s\" contains a NUL byte", key);
+    *out = strdup(json_string_value(v));
+    return *out ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+}
+
+static int state_from_json(const json_t *root, hook_state *state, pg_error *err)
+{
+    if (!json_is_object(root))
+        return pg_fail(err, PG_ERR_INVALID, "OCI state: not a JSON object");
+    int rc = take_string(root, "id", &state->id, err);
+    if (rc == PG_OK)
+        rc = take_string(root, "bundle", &state->bundle, err);
+    if (rc == PG_OK && state->bundle[0] != '/')
+        rc = pg_fail(err, PG_ERR_INVALID, "OCI state: bundle is not an absolute path");
+    return rc;
+}
+
+int hook_read_state(int fd, hook_state *state, pg_error *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = hook_read_fd_deadline(fd, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, &buf, &len,
+                                   err);
+    if (rc != PG_OK) {
+        char why[PG_ERROR_MESSAGE_MAX];
+        snprintf(why, sizeof why, "%s", err ? err->message : "");
+        return pg_fail(err, rc, "reading the OCI state on stdin: %s", why);
+    }
+    json_t *root = pg_json_parse(buf, len, "OCI state", err);
+    free(buf);
+    if (!root)
+        return PG_ERR_INVALID;
+    rc = state_from_json(root, state, err);
+    json_decref(root);
+    if (rc != PG_OK)
+        hook_state_clear(state);
+    return rc;
+}
+
+void hook_state_clear(hook_state *state)
+{
+    free(state->id);
+    free(state->bundle);
+    state->id = state->bundle = NULL;
+}
+
+static int check_annotations(const json_t *ann, pg_error *err)
+{
+    if (!json_is_object(ann))
+        return pg_fail(err, PG_ERR_INVALID, "bundle config.json: annotations is not an object");
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)ann, key, v)
+    {
+        /* The runtime spec makes annotations map[string]string; anything else is forged input. */
+        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+            return pg_fail(err, PG_ERR_INVALID,
+                           "bundle config.json: annotation \"%.64s\" is not a string", key);
+    }
+    return PG_OK;
+}
+
+static int annotations_from_config(const char *buf, size_t len, json_t **annotations,
+                                   pg_error *err)
+{
+    json_t *root = pg_json_parse(buf, len, "bundle config.json", err);
+    if (!root)
+        return PG_ERR_INVALID;
+    int rc = PG_OK;
+    json_t *ann = json_object_get(root, "annotations");
+    if (!json_is_object(root))
+        rc = pg_fail(err, PG_ERR_INVALID, "bundle config.json: not a JSON object");
+    else if (!ann)
+        ann = json_object(); /* no annotations: decided later as "not Kubernetes" */
+    else if ((rc = check_annotations(ann, err)) == PG_OK)
+        json_incref(ann);
+    if (rc == PG_OK && !ann)
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (rc == PG_OK)
+        *annotations = ann;
+    json_decref(root);
+    return rc;
+}
+
+/*
+ * Annotations come from config.json, not from the state: runc rebuilds the
+ * state's annotations from labels (drops a key named "bundle", splits keys
+ * containing '='). config.json is opened relative to the bundle directory fd
+ * with O_NOFOLLOW and must be a regular file (pg_read_file_at also opens with
+ * O_NONBLOCK, so a FIFO planted there cannot block us).
+ */
+int hook_read_bundle_annotations(const char *bundle, json_t **annotations, pg_error *err)
+{
+    int dirfd = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY);
+    if (dirfd < 0)
+        return pg_fail_errno(err, errno, "open bundle directory");
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = pg_read_file_at(dirfd, "config.json", HOOK_MAX_BUNDLE_CONFIG_BYTES,
+                             PG_READ_CHECK_OWNER, &buf, &len, err);
+    close(dirfd);
+    if (rc != PG_OK) {
+        char why[PG_ERROR_MESSAGE_MAX];
+        snprintf(why, sizeof why, "%s", err ? err->message : "");
+        return pg_fail(err, rc, "bundle %s", why);
+    }
+    rc = annotations_from_config(buf, len, annotations, err);
+    free(buf);
+    return rc;
+}
+
+const char *hook_annotation(const json_t *annotations, const char *key)
+{
+    return json_string_value(json_object_get(annotations, key));
+}

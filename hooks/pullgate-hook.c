@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pullgate-hook [--config FILE] [--stage STAGE]
+ *
+ * OCI hook (prestart / createRuntime / createContainer): lets a Kubernetes
+ * application container start only if its pod presents credentials recorded
+ * for the image's pull, or policy exempts it (CONTRACT §5, §7). Exit 0 =
+ * allow; exit 1 = deny with one line on stderr. Every failure denies.
+ * The hook never forks, so a runtime timeout can never leave a child holding
+ * the runtime's stdout/stderr pipes.
+ */
+#include "hook.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#define DEFAULT_CONFIG_PATH "/etc/pullgate/config.json"
+
+typedef struct hook_args {
+    const char *config_path;
+    int config_explicit; /* --config given: a missing file is an error */
+    const char *stage;
+} hook_args;
+
+/* Everything one run knows; filled step by step, released by run_free(). */
+typedef struct hook_run {
+    hook_args args;
+    pg_config *cfg;
+    hook_state state;
+    json_t *annotations;
+    hook_identity identity;
+    pg_store *store;
+    char *resolved_ref; /* image ref looked up in the store (owned) */
+    pg_decision decision;
+} hook_run;
+
+static const char *const known_stages[] = {"prestart",       "createRuntime", "createContainer",
+                                           "startContainer", "poststart",     "poststop", NULL};
+
+/* ------------------------------------------------------------ failure */
+
+/* Fixed text: the handler may only use async-signal-safe calls. */
+static void on_deadline(int sig)
+{
+    (void)sig;
+    static const char line[] = "pullgate: denied container " HOOK_UNKNOWN " (namespace " HOOK_UNKNOWN
+                               ", image " HOOK_UNKNOWN "): the hook exceeded its internal deadline\n";
+    ssize_t ignored = write(STDERR_FILENO, line, sizeof line - 1);
+    (void)ignored;
+    _exit(1);
+}
+
+/*
+ * Whatever hangs (a stuck store filesystem, the bus) the hook exits on its own,
+ * denying, before the runtime's hooks.d timeout kills it.
+ */
+static void arm_deadline(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_deadline;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    alarm(HOOK_HARD_DEADLINE_S);
+}
+
+static void deny(hook_run *run, int reason, const char *what, const pg_error *err)
+{
+    run->decision.allow = 0;
+    run->decision.reason = reason;
+    snprintf(run->decision.text, sizeof run->decision.text, "%s: %s", what,
+             err && err->message[0] ? err->message : "unknown error");
+}
+
+static void allow(hook_run *run, int reason, const char *text)
+{
+    run->decision.allow = 1;
+    run->decision.reason = reason;
+    snprintf(run->decision.text, sizeof run->decision.text, "%s", text);
+}
+
+/* ---------------------------------------------------------- arguments */
+
+static int is_known_stage(const char *stage)
+{
+    for (const char *const *s = known_stages; *s; s++)
+        if (strcmp(*s, stage) == 0)
+            return 1;
+    return 0;
+}
+
+/* Accepts "--name VALUE" and "--name=VALUE"; returns the value or NULL. */
+static const char *option_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] == '\0' && *i + 1 < argc)
+        return argv[++*i];
+    return NULL;
+}
+
+static int parse_args(int argc, char **argv, hook_args *args, pg_error *err)
+{
+    args->config_path = DEFAULT_CONFIG_PATH;
+    args->config_explicit = 0;
+    args->stage = "prestart";
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if ((v = option_value(argc, argv, &i, "--config")) != NULL) {
+            args->config_path = v;
+            args->config_explicit = 1;
+        } else if ((v = option_value(argc, argv, &i, "--stage")) != NULL) {
+            args->stage = v;
+        } else {
+            return pg_fail(err, PG_ERR_INVALID,
+                           "usage: pullgate-hook [--config FILE] [--stage STAGE]; bad argument "
+                           "\"%.64s\"", argv[i]);
+        }
+    }
+    if (!args->config_path[0])
+        return pg_fail(err, PG_ERR_INVALID, "--config: empty path");
+    if (!is_known_stage(args->stage))
+        return pg_fail(err, PG_ERR_INVALID, "--stage: unknown OCI hook stage \"%.64s\"",
+                       args->stage);
+    return PG_OK;
+}
+
+/* ------------------------------------------------------------- steps */
+
+/* A missing default file means built-in defaults; any other problem fails closed. */
+static int load_config(hook_run *run, pg_error *err)
+{
+    run->cfg = pg_config_new(err);
+    if (!run->cfg)
+        return err->code ? err->code : PG_ERR_NOMEM;
+    struct stat st;
+    if (!run->args.config_explicit && lstat(run->args.config_path, &st) != 0 && errno == ENOENT)
+        return PG_OK;
+    return pg_config_load_file(run->cfg, run->args.config_path, err);
+}
+
+/*
+ * The hook only reads records. pg_store_open_readonly() opens only
+ * readOnlyRecordDirs, and pg_store_open() would create a missing stateDir,
+ * so: an existing stateDir is opened with pg_store_open (nothing to create);
+ * a missing one holds no records, and the read-only directories suffice.
+ */
+static pg_store *open_store(const pg_config *cfg, pg_error *err)
+{
+    struct stat st;
+    const char *state_dir = pg_config_state_dir(cfg);
+    if (state_dir && lstat(state_dir, &st) == 0)
+        return pg_store_open(cfg, NULL, err);
+    return pg_store_open_readonly(cfg, err);
+}
+
+static int has_record(const pg_store *store, const char *image_ref)
+{
+    pg_record *rec = NULL;
+    int rc = pg_store_get(store, image_ref, &rec, NULL);
+    pg_record_free(rec);
+    return rc != PG_ERR_NOT_FOUND;
+}
+
+/*
+ * CRI-O names the storage image ID bare (64 hex); a record may hold it bare
+ * or as "sha256:<hex>". The exact value is tried first, then the other form;
+ * when neither has a record the exact value goes to pg_decide unchanged.
+ */
+static const char *crio_image_ref(hook_run *run)
+{
+    const char *ref = run->identity.image_ref;
+    if (!ref || !hook_is_image_id(ref) || has_record(run->store, ref))
+        return ref;
+    int prefixed = strncmp(ref, "sha256:", 7) == 0;
+    char other[7 + PG_HASH_HEX_LEN + 1];
+    snprintf(other, sizeof other, "%s%s", prefixed ? "" : "sha256:", prefixed ? ref + 7 : ref);
+    if (!has_record(run->store, other))
+        return ref;
+    run->resolved_ref = strdup(other);
+    return run->resolved_ref ? run->resolved_ref : ref;
+}
+
+/* containerd names no image ID: use the image -> imageRef index written at pull time. */
+static const char *containerd_image_ref(hook_run *run, pg_error *resolve_err)
+{
+    if (!run->identity.image)
+        return NULL;
+    int rc = pg_store_resolve_image(run->store, run->identity.image, &run->resolved_ref,
+                                    resolve_err);
+    if (rc == PG_ERR_NOT_FOUND)
+        pg_error_clear(resolve_err);
+    return rc == PG_OK ? run->resolved_ref : NULL;
+}
+
+static void decide_application(hook_run *run)
+{
+    pg_error err = {0}, resolve_err = {0};
+    if (!run->identity.image) {
+        /* Only a policy that needs no image name can exempt an unnamed image. */
+        if (pg_config_policy(run->cfg) == PG_POLICY_NEVER_VERIFY)
+            allow(run, PG_REASON_NEVER_VERIFY, "policy NeverVerify");
+        else
+            deny(run, PG_REASON_BAD_REQUEST, "the runtime names no image",
+                 &(pg_error){PG_ERR_INVALID, "only an image ID is known, not a name"});
+        return;
+    }
+    run->store = open_store(run->cfg, &err);
+    if (!run->store) {
+        deny(run, PG_REASON_STORE_ERROR, "opening the record store", &err);
+        return;
+    }
+    const char *image_ref = run->identity.runtime == PG_RUNTIME_CRIO
+                                ? crio_image_ref(run)
+                                : containerd_image_ref(run, &resolve_err);
+    pg_request req = {
+        .image = run->identity.image ? run->identity.image : "",
+        .image_ref = image_ref,
+        .namespace_ = run->identity.namespace_,
+        .credentials = hook_annotation(run->annotations, pg_config_annotation(run->cfg)),
+    };
+    pg_decide(run->cfg, run->store, &req, &run->decision);
+    /* A broken index is a store error, not merely "unknown imageRef". */
+    if (!run->decision.allow && resolve_err.code)
+        deny(run, PG_REASON_STORE_ERROR, "resolving the image's imageRef", &resolve_err);
+}
+
+static void decide(hook_run *run)
+{
+    pg_error err = {0};
+    if (hook_read_bundle_annotations(run->state.bundle, &run->annotations, &err) != PG_OK)
+        deny(run, PG_REASON_BAD_REQUEST, "reading the bundle", &err);
+    else if (hook_identify(pg_config_runtime(run->cfg), run->annotations, &run->identity, &err) !=
+             PG_OK)
+        deny(run, PG_REASON_BAD_REQUEST, "identifying the container", &err);
+    else if (run->identity.kind == HOOK_NOT_KUBERNETES)
+        allow(run, 0, "not a Kubernetes container (no CRI-O or containerd annotations)");
+    else if (run->identity.kind == HOOK_SANDBOX)
+        allow(run, PG_REASON_SANDBOX, "sandbox (pause) container");
+    else
+        decide_application(run);
+}
+
+/*
+ * The state is read even after an argument or configuration error: it costs
+ * at most the stdin deadline and lets the denial name the container.
+ */
+static void read_inputs_and_decide(hook_run *run, int argc, char **argv)
+{
+    pg_error args_err = {0}, cfg_err = {0}, state_err = {0};
+    int args_rc = parse_args(argc, argv, &run->args, &args_err);
+    int cfg_rc = args_rc == PG_OK ? load_config(run, &cfg_err) : PG_OK;
+    int state_rc = hook_read_state(STDIN_FILENO, &run->state, &state_err);
+    if (args_rc != PG_OK)
+        deny(run, PG_REASON_BAD_REQUEST, "invalid arguments", &args_err);
+    else if (cfg_rc != PG_OK)
+        deny(run, PG_REASON_CONFIG_ERROR, "configuration", &cfg_err);
+    else if (state_rc != PG_OK)
+        deny(run, PG_REASON_BAD_REQUEST, "invalid OCI state", &state_err);
+    else
+        decide(run);
+    if (cfg_rc != PG_OK || args_rc != PG_OK) {
+        /* A configuration we could not load names no mode: enforce (fail closed). */
+        pg_config_free(run->cfg);
+        run->cfg = NULL;
+    }
+}
+
+/* stdin is done with; keep fd 0 occupied so nothing opened later lands on it. */
+static void release_stdin(void)
+{
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fd != STDIN_FILENO) {
+        dup2(fd, STDIN_FILENO);
+        close(fd);
+    } else if (fd < 0) {
+        close(STDIN_FILENO);
+    }
+}
+
+/* A session bus without an address would make libdbus autolaunch (fork) a daemon. */
+static pg_notifier *open_notifier(const pg_config *cfg)
+{
+    const char *bus = cfg ? pg_config_dbus(cfg) : NULL;
+    if (!bus || strcmp(bus, "none") == 0)
+        return NULL;
+    if (strcmp(bus, "session") == 0 && !getenv("DBUS_SESSION_BUS_ADDRESS"))
+        return NULL;
+    return pg_notifier_new(bus, HOOK_DBUS_TIMEOUT_MS, NULL);
+}
+
+static void run_free(hook_run *run)
+{
+    pg_store_free(run->store);
+    free(run->resolved_ref);
+    json_decref(run->annotations);
+    hook_state_clear(&run->state);
+    pg_config_free(run->cfg);
+}
+
+int main(int argc, char **argv)
+{
+    arm_deadline();
+    hook_run run;
+    memset(&run, 0, sizeof run);
+    read_inputs_and_decide(&run, argc, argv);
+    release_stdin();
+    hook_log_open(run.cfg ? pg_config_log_level(run.cfg) : NULL);
+    pg_notifier *notifier = open_notifier(run.cfg);
+    hook_subject who = {
+        .container_id = run.state.id,
+        .namespace_ = run.identity.namespace_,
+        .image = run.identity.image,
+        .image_ref = run.resolved_ref ? run.resolved_ref : run.identity.image_ref,
+        .stage = run.args.stage,
+    };
+    int status = hook_report(&who, &run.decision, run.cfg ? pg_config_mode(run.cfg) : PG_MODE_ENFORCE,
+                             notifier);
+    pg_notifier_free(notifier);
+    run_free(&run);
+    closelog();
+    if (fclose(stdout) != 0 || fflush(stderr) != 0)
+        status = status ? status : 1;
+    return status;
+}
