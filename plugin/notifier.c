@@ -1,0 +1,695 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * D-Bus notifier: emits the signals of CONTRACT §9 (interface
+ * dev.pullgate.PullGate1, path /dev/pullgate/PullGate1) on a private
+ * libdbus connection.
+ *
+ * Emitting is best effort and HARD bounded in time: the hook must never be
+ * delayed noticeably by a bus that is missing, refuses, or accepts the socket
+ * and then never answers. libdbus's own connect and bus registration block
+ * with long defaults (a blocking connect(2), then Hello with a 25 s reply
+ * timeout), so this module enforces one deadline per call itself:
+ *
+ *   1. Connect lazily, on the first signal, so a decision that never emits
+ *      pays nothing.
+ *   2. Before libdbus connects, probe the address with a non-blocking
+ *      connect(2) + poll bounded by the deadline. libdbus's connect is
+ *      blocking: a Unix listener with a full backlog or an unreachable TCP
+ *      peer would otherwise hold it indefinitely. A probe that succeeds
+ *      proves the listener accepts connections right now, so libdbus's own
+ *      connect completes at once. Transports whose connect cannot be bounded
+ *      (autolaunch:, unixexec:, launchd:, ..., TCP host names that need DNS)
+ *      are refused.
+ *   3. Drive the SASL exchange with dbus_connection_read_write(conn,
+ *      time_left) until authenticated, then send Hello and wait for its reply
+ *      the same way. Neither dbus_bus_register() (25 s default timeout) nor
+ *      dbus_connection_send_with_reply_and_block() is usable: the latter
+ *      first flushes the outgoing queue with no time limit, and before
+ *      authentication completes that queue never drains (measured: a
+ *      listener that never answers held it until the peer went away).
+ *   4. Flush with dbus_connection_read_write(conn, time_left) until the
+ *      outgoing queue is empty or the deadline passes.
+ *
+ * Any failure marks the notifier dead: later signals are dropped at once and
+ * pg_notifier_last_error() says why.
+ *
+ * Global state of libdbus (unavoidable, documented here): libdbus keeps
+ * process-wide locks and caches, initialised by itself since 1.7; it is
+ * thread-safe without dbus_threads_init_default(). We clear its global
+ * "change SIGPIPE" flag so that opening a connection does not set SIGPIPE to
+ * SIG_IGN in the host process: libdbus writes with MSG_NOSIGNAL, so a broken
+ * bus cannot raise SIGPIPE anyway. Each notifier has its own private
+ * connection and a mutex serialising its use.
+ */
+#include "internal.h"
+
+#include <dbus/dbus.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PG_DBUS_INTERFACE "dev.pullgate.PullGate1"
+#define PG_DBUS_PATH "/dev/pullgate/PullGate1"
+#define PG_SYSTEM_BUS_DEFAULT "unix:path=/run/dbus/system_bus_socket"
+#define PG_NOTIFIER_TIMEOUT_MAX 600000 /* 10 minutes: anything larger is a mistake */
+#define PG_NOTIFIER_ERROR_MAX 512
+#define PG_SIGNAL_ARGS_MAX 5
+
+typedef enum notifier_state {
+    NOTIFIER_OFF,       /* bus "none": signals are dropped silently */
+    NOTIFIER_IDLE,      /* not connected yet: connect on the first signal */
+    NOTIFIER_CONNECTED, /* registered on the bus */
+    NOTIFIER_DEAD       /* a failure happened: signals are dropped, error kept */
+} notifier_state;
+
+struct pg_notifier {
+    pthread_mutex_t lock; /* serialises everything below */
+    notifier_state state;
+    char *address; /* resolved D-Bus address (possibly several entries) */
+    int timeout_ms;
+    DBusConnection *conn; /* private connection, NULL until connected */
+    char error[PG_NOTIFIER_ERROR_MAX];
+};
+
+/* -------------------------------------------------------------- time */
+
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds until deadline, never negative. */
+static int ms_left(int64_t deadline)
+{
+    int64_t left = deadline - monotonic_ms();
+    return left > 0 ? (int)left : 0;
+}
+
+/* ------------------------------------------------------------ errors */
+
+static void vset_error(pg_notifier *n, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
+static void vset_error(pg_notifier *n, const char *fmt, va_list ap)
+{
+    vsnprintf(n->error, sizeof n->error, fmt, ap);
+    /* One line: libdbus messages or addresses must not split a log line. */
+    for (char *p = n->error; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+}
+
+static void set_error(pg_notifier *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void set_error(pg_notifier *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vset_error(n, fmt, ap);
+    va_end(ap);
+}
+
+static void drop_connection(pg_notifier *n)
+{
+    if (n->conn) {
+        /* A private connection must be closed before its last unref; closing
+         * discards unsent data and never blocks. */
+        dbus_connection_close(n->conn);
+        dbus_connection_unref(n->conn);
+        n->conn = NULL;
+    }
+}
+
+/* Records why and stops emitting for good. */
+static void mark_dead(pg_notifier *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void mark_dead(pg_notifier *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vset_error(n, fmt, ap);
+    va_end(ap);
+    drop_connection(n);
+    n->state = NOTIFIER_DEAD;
+}
+
+/* ------------------------------------------------- address resolution */
+
+/* "system" / "session" / an address -> the address to use, or NULL with
+ * n->error set (session bus without DBUS_SESSION_BUS_ADDRESS). */
+static char *resolve_bus_address(pg_notifier *n, const char *bus)
+{
+    if (strcmp(bus, "system") == 0) {
+        /* secure_getenv: like libdbus, ignore the environment when setuid. */
+        const char *env = secure_getenv("DBUS_SYSTEM_BUS_ADDRESS");
+        return pg_strdup(env && *env ? env : PG_SYSTEM_BUS_DEFAULT);
+    }
+    if (strcmp(bus, "session") == 0) {
+        const char *env = secure_getenv("DBUS_SESSION_BUS_ADDRESS");
+        if (!env || !*env) {
+            /* Never autolaunch a session bus from a hook. */
+            set_error(n, "session bus: DBUS_SESSION_BUS_ADDRESS is not set");
+            return NULL;
+        }
+        return pg_strdup(env);
+    }
+    return pg_strdup(bus);
+}
+
+/* Checks the syntax of a whole address with libdbus's own parser. */
+static int address_is_valid(pg_notifier *n, const char *address)
+{
+    DBusError derr;
+    DBusAddressEntry **entries = NULL;
+    int count = 0;
+    dbus_error_init(&derr);
+    if (!dbus_parse_address(address, &entries, &count, &derr)) {
+        set_error(n, "invalid D-Bus address \"%s\": %s", address,
+                  derr.message ? derr.message : "parse error");
+        dbus_error_free(&derr);
+        return 0;
+    }
+    dbus_address_entries_free(entries);
+    return count > 0;
+}
+
+/* --------------------------------------------- bounded connect probe */
+
+/* Non-blocking connect(2) of a fresh socket, waiting at most until
+ * deadline. Returns 0 or an errno value. */
+static int connect_before(int family, const struct sockaddr *sa, socklen_t len, int64_t deadline)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return errno;
+    int rc = 0;
+    if (connect(fd, sa, len) < 0) {
+        rc = errno;
+        if (rc == EINPROGRESS) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            int ready;
+            do
+                ready = poll(&pfd, 1, ms_left(deadline));
+            while (ready < 0 && errno == EINTR && ms_left(deadline) > 0);
+            socklen_t rlen = sizeof rc;
+            if (ready <= 0)
+                rc = ETIMEDOUT;
+            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &rc, &rlen) < 0)
+                rc = errno;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+/* Probes unix:path=... / unix:abstract=... Returns 0 or an errno value. */
+static int probe_unix(const char *path, int abstract, int64_t deadline)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    size_t len = strlen(path);
+    size_t room = sizeof sun.sun_path - (abstract ? 1 : 0);
+    if (len == 0 || len >= room)
+        return ENAMETOOLONG;
+    /* Abstract names start with a NUL and are not NUL-terminated. */
+    memcpy(sun.sun_path + (abstract ? 1 : 0), path, len);
+    /* + 1: the leading NUL of an abstract name, or the terminating NUL of a path. */
+    socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
+    return connect_before(AF_UNIX, (const struct sockaddr *)&sun, salen, deadline);
+}
+
+/* Probes tcp:host=...,port=...[,family=ipv4|ipv6]. Name resolution cannot
+ * be bounded, so only numeric hosts and "localhost" (resolved from the hosts
+ * file in every sane nsswitch setup) are accepted. */
+static int probe_tcp(const char *host, const char *port, const char *family, int64_t deadline,
+                     const char **why)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG};
+    if (family && strcmp(family, "ipv4") == 0)
+        hints.ai_family = AF_INET;
+    else if (family && strcmp(family, "ipv6") == 0)
+        hints.ai_family = AF_INET6;
+    if (!host || !*host)
+        host = "localhost";
+    if (!port) {
+        *why = "tcp address without port";
+        return EINVAL;
+    }
+    if (strcmp(host, "localhost") != 0)
+        hints.ai_flags |= AI_NUMERICHOST;
+    struct addrinfo *list = NULL;
+    if (getaddrinfo(host, port, &hints, &list) != 0) {
+        *why = "tcp host must be numeric or localhost (name resolution cannot be time-bounded)";
+        return EINVAL;
+    }
+    int rc = ECONNREFUSED;
+    for (struct addrinfo *ai = list; ai && ms_left(deadline) > 0; ai = ai->ai_next) {
+        rc = connect_before(ai->ai_family, ai->ai_addr, ai->ai_addrlen, deadline);
+        if (rc == 0)
+            break;
+    }
+    freeaddrinfo(list);
+    return rc;
+}
+
+/* Probes one parsed address entry. Returns 0 when libdbus may connect to
+ * it without blocking; otherwise writes the reason into why. */
+static int probe_entry(DBusAddressEntry *entry, int64_t deadline, char *why, size_t why_len)
+{
+    const char *method = dbus_address_entry_get_method(entry);
+    const char *reason = NULL;
+    int rc;
+    if (strcmp(method, "unix") == 0) {
+        const char *path = dbus_address_entry_get_value(entry, "path");
+        const char *abstract = dbus_address_entry_get_value(entry, "abstract");
+        if (!path && !abstract) {
+            snprintf(why, why_len, "unix address without path= or abstract=");
+            return -1;
+        }
+        rc = path ? probe_unix(path, 0, deadline) : probe_unix(abstract, 1, deadline);
+    } else if (strcmp(method, "tcp") == 0) {
+        rc = probe_tcp(dbus_address_entry_get_value(entry, "host"),
+                       dbus_address_entry_get_value(entry, "port"),
+                       dbus_address_entry_get_value(entry, "family"), deadline, &reason);
+    } else {
+        snprintf(why, why_len,
+                 "transport \"%s\" is not supported (its connect cannot be time-bounded)", method);
+        return -1;
+    }
+    if (rc == 0)
+        return 0;
+    if (reason)
+        snprintf(why, why_len, "%s", reason);
+    else if (rc == EAGAIN)
+        snprintf(why, why_len, "bus is not accepting connections (listen backlog full)");
+    else
+        snprintf(why, why_len, "cannot connect: %s", strerror(rc));
+    return -1;
+}
+
+/* Copies the first entry of address (entries are separated by ';', which
+ * never appears unescaped inside a value) that answers the probe. */
+static char *pick_reachable_entry(pg_notifier *n, int64_t deadline)
+{
+    char why[256] = "empty address";
+    const char *p = n->address;
+    while (*p && ms_left(deadline) > 0) {
+        size_t len = strcspn(p, ";");
+        char *one = strndup(p, len);
+        if (!one) {
+            mark_dead(n, "out of memory");
+            return NULL;
+        }
+        DBusError derr;
+        DBusAddressEntry **entries = NULL;
+        int count = 0;
+        dbus_error_init(&derr);
+        if (len > 0 && dbus_parse_address(one, &entries, &count, &derr)) {
+            int ok = count == 1 && probe_entry(entries[0], deadline, why, sizeof why) == 0;
+            dbus_address_entries_free(entries);
+            if (ok)
+                return one;
+        }
+        dbus_error_free(&derr);
+        free(one);
+        p += len + (p[len] == ';');
+    }
+    if (ms_left(deadline) == 0)
+        snprintf(why, sizeof why, "timed out connecting");
+    mark_dead(n, "D-Bus %s: %s", n->address, why);
+    return NULL;
+}
+
+/* ------------------------------------------------- connect + register */
+
+/* Discards messages the bus sent us (NameAcquired, stray calls): we never
+ * dispatch, and they must not pile up in a long-lived process. */
+static void discard_incoming(DBusConnection *conn)
+{
+    DBusMessage *msg;
+    while ((msg = dbus_connection_pop_message(conn)) != NULL)
+        dbus_message_unref(msg);
+}
+
+/* Writes the outgoing queue, never past the deadline. (Not
+ * dbus_connection_flush(): it waits without a time limit.) */
+static int flush_before(pg_notifier *n, int64_t deadline)
+{
+    while (dbus_connection_has_messages_to_send(n->conn)) {
+        int wait_ms = ms_left(deadline);
+        if (wait_ms == 0) {
+            mark_dead(n, "D-Bus %s: timed out writing to the bus", n->address);
+            return -1;
+        }
+        if (!dbus_connection_read_write(n->conn, wait_ms)) {
+            mark_dead(n, "D-Bus %s: disconnected", n->address);
+            return -1;
+        }
+    }
+    if (!dbus_connection_get_is_connected(n->conn)) {
+        mark_dead(n, "D-Bus %s: disconnected", n->address);
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs the SASL exchange until the deadline. This must finish before any
+ * message is queued: libdbus flushes the queue without a time limit before
+ * it waits for a reply, and an unauthenticated queue never drains. */
+static int authenticate_before(pg_notifier *n, int64_t deadline)
+{
+    while (!dbus_connection_get_is_authenticated(n->conn)) {
+        int wait_ms = ms_left(deadline);
+        if (wait_ms == 0) {
+            mark_dead(n, "D-Bus %s: timed out authenticating", n->address);
+            return -1;
+        }
+        if (!dbus_connection_read_write(n->conn, wait_ms)) {
+            mark_dead(n, "D-Bus %s: authentication failed", n->address);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Takes the reply to `serial` off the incoming queue, waiting until the
+ * deadline; other messages are discarded. NULL with n dead on failure. */
+static DBusMessage *reply_before(pg_notifier *n, dbus_uint32_t serial, int64_t deadline)
+{
+    for (;;) {
+        DBusMessage *msg;
+        while ((msg = dbus_connection_pop_message(n->conn)) != NULL) {
+            if (dbus_message_get_reply_serial(msg) == serial)
+                return msg;
+            dbus_message_unref(msg);
+        }
+        int wait_ms = ms_left(deadline);
+        if (wait_ms == 0) {
+            mark_dead(n, "D-Bus %s: timed out waiting for the bus", n->address);
+            return NULL;
+        }
+        if (!dbus_connection_read_write(n->conn, wait_ms)) {
+            mark_dead(n, "D-Bus %s: disconnected", n->address);
+            return NULL;
+        }
+    }
+}
+
+/* Hello: the bus assigns our unique name. Driven by hand rather than with
+ * dbus_bus_register() (25 s default timeout) or
+ * dbus_connection_send_with_reply_and_block() (unbounded flush). */
+static int register_on_bus(pg_notifier *n, int64_t deadline)
+{
+    DBusMessage *hello = dbus_message_new_method_call(DBUS_SERVICE_DBUS, DBUS_PATH_DBUS,
+                                                      DBUS_INTERFACE_DBUS, "Hello");
+    dbus_uint32_t serial = 0;
+    int queued = hello && dbus_connection_send(n->conn, hello, &serial);
+    if (hello)
+        dbus_message_unref(hello);
+    if (!queued) {
+        mark_dead(n, "out of memory");
+        return -1;
+    }
+    if (flush_before(n, deadline) < 0)
+        return -1;
+    DBusMessage *reply = reply_before(n, serial, deadline);
+    if (!reply)
+        return -1;
+    DBusError derr;
+    dbus_error_init(&derr);
+    const char *unique = NULL;
+    int ok = !dbus_set_error_from_message(&derr, reply) &&
+             dbus_message_get_args(reply, &derr, DBUS_TYPE_STRING, &unique, DBUS_TYPE_INVALID) &&
+             dbus_bus_set_unique_name(n->conn, unique);
+    if (!ok)
+        mark_dead(n, "D-Bus %s: registration failed: %s", n->address,
+                  dbus_error_is_set(&derr) ? derr.message : "out of memory");
+    dbus_error_free(&derr);
+    dbus_message_unref(reply);
+    return ok ? 0 : -1;
+}
+
+static int connect_bus(pg_notifier *n, int64_t deadline)
+{
+    char *entry = pick_reachable_entry(n, deadline);
+    if (!entry)
+        return -1;
+    /* Keep libdbus from setting SIGPIPE to SIG_IGN in the host process. */
+    dbus_connection_set_change_sigpipe(FALSE);
+    DBusError derr;
+    dbus_error_init(&derr);
+    n->conn = dbus_connection_open_private(entry, &derr);
+    free(entry);
+    if (!n->conn) {
+        mark_dead(n, "D-Bus %s: %s", n->address,
+                  dbus_error_is_set(&derr) ? derr.message : "cannot open connection");
+        dbus_error_free(&derr);
+        return -1;
+    }
+    /* Losing the bus must never terminate the host (libdbus calls _exit()
+     * on disconnect for connections made by dbus_bus_get()). */
+    dbus_connection_set_exit_on_disconnect(n->conn, FALSE);
+    if (authenticate_before(n, deadline) < 0 || register_on_bus(n, deadline) < 0)
+        return -1;
+    n->state = NOTIFIER_CONNECTED;
+    return 0;
+}
+
+/* ------------------------------------------------------------ sending */
+
+static int emit_locked(pg_notifier *n, DBusMessage *msg, int64_t deadline)
+{
+    if (n->state == NOTIFIER_CONNECTED && !dbus_connection_get_is_connected(n->conn))
+        mark_dead(n, "D-Bus %s: disconnected", n->address);
+    if (n->state == NOTIFIER_IDLE && connect_bus(n, deadline) < 0)
+        return -1;
+    if (n->state != NOTIFIER_CONNECTED)
+        return -1;
+    if (!dbus_connection_send(n->conn, msg, NULL)) {
+        mark_dead(n, "D-Bus %s: out of memory queueing a signal", n->address);
+        return -1;
+    }
+    int rc = flush_before(n, deadline);
+    if (rc == 0)
+        discard_incoming(n->conn);
+    return rc;
+}
+
+/* Locks n, giving up at the deadline: a thread must not wait on another
+ * thread's slow bus for longer than its own bound. */
+static int lock_before(pg_notifier *n, int64_t deadline)
+{
+    struct timespec abs;
+    clock_gettime(CLOCK_REALTIME, &abs);
+    int64_t ns = abs.tv_nsec + (int64_t)ms_left(deadline) * 1000000;
+    abs.tv_sec += (time_t)(ns / 1000000000);
+    abs.tv_nsec = (long)(ns % 1000000000);
+    return pthread_mutex_timedlock(&n->lock, &abs) == 0 ? 0 : -1;
+}
+
+static void emit(pg_notifier *n, DBusMessage *msg, int64_t deadline)
+{
+    if (lock_before(n, deadline) < 0)
+        return; /* another thread held the notifier past our bound: drop */
+    /* Waiting for the lock used up our time: drop this signal, but do not
+     * blame the bus for it (the notifier stays usable). */
+    if (n->state != NOTIFIER_OFF && n->state != NOTIFIER_DEAD && ms_left(deadline) > 0)
+        emit_locked(n, msg, deadline);
+    pthread_mutex_unlock(&n->lock);
+}
+
+/* ------------------------------------------------ message construction */
+
+/* Length of the valid UTF-8 sequence at s (as D-Bus accepts it: no
+ * overlong forms, no surrogates, <= U+10FFFF), or 0 if invalid. */
+static size_t utf8_sequence_len(const unsigned char *s)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t len;
+    unsigned cp;
+    if ((s[0] & 0xE0) == 0xC0) {
+        len = 2;
+        cp = s[0] & 0x1Fu;
+    } else if ((s[0] & 0xF0) == 0xE0) {
+        len = 3;
+        cp = s[0] & 0x0Fu;
+    } else if ((s[0] & 0xF8) == 0xF0) {
+        len = 4;
+        cp = s[0] & 0x07u;
+    } else {
+        return 0;
+    }
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0; /* also stops at the terminating NUL */
+        cp = (cp << 6) | (s[i] & 0x3Fu);
+    }
+    static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+/* A copy of s that libdbus accepts: NULL becomes "", each byte of an
+ * invalid UTF-8 sequence becomes '?'. (libdbus aborts the process on an
+ * invalid string argument, and image names come from untrusted input.) */
+static char *dbus_safe_string(const char *s)
+{
+    if (!s)
+        s = "";
+    char *out = strdup(s);
+    if (!out)
+        return NULL;
+    unsigned char *p = (unsigned char *)out;
+    while (*p) {
+        size_t len = utf8_sequence_len(p);
+        if (len == 0) {
+            *p++ = '?';
+        } else {
+            p += len;
+        }
+    }
+    return out;
+}
+
+/* Builds member(s, s, ...) with strings made safe. NULL on out of memory. */
+static DBusMessage *new_string_signal(const char *member, const char *const *args, size_t n_args)
+{
+    DBusMessage *msg = dbus_message_new_signal(PG_DBUS_PATH, PG_DBUS_INTERFACE, member);
+    if (!msg)
+        return NULL;
+    DBusMessageIter iter;
+    dbus_message_iter_init_append(msg, &iter);
+    for (size_t i = 0; i < n_args; i++) {
+        char *safe = dbus_safe_string(args[i]);
+        int ok = safe && dbus_message_iter_append_basic(&iter, DBUS_TYPE_STRING, &safe);
+        free(safe);
+        if (!ok) {
+            dbus_message_unref(msg);
+            return NULL;
+        }
+    }
+    return msg;
+}
+
+/* Emits member with string arguments; the common path of every signal. */
+static void notify_strings(pg_notifier *n, const char *member, const char *const *args,
+                           size_t n_args)
+{
+    if (!n)
+        return;
+    int64_t deadline = monotonic_ms() + n->timeout_ms;
+    DBusMessage *msg = new_string_signal(member, args, n_args);
+    if (!msg)
+        return; /* out of memory: best effort, nothing to report to */
+    emit(n, msg, deadline);
+    dbus_message_unref(msg);
+}
+
+/* ------------------------------------------------------------ public */
+
+PG_API pg_notifier *pg_notifier_new(const char *bus, int timeout_ms, pg_error *err)
+{
+    if (!bus || !*bus || timeout_ms <= 0 || timeout_ms > PG_NOTIFIER_TIMEOUT_MAX) {
+        pg_fail(err, PG_ERR_INVALID, "notifier: bus must be named and timeout in 1..%d ms",
+                PG_NOTIFIER_TIMEOUT_MAX);
+        return NULL;
+    }
+    pg_notifier *n = calloc(1, sizeof *n);
+    if (!n || pthread_mutex_init(&n->lock, NULL) != 0) {
+        free(n);
+        pg_fail(err, PG_ERR_NOMEM, "notifier: out of memory");
+        return NULL;
+    }
+    n->timeout_ms = timeout_ms;
+    if (strcmp(bus, "none") == 0) {
+        n->state = NOTIFIER_OFF;
+        return n;
+    }
+    n->address = resolve_bus_address(n, bus);
+    if (!n->address && !n->error[0]) {
+        pg_notifier_free(n);
+        pg_fail(err, PG_ERR_NOMEM, "notifier: out of memory");
+        return NULL;
+    }
+    /* Unusable addresses make a notifier that drops signals, not an error:
+     * emitting must never change the caller's outcome. */
+    n->state = n->address && address_is_valid(n, n->address) ? NOTIFIER_IDLE : NOTIFIER_DEAD;
+    return n;
+}
+
+PG_API void pg_notifier_free(pg_notifier *n)
+{
+    if (!n)
+        return;
+    drop_connection(n);
+    free(n->address);
+    pthread_mutex_destroy(&n->lock);
+    free(n);
+}
+
+PG_API const char *pg_notifier_last_error(const pg_notifier *n)
+{
+    if (!n)
+        return NULL;
+    /* The mutex is not part of the notifier's logical value. */
+    pthread_mutex_t *lock = (pthread_mutex_t *)&n->lock;
+    pthread_mutex_lock(lock);
+    const char *msg = n->error[0] ? n->error : NULL;
+    pthread_mutex_unlock(lock);
+    return msg;
+}
+
+PG_API void pg_notify_pull_intent(pg_notifier *n, const char *image)
+{
+    const char *args[] = {image};
+    notify_strings(n, "PullIntent", args, 1);
+}
+
+PG_API void pg_notify_image_pulled(pg_notifier *n, const char *image, const char *image_ref,
+                                   const char *credential_kind)
+{
+    const char *args[] = {image, image_ref, credential_kind};
+    notify_strings(n, "ImagePulled", args, 3);
+}
+
+PG_API void pg_notify_pull_failed(pg_notifier *n, const char *image)
+{
+    const char *args[] = {image};
+    notify_strings(n, "PullFailed", args, 1);
+}
+
+PG_API void pg_notify_container(pg_notifier *n, int allowed, const char *container_id,
+                                const char *namespace_, const char *image, const char *image_ref,
+                                const char *reason)
+{
+    const char *args[PG_SIGNAL_ARGS_MAX] = {container_id, namespace_, image, image_ref, reason};
+    notify_strings(n, allowed ? "ContainerAllowed" : "ContainerDenied", args, 5);
+}
+
+PG_API void pg_notify_records_pruned(pg_notifier *n, uint32_t count)
+{
+    if (!n)
+        return;
+    int64_t deadline = monotonic_ms() + n->timeout_ms;
+    DBusMessage *msg = dbus_message_new_signal(PG_DBUS_PATH, PG_DBUS_INTERFACE, "RecordsPruned");
+    if (!msg)
+        return;
+    dbus_uint32_t value = count;
+    if (dbus_message_append_args(msg, DBUS_TYPE_UINT32, &value, DBUS_TYPE_INVALID))
+        emit(n, msg, deadline);
+    dbus_message_unref(msg);
+}
