@@ -1,0 +1,825 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Kubelet pull records (ImagePulledRecord / ImagePullIntent): strict decoding,
+ * serialisation in the kubelet's field order, and the kubelet's merge rules.
+ *
+ * Format facts (kubelet pkg/kubelet/images/pullmanager, k8s.io/kubelet/config/v1alpha1):
+ *  - TypeMeta is inlined first: kind, apiVersion. Then lastUpdatedTime, imageRef,
+ *    credentialMapping (omitempty). Go marshals map keys sorted bytewise.
+ *  - ImagePullCredentials: kubernetesSecrets, kubernetesServiceAccounts,
+ *    nodePodsAccessible, all omitempty.
+ *  - ImagePullSecret: uid, namespace, name, credentialHash (never omitted).
+ *  - ImagePullServiceAccount: uid, namespace, name.
+ *  - The kubelet decodes strictly (unknown fields are errors).
+ * We are stricter than Go where it costs kubelet-written files nothing: every
+ * field the kubelet always writes is required, and null is never accepted.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ freeing */
+
+static void secret_clear(pg_rec_secret *s)
+{
+    free(s->namespace_);
+    free(s->name);
+    free(s->uid);
+    free(s->credential_hash);
+}
+
+static void sa_clear(pg_rec_sa *sa)
+{
+    free(sa->namespace_);
+    free(sa->name);
+    free(sa->uid);
+}
+
+static void mapping_clear_lists(pg_rec_mapping *m)
+{
+    for (size_t i = 0; i < m->n_secrets; i++)
+        secret_clear(&m->secrets[i]);
+    for (size_t i = 0; i < m->n_sas; i++)
+        sa_clear(&m->sas[i]);
+    free(m->secrets);
+    free(m->sas);
+    m->secrets = NULL;
+    m->sas = NULL;
+    m->n_secrets = m->n_sas = 0;
+}
+
+static void mapping_clear(pg_rec_mapping *m)
+{
+    mapping_clear_lists(m);
+    free(m->image_name);
+}
+
+PG_API void pg_record_free(pg_record *rec)
+{
+    if (!rec)
+        return;
+    for (size_t i = 0; i < rec->n_maps; i++)
+        mapping_clear(&rec->maps[i]);
+    free(rec->maps);
+    free(rec->api_version);
+    free(rec->image_ref);
+    free(rec->last_updated_text);
+    free(rec->dir);
+    free(rec);
+}
+
+/* ---------------------------------------------------------- accessors */
+
+PG_API const char *pg_record_image_ref(const pg_record *rec) { return rec ? rec->image_ref : NULL; }
+PG_API const char *pg_record_api_version(const pg_record *rec)
+{
+    return rec ? rec->api_version : NULL;
+}
+PG_API const char *pg_record_dir(const pg_record *rec) { return rec ? rec->dir : NULL; }
+PG_API time_t pg_record_last_updated(const pg_record *rec) { return rec ? rec->last_updated : 0; }
+
+pg_record *pg_record_new(const char *image_ref, pg_error *err)
+{
+    if (!image_ref || !*image_ref) {
+        pg_fail(err, PG_ERR_INVALID, "empty imageRef");
+        return NULL;
+    }
+    pg_record *rec = calloc(1, sizeof *rec);
+    if (rec) {
+        rec->image_ref = strdup(image_ref);
+        rec->api_version = strdup(PG_API_V1ALPHA1);
+    }
+    if (!rec || !rec->image_ref || !rec->api_version) {
+        pg_record_free(rec);
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    return rec;
+}
+
+const pg_rec_mapping *pg_record_find(const pg_record *rec, const char *image_name)
+{
+    /* maps are sorted by image_name: binary search. */
+    size_t lo = 0, hi = rec ? rec->n_maps : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(rec->maps[mid].image_name, image_name);
+        if (c == 0)
+            return &rec->maps[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* ----------------------------------------------------------- checking */
+
+static bool is_hex_hash(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return false;
+    return n == PG_HASH_HEX_LEN;
+}
+
+/* "" or 64 lowercase hex digits, like the kubelet's SHA-256 hex. */
+static bool valid_credential_hash(const char *s) { return !*s || is_hex_hash(s); }
+
+static bool known_api_version(const char *v)
+{
+    return strcmp(v, PG_API_V1ALPHA1) == 0 || strcmp(v, PG_API_V1BETA1) == 0;
+}
+
+/* ----------------------------------------------------------- decoding */
+
+/* Decoding context: names the object being decoded in error messages. */
+typedef struct decoder {
+    pg_error *err;
+    const char *what; /* "pulled record" / "pull intent" */
+} decoder;
+
+static int field_error(const decoder *d, const char *where, const char *key, const char *problem)
+{
+    return pg_fail(d->err, PG_ERR_CORRUPT, "%s: %s: field \"%s\" %s", d->what, where, key,
+                   problem);
+}
+
+/* A required string member; *out borrowed from obj. */
+static int get_string(const decoder *d, const json_t *obj, const char *key, const char *where,
+                      const char **out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return field_error(d, where, key, "is missing");
+    if (!json_is_string(v))
+        return field_error(d, where, key, "is not a string");
+    *out = json_string_value(v);
+    return PG_OK;
+}
+
+static int dup_string(const decoder *d, const json_t *obj, const char *key, const char *where,
+                      char **out)
+{
+    const char *s;
+    int rc = get_string(d, obj, key, where, &s);
+    if (rc != PG_OK)
+        return rc;
+    if (!(*out = strdup(s)))
+        return pg_fail(d->err, PG_ERR_NOMEM, "out of memory");
+    return PG_OK;
+}
+
+static int check_keys(const decoder *d, const json_t *obj, const char *const *allowed,
+                      const char *where)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%s: %s", d->what, where);
+    if (!json_is_object(obj))
+        return pg_fail(d->err, PG_ERR_CORRUPT, "%s is not a JSON object", what);
+    int rc = pg_json_only_keys(obj, allowed, what, d->err);
+    if (rc != PG_OK && d->err)
+        d->err->code = PG_ERR_CORRUPT;
+    return rc == PG_OK ? PG_OK : PG_ERR_CORRUPT;
+}
+
+/* kind and apiVersion, the inlined TypeMeta. *api_out borrowed. */
+static int check_type_meta(const decoder *d, const json_t *root, const char *kind,
+                           const char **api_out)
+{
+    const char *k, *api;
+    int rc = get_string(d, root, "kind", "top level", &k);
+    if (rc == PG_OK)
+        rc = get_string(d, root, "apiVersion", "top level", &api);
+    if (rc != PG_OK)
+        return rc;
+    if (strcmp(k, kind) != 0)
+        return pg_fail(d->err, PG_ERR_CORRUPT, "%s: kind is \"%.64s\", expected \"%s\"", d->what,
+                       k, kind);
+    if (!known_api_version(api))
+        return pg_fail(d->err, PG_ERR_CORRUPT, "%s: unsupported apiVersion \"%.80s\"", d->what,
+                       api);
+    *api_out = api;
+    return PG_OK;
+}
+
+static json_t *parse_root(const decoder *d, const char *buf, size_t len)
+{
+    json_t *root = pg_json_parse(buf, len, d->what, d->err);
+    if (!root) {
+        if (d->err && d->err->code == PG_ERR_INVALID)
+            d->err->code = PG_ERR_CORRUPT; /* bad JSON in a record is a corrupt record */
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        pg_fail(d->err, PG_ERR_CORRUPT, "%s is not a JSON object", d->what);
+        return NULL;
+    }
+    return root;
+}
+
+static int decode_secret(const decoder *d, const json_t *obj, pg_rec_secret *s)
+{
+    static const char *const keys[] = {"uid", "namespace", "name", "credentialHash", NULL};
+    int rc = check_keys(d, obj, keys, "kubernetesSecrets entry");
+    if (rc == PG_OK)
+        rc = dup_string(d, obj, "uid", "kubernetesSecrets entry", &s->uid);
+    if (rc == PG_OK)
+        rc = dup_string(d, obj, "namespace", "kubernetesSecrets entry", &s->namespace_);
+    if (rc == PG_OK)
+        rc = dup_string(d, obj, "name", "kubernetesSecrets entry", &s->name);
+    if (rc == PG_OK)
+        rc = dup_string(d, obj, "credentialHash", "kubernetesSecrets entry", &s->credential_hash);
+    if (rc == PG_OK && !valid_credential_hash(s->credential_hash))
+        rc = pg_fail(d->err, PG_ERR_CORRUPT,
+                     "%s: credentialHash \"%.80s\" is not 64 lowercase hex digits", d->what,
+                     s->credential_hash);
+    return rc;
+}
+
+static int decode_sa(const decoder *d, const json_t *obj, pg_rec_sa *sa)
+{
+    static const char *const keys[] = {"uid", "namespace", "name", NULL};
+    int rc = check_keys(d, obj, keys, "kubernetesServiceAccounts entry");
+    if (rc == PG_OK)
+        rc = dup_string(d, obj, "uid", "kubernetesServiceAccounts entry", &sa->uid);
+    if (rc == PG_OK)
+        rc = dup_string(d, obj, "namespace", "kubernetesServiceAccounts entry", &sa->namespace_);
+    if (rc == PG_OK)
+        rc = dup_string(d, obj, "name", "kubernetesServiceAccounts entry", &sa->name);
+    return rc;
+}
+
+/* An optional array member: NULL when absent. */
+static int get_array(const decoder *d, const json_t *obj, const char *key, json_t **out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v && !json_is_array(v))
+        return pg_fail(d->err, PG_ERR_CORRUPT, "%s: \"%s\" is not an array", d->what, key);
+    *out = v;
+    return PG_OK;
+}
+
+static int decode_secrets(const decoder *d, const json_t *arr, pg_rec_mapping *m)
+{
+    size_t n = json_array_size(arr);
+    if (!n)
+        return PG_OK;
+    if (!(m->secrets = calloc(n, sizeof *m->secrets)))
+        return pg_fail(d->err, PG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        m->n_secrets = i + 1; /* so that a failure frees the partial entry */
+        int rc = decode_secret(d, json_array_get(arr, i), &m->secrets[i]);
+        if (rc != PG_OK)
+            return rc;
+    }
+    return PG_OK;
+}
+
+static int decode_sas(const decoder *d, const json_t *arr, pg_rec_mapping *m)
+{
+    size_t n = json_array_size(arr);
+    if (!n)
+        return PG_OK;
+    if (!(m->sas = calloc(n, sizeof *m->sas)))
+        return pg_fail(d->err, PG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        m->n_sas = i + 1;
+        int rc = decode_sa(d, json_array_get(arr, i), &m->sas[i]);
+        if (rc != PG_OK)
+            return rc;
+    }
+    return PG_OK;
+}
+
+static int decode_mapping(const decoder *d, const char *image_name, const json_t *obj,
+                          pg_rec_mapping *m)
+{
+    static const char *const keys[] = {"kubernetesSecrets", "kubernetesServiceAccounts",
+                                       "nodePodsAccessible", NULL};
+    if (!*image_name)
+        return pg_fail(d->err, PG_ERR_CORRUPT, "%s: empty image name in credentialMapping",
+                       d->what);
+    if (!(m->image_name = strdup(image_name)))
+        return pg_fail(d->err, PG_ERR_NOMEM, "out of memory");
+    int rc = check_keys(d, obj, keys, "credentialMapping entry");
+    json_t *secrets = NULL, *sas = NULL;
+    if (rc == PG_OK)
+        rc = get_array(d, obj, "kubernetesSecrets", &secrets);
+    if (rc == PG_OK)
+        rc = get_array(d, obj, "kubernetesServiceAccounts", &sas);
+    if (rc == PG_OK)
+        rc = decode_secrets(d, secrets, m);
+    if (rc == PG_OK)
+        rc = decode_sas(d, sas, m);
+    json_t *npa = json_object_get(obj, "nodePodsAccessible");
+    if (rc == PG_OK && npa && !json_is_boolean(npa))
+        rc = pg_fail(d->err, PG_ERR_CORRUPT, "%s: \"nodePodsAccessible\" is not a boolean",
+                     d->what);
+    m->node_pods_accessible = npa && json_is_true(npa);
+    return rc;
+}
+
+static int compare_mapping(const void *a, const void *b)
+{
+    return strcmp(((const pg_rec_mapping *)a)->image_name, ((const pg_rec_mapping *)b)->image_name);
+}
+
+static int decode_mappings(const decoder *d, const json_t *root, pg_record *rec)
+{
+    json_t *cm = json_object_get(root, "credentialMapping");
+    if (!cm)
+        return PG_OK; /* omitempty */
+    if (!json_is_object(cm))
+        return pg_fail(d->err, PG_ERR_CORRUPT, "%s: \"credentialMapping\" is not an object",
+                       d->what);
+    size_t n = json_object_size(cm);
+    if (!n)
+        return PG_OK;
+    if (!(rec->maps = calloc(n, sizeof *rec->maps)))
+        return pg_fail(d->err, PG_ERR_NOMEM, "out of memory");
+    const char *key;
+    json_t *v;
+    json_object_foreach(cm, key, v)
+    {
+        int rc = decode_mapping(d, key, v, &rec->maps[rec->n_maps++]);
+        if (rc != PG_OK)
+            return rc;
+    }
+    /* Keys are unique (duplicates rejected by the parser); sort for lookup. */
+    qsort(rec->maps, rec->n_maps, sizeof *rec->maps, compare_mapping);
+    return PG_OK;
+}
+
+static int decode_record(const decoder *d, const json_t *root, pg_record *rec)
+{
+    static const char *const keys[] = {"kind", "apiVersion", "lastUpdatedTime", "imageRef",
+                                       "credentialMapping", NULL};
+    const char *api, *updated;
+    int rc = check_keys(d, root, keys, "top level");
+    if (rc == PG_OK)
+        rc = check_type_meta(d, root, "ImagePulledRecord", &api);
+    if (rc == PG_OK && !(rec->api_version = strdup(api)))
+        rc = pg_fail(d->err, PG_ERR_NOMEM, "out of memory");
+    if (rc == PG_OK)
+        rc = dup_string(d, root, "imageRef", "top level", &rec->image_ref);
+    if (rc == PG_OK && !*rec->image_ref)
+        rc = pg_fail(d->err, PG_ERR_CORRUPT, "%s: empty imageRef", d->what);
+    if (rc == PG_OK)
+        rc = get_string(d, root, "lastUpdatedTime", "top level", &updated);
+    if (rc == PG_OK && pg_parse_rfc3339(updated, &rec->last_updated, d->err) != PG_OK)
+        rc = pg_fail(d->err, PG_ERR_CORRUPT, "%s: lastUpdatedTime \"%.64s\" is not RFC 3339",
+                     d->what, updated);
+    if (rc == PG_OK && !(rec->last_updated_text = strdup(updated)))
+        rc = pg_fail(d->err, PG_ERR_NOMEM, "out of memory");
+    if (rc == PG_OK)
+        rc = decode_mappings(d, root, rec);
+    return rc;
+}
+
+int pg_record_parse(const char *buf, size_t len, pg_record **out, pg_error *err)
+{
+    decoder d = {err, "pulled record"};
+    *out = NULL;
+    json_t *root = parse_root(&d, buf, len);
+    if (!root)
+        return err ? err->code : PG_ERR_CORRUPT;
+    pg_record *rec = calloc(1, sizeof *rec);
+    int rc = rec ? decode_record(&d, root, rec) : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    json_decref(root);
+    if (rc != PG_OK) {
+        pg_record_free(rec);
+        return rc;
+    }
+    *out = rec;
+    return PG_OK;
+}
+
+int pg_intent_parse(const char *buf, size_t len, char **image_out, pg_error *err)
+{
+    static const char *const keys[] = {"kind", "apiVersion", "image", NULL};
+    decoder d = {err, "pull intent"};
+    *image_out = NULL;
+    json_t *root = parse_root(&d, buf, len);
+    if (!root)
+        return err ? err->code : PG_ERR_CORRUPT;
+    const char *api, *image = NULL;
+    int rc = check_keys(&d, root, keys, "top level");
+    if (rc == PG_OK)
+        rc = check_type_meta(&d, root, "ImagePullIntent", &api);
+    if (rc == PG_OK)
+        rc = get_string(&d, root, "image", "top level", &image);
+    if (rc == PG_OK && !*image)
+        rc = pg_fail(err, PG_ERR_CORRUPT, "pull intent: empty image");
+    if (rc == PG_OK && !(*image_out = strdup(image)))
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    json_decref(root);
+    return rc;
+}
+
+/* ------------------------------------------------------- serialising */
+
+/*
+ * Objects are built member by member in the kubelet's field order; jansson
+ * (>= 2.8) keeps insertion order. json_string() refuses invalid UTF-8, which
+ * we report instead of silently writing what Go would have rewritten.
+ */
+static int set_string(json_t *obj, const char *key, const char *value)
+{
+    json_t *s = json_string(value ? value : "");
+    return s ? json_object_set_new(obj, key, s) : -1;
+}
+
+static json_t *secret_to_json(const pg_rec_secret *s)
+{
+    json_t *o = json_object();
+    if (!o || set_string(o, "uid", s->uid) || set_string(o, "namespace", s->namespace_) ||
+        set_string(o, "name", s->name) || set_string(o, "credentialHash", s->credential_hash)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *sa_to_json(const pg_rec_sa *sa)
+{
+    json_t *o = json_object();
+    if (!o || set_string(o, "uid", sa->uid) || set_string(o, "namespace", sa->namespace_) ||
+        set_string(o, "name", sa->name)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int append_secrets(json_t *o, const pg_rec_mapping *m)
+{
+    if (!m->n_secrets)
+        return 0; /* omitempty */
+    json_t *arr = json_array();
+    if (!arr || json_object_set_new(o, "kubernetesSecrets", arr))
+        return -1;
+    for (size_t i = 0; i < m->n_secrets; i++)
+        if (json_array_append_new(arr, secret_to_json(&m->secrets[i])))
+            return -1;
+    return 0;
+}
+
+static int append_sas(json_t *o, const pg_rec_mapping *m)
+{
+    if (!m->n_sas)
+        return 0;
+    json_t *arr = json_array();
+    if (!arr || json_object_set_new(o, "kubernetesServiceAccounts", arr))
+        return -1;
+    for (size_t i = 0; i < m->n_sas; i++)
+        if (json_array_append_new(arr, sa_to_json(&m->sas[i])))
+            return -1;
+    return 0;
+}
+
+static json_t *mapping_to_json(const pg_rec_mapping *m)
+{
+    json_t *o = json_object();
+    if (!o || append_secrets(o, m) || append_sas(o, m) ||
+        (m->node_pods_accessible && json_object_set_new(o, "nodePodsAccessible", json_true()))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int append_mappings(json_t *root, const pg_record *rec)
+{
+    if (!rec->n_maps)
+        return 0; /* omitempty */
+    json_t *cm = json_object();
+    if (!cm || json_object_set_new(root, "credentialMapping", cm))
+        return -1;
+    for (size_t i = 0; i < rec->n_maps; i++) /* sorted, like Go's map marshalling */
+        if (json_object_set_new(cm, rec->maps[i].image_name, mapping_to_json(&rec->maps[i])))
+            return -1;
+    return 0;
+}
+
+static char *dump_or_fail(json_t *root, int build_failed, const char *what, pg_error *err)
+{
+    char *text = build_failed ? NULL : json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (!text)
+        pg_fail(err, PG_ERR_INVALID,
+                "cannot serialise %s: out of memory or a string is not valid UTF-8", what);
+    return text;
+}
+
+char *pg_record_serialize(const pg_record *rec, const char *api_version, pg_error *err)
+{
+    if (!api_version)
+        api_version = rec->api_version ? rec->api_version : PG_API_V1ALPHA1;
+    if (!known_api_version(api_version)) {
+        pg_fail(err, PG_ERR_INVALID, "unsupported record apiVersion \"%.80s\"", api_version);
+        return NULL;
+    }
+    char when[32];
+    const char *updated = rec->last_updated_text;
+    if (!updated) {
+        pg_format_rfc3339(rec->last_updated, when);
+        updated = when;
+    }
+    json_t *root = json_object();
+    int failed = !root || set_string(root, "kind", "ImagePulledRecord") ||
+                 set_string(root, "apiVersion", api_version) ||
+                 set_string(root, "lastUpdatedTime", updated) ||
+                 set_string(root, "imageRef", rec->image_ref) || append_mappings(root, rec);
+    return dump_or_fail(root, failed, "pulled record", err);
+}
+
+char *pg_intent_serialize(const char *image, const char *api_version, pg_error *err)
+{
+    if (!api_version)
+        api_version = PG_API_V1ALPHA1;
+    if (!known_api_version(api_version)) {
+        pg_fail(err, PG_ERR_INVALID, "unsupported record apiVersion \"%.80s\"", api_version);
+        return NULL;
+    }
+    json_t *root = json_object();
+    int failed = !root || set_string(root, "kind", "ImagePullIntent") ||
+                 set_string(root, "apiVersion", api_version) || set_string(root, "image", image);
+    return dump_or_fail(root, failed, "pull intent", err);
+}
+
+PG_API char *pg_record_to_json(const pg_record *rec, pg_error *err)
+{
+    if (!rec) {
+        pg_fail(err, PG_ERR_INVALID, "no record");
+        return NULL;
+    }
+    return pg_record_serialize(rec, rec->api_version, err);
+}
+
+/* ------------------------------------------------------------ merging */
+
+static int cmp_coords(const char *ns_a, const char *name_a, const char *uid_a, const char *ns_b,
+                      const char *name_b, const char *uid_b)
+{
+    int c = strcmp(ns_a, ns_b);
+    if (!c)
+        c = strcmp(name_a, name_b);
+    if (!c)
+        c = strcmp(uid_a, uid_b);
+    return c;
+}
+
+static int cmp_secret(const pg_rec_secret *a, const pg_rec_secret *b)
+{
+    return cmp_coords(a->namespace_, a->name, a->uid, b->namespace_, b->name, b->uid);
+}
+
+static int cmp_sa(const pg_rec_sa *a, const pg_rec_sa *b)
+{
+    return cmp_coords(a->namespace_, a->name, a->uid, b->namespace_, b->name, b->uid);
+}
+
+static int qcmp_secret(const void *a, const void *b) { return cmp_secret(a, b); }
+static int qcmp_sa(const void *a, const void *b) { return cmp_sa(a, b); }
+
+/*
+ * Records written by someone else may hold unsorted or repeated entries.
+ * Sorting is only needed then, so check first (the common case is O(n)).
+ * Among repeated coordinates the kubelet keeps the last one read; qsort is
+ * not stable, so for that rare case we keep an arbitrary one of them: all
+ * name the same secret and the next pull of it rewrites the hash anyway.
+ */
+static void normalise_secrets(pg_rec_mapping *m)
+{
+    size_t i;
+    for (i = 1; i < m->n_secrets && cmp_secret(&m->secrets[i - 1], &m->secrets[i]) < 0; i++)
+        ;
+    if (i >= m->n_secrets)
+        return;
+    qsort(m->secrets, m->n_secrets, sizeof *m->secrets, qcmp_secret);
+    size_t out = 0;
+    for (i = 0; i < m->n_secrets; i++) {
+        if (out && cmp_secret(&m->secrets[out - 1], &m->secrets[i]) == 0) {
+            secret_clear(&m->secrets[i]);
+            continue;
+        }
+        m->secrets[out++] = m->secrets[i];
+    }
+    m->n_secrets = out;
+}
+
+static void normalise_sas(pg_rec_mapping *m)
+{
+    size_t i;
+    for (i = 1; i < m->n_sas && cmp_sa(&m->sas[i - 1], &m->sas[i]) < 0; i++)
+        ;
+    if (i >= m->n_sas)
+        return;
+    qsort(m->sas, m->n_sas, sizeof *m->sas, qcmp_sa);
+    size_t out = 0;
+    for (i = 0; i < m->n_sas; i++) {
+        if (out && cmp_sa(&m->sas[out - 1], &m->sas[i]) == 0) {
+            sa_clear(&m->sas[i]);
+            continue;
+        }
+        m->sas[out++] = m->sas[i];
+    }
+    m->n_sas = out;
+}
+
+static size_t secret_position(const pg_rec_mapping *m, const pg_rec_secret *key, bool *found)
+{
+    size_t lo = 0, hi = m->n_secrets;
+    *found = false;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_secret(&m->secrets[mid], key);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static size_t sa_position(const pg_rec_mapping *m, const pg_rec_sa *key, bool *found)
+{
+    size_t lo = 0, hi = m->n_sas;
+    *found = false;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = cmp_sa(&m->sas[mid], key);
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int check_coords(const char *kind, size_t i, const char *ns, const char *name,
+                        const char *uid, pg_error *err)
+{
+    if (!ns || !*ns || !name || !*name || !uid)
+        return pg_fail(err, PG_ERR_INVALID,
+                       "%s %zu: namespace and name must be non-empty and uid present", kind, i);
+    return PG_OK;
+}
+
+static int check_creds(const pg_pull_credentials *c, pg_error *err)
+{
+    for (size_t i = 0; i < c->n_secrets; i++) {
+        const pg_secret *s = &c->secrets[i];
+        int rc = check_coords("secret", i, s->namespace_, s->name, s->uid, err);
+        if (rc != PG_OK)
+            return rc;
+        if (s->credential_hash && !valid_credential_hash(s->credential_hash))
+            return pg_fail(err, PG_ERR_INVALID,
+                           "secret %s/%s: credentialHash is not 64 lowercase hex digits",
+                           s->namespace_, s->name);
+    }
+    for (size_t i = 0; i < c->n_service_accounts; i++) {
+        const pg_service_account *sa = &c->service_accounts[i];
+        int rc = check_coords("service account", i, sa->namespace_, sa->name, sa->uid, err);
+        if (rc != PG_OK)
+            return rc;
+    }
+    return PG_OK;
+}
+
+static int merge_one_secret(pg_rec_mapping *m, const pg_secret *in, pg_error *err)
+{
+    pg_rec_secret key = {(char *)in->namespace_, (char *)in->name, (char *)in->uid, NULL};
+    bool found;
+    size_t at = secret_position(m, &key, &found);
+    char *hash = strdup(in->credential_hash ? in->credential_hash : "");
+    if (!hash)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (found) { /* same coordinates: the newest hash wins */
+        free(m->secrets[at].credential_hash);
+        m->secrets[at].credential_hash = hash;
+        return PG_OK;
+    }
+    pg_rec_secret s = {strdup(in->namespace_), strdup(in->name), strdup(in->uid), hash};
+    pg_rec_secret *grown = realloc(m->secrets, (m->n_secrets + 1) * sizeof *grown);
+    if (!s.namespace_ || !s.name || !s.uid || !grown) {
+        secret_clear(&s);
+        if (grown)
+            m->secrets = grown;
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    }
+    m->secrets = grown;
+    memmove(&grown[at + 1], &grown[at], (m->n_secrets - at) * sizeof *grown);
+    grown[at] = s;
+    m->n_secrets++;
+    return PG_OK;
+}
+
+static int merge_one_sa(pg_rec_mapping *m, const pg_service_account *in, pg_error *err)
+{
+    pg_rec_sa key = {(char *)in->namespace_, (char *)in->name, (char *)in->uid};
+    bool found;
+    size_t at = sa_position(m, &key, &found);
+    if (found) /* a set: already there */
+        return PG_OK;
+    pg_rec_sa sa = {strdup(in->namespace_), strdup(in->name), strdup(in->uid)};
+    pg_rec_sa *grown = realloc(m->sas, (m->n_sas + 1) * sizeof *grown);
+    if (!sa.namespace_ || !sa.name || !sa.uid || !grown) {
+        sa_clear(&sa);
+        if (grown)
+            m->sas = grown;
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    }
+    m->sas = grown;
+    memmove(&grown[at + 1], &grown[at], (m->n_sas - at) * sizeof *grown);
+    grown[at] = sa;
+    m->n_sas++;
+    return PG_OK;
+}
+
+/* The mapping for image_name, inserted (empty) at its sorted place if missing. */
+static pg_rec_mapping *mapping_for(pg_record *rec, const char *image_name, pg_error *err)
+{
+    size_t lo = 0, hi = rec->n_maps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(rec->maps[mid].image_name, image_name);
+        if (c == 0)
+            return &rec->maps[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    char *name = strdup(image_name);
+    pg_rec_mapping *grown = realloc(rec->maps, (rec->n_maps + 1) * sizeof *grown);
+    if (grown)
+        rec->maps = grown;
+    if (!name || !grown) {
+        free(name);
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    memmove(&grown[lo + 1], &grown[lo], (rec->n_maps - lo) * sizeof *grown);
+    grown[lo] = (pg_rec_mapping){.image_name = name};
+    rec->n_maps++;
+    return &grown[lo];
+}
+
+static bool creds_empty(const pg_pull_credentials *c)
+{
+    return !c || (!c->node_pods_accessible && !c->n_secrets && !c->n_service_accounts);
+}
+
+/*
+ * Kubelet rules (pullmanager.go pulledRecordMergeNewCreds):
+ *  - no credentials to record: nothing changes (no empty mapping is added);
+ *  - a mapping that is nodePodsAccessible stays so, whatever is merged later;
+ *  - nodePodsAccessible clears the secret and service-account lists;
+ *  - secrets are keyed by (namespace, name, uid), the newest hash wins, sorted;
+ *  - service accounts are a set, sorted.
+ * The kubelet merges either secrets or service accounts per pull (one
+ * credential source per pull); we merge both when both are given.
+ */
+int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
+                    pg_error *err)
+{
+    if (!rec || !image_name || !*image_name)
+        return pg_fail(err, PG_ERR_INVALID, "merge: no record or empty image name");
+    if (creds_empty(creds))
+        return PG_OK;
+    int rc = check_creds(creds, err);
+    if (rc != PG_OK)
+        return rc;
+    pg_rec_mapping *m = mapping_for(rec, image_name, err);
+    if (!m)
+        return PG_ERR_NOMEM;
+    if (m->node_pods_accessible)
+        return PG_OK;
+    if (creds->node_pods_accessible) {
+        mapping_clear_lists(m);
+        m->node_pods_accessible = true;
+        return PG_OK;
+    }
+    normalise_secrets(m);
+    normalise_sas(m);
+    for (size_t i = 0; rc == PG_OK && i < creds->n_secrets; i++)
+        rc = merge_one_secret(m, &creds->secrets[i], err);
+    for (size_t i = 0; rc == PG_OK && i < creds->n_service_accounts; i++)
+        rc = merge_one_sa(m, &creds->service_accounts[i], err);
+    return rc;
+}
