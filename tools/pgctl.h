@@ -3,12 +3,94 @@
 #define PG_PGCTL_H
 #include "pullgate/pullgate.h"
 
+#include <getopt.h>
+#include <jansson.h>
+#include <stddef.h>
+
 /* Exit statuses of CONTRACT §6. */
 enum { PGCTL_OK = 0, PGCTL_DENY = 1, PGCTL_USAGE = 2, PGCTL_INTERNAL = 3 };
+
+#define PGCTL_PROG "pullgatectl"
 
 /*
  * `pullgatectl monitor [--json]`: argv[0] is "monitor"; cfg is the loaded
  * configuration (its dbus key names the bus). Returns an exit status.
  */
 int pgctl_monitor(const pg_config *cfg, int argc, char **argv);
+
+/* ------------------------------------------------------------ commands */
+
+/*
+ * Runs a command: argv[0] is the command name, the rest its own options
+ * (global options already removed). cfg is the loaded configuration, or
+ * NULL when the command does not use one or only --help was asked for.
+ * Returns an exit status.
+ */
+typedef int (*pgctl_run_fn)(const pg_config *cfg, int argc, char **argv);
+
+typedef struct pgctl_command {
+    const char *name;
+    const char *summary;          /* one line for the global usage */
+    const struct option *options; /* the command's options, {0}-terminated */
+    int uses_config;              /* 0: run() always gets cfg == NULL */
+    pgctl_run_fn run;
+} pgctl_command;
+
+extern const pgctl_command pgctl_cmd_hash;
+extern const pgctl_command pgctl_cmd_record_intent;
+extern const pgctl_command pgctl_cmd_record_pulled;
+extern const pgctl_command pgctl_cmd_record_failed;
+extern const pgctl_command pgctl_cmd_verify;
+extern const pgctl_command pgctl_cmd_list;
+extern const pgctl_command pgctl_cmd_show;
+extern const pgctl_command pgctl_cmd_prune;
+extern const pgctl_command pgctl_cmd_check_config;
+
+/* ------------------------------------------------------------- helpers */
+
+/* Bounds on what the commands read. */
+#define PGCTL_MAX_PASSWORD_BYTES (64u << 10)
+#define PGCTL_MAX_IN_USE_BYTES (16u << 20)
+
+/* Prints "pullgatectl: <message>" and a newline on stderr. */
+void pgctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Exit status for a pg_code: input problems 2, everything else 3. */
+int pgctl_status_for_code(int code);
+
+/* Prints err (prefixed by context when non-NULL); returns its exit status. */
+int pgctl_fail(const pg_error *err, const char *context);
+
+/* Prints a usage error and a hint to `CMD --help`; returns PGCTL_USAGE. */
+int pgctl_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * Resets getopt for a fresh parse of a command's argv (own error messages).
+ * Use the option string ":h" (leading ':' reports a missing argument as ':').
+ */
+void pgctl_getopt_reset(void);
+/* Reports getopt_long's '?' or ':' result c; returns PGCTL_USAGE. */
+int pgctl_option_error(const char *command, int c, char **argv);
+/* Rejects positional arguments left after option parsing. */
+int pgctl_no_operands(const char *command, int argc, char **argv);
+
+/*
+ * Reads a whole input named by the user: "-" is stdin, anything else a file
+ * (symlinks followed, directories refused). At most max bytes; *buf is
+ * NUL-terminated, caller frees. Errors are pg_codes with a message.
+ */
+int pgctl_read_input(const char *path, size_t max, char **buf, size_t *len, pg_error *err);
+
+/* Opens the store with a notifier from cfg's dbus key (NULL if that fails).
+ * On failure prints the error, sets *status and returns NULL. */
+pg_store *pgctl_store_open(const pg_config *cfg, pg_notifier **notifier, int *status);
+void pgctl_store_close(pg_store *store, pg_notifier *notifier);
+
+/* Prints a JSON document and a newline to stdout; steals the reference
+ * (json may be NULL: an allocation failed). Returns an exit status. */
+int pgctl_print_json(json_t *json, int indent);
+
+/* Is s exactly 64 lowercase hex digits? */
+int pgctl_is_hash(const char *s);
 #endif

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pullgatectl check-config: the configuration was loaded and validated by
+ * main (a bad key is reported there, exit 2); this re-checks the allowlist
+ * patterns and prints the effective configuration as JSON.
+ */
+#include "pgctl.h"
+
+#include <stdio.h>
+
+#define CMD "check-config"
+
+static const struct option options[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
+static int parse_options(int argc, char **argv, int *help)
+{
+    pgctl_getopt_reset();
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        if (c != 'h')
+            return pgctl_option_error(CMD, c, argv);
+        *help = 1;
+    }
+    return pgctl_no_operands(CMD, argc, argv);
+}
+
+static int check_allowlist(const pg_config *cfg)
+{
+    const char *const *patterns = pg_config_allowlist(cfg);
+    for (size_t i = 0; patterns && patterns[i]; i++) {
+        pg_error err;
+        pg_error_clear(&err);
+        if (pg_allowlist_validate(patterns[i], &err) != PG_OK)
+            return pgctl_fail(&err, "allowlist");
+    }
+    return PGCTL_OK;
+}
+
+static int print_config(const pg_config *cfg)
+{
+    pg_error err;
+    pg_error_clear(&err);
+    char *json = pg_config_to_json(cfg, &err);
+    if (!json)
+        return pgctl_fail(&err, "cannot encode the configuration");
+    json_t *parsed = json_loads(json, 0, NULL);
+    pg_free(json);
+    if (!parsed) {
+        pgctl_error("the configuration's JSON does not parse");
+        return PGCTL_INTERNAL;
+    }
+    return pgctl_print_json(parsed, 1);
+}
+
+static int run_check_config(const pg_config *cfg, int argc, char **argv)
+{
+    int help = 0;
+    int status = parse_options(argc, argv, &help);
+    if (status != PGCTL_OK)
+        return status;
+    if (help) {
+        puts("Usage: " PGCTL_PROG " [--config FILE] check-config\n"
+             "\nLoads and validates the configuration (with the global options applied)\n"
+             "and prints the effective configuration as JSON. An unknown key or an\n"
+             "invalid value is reported naming the key, with exit status 2.");
+        return PGCTL_OK;
+    }
+    if ((status = check_allowlist(cfg)) != PGCTL_OK)
+        return status;
+    return print_config(cfg);
+}
+
+const pgctl_command pgctl_cmd_check_config = {
+    CMD, "validate the configuration and print it as JSON", options, 1, run_check_config};

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* pullgatectl prune: deletes pulled records of images no longer in use. */
+#include "pgctl.h"
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CMD "prune"
+
+enum { OPT_IN_USE = 256, OPT_BEFORE, OPT_ALLOW_EMPTY };
+
+static const struct option options[] = {{"in-use", required_argument, NULL, OPT_IN_USE},
+                                        {"before", required_argument, NULL, OPT_BEFORE},
+                                        {"allow-empty", no_argument, NULL, OPT_ALLOW_EMPTY},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {NULL, 0, NULL, 0}};
+
+typedef struct prune_options {
+    const char *in_use, *before;
+    int allow_empty, help;
+} prune_options;
+
+static void usage(void)
+{
+    puts("Usage: " PGCTL_PROG " prune --in-use FILE [--before TIME] [--allow-empty]\n"
+         "\nDeletes from the writable record directory every pulled record whose imageRef\n"
+         "is not listed in FILE (one imageRef per line; '-' is standard input) and, with\n"
+         "--before, that was last updated before TIME (RFC 3339, or a duration such as\n"
+         "\"720h\" meaning older than that). Records of pinned images are kept. Prints\n"
+         "the number of records deleted. An empty FILE is refused unless --allow-empty\n"
+         "is given (deleting a record makes its image count as preloaded).");
+}
+
+static int parse_options(int argc, char **argv, prune_options *o)
+{
+    pgctl_getopt_reset();
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case OPT_IN_USE: o->in_use = optarg; break;
+        case OPT_BEFORE: o->before = optarg; break;
+        case OPT_ALLOW_EMPTY: o->allow_empty = 1; break;
+        case 'h': o->help = 1; break;
+        default: return pgctl_option_error(CMD, c, argv);
+        }
+    }
+    return pgctl_no_operands(CMD, argc, argv);
+}
+
+/* TIME: RFC 3339, or a Go duration meaning "now minus that". */
+static int parse_before(const char *text, time_t *out)
+{
+    pg_error err;
+    pg_error_clear(&err);
+    if (pg_parse_rfc3339(text, out, &err) == PG_OK)
+        return PGCTL_OK;
+    int64_t seconds;
+    if (pg_parse_duration(text, &seconds, &err) != PG_OK)
+        return pgctl_usage_error(CMD, "--before: \"%s\" is neither an RFC 3339 time nor a "
+                                      "duration", text);
+    time_t now = time(NULL);
+    if (now == (time_t)-1 || seconds >= (int64_t)now) {
+        *out = 1; /* before the epoch's first second: nothing is that old */
+        return PGCTL_OK;
+    }
+    *out = now - (time_t)seconds;
+    return PGCTL_OK;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+/* Splits text (in place) into its non-empty, trimmed lines. NULL-terminated;
+ * the strings point into text. Caller frees the vector. */
+static char **split_lines(char *text, size_t len, size_t *count)
+{
+    size_t max_lines = 1;
+    for (size_t i = 0; i < len; i++)
+        max_lines += text[i] == '\n';
+    char **lines = calloc(max_lines + 1, sizeof *lines);
+    if (!lines)
+        return NULL;
+    size_t n = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *ref = trim(line);
+        if (*ref)
+            lines[n++] = ref;
+    }
+    *count = n;
+    return lines;
+}
+
+static int read_in_use(const prune_options *o, char **text, char ***refs)
+{
+    pg_error err;
+    pg_error_clear(&err);
+    size_t len = 0, count = 0;
+    if (pgctl_read_input(o->in_use, PGCTL_MAX_IN_USE_BYTES, text, &len, &err) != PG_OK)
+        return pgctl_fail(&err, "cannot read the in-use list");
+    if (memchr(*text, '\0', len))
+        return pgctl_usage_error(CMD, "%s: contains a NUL byte", o->in_use);
+    *refs = split_lines(*text, len, &count);
+    if (!*refs) {
+        pgctl_error("out of memory");
+        return PGCTL_INTERNAL;
+    }
+    if (count == 0 && !o->allow_empty)
+        return pgctl_usage_error(CMD, "%s lists no image in use; refusing to prune every "
+                                      "record (use --allow-empty)", o->in_use);
+    return PGCTL_OK;
+}
+
+static int prune(const pg_config *cfg, const char *const *in_use, time_t before)
+{
+    int status = PGCTL_OK;
+    pg_notifier *notifier;
+    pg_store *store = pgctl_store_open(cfg, &notifier, &status);
+    if (!store)
+        return status;
+    pg_error err;
+    pg_error_clear(&err);
+    unsigned pruned = 0;
+    if (pg_store_prune(store, in_use, before, &pruned, &err) != PG_OK)
+        status = pgctl_fail(&err, "prune");
+    else if (printf("%u\n", pruned) < 0)
+        status = PGCTL_INTERNAL;
+    pgctl_store_close(store, notifier);
+    return status;
+}
+
+static int run_prune(const pg_config *cfg, int argc, char **argv)
+{
+    prune_options o = {0};
+    int status = parse_options(argc, argv, &o);
+    if (status != PGCTL_OK)
+        return status;
+    if (o.help) {
+        usage();
+        return PGCTL_OK;
+    }
+    if (!o.in_use)
+        return pgctl_usage_error(CMD, "--in-use FILE is required");
+    time_t before = 0;
+    if (o.before && (status = parse_before(o.before, &before)) != PGCTL_OK)
+        return status;
+    char *text = NULL;
+    char **refs = NULL;
+    status = read_in_use(&o, &text, &refs);
+    if (status == PGCTL_OK)
+        status = prune(cfg, (const char *const *)refs, before);
+    free(refs);
+    free(text);
+    return status;
+}
+
+const pgctl_command pgctl_cmd_prune = {
+    CMD, "delete the records of images no longer in use", options, 1, run_prune};

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* pullgatectl record-intent / record-pulled / record-failed. */
+#include "pgctl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OPT_IMAGE = 256, OPT_IMAGE_REF, OPT_SECRET, OPT_SERVICE_ACCOUNT, OPT_NODE_ACCESSIBLE };
+
+static const struct option image_options[] = {{"image", required_argument, NULL, OPT_IMAGE},
+                                              {"help", no_argument, NULL, 'h'},
+                                              {NULL, 0, NULL, 0}};
+
+static const struct option pulled_options[] = {
+    {"image", required_argument, NULL, OPT_IMAGE},
+    {"image-ref", required_argument, NULL, OPT_IMAGE_REF},
+    {"secret", required_argument, NULL, OPT_SECRET},
+    {"service-account", required_argument, NULL, OPT_SERVICE_ACCOUNT},
+    {"node-accessible", no_argument, NULL, OPT_NODE_ACCESSIBLE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+/* ------------------------------------------------ intent and failure */
+
+typedef int (*image_op_fn)(pg_store *store, const char *image, pg_error *err);
+
+static int parse_image_options(const char *cmd, int argc, char **argv, const char **image,
+                               int *help)
+{
+    pgctl_getopt_reset();
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", image_options, NULL)) != -1) {
+        if (c == OPT_IMAGE)
+            *image = optarg;
+        else if (c == 'h')
+            *help = 1;
+        else
+            return pgctl_option_error(cmd, c, argv);
+    }
+    return pgctl_no_operands(cmd, argc, argv);
+}
+
+static int run_image_op(const pg_config *cfg, int argc, char **argv, const char *help_text,
+                        image_op_fn op)
+{
+    const char *cmd = argv[0], *image = NULL;
+    int help = 0;
+    int status = parse_image_options(cmd, argc, argv, &image, &help);
+    if (status != PGCTL_OK)
+        return status;
+    if (help) {
+        printf("Usage: " PGCTL_PROG " %s --image IMAGE\n\n%s\n", cmd, help_text);
+        return PGCTL_OK;
+    }
+    if (!image || !*image)
+        return pgctl_usage_error(cmd, "--image IMAGE is required");
+    pg_notifier *notifier;
+    pg_store *store = pgctl_store_open(cfg, &notifier, &status);
+    if (!store)
+        return status;
+    pg_error err;
+    pg_error_clear(&err);
+    if (op(store, image, &err) != PG_OK)
+        status = pgctl_fail(&err, image);
+    pgctl_store_close(store, notifier);
+    return status;
+}
+
+static int run_record_intent(const pg_config *cfg, int argc, char **argv)
+{
+    return run_image_op(cfg, argc, argv,
+                        "Records that a pull of IMAGE started (a pull intent). Until the pull\n"
+                        "is recorded as pulled or failed, IMAGE counts as pulled by pullgate.",
+                        pg_store_record_intent);
+}
+
+static int run_record_failed(const pg_config *cfg, int argc, char **argv)
+{
+    return run_image_op(cfg, argc, argv,
+                        "Records that a pull of IMAGE failed: releases one pull intent.",
+                        pg_store_record_failed);
+}
+
+/* ------------------------------------------------------ record-pulled */
+
+typedef struct pulled_options_set {
+    const char *image, *image_ref;
+    pg_secret *secrets;
+    size_t n_secrets;
+    pg_service_account *sas;
+    size_t n_sas;
+    int node_accessible, help;
+} pulled_options_set;
+
+static void print_pulled_usage(void)
+{
+    puts("Usage: " PGCTL_PROG " record-pulled --image IMAGE --image-ref REF\n"
+         "           [--secret NS/NAME/UID:HASH]... [--service-account NS/NAME/UID]...\n"
+         "           [--node-accessible]\n"
+         "\nRecords that IMAGE was pulled as REF with the given credentials, merged into\n"
+         "the pulled record of REF by the kubelet's rules, and releases one pull intent.\n"
+         "HASH is the credentialHash (64 lowercase hex digits, see 'hash') or empty.\n"
+         "--node-accessible: any pod on the node may use the image.");
+}
+
+/* Splits "A/B/C" (in place) into three non-empty parts without further '/'. */
+static int split_triple(char *s, char **a, char **b, char **c)
+{
+    char *slash1 = strchr(s, '/');
+    char *slash2 = slash1 ? strchr(slash1 + 1, '/') : NULL;
+    if (!slash2 || strchr(slash2 + 1, '/'))
+        return -1;
+    *slash1 = *slash2 = '\0';
+    *a = s;
+    *b = slash1 + 1;
+    *c = slash2 + 1;
+    return (**a && **b && **c) ? 0 : -1;
+}
+
+static int parse_secret(char *arg, pg_secret *out)
+{
+    char *colon = strrchr(arg, ':');
+    const char *hash = "";
+    if (colon) {
+        *colon = '\0';
+        hash = colon + 1;
+    }
+    if (*hash && !pgctl_is_hash(hash))
+        return pgctl_usage_error("record-pulled", "--secret: HASH must be 64 lowercase hex "
+                                                  "digits or empty, not \"%.80s\"", hash);
+    char *ns, *name, *uid;
+    if (split_triple(arg, &ns, &name, &uid) != 0)
+        return pgctl_usage_error("record-pulled", "--secret: expected NS/NAME/UID:HASH");
+    *out = (pg_secret){.namespace_ = ns, .name = name, .uid = uid, .credential_hash = hash};
+    return PGCTL_OK;
+}
+
+static int parse_service_account(char *arg, pg_service_account *out)
+{
+    char *ns, *name, *uid;
+    if (split_triple(arg, &ns, &name, &uid) != 0)
+        return pgctl_usage_error("record-pulled", "--service-account: expected NS/NAME/UID");
+    *out = (pg_service_account){.namespace_ = ns, .name = name, .uid = uid};
+    return PGCTL_OK;
+}
+
+static int parse_pulled_option(pulled_options_set *o, int c, char **argv)
+{
+    switch (c) {
+    case OPT_IMAGE: o->image = optarg; return PGCTL_OK;
+    case OPT_IMAGE_REF: o->image_ref = optarg; return PGCTL_OK;
+    case OPT_NODE_ACCESSIBLE: o->node_accessible = 1; return PGCTL_OK;
+    case 'h': o->help = 1; return PGCTL_OK;
+    case OPT_SECRET: return parse_secret(optarg, &o->secrets[o->n_secrets++]);
+    case OPT_SERVICE_ACCOUNT: return parse_service_account(optarg, &o->sas[o->n_sas++]);
+    default: return pgctl_option_error("record-pulled", c, argv);
+    }
+}
+
+static int parse_pulled_options(int argc, char **argv, pulled_options_set *o)
+{
+    pgctl_getopt_reset();
+    int c, status;
+    while ((c = getopt_long(argc, argv, ":h", pulled_options, NULL)) != -1)
+        if ((status = parse_pulled_option(o, c, argv)) != PGCTL_OK)
+            return status;
+    if ((status = pgctl_no_operands("record-pulled", argc, argv)) != PGCTL_OK || o->help)
+        return status;
+    if (!o->image || !*o->image)
+        return pgctl_usage_error("record-pulled", "--image IMAGE is required");
+    if (!o->image_ref || !*o->image_ref)
+        return pgctl_usage_error("record-pulled", "--image-ref REF is required");
+    return PGCTL_OK;
+}
+
+static int record_pulled(const pg_config *cfg, const pulled_options_set *o)
+{
+    pg_pull_credentials creds = {.secrets = o->secrets,
+                                 .n_secrets = o->n_secrets,
+                                 .service_accounts = o->sas,
+                                 .n_service_accounts = o->n_sas,
+                                 .node_pods_accessible = o->node_accessible};
+    int status = PGCTL_OK;
+    pg_notifier *notifier;
+    pg_store *store = pgctl_store_open(cfg, &notifier, &status);
+    if (!store)
+        return status;
+    pg_error err;
+    pg_error_clear(&err);
+    if (pg_store_record_pulled(store, o->image, o->image_ref, &creds, &err) != PG_OK)
+        status = pgctl_fail(&err, o->image);
+    pgctl_store_close(store, notifier);
+    return status;
+}
+
+static int run_record_pulled(const pg_config *cfg, int argc, char **argv)
+{
+    /* Each option occurs at most argc times. */
+    pulled_options_set o = {0};
+    o.secrets = calloc((size_t)argc, sizeof *o.secrets);
+    o.sas = calloc((size_t)argc, sizeof *o.sas);
+    int status;
+    if (!o.secrets || !o.sas) {
+        pgctl_error("out of memory");
+        status = PGCTL_INTERNAL;
+    } else if ((status = parse_pulled_options(argc, argv, &o)) == PGCTL_OK) {
+        if (o.help)
+            print_pulled_usage();
+        else
+            status = record_pulled(cfg, &o);
+    }
+    free(o.secrets);
+    free(o.sas);
+    return status;
+}
+
+const pgctl_command pgctl_cmd_record_intent = {
+    "record-intent", "record that a pull started", image_options, 1, run_record_intent};
+const pgctl_command pgctl_cmd_record_pulled = {
+    "record-pulled", "record a successful pull and its credentials", pulled_options, 1,
+    run_record_pulled};
+const pgctl_command pgctl_cmd_record_failed = {
+    "record-failed", "record that a pull failed", image_options, 1, run_record_failed};

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* pullgatectl verify: the decision of CONTRACT §5 for one request. */
+#include "pgctl.h"
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CMD "verify"
+
+enum { OPT_IMAGE = 256, OPT_IMAGE_REF, OPT_NAMESPACE, OPT_CREDENTIALS, OPT_CREDENTIALS_FILE,
+       OPT_JSON };
+
+static const struct option options[] = {
+    {"image", required_argument, NULL, OPT_IMAGE},
+    {"image-ref", required_argument, NULL, OPT_IMAGE_REF},
+    {"namespace", required_argument, NULL, OPT_NAMESPACE},
+    {"credentials", required_argument, NULL, OPT_CREDENTIALS},
+    {"credentials-file", required_argument, NULL, OPT_CREDENTIALS_FILE},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+typedef struct verify_options {
+    const char *image, *image_ref, *namespace_, *credentials, *credentials_file;
+    int json, help;
+} verify_options;
+
+static void usage(void)
+{
+    puts("Usage: " PGCTL_PROG " verify --image IMAGE --image-ref REF --namespace NS\n"
+         "           [--credentials JSON | --credentials-file FILE] [--json]\n"
+         "\nDecides whether a pod in namespace NS may start a container from IMAGE\n"
+         "(image ID REF; an empty REF means unknown) presenting the credentials JSON\n"
+         "(the value of the credentials annotation; FILE '-' is standard input).\n"
+         "Prints 'allow: <reason>' (exit 0) or 'deny: <reason>' (exit 1); with --json\n"
+         "{\"allow\":BOOL,\"reason\":\"<code>\",\"message\":\"<text>\"}.");
+}
+
+static int parse_options(int argc, char **argv, verify_options *o)
+{
+    pgctl_getopt_reset();
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case OPT_IMAGE: o->image = optarg; break;
+        case OPT_IMAGE_REF: o->image_ref = optarg; break;
+        case OPT_NAMESPACE: o->namespace_ = optarg; break;
+        case OPT_CREDENTIALS: o->credentials = optarg; break;
+        case OPT_CREDENTIALS_FILE: o->credentials_file = optarg; break;
+        case OPT_JSON: o->json = 1; break;
+        case 'h': o->help = 1; break;
+        default: return pgctl_option_error(CMD, c, argv);
+        }
+    }
+    return pgctl_no_operands(CMD, argc, argv);
+}
+
+static int check_options(const verify_options *o)
+{
+    if (!o->image || !*o->image)
+        return pgctl_usage_error(CMD, "--image IMAGE is required");
+    if (!o->image_ref)
+        return pgctl_usage_error(CMD, "--image-ref REF is required (it may be empty)");
+    if (!o->namespace_ || !*o->namespace_)
+        return pgctl_usage_error(CMD, "--namespace NS is required");
+    if (o->credentials && o->credentials_file)
+        return pgctl_usage_error(CMD, "give only one of --credentials and --credentials-file");
+    return PGCTL_OK;
+}
+
+static int print_decision(const pg_decision *d, int json)
+{
+    const char *reason = pg_reason_name(d->reason);
+    if (json)
+        return pgctl_print_json(json_pack("{s:b, s:s, s:s}", "allow", d->allow, "reason", reason,
+                                          "message", d->text),
+                                0);
+    if (printf("%s: %s\n", d->allow ? "allow" : "deny", d->text[0] ? d->text : reason) < 0)
+        return PGCTL_INTERNAL;
+    return PGCTL_OK;
+}
+
+static int decide(const pg_config *cfg, const verify_options *o, const char *credentials)
+{
+    pg_error err;
+    pg_error_clear(&err);
+    pg_store *store = pg_store_open(cfg, NULL, &err);
+    if (!store)
+        return pgctl_fail(&err, "cannot open the record store");
+    pg_request req = {.image = o->image,
+                      .image_ref = o->image_ref,
+                      .namespace_ = o->namespace_,
+                      .credentials = credentials};
+    pg_decision d;
+    int allow = pg_decide(cfg, store, &req, &d);
+    pg_store_free(store);
+    int status = print_decision(&d, o->json);
+    if (status != PGCTL_OK)
+        return status;
+    return allow ? PGCTL_OK : PGCTL_DENY;
+}
+
+static int run_verify(const pg_config *cfg, int argc, char **argv)
+{
+    verify_options o = {0};
+    int status = parse_options(argc, argv, &o);
+    if (status != PGCTL_OK)
+        return status;
+    if (o.help) {
+        usage();
+        return PGCTL_OK;
+    }
+    if ((status = check_options(&o)) != PGCTL_OK)
+        return status;
+    if (!o.credentials_file)
+        return decide(cfg, &o, o.credentials);
+    char *credentials = NULL;
+    pg_error err;
+    pg_error_clear(&err);
+    if (pgctl_read_input(o.credentials_file, PG_MAX_ANNOTATION_BYTES, &credentials, NULL, &err) !=
+        PG_OK)
+        return pgctl_fail(&err, "cannot read the credentials");
+    status = decide(cfg, &o, credentials);
+    free(credentials);
+    return status;
+}
+
+const pgctl_command pgctl_cmd_verify = {
+    CMD, "decide whether a pod may run an image (allow/deny)", options, 1, run_verify};

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Helpers shared by pullgatectl's commands: errors, exit statuses, input. */
+#include "pgctl.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PGCTL_NOTIFY_TIMEOUT_MS 250
+
+void pgctl_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(PGCTL_PROG ": ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int pgctl_status_for_code(int code)
+{
+    switch (code) {
+    case PG_OK:
+        return PGCTL_OK;
+    case PG_ERR_INVALID:
+    case PG_ERR_CONFIG:
+    case PG_ERR_LIMIT:
+    case PG_ERR_NOT_FOUND:
+        return PGCTL_USAGE;
+    default:
+        return PGCTL_INTERNAL;
+    }
+}
+
+int pgctl_fail(const pg_error *err, const char *context)
+{
+    const char *message = err->message[0] ? err->message : pg_code_name(err->code);
+    if (context)
+        pgctl_error("%s: %s", context, message);
+    else
+        pgctl_error("%s", message);
+    int status = pgctl_status_for_code(err->code);
+    return status == PGCTL_OK ? PGCTL_INTERNAL : status;
+}
+
+int pgctl_usage_error(const char *command, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(PGCTL_PROG ": ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    if (command)
+        fprintf(stderr, "Try '" PGCTL_PROG " %s --help'.\n", command);
+    else
+        fputs("Try '" PGCTL_PROG " --help'.\n", stderr);
+    return PGCTL_USAGE;
+}
+
+void pgctl_getopt_reset(void)
+{
+    optind = 0; /* GNU: full re-initialisation */
+    opterr = 0;
+}
+
+int pgctl_option_error(const char *command, int c, char **argv)
+{
+    const char *arg = optind > 0 ? argv[optind - 1] : "?";
+    if (c == ':')
+        return pgctl_usage_error(command, "option '%s' requires an argument", arg);
+    if (optopt)
+        return pgctl_usage_error(command, "unknown option '-%c'", optopt);
+    return pgctl_usage_error(command, "unknown option '%s'", arg);
+}
+
+int pgctl_no_operands(const char *command, int argc, char **argv)
+{
+    if (optind < argc)
+        return pgctl_usage_error(command, "unexpected argument '%s'", argv[optind]);
+    return PGCTL_OK;
+}
+
+static int open_input_file(const char *path, int *fd_out, pg_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return pg_fail(err, PG_ERR_NOT_FOUND, "%s: no such file", path);
+        return pg_fail(err, PG_ERR_INVALID, "%s: cannot open: %s", path, strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return pg_fail_errno(err, e, "stat %s", path);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
+        return pg_fail(err, PG_ERR_INVALID, "%s: is a directory", path);
+    }
+    *fd_out = fd;
+    return PG_OK;
+}
+
+int pgctl_read_input(const char *path, size_t max, char **buf, size_t *len, pg_error *err)
+{
+    if (strcmp(path, "-") == 0)
+        return pg_read_fd(STDIN_FILENO, max, buf, len, err);
+    int fd = -1;
+    int rc = open_input_file(path, &fd, err);
+    if (rc != PG_OK)
+        return rc;
+    rc = pg_read_fd(fd, max, buf, len, err);
+    close(fd);
+    if (rc == PG_ERR_LIMIT)
+        return pg_fail(err, PG_ERR_LIMIT, "%s: larger than %zu bytes", path, max);
+    return rc;
+}
+
+pg_store *pgctl_store_open(const pg_config *cfg, pg_notifier **notifier, int *status)
+{
+    pg_error err;
+    pg_error_clear(&err);
+    *notifier = pg_notifier_new(pg_config_dbus(cfg), PGCTL_NOTIFY_TIMEOUT_MS, &err);
+    pg_error_clear(&err);
+    pg_store *store = pg_store_open(cfg, *notifier, &err);
+    if (!store) {
+        *status = pgctl_fail(&err, "cannot open the record store");
+        pg_notifier_free(*notifier);
+        *notifier = NULL;
+    }
+    return store;
+}
+
+void pgctl_store_close(pg_store *store, pg_notifier *notifier)
+{
+    pg_store_free(store); /* before the notifier it borrows */
+    pg_notifier_free(notifier);
+}
+
+int pgctl_print_json(json_t *json, int indent)
+{
+    if (!json) {
+        pgctl_error("out of memory");
+        return PGCTL_INTERNAL;
+    }
+    size_t flags = JSON_ENCODE_ANY | (indent ? JSON_INDENT(2) : JSON_COMPACT);
+    char *text = json_dumps(json, flags);
+    json_decref(json);
+    if (!text) {
+        pgctl_error("cannot encode JSON");
+        return PGCTL_INTERNAL;
+    }
+    int ok = puts(text) >= 0;
+    free(text);
+    if (!ok) {
+        pgctl_error("write error on standard output");
+        return PGCTL_INTERNAL;
+    }
+    return PGCTL_OK;
+}
+
+int pgctl_is_hash(const char *s)
+{
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
+            return 0;
+    return n == PG_HASH_HEX_LEN;
+}

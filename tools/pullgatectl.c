@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pullgatectl: main, global options, command dispatch, usage.
+ *
+ * Global options may come before or after the command. argv is split into
+ * the global options (parsed here with getopt_long) and the command's own
+ * arguments (parsed by the command); a value of a command option is never
+ * taken for a global option.
+ */
+#include "pgctl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define PGCTL_DEFAULT_CONFIG "/etc/pullgate/config.json"
+
+enum {
+    OPT_CONFIG = 256,
+    OPT_STATE_DIR,
+    OPT_POLICY,
+    OPT_ALLOWLIST,
+    OPT_READ_ONLY_DIR,
+    OPT_PINNED,
+    OPT_CREDENTIAL_TTL,
+    OPT_DBUS,
+    OPT_VERSION
+};
+
+static const struct option global_options[] = {
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"allowlist", required_argument, NULL, OPT_ALLOWLIST},
+    {"read-only-dir", required_argument, NULL, OPT_READ_ONLY_DIR},
+    {"pinned", required_argument, NULL, OPT_PINNED},
+    {"credential-ttl", required_argument, NULL, OPT_CREDENTIAL_TTL},
+    {"dbus", required_argument, NULL, OPT_DBUS},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0}};
+
+static int run_monitor(const pg_config *cfg, int argc, char **argv)
+{
+    return pgctl_monitor(cfg, argc, argv);
+}
+
+static const struct option monitor_options[] = {{"json", no_argument, NULL, 'j'},
+                                                {"help", no_argument, NULL, 'h'},
+                                                {NULL, 0, NULL, 0}};
+
+static const pgctl_command pgctl_cmd_monitor = {
+    "monitor", "print pullgate D-Bus signals as they arrive", monitor_options, 1, run_monitor};
+
+static const pgctl_command *const commands[] = {
+    &pgctl_cmd_hash,         &pgctl_cmd_record_intent, &pgctl_cmd_record_pulled,
+    &pgctl_cmd_record_failed, &pgctl_cmd_verify,       &pgctl_cmd_list,
+    &pgctl_cmd_show,         &pgctl_cmd_prune,         &pgctl_cmd_monitor,
+    &pgctl_cmd_check_config, NULL};
+
+/* A repeatable option's values, in order. */
+typedef struct value_list {
+    const char **values;
+    size_t n;
+} value_list;
+
+typedef struct global_settings {
+    const char *config_path; /* NULL: the default, which may be missing */
+    const char *state_dir, *policy, *credential_ttl, *dbus;
+    value_list allowlist, read_only_dirs, pinned;
+    int help, version;
+} global_settings;
+
+/* argv split into the global part and the command part. */
+typedef struct split_argv {
+    char **global; /* global[0] is the program name */
+    int n_global;
+    char **command_argv; /* command_argv[0] is the command name */
+    int n_command;
+    const pgctl_command *command;
+    int command_help; /* -h/--help among the command's own arguments */
+} split_argv;
+
+static void print_usage(FILE *out)
+{
+    fputs("Usage: " PGCTL_PROG " [GLOBAL OPTIONS] COMMAND [OPTIONS]\n"
+          "\nEnforces and inspects kubelet-compatible image pull records (KEP-2535).\n"
+          "\nCommands:\n",
+          out);
+    for (const pgctl_command *const *c = commands; *c; c++)
+        fprintf(out, "  %-15s %s\n", (*c)->name, (*c)->summary);
+    fputs("\nGlobal options (before or after the command):\n"
+          "  --config FILE          configuration file (default " PGCTL_DEFAULT_CONFIG ")\n"
+          "  --state-dir DIR        the writable record directory\n"
+          "  --policy POLICY        NeverVerify, NeverVerifyPreloadedImages,\n"
+          "                         NeverVerifyAllowlistedImages or AlwaysVerify\n"
+          "  --allowlist PATTERN    allowlisted image pattern (repeatable; replaces the config's)\n"
+          "  --read-only-dir DIR    read-only record directory (repeatable; replaces)\n"
+          "  --pinned PATTERN       pinned image pattern (repeatable; replaces)\n"
+          "  --credential-ttl DUR   how long a recorded credential is valid (\"0s\" = always)\n"
+          "  --dbus BUS             system, session, none or a D-Bus address\n"
+          "  -h, --help             show this help\n"
+          "      --version          show the version\n"
+          "\nExit status: 0 success/allow, 1 deny, 2 usage or input error, 3 internal or\n"
+          "store error. Run '" PGCTL_PROG " COMMAND --help' for a command's options.\n",
+          out);
+}
+
+static const pgctl_command *find_command(const char *name)
+{
+    for (const pgctl_command *const *c = commands; *c; c++)
+        if (strcmp((*c)->name, name) == 0)
+            return *c;
+    return NULL;
+}
+
+/* The option of table named by arg ("--name" or "--name=value"), or NULL. */
+static const struct option *find_long_option(const struct option *table, const char *arg)
+{
+    if (!table || strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
+        return NULL;
+    const char *name = arg + 2;
+    size_t len = strcspn(name, "=");
+    for (; table->name; table++)
+        if (strlen(table->name) == len && strncmp(table->name, name, len) == 0)
+            return table;
+    return NULL;
+}
+
+/* Does arg take the next argv element as its value? */
+static int takes_separate_value(const struct option *opt, const char *arg)
+{
+    return opt && opt->has_arg == required_argument && !strchr(arg, '=');
+}
+
+static int is_help_flag(const char *arg)
+{
+    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+/* Moves argv[*i] (and its value) into the global part. */
+static void take_global(split_argv *s, int argc, char **argv, int *i)
+{
+    const struct option *opt = find_long_option(global_options, argv[*i]);
+    s->global[s->n_global++] = argv[*i];
+    if (takes_separate_value(opt, argv[*i]) && *i + 1 < argc)
+        s->global[s->n_global++] = argv[++*i];
+}
+
+/* Moves argv[*i] (and its value) into the command part. */
+static void take_command_arg(split_argv *s, int argc, char **argv, int *i)
+{
+    const struct option *opt = find_long_option(s->command->options, argv[*i]);
+    if (is_help_flag(argv[*i]))
+        s->command_help = 1;
+    s->command_argv[s->n_command++] = argv[*i];
+    if (takes_separate_value(opt, argv[*i]) && *i + 1 < argc)
+        s->command_argv[s->n_command++] = argv[++*i];
+}
+
+static int is_global_after_command(const char *arg)
+{
+    const struct option *opt = find_long_option(global_options, arg);
+    return opt && opt->val != 'h';
+}
+
+static int split_arguments(int argc, char **argv, split_argv *s)
+{
+    int end_of_options = 0;
+    s->global[s->n_global++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!s->command && (arg[0] != '-' || strcmp(arg, "-") == 0)) {
+            s->command = find_command(arg);
+            if (!s->command)
+                return pgctl_usage_error(NULL, "unknown command '%s'", arg);
+            s->command_argv[s->n_command++] = argv[i];
+        } else if (!s->command) {
+            take_global(s, argc, argv, &i);
+        } else if (end_of_options) {
+            s->command_argv[s->n_command++] = argv[i];
+        } else if (strcmp(arg, "--") == 0) {
+            end_of_options = 1;
+            s->command_argv[s->n_command++] = argv[i];
+        } else if (is_global_after_command(arg)) {
+            take_global(s, argc, argv, &i);
+        } else {
+            take_command_arg(s, argc, argv, &i);
+        }
+    }
+    s->global[s->n_global] = NULL;
+    s->command_argv[s->n_command] = NULL;
+    return PGCTL_OK;
+}
+
+static void append_value(value_list *list, const char *value)
+{
+    list->values[list->n++] = value; /* sized for argc entries */
+}
+
+static int apply_global_option(global_settings *g, int c)
+{
+    switch (c) {
+    case OPT_CONFIG: g->config_path = optarg; break;
+    case OPT_STATE_DIR: g->state_dir = optarg; break;
+    case OPT_POLICY: g->policy = optarg; break;
+    case OPT_CREDENTIAL_TTL: g->credential_ttl = optarg; break;
+    case OPT_DBUS: g->dbus = optarg; break;
+    case OPT_ALLOWLIST: append_value(&g->allowlist, optarg); break;
+    case OPT_READ_ONLY_DIR: append_value(&g->read_only_dirs, optarg); break;
+    case OPT_PINNED: append_value(&g->pinned, optarg); break;
+    case 'h': g->help = 1; break;
+    case OPT_VERSION: g->version = 1; break;
+    default: return PGCTL_USAGE;
+    }
+    return PGCTL_OK;
+}
+
+static int parse_global_options(int argc, char **argv, global_settings *g)
+{
+    pgctl_getopt_reset();
+    int c;
+    while ((c = getopt_long(argc, argv, "+:h", global_options, NULL)) != -1) {
+        if (c == '?' || c == ':')
+            return pgctl_option_error(NULL, c, argv);
+        if (apply_global_option(g, c) != PGCTL_OK)
+            return pgctl_usage_error(NULL, "unexpected option");
+    }
+    return pgctl_no_operands(NULL, argc, argv);
+}
+
+/* ------------------------------------------------------ configuration */
+
+static int config_error(const pg_error *err, const char *what)
+{
+    return pgctl_fail(err, what);
+}
+
+static int load_config_file(pg_config *cfg, const char *explicit_path)
+{
+    const char *path = explicit_path ? explicit_path : PGCTL_DEFAULT_CONFIG;
+    struct stat st;
+    if (!explicit_path && lstat(path, &st) != 0 && errno == ENOENT)
+        return PGCTL_OK; /* no default file: built-in defaults */
+    pg_error err;
+    pg_error_clear(&err);
+    if (pg_config_load_file(cfg, path, &err) != PG_OK)
+        return config_error(&err, path);
+    return PGCTL_OK;
+}
+
+static int set_scalar(pg_config *cfg, const char *key, const char *option, const char *value)
+{
+    if (!value)
+        return PGCTL_OK;
+    pg_error err;
+    pg_error_clear(&err);
+    if (pg_config_set(cfg, key, value, &err) != PG_OK)
+        return config_error(&err, option);
+    return PGCTL_OK;
+}
+
+static int set_list(pg_config *cfg, const char *key, const char *option, const value_list *list)
+{
+    if (list->n == 0)
+        return PGCTL_OK;
+    pg_error err;
+    pg_error_clear(&err);
+    if (pg_config_clear_list(cfg, key, &err) != PG_OK)
+        return config_error(&err, option);
+    for (size_t i = 0; i < list->n; i++)
+        if (pg_config_set(cfg, key, list->values[i], &err) != PG_OK)
+            return config_error(&err, option);
+    return PGCTL_OK;
+}
+
+static int apply_overrides(pg_config *cfg, const global_settings *g)
+{
+    int status;
+    if ((status = set_scalar(cfg, "stateDir", "--state-dir", g->state_dir)) ||
+        (status = set_scalar(cfg, "policy", "--policy", g->policy)) ||
+        (status = set_scalar(cfg, "credentialTTL", "--credential-ttl", g->credential_ttl)) ||
+        (status = set_scalar(cfg, "dbus", "--dbus", g->dbus)) ||
+        (status = set_list(cfg, "allowlist", "--allowlist", &g->allowlist)) ||
+        (status = set_list(cfg, "readOnlyRecordDirs", "--read-only-dir", &g->read_only_dirs)) ||
+        (status = set_list(cfg, "pinnedImages", "--pinned", &g->pinned)))
+        return status;
+    return PGCTL_OK;
+}
+
+static int load_config(const global_settings *g, pg_config **out)
+{
+    pg_error err;
+    pg_error_clear(&err);
+    pg_config *cfg = pg_config_new(&err);
+    if (!cfg)
+        return pgctl_fail(&err, "cannot create a configuration");
+    int status = load_config_file(cfg, g->config_path);
+    if (status == PGCTL_OK)
+        status = apply_overrides(cfg, g);
+    if (status != PGCTL_OK) {
+        pg_config_free(cfg);
+        return status;
+    }
+    *out = cfg;
+    return PGCTL_OK;
+}
+
+/* ----------------------------------------------------------------- main */
+
+static int run_command(const split_argv *s, const global_settings *g)
+{
+    const pgctl_command *command = s->command;
+    pg_config *cfg = NULL;
+    int wants_config = command->uses_config && (!s->command_help || command->run == run_monitor);
+    if (wants_config) {
+        int status = load_config(g, &cfg);
+        if (status != PGCTL_OK)
+            return status;
+    }
+    int status = command->run(cfg, s->n_command, s->command_argv);
+    pg_config_free(cfg);
+    return status;
+}
+
+static int dispatch(int argc, char **argv, split_argv *s, global_settings *g)
+{
+    int status = split_arguments(argc, argv, s);
+    if (status == PGCTL_OK)
+        status = parse_global_options(s->n_global, s->global, g);
+    if (status != PGCTL_OK)
+        return status;
+    if (g->help && !s->command) {
+        print_usage(stdout);
+        return PGCTL_OK;
+    }
+    if (g->version) {
+        printf(PGCTL_PROG " %s (libpullgate %s)\n", PG_VERSION_STRING, pg_version());
+        return PGCTL_OK;
+    }
+    if (!s->command)
+        return pgctl_usage_error(NULL, "no command given");
+    return run_command(s, g);
+}
+
+static int finish_output(int status)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        pgctl_error("write error on standard output");
+        return status == PGCTL_OK || status == PGCTL_DENY ? PGCTL_INTERNAL : status;
+    }
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    size_t slots = (size_t)argc + 1;
+    split_argv s = {0};
+    global_settings g = {0};
+    s.global = calloc(slots, sizeof *s.global);
+    s.command_argv = calloc(slots, sizeof *s.command_argv);
+    g.allowlist.values = calloc(slots, sizeof(char *));
+    g.read_only_dirs.values = calloc(slots, sizeof(char *));
+    g.pinned.values = calloc(slots, sizeof(char *));
+    int status;
+    if (!s.global || !s.command_argv || !g.allowlist.values || !g.read_only_dirs.values ||
+        !g.pinned.values) {
+        pgctl_error("out of memory");
+        status = PGCTL_INTERNAL;
+    } else {
+        status = dispatch(argc, argv, &s, &g);
+    }
+    free(s.global);
+    free(s.command_argv);
+    free(g.allowlist.values);
+    free(g.read_only_dirs.values);
+    free(g.pinned.values);
+    return finish_output(status);
+}
