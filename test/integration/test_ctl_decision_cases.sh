@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Every case of decision-cases.json through `pullgatectl verify` (see ctl_decision_cases.py).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+: "${PG_TESTDATA:=$here/../data}"
+
+if [[ -z "${PULLGATECTL:-}" || ! -x "${PULLGATECTL:-}" ]]; then
+    echo "SKIP: pullgatectl not built (PULLGATECTL='${PULLGATECTL:-}')"
+    exit 77
+fi
+if [[ ! -x /usr/bin/python3 ]]; then
+    echo "SKIP: /usr/bin/python3 not installed"
+    exit 77
+fi
+[[ -f "$PG_TESTDATA/decision-cases.json" ]] || { echo "FAIL: no $PG_TESTDATA/decision-cases.json"; exit 1; }
+
+exec /usr/bin/python3 "$here/ctl_decision_cases.py" "$PULLGATECTL" "$PG_TESTDATA/decision-cases.json" "$@"
