@@ -1,0 +1,687 @@
+/* Unit tests of plugin/store.c: record directories, intents, index, hostile files. */
+#include "internal.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define H_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define REF1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+#define REF2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+#define REF3 "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+#define APP "registry.example.com/team-a/app:1.0"
+#define APP_NAME "registry.example.com/team-a/app"
+
+typedef struct fixture {
+    char *root;  /* temp dir */
+    char *state; /* root/state: the writable record dir */
+    char *ro;    /* root/kubelet: a read-only record dir */
+    pg_config *cfg;
+} fixture;
+
+static fixture fx;
+
+static void setup(void)
+{
+    fx.root = tu_mkdtemp();
+    fx.state = tu_sprintf("%s/state", fx.root);
+    fx.ro = tu_sprintf("%s/kubelet", fx.root);
+    fx.cfg = pg_config_new(NULL);
+    ck_assert_ptr_nonnull(fx.cfg);
+    ck_assert_int_eq(pg_config_set(fx.cfg, "stateDir", fx.state, NULL), PG_OK);
+    ck_assert_int_eq(pg_config_set(fx.cfg, "readOnlyRecordDirs", fx.ro, NULL), PG_OK);
+}
+
+static void teardown(void)
+{
+    pg_config_free(fx.cfg);
+    tu_rmrf(fx.root);
+    free(fx.root);
+    free(fx.state);
+    free(fx.ro);
+}
+
+static pg_store *open_store(void)
+{
+    pg_error err = {0};
+    pg_store *s = pg_store_open(fx.cfg, NULL, &err);
+    ck_assert_msg(s != NULL, "open: %s", err.message);
+    return s;
+}
+
+static char *record_path(const char *dir, const char *sub, const char *key)
+{
+    char name[7 + PG_HASH_HEX_LEN + 1];
+    ck_assert_int_eq(pg_record_file_name(key, name, NULL), PG_OK);
+    return tu_sprintf("%s/%s/%s", dir, sub, name);
+}
+
+static void pulled_with_secret(pg_store *s, const char *image, const char *ref, const char *ns)
+{
+    pg_secret sec = {ns, "regcred", "uid-1", H_A};
+    pg_pull_credentials c = {.secrets = &sec, .n_secrets = 1};
+    pg_error err = {0};
+    ck_assert_msg(pg_store_record_pulled(s, image, ref, &c, &err) == PG_OK, "pulled: %s",
+                  err.message);
+}
+
+static unsigned mode_of(const char *path)
+{
+    struct stat st;
+    ck_assert_int_eq(lstat(path, &st), 0);
+    return st.st_mode & 07777;
+}
+
+/* A valid kubelet record text for ref (mapping APP_NAME, node accessible). */
+static char *record_text(const char *api, const char *ref)
+{
+    return tu_sprintf("{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"%s\","
+                      "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"%s\","
+                      "\"credentialMapping\":{\"" APP_NAME "\":{\"nodePodsAccessible\":true}}}\n",
+                      api, ref);
+}
+
+static void make_ro_dir(void)
+{
+    ck_assert_int_eq(mkdir(fx.ro, 0700), 0);
+    char *p = tu_sprintf("%s/pulled", fx.ro);
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    free(p);
+    p = tu_sprintf("%s/pulling", fx.ro);
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    free(p);
+}
+
+/* Places a file at DIR/pulled/<hash(ref)>. */
+static char *place_record(const char *dir, const char *ref, const char *content, unsigned mode)
+{
+    char *path = record_path(dir, "pulled", ref);
+    tu_write_file(path, content, -1, mode);
+    return path;
+}
+
+static int get_code(pg_store *s, const char *ref, pg_error *err)
+{
+    pg_record *rec = NULL;
+    int rc = pg_store_get(s, ref, &rec, err);
+    ck_assert(rc == PG_OK || rec == NULL);
+    pg_record_free(rec);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- basic */
+
+START_TEST(open_creates_layout)
+{
+    pg_store *s = open_store();
+    ck_assert_uint_eq(mode_of(fx.state), 0700);
+    const char *subs[] = {"pulling", "pulled", "pullgate-intents", "pullgate-images"};
+    for (size_t i = 0; i < 4; i++) {
+        char *p = tu_sprintf("%s/%s", fx.state, subs[i]);
+        ck_assert_uint_eq(mode_of(p), 0700);
+        free(p);
+    }
+    pg_store_free(s);
+    pg_store_free(NULL);
+}
+END_TEST
+
+START_TEST(write_then_read)
+{
+    pg_store *s = open_store();
+    pulled_with_secret(s, APP, REF1, "team-a");
+    pg_record *rec = NULL;
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_get(s, REF1, &rec, &err), PG_OK);
+    ck_assert_str_eq(pg_record_image_ref(rec), REF1);
+    ck_assert_str_eq(pg_record_dir(rec), fx.state);
+    ck_assert_str_eq(pg_record_api_version(rec), PG_API_V1ALPHA1);
+    ck_assert_int_le(labs((long)(pg_record_last_updated(rec) - time(NULL))), 5);
+    const pg_rec_mapping *m = pg_record_find(rec, APP_NAME);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_uint_eq(m->n_secrets, 1);
+    ck_assert_str_eq(m->secrets[0].credential_hash, H_A);
+    pg_record_free(rec);
+
+    char *path = record_path(fx.state, "pulled", REF1);
+    ck_assert_uint_eq(mode_of(path), 0600);
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    ck_assert(len > 0 && text[len - 1] == '\n');
+    ck_assert(strncmp(text, "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"", 42) == 0);
+    free(text);
+    free(path);
+
+    ck_assert_int_eq(get_code(s, REF2, &err), PG_ERR_NOT_FOUND);
+    /* A second pull with another secret merges into the same record. */
+    pulled_with_secret(s, "registry.example.com/team-a/app:2.0", REF1, "team-b");
+    ck_assert_int_eq(pg_store_get(s, REF1, &rec, &err), PG_OK);
+    ck_assert_uint_eq(pg_record_find(rec, APP_NAME)->n_secrets, 2);
+    pg_record_free(rec);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(writes_configured_api_version)
+{
+    ck_assert_int_eq(pg_config_set(fx.cfg, "recordApiVersion", PG_API_V1BETA1, NULL), PG_OK);
+    pg_store *s = open_store();
+    pg_pull_credentials npa = {.node_pods_accessible = 1};
+    ck_assert_int_eq(pg_store_record_pulled(s, APP, REF1, &npa, NULL), PG_OK);
+    pg_record *rec;
+    ck_assert_int_eq(pg_store_get(s, REF1, &rec, NULL), PG_OK);
+    ck_assert_str_eq(pg_record_api_version(rec), PG_API_V1BETA1);
+    pg_record_free(rec);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(pull_without_credentials_still_records)
+{
+    pg_store *s = open_store();
+    ck_assert_int_eq(pg_store_record_pulled(s, APP, REF1, NULL, NULL), PG_OK);
+    pg_record *rec;
+    ck_assert_int_eq(pg_store_get(s, REF1, &rec, NULL), PG_OK);
+    ck_assert_uint_eq(rec->n_maps, 0);
+    pg_record_free(rec);
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_record_pulled(s, "", REF1, NULL, &err), PG_ERR_INVALID);
+    ck_assert_int_eq(pg_store_record_pulled(s, APP, "", NULL, &err), PG_ERR_INVALID);
+    pg_store_free(s);
+}
+END_TEST
+
+typedef struct list_seen {
+    int good, bad;
+    char refs[4][128];
+} list_seen;
+
+static int count_cb(const pg_record *rec, void *ud)
+{
+    list_seen *seen = ud;
+    if (seen->good < 4)
+        snprintf(seen->refs[seen->good], sizeof seen->refs[0], "%s", pg_record_image_ref(rec));
+    seen->good++;
+    return 0;
+}
+
+static void bad_cb(const char *path, const pg_error *why, void *ud)
+{
+    list_seen *seen = ud;
+    ck_assert_ptr_nonnull(strstr(path, "/pulled/sha256-"));
+    ck_assert_int_ne(why->code, PG_OK);
+    seen->bad++;
+}
+
+static int stop_cb(const pg_record *rec, void *ud)
+{
+    (void)rec;
+    (void)ud;
+    return 42;
+}
+
+START_TEST(list_records_all_dirs)
+{
+    make_ro_dir();
+    pg_store *s = open_store();
+    pulled_with_secret(s, APP, REF1, "team-a");
+    pulled_with_secret(s, APP, REF2, "team-a");
+    char *t = record_text(PG_API_V1ALPHA1, REF3);
+    free(place_record(fx.ro, REF3, t, 0600));
+    free(t);
+    /* A bad record is reported; temp files and foreign names are not records. */
+    free(place_record(fx.state, "bogus", "{}", 0600));
+    char *p = tu_sprintf("%s/pulled/sha256-abc.1234.tmp", fx.state);
+    tu_write_file(p, "garbage", -1, 0600);
+    free(p);
+    p = tu_sprintf("%s/pulled/README", fx.state);
+    tu_write_file(p, "garbage", -1, 0600);
+    free(p);
+    list_seen seen = {0};
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_list(s, count_cb, bad_cb, &seen, &err), PG_OK);
+    ck_assert_int_eq(seen.good, 3);
+    ck_assert_int_eq(seen.bad, 1);
+    ck_assert_int_eq(pg_store_list(s, stop_cb, NULL, NULL, &err), 42);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(delete_record)
+{
+    pg_store *s = open_store();
+    pulled_with_secret(s, APP, REF1, "team-a");
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_delete(s, REF1, &err), PG_OK);
+    ck_assert_int_eq(get_code(s, REF1, &err), PG_ERR_NOT_FOUND);
+    ck_assert_int_eq(pg_store_delete(s, REF1, &err), PG_ERR_NOT_FOUND);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(prune_records)
+{
+    ck_assert_int_eq(pg_config_set(fx.cfg, "pinnedImages", "registry.example.com/pinned*", NULL),
+                     PG_OK);
+    pg_store *s = open_store();
+    pulled_with_secret(s, APP, REF1, "team-a");
+    pulled_with_secret(s, "registry.example.com/pinned/x:1", REF2, "team-a");
+    pulled_with_secret(s, "registry.example.com/other:1", REF3, "team-a");
+    unsigned pruned = 99;
+    pg_error err = {0};
+    /* Everything is newer than "before" = 1000: nothing goes. */
+    ck_assert_int_eq(pg_store_prune(s, NULL, 1000, &pruned, &err), PG_OK);
+    ck_assert_uint_eq(pruned, 0);
+    const char *in_use[] = {REF1, NULL};
+    ck_assert_int_eq(pg_store_prune(s, in_use, 0, &pruned, &err), PG_OK);
+    ck_assert_uint_eq(pruned, 1);
+    ck_assert_int_eq(get_code(s, REF1, &err), PG_OK);
+    ck_assert_int_eq(get_code(s, REF2, &err), PG_OK); /* pinned */
+    ck_assert_int_eq(get_code(s, REF3, &err), PG_ERR_NOT_FOUND);
+    ck_assert_int_eq(pg_store_prune(s, NULL, time(NULL) + 10, &pruned, &err), PG_OK);
+    ck_assert_uint_eq(pruned, 1);
+    ck_assert_int_eq(get_code(s, REF1, &err), PG_ERR_NOT_FOUND);
+    ck_assert_int_eq(get_code(s, REF2, &err), PG_OK);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(prune_removes_stale_temps_and_keeps_bad_files)
+{
+    pg_store *s = open_store();
+    char *tmp = tu_sprintf("%s/pulled/sha256-abc.0123456789abcdef.tmp", fx.state);
+    tu_write_file(tmp, "partial", -1, 0600);
+    char *bad = place_record(fx.state, "bad", "not json", 0600);
+    unsigned pruned;
+    ck_assert_int_eq(pg_store_prune(s, NULL, 0, &pruned, NULL), PG_OK);
+    ck_assert_uint_eq(pruned, 0);
+    ck_assert_int_eq(access(tmp, F_OK), -1);
+    ck_assert_int_eq(access(bad, F_OK), 0);
+    free(tmp);
+    free(bad);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(resolve_image)
+{
+    pg_store *s = open_store();
+    pulled_with_secret(s, "nginx:1.25", REF1, "team-a");
+    char *ref = NULL;
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_resolve_image(s, "nginx:1.25", &ref, &err), PG_OK);
+    ck_assert_str_eq(ref, REF1);
+    free(ref);
+    ck_assert_int_eq(pg_store_resolve_image(s, "docker.io/library/nginx:1.25", &ref, &err), PG_OK);
+    ck_assert_str_eq(ref, REF1);
+    free(ref);
+    ck_assert_int_eq(pg_store_resolve_image(s, "nginx:1.26", &ref, &err), PG_ERR_NOT_FOUND);
+    ck_assert_ptr_null(ref);
+    /* The newest pull of a tag wins. */
+    pulled_with_secret(s, "nginx:1.25", REF2, "team-a");
+    ck_assert_int_eq(pg_store_resolve_image(s, "nginx:1.25", &ref, &err), PG_OK);
+    ck_assert_str_eq(ref, REF2);
+    free(ref);
+    /* An index entry whose content does not match its name is refused. */
+    char *a = record_path(fx.state, "pullgate-images", "docker.io/library/nginx:1.25");
+    char *b = record_path(fx.state, "pullgate-images", "docker.io/library/redis:7");
+    ck_assert_int_eq(rename(a, b), 0);
+    ck_assert_int_eq(pg_store_resolve_image(s, "docker.io/library/redis:7", &ref, &err),
+                     PG_ERR_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.message, "does not match its file name"));
+    free(a);
+    free(b);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(intent_reference_counting)
+{
+    pg_store *s = open_store();
+    pg_error err = {0};
+    char *intent = record_path(fx.state, "pulling", APP);
+    char *count = record_path(fx.state, "pullgate-intents", APP);
+    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 0);
+    ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_OK);
+    ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_OK);
+    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 1);
+    ck_assert_uint_eq(mode_of(intent), 0600);
+    size_t len;
+    char *text = tu_read_file(intent, &len);
+    char *image = NULL;
+    ck_assert_int_eq(pg_intent_parse(text, len, &image, &err), PG_OK);
+    ck_assert_str_eq(image, APP);
+    free(image);
+    free(text);
+    text = tu_read_file(count, NULL);
+    ck_assert_str_eq(text, "2\n");
+    free(text);
+    /* Two pulls in flight: the first to finish keeps the intent. */
+    pulled_with_secret(s, APP, REF1, "team-a");
+    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 1);
+    ck_assert_int_eq(pg_store_record_failed(s, APP, &err), PG_OK);
+    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 0);
+    ck_assert_int_eq(access(count, F_OK), -1);
+    /* Releasing more than taken stays at 0. */
+    ck_assert_int_eq(pg_store_record_failed(s, APP, &err), PG_OK);
+    ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_OK);
+    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 1);
+    ck_assert_int_eq(pg_store_record_failed(s, APP, &err), PG_OK);
+    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 0);
+    /* A leftover intent (crash) without a count is cleared by the next pull. */
+    ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_OK);
+    ck_assert_int_eq(unlink(count), 0);
+    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 1);
+    pulled_with_secret(s, APP, REF1, "team-a");
+    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 0);
+    free(intent);
+    free(count);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(intent_in_read_only_dir)
+{
+    make_ro_dir();
+    char *path = record_path(fx.ro, "pulling", "nginx:1.25");
+    tu_write_file(path,
+                  "{\"kind\":\"ImagePullIntent\",\"apiVersion\":\"" PG_API_V1ALPHA1
+                  "\",\"image\":\"nginx:1.25\"}\n",
+                  -1, 0600);
+    free(path);
+    pg_store *s = open_store();
+    ck_assert_int_eq(pg_store_intent_exists(s, "nginx:1.25", NULL), 1);
+    ck_assert_int_eq(pg_store_intent_exists(s, "nginx:1.26", NULL), 0);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(read_only_dirs)
+{
+    make_ro_dir();
+    char *t = record_text(PG_API_V1BETA1, REF1);
+    free(place_record(fx.ro, REF1, t, 0600));
+    free(t);
+    pg_store *s = open_store();
+    pg_record *rec;
+    ck_assert_int_eq(pg_store_get(s, REF1, &rec, NULL), PG_OK);
+    ck_assert_str_eq(pg_record_dir(rec), fx.ro);
+    ck_assert_str_eq(pg_record_api_version(rec), PG_API_V1BETA1);
+    pg_record_free(rec);
+    /* The writable directory comes first. */
+    pulled_with_secret(s, APP, REF1, "team-a");
+    ck_assert_int_eq(pg_store_get(s, REF1, &rec, NULL), PG_OK);
+    ck_assert_str_eq(pg_record_dir(rec), fx.state);
+    pg_record_free(rec);
+    pg_store_free(s);
+
+    /* Read-only store: finds records, refuses writes. */
+    pg_error err = {0};
+    s = pg_store_open_readonly(fx.cfg, &err);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(pg_store_get(s, REF1, &rec, NULL), PG_OK);
+    ck_assert_str_eq(pg_record_dir(rec), fx.ro);
+    pg_record_free(rec);
+    ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_ERR_INVALID);
+    ck_assert_int_eq(pg_store_record_pulled(s, APP, REF1, NULL, &err), PG_ERR_INVALID);
+    ck_assert_int_eq(pg_store_delete(s, REF1, &err), PG_ERR_INVALID);
+    ck_assert_int_eq(pg_store_prune(s, NULL, 0, NULL, &err), PG_ERR_INVALID);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(missing_read_only_dir_and_subdirs)
+{
+    pg_store *s = open_store(); /* fx.ro does not exist: skipped */
+    pg_store_free(s);
+    ck_assert_int_eq(mkdir(fx.ro, 0700), 0); /* exists, but no pulled/ or pulling/ */
+    s = open_store();
+    list_seen seen = {0};
+    ck_assert_int_eq(pg_store_list(s, count_cb, bad_cb, &seen, NULL), PG_OK);
+    ck_assert_int_eq(seen.good, 0);
+    ck_assert_int_eq(get_code(s, REF1, NULL), PG_ERR_NOT_FOUND);
+    ck_assert_int_eq(pg_store_intent_exists(s, APP, NULL), 0);
+    pg_store_free(s);
+}
+END_TEST
+
+/* ------------------------------------------------------------- hostile */
+
+static void expect_get(pg_store *s, const char *ref, int code, const char *in_message)
+{
+    pg_error err = {0};
+    int rc = get_code(s, ref, &err);
+    ck_assert_msg(rc == code, "expected %d, got %d: %s", code, rc, err.message);
+    if (in_message)
+        ck_assert_msg(strstr(err.message, in_message) != NULL, "message \"%s\" lacks \"%s\"",
+                      err.message, in_message);
+}
+
+START_TEST(hostile_symlinked_record)
+{
+    pg_store *s = open_store();
+    char *target = tu_sprintf("%s/elsewhere", fx.root);
+    char *t = record_text(PG_API_V1ALPHA1, REF1);
+    tu_write_file(target, t, -1, 0600);
+    char *path = record_path(fx.state, "pulled", REF1);
+    ck_assert_int_eq(symlink(target, path), 0);
+    expect_get(s, REF1, PG_ERR_UNSAFE, "symbolic link");
+    free(target);
+    free(path);
+    free(t);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(hostile_symlinked_pulled_dir)
+{
+    /* In a read-only dir: pulled/ -> a directory with a valid record. */
+    ck_assert_int_eq(mkdir(fx.ro, 0700), 0);
+    char *elsewhere = tu_sprintf("%s/elsewhere", fx.root);
+    ck_assert_int_eq(mkdir(elsewhere, 0700), 0);
+    char *t = record_text(PG_API_V1ALPHA1, REF1);
+    char *name = record_path(elsewhere, ".", REF1);
+    tu_write_file(name, t, -1, 0600);
+    char *link = tu_sprintf("%s/pulled", fx.ro);
+    ck_assert_int_eq(symlink(elsewhere, link), 0);
+    pg_store *s = open_store();
+    expect_get(s, REF1, PG_ERR_UNSAFE, "symbolic link");
+    pg_store_free(s);
+    /* In the writable dir: open fails? No, the subdir is re-checked per operation. */
+    char *pulled = tu_sprintf("%s/pulled", fx.state);
+    s = open_store();
+    ck_assert_int_eq(rmdir(pulled), 0);
+    ck_assert_int_eq(symlink(elsewhere, pulled), 0);
+    pg_error err = {0};
+    pg_secret sec = {"ns", "n", "u", H_A};
+    pg_pull_credentials c = {.secrets = &sec, .n_secrets = 1};
+    ck_assert_int_eq(pg_store_record_pulled(s, APP, REF2, &c, &err), PG_ERR_UNSAFE);
+    pg_store_free(s);
+    free(elsewhere);
+    free(t);
+    free(name);
+    free(link);
+    free(pulled);
+}
+END_TEST
+
+START_TEST(hostile_state_dir)
+{
+    /* A symlinked or group-writable record directory is refused at open. */
+    char *real = tu_sprintf("%s/real", fx.root);
+    ck_assert_int_eq(mkdir(real, 0700), 0);
+    ck_assert_int_eq(symlink(real, fx.state), 0);
+    pg_error err = {0};
+    ck_assert_ptr_null(pg_store_open(fx.cfg, NULL, &err));
+    ck_assert_int_eq(err.code, PG_ERR_UNSAFE);
+    ck_assert_int_eq(unlink(fx.state), 0);
+    ck_assert_int_eq(mkdir(fx.state, 0700), 0);
+    ck_assert_int_eq(chmod(fx.state, 0770), 0);
+    ck_assert_ptr_null(pg_store_open(fx.cfg, NULL, &err));
+    ck_assert_int_eq(err.code, PG_ERR_UNSAFE);
+    ck_assert_ptr_nonnull(strstr(err.message, "writable by group"));
+    ck_assert_int_eq(chmod(fx.state, 0700), 0);
+    ck_assert_int_eq(mkdir(fx.ro, 0777), 0);
+    ck_assert_int_eq(chmod(fx.ro, 0777), 0);
+    ck_assert_ptr_null(pg_store_open(fx.cfg, NULL, &err));
+    ck_assert_int_eq(err.code, PG_ERR_UNSAFE);
+    free(real);
+}
+END_TEST
+
+START_TEST(hostile_hard_link)
+{
+    pg_store *s = open_store();
+    char *t = record_text(PG_API_V1ALPHA1, REF1);
+    char *path = place_record(fx.state, REF1, t, 0600);
+    char *alias = tu_sprintf("%s/alias", fx.root);
+    ck_assert_int_eq(link(path, alias), 0);
+    expect_get(s, REF1, PG_ERR_UNSAFE, "hard links");
+    free(alias);
+    free(path);
+    free(t);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(hostile_fifo)
+{
+    pg_store *s = open_store();
+    char *path = record_path(fx.state, "pulled", REF1);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    expect_get(s, REF1, PG_ERR_UNSAFE, "not a regular file"); /* and did not block */
+    free(path);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(hostile_owner)
+{
+    if (geteuid() != 0)
+        return; /* chown to another uid needs root */
+    pg_store *s = open_store();
+    char *t = record_text(PG_API_V1ALPHA1, REF1);
+    char *path = place_record(fx.state, REF1, t, 0600);
+    ck_assert_int_eq(chown(path, 4242, 4242), 0);
+    expect_get(s, REF1, PG_ERR_UNSAFE, "owned by uid 4242");
+    free(path);
+    free(t);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(hostile_mode)
+{
+    pg_store *s = open_store();
+    char *t = record_text(PG_API_V1ALPHA1, REF1);
+    free(place_record(fx.state, REF1, t, 0666));
+    expect_get(s, REF1, PG_ERR_UNSAFE, "writable by group or others");
+    free(t);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(hostile_oversized)
+{
+    pg_store *s = open_store();
+    char *path = record_path(fx.state, "pulled", REF1);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)PG_MAX_RECORD_BYTES + 1), 0);
+    close(fd);
+    expect_get(s, REF1, PG_ERR_LIMIT, "larger than");
+    free(path);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(hostile_content_mismatch)
+{
+    pg_store *s = open_store();
+    /* A valid record of REF2 stored under the name of REF1. */
+    char *t = record_text(PG_API_V1ALPHA1, REF2);
+    free(place_record(fx.state, REF1, t, 0600));
+    expect_get(s, REF1, PG_ERR_CORRUPT, "does not match its file name");
+    expect_get(s, REF2, PG_ERR_NOT_FOUND, NULL);
+    free(t);
+    /* Garbage: corrupt, message names the file. */
+    char *path = place_record(fx.state, REF3, "{\"kind\":", 0600);
+    char *name = strrchr(path, '/') + 1;
+    pg_error err = {0};
+    ck_assert_int_eq(get_code(s, REF3, &err), PG_ERR_CORRUPT);
+    ck_assert_ptr_nonnull(strstr(err.message, name));
+    free(path);
+    /* A record that cannot be read is not overwritten by a pull: the pull fails. */
+    pg_secret sec = {"ns", "n", "u", H_A};
+    pg_pull_credentials c = {.secrets = &sec, .n_secrets = 1};
+    ck_assert_int_eq(pg_store_record_pulled(s, APP, REF3, &c, &err), PG_ERR_CORRUPT);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(temp_files_are_not_records)
+{
+    pg_store *s = open_store();
+    char *path = record_path(fx.state, "pulled", REF1);
+    char *tmp = tu_sprintf("%s.tmp", path);
+    char *t = record_text(PG_API_V1ALPHA1, REF1);
+    tu_write_file(tmp, t, -1, 0600);
+    expect_get(s, REF1, PG_ERR_NOT_FOUND, NULL);
+    list_seen seen = {0};
+    ck_assert_int_eq(pg_store_list(s, count_cb, bad_cb, &seen, NULL), PG_OK);
+    ck_assert_int_eq(seen.good + seen.bad, 0);
+    free(t);
+    free(tmp);
+    free(path);
+    pg_store_free(s);
+}
+END_TEST
+
+static Suite *store_suite(void)
+{
+    Suite *s = suite_create("store");
+    TCase *basic = tcase_create("basic");
+    tcase_add_checked_fixture(basic, setup, teardown);
+    tcase_add_test(basic, open_creates_layout);
+    tcase_add_test(basic, write_then_read);
+    tcase_add_test(basic, writes_configured_api_version);
+    tcase_add_test(basic, pull_without_credentials_still_records);
+    tcase_add_test(basic, list_records_all_dirs);
+    tcase_add_test(basic, delete_record);
+    tcase_add_test(basic, prune_records);
+    tcase_add_test(basic, prune_removes_stale_temps_and_keeps_bad_files);
+    tcase_add_test(basic, resolve_image);
+    tcase_add_test(basic, intent_reference_counting);
+    tcase_add_test(basic, intent_in_read_only_dir);
+    tcase_add_test(basic, read_only_dirs);
+    tcase_add_test(basic, missing_read_only_dir_and_subdirs);
+    suite_add_tcase(s, basic);
+    TCase *hostile = tcase_create("hostile");
+    tcase_add_checked_fixture(hostile, setup, teardown);
+    tcase_add_test(hostile, hostile_symlinked_record);
+    tcase_add_test(hostile, hostile_symlinked_pulled_dir);
+    tcase_add_test(hostile, hostile_state_dir);
+    tcase_add_test(hostile, hostile_hard_link);
+    tcase_add_test(hostile, hostile_fifo);
+    tcase_add_test(hostile, hostile_owner);
+    tcase_add_test(hostile, hostile_mode);
+    tcase_add_test(hostile, hostile_oversized);
+    tcase_add_test(hostile, hostile_content_mismatch);
+    tcase_add_test(hostile, temp_files_are_not_records);
+    suite_add_tcase(s, hostile);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(store_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
