@@ -116,17 +116,29 @@ static const pgctl_command *find_command(const char *name)
     return NULL;
 }
 
-/* The option of table named by arg ("--name" or "--name=value"), or NULL. */
-static const struct option *find_long_option(const struct option *table, const char *arg)
+/*
+ * The option of table named by arg ("--name" or "--name=value"), or NULL.
+ * With allow_prefix, an unambiguous abbreviation also names it (as
+ * getopt_long accepts).
+ */
+static const struct option *find_long_option(const struct option *table, const char *arg,
+                                             int allow_prefix)
 {
     if (!table || strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
         return NULL;
     const char *name = arg + 2;
     size_t len = strcspn(name, "=");
-    for (; table->name; table++)
-        if (strlen(table->name) == len && strncmp(table->name, name, len) == 0)
+    const struct option *prefix_match = NULL;
+    int prefix_matches = 0;
+    for (; table->name; table++) {
+        if (strncmp(table->name, name, len) != 0)
+            continue;
+        if (strlen(table->name) == len)
             return table;
-    return NULL;
+        prefix_match = table;
+        prefix_matches++;
+    }
+    return allow_prefix && prefix_matches == 1 ? prefix_match : NULL;
 }
 
 /* Does arg take the next argv element as its value? */
@@ -140,10 +152,33 @@ static int is_help_flag(const char *arg)
     return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
 }
 
+/* Does some option of table start with the name arg gives ("--na[=v]")? */
+static int prefixes_any_option(const struct option *table, const char *arg)
+{
+    if (!table || strncmp(arg, "--", 2) != 0)
+        return 0;
+    size_t len = strcspn(arg + 2, "=");
+    for (; table->name; table++)
+        if (strncmp(table->name, arg + 2, len) == 0)
+            return 1;
+    return 0;
+}
+
+/* After the command a global option may be abbreviated only where the
+ * abbreviation could name no option of the command. */
+static const struct option *global_after_command(const split_argv *s, const char *arg)
+{
+    const struct option *opt = find_long_option(global_options, arg, 0);
+    if (!opt && !prefixes_any_option(s->command->options, arg))
+        opt = find_long_option(global_options, arg, 1);
+    return opt && opt->val != 'h' ? opt : NULL;
+}
+
 /* Moves argv[*i] (and its value) into the global part. */
 static void take_global(split_argv *s, int argc, char **argv, int *i)
 {
-    const struct option *opt = find_long_option(global_options, argv[*i]);
+    const struct option *opt = s->command ? global_after_command(s, argv[*i])
+                                          : find_long_option(global_options, argv[*i], 1);
     s->global[s->n_global++] = argv[*i];
     if (takes_separate_value(opt, argv[*i]) && *i + 1 < argc)
         s->global[s->n_global++] = argv[++*i];
@@ -152,18 +187,12 @@ static void take_global(split_argv *s, int argc, char **argv, int *i)
 /* Moves argv[*i] (and its value) into the command part. */
 static void take_command_arg(split_argv *s, int argc, char **argv, int *i)
 {
-    const struct option *opt = find_long_option(s->command->options, argv[*i]);
+    const struct option *opt = find_long_option(s->command->options, argv[*i], 1);
     if (is_help_flag(argv[*i]))
         s->command_help = 1;
     s->command_argv[s->n_command++] = argv[*i];
     if (takes_separate_value(opt, argv[*i]) && *i + 1 < argc)
         s->command_argv[s->n_command++] = argv[++*i];
-}
-
-static int is_global_after_command(const char *arg)
-{
-    const struct option *opt = find_long_option(global_options, arg);
-    return opt && opt->val != 'h';
 }
 
 static int split_arguments(int argc, char **argv, split_argv *s)
@@ -184,7 +213,7 @@ static int split_arguments(int argc, char **argv, split_argv *s)
         } else if (strcmp(arg, "--") == 0) {
             end_of_options = 1;
             s->command_argv[s->n_command++] = argv[i];
-        } else if (is_global_after_command(arg)) {
+        } else if (global_after_command(s, arg)) {
             take_global(s, argc, argv, &i);
         } else {
             take_command_arg(s, argc, argv, &i);
@@ -325,6 +354,18 @@ static int run_command(const split_argv *s, const global_settings *g)
     return status;
 }
 
+/* Appends --help to the command's arguments (argv has a slot to spare:
+ * the global --help is not among them). */
+static void add_command_help(split_argv *s)
+{
+    static char help_flag[] = "--help";
+    if (s->command_help)
+        return;
+    s->command_help = 1;
+    s->command_argv[s->n_command++] = help_flag;
+    s->command_argv[s->n_command] = NULL;
+}
+
 static int dispatch(int argc, char **argv, split_argv *s, global_settings *g)
 {
     int status = split_arguments(argc, argv, s);
@@ -342,6 +383,8 @@ static int dispatch(int argc, char **argv, split_argv *s, global_settings *g)
     }
     if (!s->command)
         return pgctl_usage_error(NULL, "no command given");
+    if (g->help) /* `pullgatectl --help COMMAND`: the command's help */
+        add_command_help(s);
     return run_command(s, g);
 }
 
