@@ -47,7 +47,9 @@ static int run_monitor(const pg_config *cfg, int argc, char **argv)
     return pgctl_monitor(cfg, argc, argv);
 }
 
+/* Only for splitting argv: pgctl_monitor() parses its own options. */
 static const struct option monitor_options[] = {{"json", no_argument, NULL, 'j'},
+                                                {"count", required_argument, NULL, 'n'},
                                                 {"help", no_argument, NULL, 'h'},
                                                 {NULL, 0, NULL, 0}};
 
