@@ -200,7 +200,6 @@ expect_status 3 "list with a corrupt record: store error" ctl list
 contains "list reports the bad file" "$ERR" "$(basename "$corrupt")"
 expect_status 1 "verify against a corrupt record: deny (fail closed)" ctl verify --image "$IMAGE" \
     --image-ref "$REF" --namespace team-a --credentials "$(creds_json team-a regcred "$UID_A" "$HASH_A")"
-chmod 0700 "$STATE"
 mkdir -p "$WORK/notadir-parent"
 : >"$WORK/notadir-parent/file"
 expect_status 3 "record-intent into an unusable state dir" \
