@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The credentials a pod presents (CONTRACT §4): the annotation
+ *   {"<image name>":{"kubernetesSecrets":[{namespace,name,uid,credentialHash}],
+ *                    "kubernetesServiceAccounts":[{namespace,name,uid}]}}
+ * parsed strictly (the value is attacker-reachable: anyone who can create a
+ * pod can try to set it), keys normalised like record mapping keys, and every
+ * credential outside the pod's namespace dropped: a pod can only use secrets
+ * and service accounts of its own namespace.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pres_entry {
+    char *image_name; /* normalised: "docker.io/library/nginx" */
+    pg_rec_secret *secrets;
+    size_t n_secrets;
+    pg_rec_sa *sas;
+    size_t n_sas;
+    size_t n_ignored; /* credentials dropped for naming another namespace */
+} pres_entry;
+
+struct pg_presented {
+    pres_entry *entries; /* sorted by image_name, names unique */
+    size_t n;
+};
+
+/* Not in internal.h yet: how many credentials for image_name were ignored
+ * because they name another namespace (for the decision's reason text). */
+size_t pg_presented_ignored(const pg_presented *p, const char *image_name);
+
+/* ------------------------------------------------------------------ freeing */
+
+static void free_secret(pg_rec_secret *s)
+{
+    free(s->namespace_);
+    free(s->name);
+    free(s->uid);
+    free(s->credential_hash);
+}
+
+static void free_sa(pg_rec_sa *sa)
+{
+    free(sa->namespace_);
+    free(sa->name);
+    free(sa->uid);
+}
+
+static void free_entry(pres_entry *e)
+{
+    for (size_t i = 0; i < e->n_secrets; i++)
+        free_secret(&e->secrets[i]);
+    for (size_t i = 0; i < e->n_sas; i++)
+        free_sa(&e->sas[i]);
+    free(e->secrets);
+    free(e->sas);
+    free(e->image_name);
+}
+
+void pg_presented_free(pg_presented *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n; i++)
+        free_entry(&p->entries[i]);
+    free(p->entries);
+    free(p);
+}
+
+/* ------------------------------------------------------------------ fields */
+
+/* A required non-empty string field without embedded NUL; *out borrowed. */
+static int get_string(const json_t *obj, const char *field, const char *what, bool required,
+                      const char **out, pg_error *err)
+{
+    const json_t *v = json_object_get(obj, field);
+    *out = NULL;
+    if (!v && !required)
+        return PG_OK;
+    if (!v)
+        return pg_fail(err, PG_ERR_INVALID, "%s: missing field \"%s\"", what, field);
+    if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+        return pg_fail(err, PG_ERR_INVALID, "%s: field \"%s\" must be a string", what, field);
+    if (required && json_string_length(v) == 0)
+        return pg_fail(err, PG_ERR_INVALID, "%s: field \"%s\" is empty", what, field);
+    *out = json_string_value(v);
+    return PG_OK;
+}
+
+static bool is_hash(const char *s)
+{
+    if (strlen(s) != PG_HASH_HEX_LEN)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+            return false;
+    return true;
+}
+
+typedef struct coords {
+    const char *namespace_, *name, *uid, *hash;
+} coords;
+
+static int parse_coords(const json_t *obj, const char *what, bool with_hash, coords *c,
+                        pg_error *err)
+{
+    static const char *const secret_keys[] = {"namespace", "name", "uid", "credentialHash", NULL};
+    static const char *const sa_keys[] = {"namespace", "name", "uid", NULL};
+    if (!json_is_object(obj))
+        return pg_fail(err, PG_ERR_INVALID, "%s: expected an object", what);
+    int rc = pg_json_only_keys(obj, with_hash ? secret_keys : sa_keys, what, err);
+    if (rc == PG_OK)
+        rc = get_string(obj, "namespace", what, true, &c->namespace_, err);
+    if (rc == PG_OK)
+        rc = get_string(obj, "name", what, true, &c->name, err);
+    if (rc == PG_OK)
+        rc = get_string(obj, "uid", what, true, &c->uid, err);
+    c->hash = NULL;
+    if (rc == PG_OK && with_hash)
+        rc = get_string(obj, "credentialHash", what, false, &c->hash, err);
+    if (rc == PG_OK && c->hash && *c->hash && !is_hash(c->hash))
+        rc = pg_fail(err, PG_ERR_INVALID, "%s: credentialHash is not 64 lowercase hex digits",
+                     what);
+    return rc;
+}
+
+/* ------------------------------------------------------------ credentials */
+
+static int add_secret(pres_entry *e, const coords *c, pg_error *err)
+{
+    pg_rec_secret *nv = realloc(e->secrets, (e->n_secrets + 1) * sizeof *nv);
+    if (!nv)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    e->secrets = nv;
+    pg_rec_secret s = {pg_strdup(c->namespace_), pg_strdup(c->name), pg_strdup(c->uid),
+                       pg_strdup(c->hash ? c->hash : "")};
+    if (!s.namespace_ || !s.name || !s.uid || !s.credential_hash) {
+        free_secret(&s);
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    }
+    e->secrets[e->n_secrets++] = s;
+    return PG_OK;
+}
+
+static int add_sa(pres_entry *e, const coords *c, pg_error *err)
+{
+    pg_rec_sa *nv = realloc(e->sas, (e->n_sas + 1) * sizeof *nv);
+    if (!nv)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    e->sas = nv;
+    pg_rec_sa sa = {pg_strdup(c->namespace_), pg_strdup(c->name), pg_strdup(c->uid)};
+    if (!sa.namespace_ || !sa.name || !sa.uid) {
+        free_sa(&sa);
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    }
+    e->sas[e->n_sas++] = sa;
+    return PG_OK;
+}
+
+/* Parses one credential list; every item is validated, even those later dropped. */
+static int parse_list(const json_t *arr, const char *field, const char *image,
+                      const char *pod_namespace, pres_entry *e, pg_error *err)
+{
+    bool secrets = strcmp(field, "kubernetesSecrets") == 0;
+    if (!arr)
+        return PG_OK;
+    if (!json_is_array(arr))
+        return pg_fail(err, PG_ERR_INVALID, "annotation: \"%.256s\": %s must be an array", image,
+                       field);
+    size_t i;
+    json_t *item;
+    json_array_foreach(arr, i, item)
+    {
+        char what[384];
+        snprintf(what, sizeof what, "annotation: \"%.256s\": %s[%zu]", image, field, i);
+        coords c;
+        int rc = parse_coords(item, what, secrets, &c, err);
+        if (rc != PG_OK)
+            return rc;
+        if (strcmp(c.namespace_, pod_namespace) != 0) {
+            e->n_ignored++;
+            continue;
+        }
+        rc = secrets ? add_secret(e, &c, err) : add_sa(e, &c, err);
+        if (rc != PG_OK)
+            return rc;
+    }
+    return PG_OK;
+}
+
+/* The key must be an image name (tag and digest removed), normalised like record keys. */
+static int normalise_key(const char *key, char **name_out, pg_error *err)
+{
+    pg_error why = {0};
+    pg_ref *ref = pg_ref_parse(key, &why);
+    int rc = PG_OK;
+    if (!ref)
+        rc = pg_fail(err, PG_ERR_INVALID, "annotation: key \"%.256s\" is not an image name: %s",
+                     key, why.message);
+    else if (pg_ref_tag(ref) || pg_ref_digest(ref))
+        rc = pg_fail(err, PG_ERR_INVALID,
+                     "annotation: key \"%.256s\" must be an image name without tag or digest", key);
+    else if (!(*name_out = pg_strdup(pg_ref_name(ref))))
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    pg_ref_free(ref);
+    return rc;
+}
+
+static int parse_entry(const char *key, const json_t *val, const char *pod_namespace,
+                       pres_entry *e, pg_error *err)
+{
+    static const char *const allowed[] = {"kubernetesSecrets", "kubernetesServiceAccounts", NULL};
+    char what[320];
+    snprintf(what, sizeof what, "annotation: \"%.256s\"", key);
+    if (!json_is_object(val))
+        return pg_fail(err, PG_ERR_INVALID, "%s: expected an object", what);
+    int rc = pg_json_only_keys(val, allowed, what, err);
+    if (rc == PG_OK)
+        rc = normalise_key(key, &e->image_name, err);
+    if (rc == PG_OK)
+        rc = parse_list(json_object_get(val, "kubernetesSecrets"), "kubernetesSecrets", key,
+                        pod_namespace, e, err);
+    if (rc == PG_OK)
+        rc = parse_list(json_object_get(val, "kubernetesServiceAccounts"),
+                        "kubernetesServiceAccounts", key, pod_namespace, e, err);
+    return rc;
+}
+
+/* ------------------------------------------------------------ entry table */
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const pres_entry *)a)->image_name, ((const pres_entry *)b)->image_name);
+}
+
+static int append_array(void **dst, size_t *n_dst, void *src, size_t n_src, size_t size,
+                        pg_error *err)
+{
+    if (n_src == 0)
+        return PG_OK;
+    char *nv = realloc(*dst, (*n_dst + n_src) * size);
+    if (!nv)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    memcpy(nv + *n_dst * size, src, n_src * size);
+    *dst = nv;
+    *n_dst += n_src;
+    return PG_OK;
+}
+
+/* Moves from's credentials into into (from keeps only its name afterwards). */
+static int merge_entry(pres_entry *into, pres_entry *from, pg_error *err)
+{
+    int rc = append_array((void **)&into->secrets, &into->n_secrets, from->secrets,
+                          from->n_secrets, sizeof *from->secrets, err);
+    if (rc != PG_OK)
+        return rc;
+    free(from->secrets);
+    from->secrets = NULL;
+    from->n_secrets = 0;
+    rc = append_array((void **)&into->sas, &into->n_sas, from->sas, from->n_sas,
+                      sizeof *from->sas, err);
+    if (rc != PG_OK)
+        return rc;
+    free(from->sas);
+    from->sas = NULL;
+    from->n_sas = 0;
+    into->n_ignored += from->n_ignored;
+    return PG_OK;
+}
+
+/* "nginx" and "docker.io/library/nginx" are one image: sort, then fold equal names. */
+static int sort_and_fold(pg_presented *p, pg_error *err)
+{
+    if (p->n == 0)
+        return PG_OK;
+    qsort(p->entries, p->n, sizeof *p->entries, cmp_entry);
+    size_t out = 0;
+    for (size_t i = 1; i < p->n; i++) {
+        pres_entry *e = &p->entries[i];
+        if (strcmp(p->entries[out].image_name, e->image_name) == 0) {
+            int rc = merge_entry(&p->entries[out], e, err);
+            if (rc != PG_OK)
+                return rc; /* every entry is still owned by p and freed with it */
+            free_entry(e);
+        } else if (++out == i) {
+            continue;
+        } else {
+            p->entries[out] = *e;
+        }
+        memset(e, 0, sizeof *e); /* freed or moved: leave nothing to free twice */
+    }
+    p->n = out + 1;
+    return PG_OK;
+}
+
+static int parse_root(const json_t *root, const char *pod_namespace, pg_presented *p,
+                      pg_error *err)
+{
+    if (!json_is_object(root))
+        return pg_fail(err, PG_ERR_INVALID, "annotation: expected a JSON object");
+    size_t count = json_object_size(root);
+    if (count && !(p->entries = calloc(count, sizeof *p->entries)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)root, key, val)
+    {
+        /* Count first so a failing entry is still freed with p. */
+        pres_entry *e = &p->entries[p->n++];
+        int rc = parse_entry(key, val, pod_namespace, e, err);
+        if (rc != PG_OK)
+            return rc;
+    }
+    return sort_and_fold(p, err);
+}
+
+int pg_presented_parse(const char *json, size_t len, const char *pod_namespace,
+                       pg_presented **out, pg_error *err)
+{
+    *out = NULL;
+    if (!json)
+        return pg_fail(err, PG_ERR_INVALID, "annotation: missing");
+    if (len > PG_MAX_ANNOTATION_BYTES)
+        return pg_fail(err, PG_ERR_LIMIT, "annotation: %zu bytes, larger than the limit of %u",
+                       len, PG_MAX_ANNOTATION_BYTES);
+    json_t *root = pg_json_parse(json, len, "annotation", err);
+    if (!root)
+        return PG_ERR_INVALID;
+    pg_presented *p = calloc(1, sizeof *p);
+    int rc = p ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    /* No namespace: nothing can be in "the pod's namespace"; every entry is dropped. */
+    if (rc == PG_OK)
+        rc = parse_root(root, pod_namespace ? pod_namespace : "", p, err);
+    json_decref(root);
+    if (rc != PG_OK) {
+        pg_presented_free(p);
+        return rc;
+    }
+    *out = p;
+    return PG_OK;
+}
+
+/* ------------------------------------------------------------------ lookup */
+
+static const pres_entry *find_entry(const pg_presented *p, const char *image_name)
+{
+    if (!p || !image_name || p->n == 0)
+        return NULL;
+    pres_entry key = {.image_name = (char *)image_name};
+    return bsearch(&key, p->entries, p->n, sizeof *p->entries, cmp_entry);
+}
+
+size_t pg_presented_secrets(const pg_presented *p, const char *image_name,
+                            const pg_rec_secret **out)
+{
+    const pres_entry *e = find_entry(p, image_name);
+    *out = e ? e->secrets : NULL;
+    return e ? e->n_secrets : 0;
+}
+
+size_t pg_presented_sas(const pg_presented *p, const char *image_name, const pg_rec_sa **out)
+{
+    const pres_entry *e = find_entry(p, image_name);
+    *out = e ? e->sas : NULL;
+    return e ? e->n_sas : 0;
+}
+
+size_t pg_presented_ignored(const pg_presented *p, const char *image_name)
+{
+    const pres_entry *e = find_entry(p, image_name);
+    return e ? e->n_ignored : 0;
+}
