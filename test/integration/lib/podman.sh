@@ -112,7 +112,7 @@ pg_podman_probe_run() {
 
 # pg_podman_hooks_dir CONFIG [STAGE]: a hooks.d directory with one pullgate JSON.
 pg_podman_hooks_dir() {
-    local cfg="$1" stage="${2:-${PG_HOOK_STAGE:-prestart}}" dir
+    local cfg="$1" stage="${2:-${PG_HOOK_STAGE:-createRuntime}}" dir
     dir="$(pg_mktemp_dir hooks.d)"
     chmod 0755 "$dir"
     cat >"$dir/50-pullgate.json" <<EOF
@@ -120,7 +120,7 @@ pg_podman_hooks_dir() {
   "version": "1.0.0",
   "hook": {
     "path": "$PULLGATE_HOOK",
-    "args": ["pullgate-hook", "--config", "$cfg"],
+    "args": ["pullgate-hook", "--stage", "$stage", "--config", "$cfg"],
     "timeout": 10
   },
   "when": { "always": true },
@@ -188,6 +188,13 @@ pg_podman_pull_and_record() {
     pg_log "pulled $image as $user (image ID $PG_PULLED_ID), recorded for secret $ns/$sname/$uid"
 }
 
+# podman parses --annotation as a CSV string slice: a value with commas or quotes (JSON)
+# must be passed as one CSV-quoted field ("..." with inner quotes doubled).
+pg_podman_csv_quote() {
+    local s="${1//\"/\"\"}"
+    printf '"%s"' "$s"
+}
+
 # pg_podman_run_as_tenant NS CREDS_JSON IMAGE [CMD...]
 # Plays CRI-O: passes the keys CRI-O and the kubelet set as annotations. An empty
 # CREDS_JSON means "no credentials annotation". Output: the container's output, or
@@ -208,7 +215,7 @@ pg_podman_run_as_tenant() {
         --annotation "io.kubernetes.cri-o.Image=$image"
     )
     if [[ -n "$creds" ]]; then
-        ann+=(--annotation "pullgate.dev/credentials=$creds")
+        ann+=(--annotation "$(pg_podman_csv_quote "pullgate.dev/credentials=$creds")")
     fi
     pg_podman run "${PG_PODMAN_RUN_FLAGS[@]}" "${ann[@]}" "$image" "$@"
 }
