@@ -1,0 +1,511 @@
+/*
+ * The decision (CONTRACT §5): every case of $PG_TESTDATA/decision-cases.json,
+ * built into real record directories and run through pg_decide, plus cases for
+ * TTL expiry, failing closed on store errors, unknown imageRefs and bad input.
+ */
+#include "internal.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define REF1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+#define REF2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+#define HASH_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define APP "registry.example.com/team-a/app"
+#define CREDS_A                                                                              \
+    "{\"" APP "\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\","   \
+    "\"uid\":\"uid-a\",\"credentialHash\":\"" HASH_A "\"}]}}"
+
+/* ------------------------------------------------------------ fixtures */
+
+typedef struct env {
+    char *root, *state, *ro;
+    pg_config *cfg;
+    pg_store *store;
+} env;
+
+static void make_record_dir(const char *path)
+{
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    char *pulled = tu_sprintf("%s/pulled", path), *pulling = tu_sprintf("%s/pulling", path);
+    ck_assert_int_eq(mkdir(pulled, 0700), 0);
+    ck_assert_int_eq(mkdir(pulling, 0700), 0);
+    free(pulled);
+    free(pulling);
+}
+
+static void env_init(env *e)
+{
+    memset(e, 0, sizeof *e);
+    e->root = tu_mkdtemp();
+    e->state = tu_sprintf("%s/state", e->root);
+    e->ro = tu_sprintf("%s/kubelet", e->root);
+    make_record_dir(e->state);
+    make_record_dir(e->ro);
+    pg_error err = {0};
+    e->cfg = pg_config_new(&err);
+    ck_assert_ptr_nonnull(e->cfg);
+    ck_assert_int_eq(pg_config_set(e->cfg, "stateDir", e->state, &err), PG_OK);
+    ck_assert_int_eq(pg_config_clear_list(e->cfg, "readOnlyRecordDirs", &err), PG_OK);
+    ck_assert_int_eq(pg_config_set(e->cfg, "readOnlyRecordDirs", e->ro, &err), PG_OK);
+}
+
+static void env_set(env *e, const char *key, const char *value)
+{
+    pg_error err = {0};
+    ck_assert_msg(pg_config_set(e->cfg, key, value, &err) == PG_OK, "%s=%s: %s", key, value,
+                  err.message);
+}
+
+/* Opened lazily, after the files are in place. */
+static pg_store *env_store(env *e)
+{
+    if (!e->store) {
+        pg_error err = {0};
+        e->store = pg_store_open(e->cfg, NULL, &err);
+        ck_assert_msg(e->store != NULL, "store_open: %s", err.message);
+    }
+    return e->store;
+}
+
+static void env_free(env *e)
+{
+    pg_store_free(e->store);
+    pg_config_free(e->cfg);
+    tu_rmrf(e->root);
+    free(e->root);
+    free(e->state);
+    free(e->ro);
+}
+
+static char *record_path(const char *dir, const char *sub, const char *key)
+{
+    char name[7 + PG_HASH_HEX_LEN + 1];
+    ck_assert_int_eq(pg_record_file_name(key, name, NULL), PG_OK);
+    return tu_sprintf("%s/%s/%s", dir, sub, name);
+}
+
+static void write_at(const char *dir, const char *sub, const char *key, const char *content)
+{
+    char *path = record_path(dir, sub, key);
+    tu_write_file(path, content, -1, 0600);
+    free(path);
+}
+
+/* Replaces every "@now" (or another marker) with text; caller frees. */
+static char *replace_all(const char *s, const char *marker, const char *text)
+{
+    size_t ml = strlen(marker), tl = strlen(text), n = 0;
+    for (const char *p = strstr(s, marker); p; p = strstr(p + ml, marker))
+        n++;
+    char *out = malloc(strlen(s) + n * tl + 1), *o = out;
+    ck_assert_ptr_nonnull(out);
+    const char *p = s, *q;
+    while ((q = strstr(p, marker))) {
+        memcpy(o, p, (size_t)(q - p));
+        o += q - p;
+        memcpy(o, text, tl);
+        o += tl;
+        p = q + ml;
+    }
+    strcpy(o, p);
+    return out;
+}
+
+static char *time_text(time_t t)
+{
+    char buf[32];
+    pg_format_rfc3339(t, buf);
+    return tu_sprintf("%s", buf);
+}
+
+static char *with_now(const char *s)
+{
+    char *now = time_text(time(NULL));
+    char *out = replace_all(s, "@now", now);
+    free(now);
+    return out;
+}
+
+static char *record_json(const char *image_ref, const char *updated, const char *mapping)
+{
+    return tu_sprintf("{\"kind\":\"ImagePulledRecord\",\"apiVersion\":"
+                      "\"kubelet.config.k8s.io/v1alpha1\",\"lastUpdatedTime\":\"%s\","
+                      "\"imageRef\":\"%s\",\"credentialMapping\":{%s}}",
+                      updated, image_ref, mapping);
+}
+
+static void write_record(const char *dir, const char *image_ref, time_t updated,
+                         const char *mapping)
+{
+    char *t = time_text(updated);
+    char *json = record_json(image_ref, t, mapping);
+    write_at(dir, "pulled", image_ref, json);
+    free(json);
+    free(t);
+}
+
+static const char *secret_mapping(void)
+{
+    return "\"" APP "\":{\"kubernetesSecrets\":[{\"uid\":\"uid-a\",\"namespace\":\"team-a\","
+           "\"name\":\"regcred\",\"credentialHash\":\"" HASH_A "\"}]}";
+}
+
+static pg_decision decide(env *e, const char *image, const char *ref, const char *ns,
+                          const char *creds)
+{
+    pg_request req = {.image = image, .image_ref = ref, .namespace_ = ns, .credentials = creds};
+    pg_decision d;
+    int allow = pg_decide(e->cfg, env_store(e), &req, &d);
+    ck_assert_int_eq(allow, d.allow);
+    ck_assert_msg(d.text[0] != '\0', "empty reason text");
+    ck_assert_msg(!strchr(d.text, '\n'), "multi-line reason: %s", d.text);
+    ck_assert_msg(strcmp(pg_reason_name(d.reason), "unknown") != 0, "reason %d", d.reason);
+    ck_assert_int_eq(d.allow, d.reason < PG_REASON_NO_IMAGE_REF);
+    return d;
+}
+
+static void expect(pg_decision d, int allow, int reason)
+{
+    ck_assert_msg(d.allow == allow && d.reason == reason, "got %s/%s (%s), want %s/%s",
+                  d.allow ? "allow" : "deny", pg_reason_name(d.reason), d.text,
+                  allow ? "allow" : "deny", pg_reason_name(reason));
+}
+
+/* ------------------------------------------------------- shared cases */
+
+static json_t *load_cases(void)
+{
+    char *path = tu_testdata("decision-cases.json");
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    ck_assert_msg(text != NULL, "cannot read %s", path);
+    json_error_t je;
+    json_t *cases = json_loadb(text, len, 0, &je);
+    ck_assert_msg(json_is_array(cases), "%s: %s", path, je.text);
+    free(text);
+    free(path);
+    return cases;
+}
+
+static const char *str_field(const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static void apply_case_config(env *e, const json_t *cfg)
+{
+    const char *policy = str_field(cfg, "policy"), *ttl = str_field(cfg, "credentialTTL");
+    if (policy)
+        env_set(e, "policy", policy);
+    if (ttl)
+        env_set(e, "credentialTTL", ttl);
+    static const char *const lists[] = {"allowlist", "pinnedImages"};
+    for (size_t l = 0; l < 2; l++) {
+        size_t i;
+        json_t *item;
+        json_array_foreach(json_object_get(cfg, lists[l]), i, item)
+            env_set(e, lists[l], json_string_value(item));
+    }
+}
+
+static void write_pulled_list(const json_t *records, const char *dir)
+{
+    size_t i;
+    json_t *rec;
+    json_array_foreach(records, i, rec)
+    {
+        char *raw = json_dumps(rec, JSON_COMPACT);
+        char *json = with_now(raw);
+        write_at(dir, "pulled", str_field(rec, "imageRef"), json);
+        free(json);
+        free(raw);
+    }
+}
+
+static void write_intents(const json_t *intents, const char *dir)
+{
+    size_t i;
+    json_t *image;
+    json_array_foreach(intents, i, image)
+    {
+        char *json = tu_sprintf("{\"kind\":\"ImagePullIntent\",\"apiVersion\":"
+                                "\"kubelet.config.k8s.io/v1alpha1\",\"image\":\"%s\"}\n",
+                                json_string_value(image));
+        write_at(dir, "pulling", json_string_value(image), json);
+        free(json);
+    }
+}
+
+/* rawPulledFiles entries: [imageRef, content] or {"imageRef":..,"content"|"data"|"text"|"raw":..}. */
+static void write_raw_files(const json_t *raws, const char *dir)
+{
+    size_t i;
+    json_t *entry;
+    json_array_foreach(raws, i, entry)
+    {
+        const json_t *ref = NULL, *content = NULL;
+        if (json_is_array(entry) && json_array_size(entry) == 2) {
+            ref = json_array_get(entry, 0);
+            content = json_array_get(entry, 1);
+        } else if (json_is_object(entry)) {
+            ref = json_object_get(entry, "imageRef");
+            static const char *const keys[] = {"content", "data", "text", "raw"};
+            for (size_t k = 0; k < 4 && !content; k++)
+                content = json_object_get(entry, keys[k]);
+        }
+        ck_assert_msg(json_is_string(ref) && content, "unrecognised rawPulledFiles entry %zu", i);
+        char *dumped = json_is_string(content) ? strdup(json_string_value(content))
+                                               : json_dumps(content, JSON_COMPACT);
+        char *text = with_now(dumped);
+        write_at(dir, "pulled", json_string_value(ref), text);
+        free(text);
+        free(dumped);
+    }
+}
+
+static void run_case(const json_t *c)
+{
+    const char *name = str_field(c, "name"), *want = str_field(c, "expect");
+    ck_assert_msg(name && want, "case without name/expect");
+    env e;
+    env_init(&e);
+    apply_case_config(&e, json_object_get(c, "config"));
+    write_pulled_list(json_object_get(c, "pulled"), e.state);
+    write_pulled_list(json_object_get(c, "readOnlyPulled"), e.ro);
+    write_intents(json_object_get(c, "intents"), e.state);
+    write_raw_files(json_object_get(c, "rawPulledFiles"), e.state);
+    const json_t *req = json_object_get(c, "request");
+    pg_decision d = decide(&e, str_field(req, "image"), str_field(req, "imageRef"),
+                           str_field(req, "namespace"), str_field(req, "credentials"));
+    ck_assert_msg(d.allow == (strcmp(want, "allow") == 0), "case %s: want %s, got %s: %s (%s)",
+                  name, want, d.allow ? "allow" : "deny", pg_reason_name(d.reason), d.text);
+    env_free(&e);
+}
+
+START_TEST(shared_decision_cases)
+{
+    json_t *cases = load_cases();
+    ck_assert_uint_gt(json_array_size(cases), 0);
+    size_t i;
+    json_t *c;
+    json_array_foreach(cases, i, c)
+        run_case(c);
+    json_decref(cases);
+}
+END_TEST
+
+/* ------------------------------------------------------- extra cases */
+
+START_TEST(secret_match_reason)
+{
+    env e;
+    env_init(&e);
+    write_record(e.state, REF1, time(NULL), secret_mapping());
+    pg_decision d = decide(&e, APP ":1.0", REF1, "team-a", CREDS_A);
+    expect(d, 1, PG_REASON_SECRET_MATCH);
+    ck_assert_msg(strstr(d.text, "regcred") && strstr(d.text, APP), "%s", d.text);
+    d = decide(&e, APP ":1.0", REF1, "team-b", CREDS_A);
+    expect(d, 0, PG_REASON_NO_CREDENTIALS);
+    ck_assert_msg(strstr(d.text, "namespace team-b") && strstr(d.text, "1 ignored"), "%s", d.text);
+    d = decide(&e, APP ":1.0", REF1, "team-a", NULL);
+    expect(d, 0, PG_REASON_NO_CREDENTIALS);
+    d = decide(&e, APP ":1.0", REF1, "team-a",
+               "{\"" APP "\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"x\","
+               "\"uid\":\"y\"}]}}");
+    expect(d, 0, PG_REASON_CREDENTIALS_MISMATCH);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(ttl_expiry)
+{
+    env e;
+    env_init(&e);
+    env_set(&e, "credentialTTL", "1h");
+    write_record(e.state, REF1, time(NULL) - 2 * 3600, secret_mapping());
+    write_record(e.state, REF2, time(NULL) - 2 * 3600,
+                 "\"" APP "\":{\"kubernetesServiceAccounts\":[{\"uid\":\"u\",\"namespace\":"
+                 "\"team-a\",\"name\":\"sa\"}]}");
+    pg_decision d = decide(&e, APP ":1.0", REF1, "team-a", CREDS_A);
+    expect(d, 0, PG_REASON_EXPIRED);
+    ck_assert_msg(strstr(d.text, "credentialTTL"), "%s", d.text);
+    const char *sa = "{\"" APP "\":{\"kubernetesServiceAccounts\":[{\"namespace\":\"team-a\","
+                     "\"name\":\"sa\",\"uid\":\"u\"}]}}";
+    expect(decide(&e, APP ":1.0", REF2, "team-a", sa), 0, PG_REASON_EXPIRED);
+    env_set(&e, "credentialTTL", "3h");
+    expect(decide(&e, APP ":1.0", REF1, "team-a", CREDS_A), 1, PG_REASON_SECRET_MATCH);
+    expect(decide(&e, APP ":1.0", REF2, "team-a", sa), 1, PG_REASON_SERVICE_ACCOUNT_MATCH);
+    env_set(&e, "credentialTTL", "0s");
+    expect(decide(&e, APP ":1.0", REF1, "team-a", CREDS_A), 1, PG_REASON_SECRET_MATCH);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(corrupt_record_fails_closed)
+{
+    env e;
+    env_init(&e);
+    write_at(e.state, "pulled", REF1, "{\"kind\":\"ImagePulledRecord\", garbage");
+    pg_decision d = decide(&e, APP ":1.0", REF1, "team-a", CREDS_A);
+    expect(d, 0, PG_REASON_STORE_ERROR);
+    ck_assert_msg(strstr(d.text, "sha256-"), "reason should name the file: %s", d.text);
+    env_set(&e, "policy", "AlwaysVerify");
+    expect(decide(&e, APP ":1.0", REF1, "team-a", CREDS_A), 0, PG_REASON_STORE_ERROR);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(record_under_wrong_name_fails_closed)
+{
+    env e;
+    env_init(&e);
+    /* A valid record of REF2 placed under REF1's name must not vouch for REF1. */
+    char *t = time_text(time(NULL));
+    char *json = record_json(REF2, t, secret_mapping());
+    write_at(e.ro, "pulled", REF1, json);
+    expect(decide(&e, APP ":1.0", REF1, "team-a", CREDS_A), 0, PG_REASON_STORE_ERROR);
+    free(json);
+    free(t);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(unsafe_record_fails_closed)
+{
+    env e;
+    env_init(&e);
+    char *t = time_text(time(NULL));
+    char *json = record_json(REF1, t, secret_mapping());
+    char *path = record_path(e.state, "pulled", REF1);
+    tu_write_file(path, json, -1, 0666);
+    expect(decide(&e, APP ":1.0", REF1, "team-a", CREDS_A), 0, PG_REASON_STORE_ERROR);
+    free(path);
+    free(json);
+    free(t);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(unknown_image_ref)
+{
+    env e;
+    env_init(&e);
+    expect(decide(&e, APP ":1.0", NULL, "team-a", CREDS_A), 0, PG_REASON_NO_IMAGE_REF);
+    expect(decide(&e, APP ":1.0", "", "team-a", CREDS_A), 0, PG_REASON_NO_IMAGE_REF);
+    env_set(&e, "pinnedImages", "registry.k8s.io/pause*");
+    expect(decide(&e, "registry.k8s.io/pause:3.10", NULL, "team-a", NULL), 1, PG_REASON_PINNED);
+    env_set(&e, "policy", "NeverVerifyAllowlistedImages");
+    env_set(&e, "allowlist", "registry.example.com/team-a/*");
+    expect(decide(&e, APP ":1.0", NULL, "team-a", NULL), 1, PG_REASON_ALLOWLISTED);
+    expect(decide(&e, "registry.example.com/team-b/x", NULL, "team-a", NULL), 0,
+           PG_REASON_NO_IMAGE_REF);
+    env_set(&e, "policy", "AlwaysVerify");
+    expect(decide(&e, APP ":1.0", NULL, "team-a", CREDS_A), 0, PG_REASON_NO_IMAGE_REF);
+    env_set(&e, "policy", "NeverVerify");
+    expect(decide(&e, APP ":1.0", NULL, "team-a", NULL), 1, PG_REASON_NEVER_VERIFY);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(bad_annotation_and_request)
+{
+    env e;
+    env_init(&e);
+    write_record(e.state, REF1, time(NULL), secret_mapping());
+    expect(decide(&e, APP ":1.0", REF1, "team-a", "{not json"), 0, PG_REASON_BAD_ANNOTATION);
+    expect(decide(&e, APP ":1.0", REF1, "team-a", "{\"" APP "\":{\"bogus\":[]}}"), 0,
+           PG_REASON_BAD_ANNOTATION);
+    /* Even an exempt (preloaded) image is denied with a malformed annotation. */
+    expect(decide(&e, "registry.example.com/other:1", REF2, "team-a", "[]"), 0,
+           PG_REASON_BAD_ANNOTATION);
+    expect(decide(&e, "NOT A REFERENCE", REF1, "team-a", NULL), 0, PG_REASON_BAD_REQUEST);
+    expect(decide(&e, "", REF1, "team-a", NULL), 0, PG_REASON_BAD_REQUEST);
+    pg_decision d;
+    pg_request req = {.image = NULL};
+    ck_assert_int_eq(pg_decide(e.cfg, e.store, &req, &d), 0);
+    expect(d, 0, PG_REASON_BAD_REQUEST);
+    ck_assert_int_eq(pg_decide(e.cfg, e.store, NULL, &d), 0);
+    expect(d, 0, PG_REASON_BAD_REQUEST);
+    req = (pg_request){.image = APP, .image_ref = REF1, .namespace_ = "team-a"};
+    ck_assert_int_eq(pg_decide(NULL, e.store, &req, &d), 0);
+    expect(d, 0, PG_REASON_CONFIG_ERROR);
+    ck_assert_int_eq(pg_decide(e.cfg, NULL, &req, &d), 0);
+    expect(d, 0, PG_REASON_STORE_ERROR);
+    ck_assert_int_eq(pg_decide(e.cfg, e.store, &req, NULL), 0);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(no_mapping_and_node_accessible)
+{
+    env e;
+    env_init(&e);
+    write_record(e.state, REF1, time(NULL), secret_mapping());
+    write_record(e.state, REF2, time(NULL) - 10 * 86400,
+                 "\"" APP "\":{\"nodePodsAccessible\":true}");
+    /* Same image ID, pulled under another name: no credentials recorded for this name. */
+    expect(decide(&e, "registry.example.com/team-b/app:1.0", REF1, "team-b", NULL), 0,
+           PG_REASON_NO_MAPPING);
+    env_set(&e, "credentialTTL", "1h");
+    expect(decide(&e, APP ":2.0", REF2, "team-z", NULL), 1, PG_REASON_NODE_ACCESSIBLE);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(intent_under_normalised_name)
+{
+    env e;
+    env_init(&e);
+    write_at(e.ro, "pulling", "docker.io/library/nginx:1.25", "{}");
+    expect(decide(&e, "nginx:1.25", REF1, "team-a", NULL), 0, PG_REASON_NO_RECORD);
+    expect(decide(&e, "nginx:1.26", REF1, "team-a", NULL), 1, PG_REASON_PRELOADED);
+    env_free(&e);
+}
+END_TEST
+
+START_TEST(reason_names_are_stable)
+{
+    ck_assert_str_eq(pg_reason_name(PG_REASON_SECRET_MATCH), "secret-match");
+    ck_assert_str_eq(pg_reason_name(PG_REASON_STORE_ERROR), "store-error");
+    ck_assert_str_eq(pg_reason_name(PG_REASON_NO_IMAGE_REF), "no-image-ref");
+    ck_assert_str_eq(pg_reason_name(0), "unknown");
+    ck_assert_str_eq(pg_reason_name(-5), "unknown");
+    for (int r = 1; r <= 30; r++)
+        ck_assert_ptr_nonnull(pg_reason_name(r));
+}
+END_TEST
+
+static Suite *decide_suite(void)
+{
+    Suite *s = suite_create("decide");
+    TCase *tc = tcase_create("decide");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, shared_decision_cases);
+    tcase_add_test(tc, secret_match_reason);
+    tcase_add_test(tc, ttl_expiry);
+    tcase_add_test(tc, corrupt_record_fails_closed);
+    tcase_add_test(tc, record_under_wrong_name_fails_closed);
+    tcase_add_test(tc, unsafe_record_fails_closed);
+    tcase_add_test(tc, unknown_image_ref);
+    tcase_add_test(tc, bad_annotation_and_request);
+    tcase_add_test(tc, no_mapping_and_node_accessible);
+    tcase_add_test(tc, intent_under_normalised_name);
+    tcase_add_test(tc, reason_names_are_stable);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(decide_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
