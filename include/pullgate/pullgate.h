@@ -5,8 +5,8 @@
  * Conventions of this API
  *  - Every function that can fail takes a `pg_error *err` (may be NULL) and
  *    returns PG_OK (0) or a negative-free pg_code > 0. Nothing is printed.
- *  - Handles are opaque, created by *_new/*_open and released by *_free.
- *    *_free(NULL) is a no-op.
+ *  - Handles are opaque, created by the _new or _open functions and released by _free.
+ *    Passing NULL to a _free function is a no-op.
  *  - Strings passed in are borrowed for the duration of the call unless said
  *    otherwise. Strings returned as `const char *` are owned by the handle they
  *    came from and live until that handle is freed. Strings returned as
