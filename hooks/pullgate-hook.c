@@ -71,12 +71,16 @@ static void arm_deadline(void)
     alarm(HOOK_HARD_DEADLINE_S);
 }
 
+/* what (may be NULL) says which step failed when err's message does not. */
 static void deny(hook_run *run, int reason, const char *what, const pg_error *err)
 {
+    const char *why = err && err->message[0] ? err->message : "unknown error";
     run->decision.allow = 0;
     run->decision.reason = reason;
-    snprintf(run->decision.text, sizeof run->decision.text, "%s: %s", what,
-             err && err->message[0] ? err->message : "unknown error");
+    if (what)
+        snprintf(run->decision.text, sizeof run->decision.text, "%.100s: %.400s", what, why);
+    else
+        snprintf(run->decision.text, sizeof run->decision.text, "%.500s", why);
 }
 
 static void allow(hook_run *run, int reason, const char *text)
@@ -239,7 +243,7 @@ static void decide(hook_run *run)
 {
     pg_error err = {0};
     if (hook_read_bundle_annotations(run->state.bundle, &run->annotations, &err) != PG_OK)
-        deny(run, PG_REASON_BAD_REQUEST, "reading the bundle", &err);
+        deny(run, PG_REASON_BAD_REQUEST, NULL, &err); /* names the bundle */
     else if (hook_identify(pg_config_runtime(run->cfg), run->annotations, &run->identity, &err) !=
              PG_OK)
         deny(run, PG_REASON_BAD_REQUEST, "identifying the container", &err);
@@ -266,7 +270,7 @@ static void read_inputs_and_decide(hook_run *run, int argc, char **argv)
     else if (cfg_rc != PG_OK)
         deny(run, PG_REASON_CONFIG_ERROR, "configuration", &cfg_err);
     else if (state_rc != PG_OK)
-        deny(run, PG_REASON_BAD_REQUEST, "invalid OCI state", &state_err);
+        deny(run, PG_REASON_BAD_REQUEST, NULL, &state_err); /* names the OCI state */
     else
         decide(run);
     if (cfg_rc != PG_OK || args_rc != PG_OK) {

@@ -1,0 +1,446 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""pullgate-hook against synthetic OCI bundles in CRI-O, containerd and podman shapes.
+
+Bundles are built the way each runtime builds a container's annotations (pod annotations first,
+then the runtime's own keys overwrite), so a "forged" annotation is exactly what a pod can inject.
+Records are written with pullgatectl. Every hook run is bounded by a timeout, timed, and run with
+this process as child subreaper so that a child the hook left behind would be found.
+"""
+import ctypes
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HOOK = os.environ["PULLGATE_HOOK"]
+CTL = os.environ["PULLGATECTL"]
+
+HASH_A = "a" * 64
+HASH_B = "b" * 64
+REF_APP = "1" * 64           # recorded as "sha256:<hex>", CRI-O names it bare
+REF_TOOLS = "2" * 64         # recorded bare, presented as "sha256:<hex>"
+IMG_APP = "registry.example.com/team-a/app:1.0"
+IMG_TOOLS = "registry.example.com/team-a/tools:2.0"
+IMG_NEVER = "registry.example.com/team-a/never-pulled:1.0"
+NAME_APP = "registry.example.com/team-a/app"
+NAME_TOOLS = "registry.example.com/team-a/tools"
+ANNOTATION = "pullgate.dev/credentials"
+
+DENY_LINE = re.compile(r"^pullgate: denied container (\S+) \(namespace (\S+), image (\S+)\): (.+)\n$")
+AUDIT_LINE = re.compile(r"^pullgate: audit: would deny container (\S+) \(namespace (\S+), "
+                        r"image (\S+)\): (.+)\n$")
+
+failures = []
+checks = 0
+
+
+def fail(name, msg):
+    failures.append(f"{name}: {msg}")
+    print(f"FAIL {name}: {msg}", flush=True)
+
+
+def become_subreaper():
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_CHILD_SUBREAPER = 36
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        print("warning: cannot become child subreaper; orphan check is weaker", flush=True)
+
+
+def leftover_children():
+    """Children of this process other than running subprocesses: orphans of the hook."""
+    me = str(os.getpid())
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:
+            found.append(pid)
+    return found
+
+
+def run_hook(args, stdin_bytes=None, stdin_pipe_open=False, limit=5.0):
+    """Runs the hook; returns (exit status, stderr, seconds)."""
+    start = time.monotonic()
+    cmd = ["timeout", "10", HOOK] + args
+    if stdin_pipe_open:
+        # A writer that never closes: the hook must give up on its own.
+        r, w = os.pipe()
+        p = subprocess.Popen(cmd, stdin=r, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.close(r)
+        out, err = p.communicate(timeout=15)
+        os.close(w)
+    else:
+        p = subprocess.run(cmd, input=stdin_bytes, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=15)
+        out, err = p.stdout, p.stderr
+    elapsed = time.monotonic() - start
+    orphans = leftover_children()
+    for pid in orphans:  # reap, then report
+        try:
+            os.waitpid(int(pid), os.WNOHANG)
+        except ChildProcessError:
+            pass
+    if orphans:
+        fail("no-children", f"hook {args} left children {orphans}")
+    if out:
+        fail("stdout", f"hook {args} wrote to stdout: {out[:200]!r}")
+    if elapsed > limit:
+        fail("time", f"hook {args} took {elapsed:.1f}s (limit {limit}s)")
+    return p.returncode, err.decode("utf-8", "replace"), elapsed
+
+
+class Env:
+    def __init__(self, root):
+        self.root = root
+        self.state_dir = os.path.join(root, "state")
+        self.bundles = os.path.join(root, "bundles")
+        os.makedirs(self.bundles)
+        self.n = 0
+        self.configs = {}
+
+    def config(self, **overrides):
+        cfg = {"stateDir": self.state_dir, "readOnlyRecordDirs": [], "dbus": "none",
+               "policy": "NeverVerifyPreloadedImages", "runtime": "auto", "mode": "enforce"}
+        cfg.update(overrides)
+        key = json.dumps(cfg, sort_keys=True)
+        if key not in self.configs:
+            path = os.path.join(self.root, f"config-{len(self.configs)}.json")
+            with open(path, "w") as f:
+                json.dump(cfg, f)
+            self.configs[key] = path
+        return self.configs[key]
+
+    def ctl(self, *args):
+        cmd = [CTL, "--config", self.config(), "--state-dir", self.state_dir] + list(args)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        if p.returncode != 0:
+            raise SystemExit(f"setup failed: {cmd}: {p.returncode} {p.stderr.decode()}")
+
+    def bundle(self, annotations, raw_config=None):
+        self.n += 1
+        path = os.path.join(self.bundles, f"b{self.n}")
+        os.makedirs(path)
+        spec = {"ociVersion": "1.0.2", "process": {"args": ["/bin/true"], "cwd": "/"},
+                "root": {"path": "rootfs"}}
+        if annotations is not None:
+            spec["annotations"] = annotations
+        with open(os.path.join(path, "config.json"), "w") as f:
+            f.write(raw_config if raw_config is not None else json.dumps(spec))
+        return path
+
+
+def state(cid, bundle, extra=None):
+    s = {"ociVersion": "1.0.2", "id": cid, "status": "creating", "pid": 4242, "bundle": bundle,
+         "annotations": {}}
+    s.update(extra or {})
+    return json.dumps(s).encode()
+
+
+def creds(namespace, name="regcred", uid="uid-a", hash_=HASH_A, image_name=NAME_APP):
+    return json.dumps({image_name: {"kubernetesSecrets": [
+        {"namespace": namespace, "name": name, "uid": uid, "credentialHash": hash_}]}})
+
+
+def crio_annotations(namespace, image_name, image_ref, pod=None, ctype="container", image=None):
+    """CRI-O's build order: pod annotations, then CRI-O's keys, then kubelet labels (each wins)."""
+    ann = dict(pod or {})
+    ann.update({
+        "io.container.manager": "cri-o",
+        "io.kubernetes.cri-o.ContainerType": ctype,
+        "io.kubernetes.cri-o.ContainerID": "c" * 64,
+        "io.kubernetes.cri-o.SandboxID": "d" * 64,
+        "io.kubernetes.cri-o.Image": image if image is not None else image_ref,
+        "io.kubernetes.cri-o.ImageName": image_name,
+        "io.kubernetes.cri-o.ImageRef": image_ref,
+        "io.kubernetes.cri-o.Created": "2026-11-21T10:00:00Z",
+    })
+    ann.update({
+        "io.kubernetes.pod.namespace": namespace,
+        "io.kubernetes.pod.name": "pod-1",
+        "io.kubernetes.pod.uid": "pod-uid-1",
+        "io.kubernetes.container.name": "app",
+    })
+    return ann
+
+
+def containerd_annotations(namespace, image, pod=None, ctype="container"):
+    """containerd: base spec, pod annotations let through by pod_annotations, then its own keys."""
+    ann = dict(pod or {})
+    ann.update({
+        "io.kubernetes.cri.container-type": ctype,
+        "io.kubernetes.cri.sandbox-id": "e" * 64,
+        "io.kubernetes.cri.sandbox-namespace": namespace,
+        "io.kubernetes.cri.sandbox-name": "pod-1",
+        "io.kubernetes.cri.sandbox-uid": "pod-uid-1",
+        "io.kubernetes.cri.container-name": "app",
+        "io.kubernetes.cri.image-name": image,
+    })
+    return ann
+
+
+def podman_annotations(extra=None):
+    """What podman 4.3 puts in config.json by itself (no image keys); --annotation wins."""
+    ann = {
+        "io.container.manager": "libpod",
+        "io.kubernetes.cri-o.Created": "2026-11-21T10:00:00Z",
+        "io.kubernetes.cri-o.TTY": "false",
+        "io.podman.annotations.autoremove": "TRUE",
+        "io.podman.annotations.init": "FALSE",
+        "io.podman.annotations.privileged": "FALSE",
+        "io.podman.annotations.publish-all": "FALSE",
+        "org.opencontainers.image.stopSignal": "15",
+    }
+    ann.update(extra or {})
+    return ann
+
+
+def expect_allow(name, env, bundle_path, cfg=None, args=None):
+    global checks
+    checks += 1
+    cid = f"ctr-{name}"
+    rc, err, _ = run_hook(["--config", cfg or env.config()] + (args or []), state(cid, bundle_path))
+    if rc != 0 or err:
+        fail(name, f"expected allow (exit 0, silent), got exit {rc}, stderr {err!r}")
+    else:
+        print(f"ok   {name}: allowed", flush=True)
+
+
+def expect_deny(name, env, bundle_path=None, cfg=None, args=None, stdin=None, ns=None, image=None,
+                reason=None, cid=None, limit=5.0, stdin_pipe_open=False):
+    """Exit 1 with exactly one well-formed line; optionally checks namespace/image/reason."""
+    global checks
+    checks += 1
+    cid = cid or f"ctr-{name}"
+    if stdin is None and not stdin_pipe_open:
+        stdin = state(cid, bundle_path)
+    rc, err, elapsed = run_hook(["--config", cfg or env.config()] + (args or []), stdin,
+                                stdin_pipe_open=stdin_pipe_open, limit=limit)
+    m = DENY_LINE.match(err)
+    if rc != 1 or not m:
+        fail(name, f"expected deny (exit 1, one line), got exit {rc}, stderr {err!r}")
+        return
+    if err.count("\n") != 1:
+        fail(name, f"more than one stderr line: {err!r}")
+    got_id, got_ns, got_image, got_reason = m.groups()
+    problems = []
+    if bundle_path and got_id != cid:
+        problems.append(f"container id {got_id!r} != {cid!r}")
+    if ns is not None and got_ns != ns:
+        problems.append(f"namespace {got_ns!r} != {ns!r}")
+    if image is not None and got_image != image:
+        problems.append(f"image {got_image!r} != {image!r}")
+    if reason is not None and not re.search(reason, got_reason):
+        problems.append(f"reason {got_reason!r} does not match /{reason}/")
+    if problems:
+        fail(name, "; ".join(problems))
+        return
+    print(f"ok   {name}: denied in {elapsed:.2f}s: {got_reason}", flush=True)
+
+
+def setup_records(env):
+    env.ctl("record-pulled", "--image", IMG_APP, "--image-ref", "sha256:" + REF_APP,
+            "--secret", f"team-a/regcred/uid-a:{HASH_A}")
+    env.ctl("record-pulled", "--image", IMG_TOOLS, "--image-ref", REF_TOOLS,
+            "--secret", f"team-a/regcred/uid-a:{HASH_A}")
+
+
+def crio_cases(env):
+    good = creds("team-a")
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: good}))
+    expect_allow("crio-authorized-bare-ref", env, b)
+    for stage in ("prestart", "createRuntime", "createContainer"):
+        expect_allow(f"crio-authorized-stage-{stage}", env, b, args=["--stage", stage])
+    b = env.bundle(crio_annotations("team-a", IMG_TOOLS, "sha256:" + REF_TOOLS,
+                                    pod={ANNOTATION: creds("team-a", image_name=NAME_TOOLS)}))
+    expect_allow("crio-authorized-prefixed-ref", env, b)
+    # ImageName empty, Image a name: the name is used.
+    b = env.bundle(crio_annotations("team-a", "", REF_APP, pod={ANNOTATION: good}, image=IMG_APP))
+    expect_allow("crio-image-from-Image-key", env, b)
+
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP))
+    expect_deny("crio-no-credentials", env, b, ns="team-a", image=IMG_APP)
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP,
+                                    pod={ANNOTATION: creds("team-a", uid="uid-x", hash_=HASH_B)}))
+    expect_deny("crio-wrong-credentials", env, b, ns="team-a", image=IMG_APP)
+    # ImageName empty and Image an ID: the image is unknown.
+    b = env.bundle(crio_annotations("team-a", "", REF_APP, pod={ANNOTATION: good}))
+    expect_deny("crio-image-unknown", env, b, ns="team-a", reason="no image")
+    ann = crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: good})
+    del ann["io.kubernetes.pod.namespace"]
+    expect_deny("crio-no-namespace", env, env.bundle(ann), reason="io.kubernetes.pod.namespace")
+    ann = crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: good})
+    ann["io.kubernetes.cri-o.ContainerType"] = "weird"
+    expect_deny("crio-unknown-container-type", env, env.bundle(ann), reason="ContainerType")
+
+    b = env.bundle(crio_annotations("team-a", "", "", ctype="sandbox", image=""))
+    expect_allow("crio-sandbox", env, b)
+
+
+def forged_cases(env):
+    """Annotations a pod can inject under CRI-O must not change a denial into an allow."""
+    stolen = creds("team-a")
+    # A pod in team-b copies team-a's annotation: entries of another namespace are ignored.
+    b = env.bundle(crio_annotations("team-b", IMG_APP, REF_APP, pod={ANNOTATION: stolen}))
+    expect_deny("forged-credentials-other-namespace", env, b, ns="team-b")
+    # ... plus CRI-O's sandbox-only namespace key claiming team-a.
+    b = env.bundle(crio_annotations("team-b", IMG_APP, REF_APP, pod={
+        ANNOTATION: stolen, "io.kubernetes.cri-o.Namespace": "team-a"}))
+    expect_deny("forged-crio-Namespace-key", env, b, ns="team-b")
+    # ... plus containerd's keys: a sandbox type, another namespace, another image.
+    b = env.bundle(crio_annotations("team-b", IMG_APP, REF_APP, pod={
+        ANNOTATION: stolen,
+        "io.kubernetes.cri.container-type": "sandbox",
+        "io.kubernetes.cri.sandbox-namespace": "team-a",
+        "io.kubernetes.cri.image-name": "registry.example.com/public/free:1"}))
+    expect_deny("forged-containerd-keys-under-crio", env, b, ns="team-b", image=IMG_APP)
+    # The pod's own namespace keys, which CRI-O/kubelet overwrite, can only be set as pod keys here.
+    b = env.bundle(crio_annotations("team-b", IMG_APP, REF_APP, pod={
+        "io.kubernetes.cri.container-type": "sandbox"}))
+    expect_deny("forged-containerd-sandbox-type-under-crio", env, b, ns="team-b")
+
+
+def containerd_cases(env):
+    good = creds("team-a")
+    b = env.bundle(containerd_annotations("team-a", IMG_APP, pod={ANNOTATION: good}))
+    expect_allow("containerd-authorized", env, b)
+    b = env.bundle(containerd_annotations("team-a", IMG_APP))
+    expect_deny("containerd-no-credentials", env, b, ns="team-a", image=IMG_APP)
+    b = env.bundle(containerd_annotations("team-b", IMG_APP, pod={ANNOTATION: good}))
+    expect_deny("containerd-credentials-other-namespace", env, b, ns="team-b")
+    b = env.bundle(containerd_annotations("team-a", IMG_NEVER, pod={ANNOTATION: good}))
+    expect_deny("containerd-image-ref-unknown", env, b, ns="team-a", image=IMG_NEVER)
+    b = env.bundle(containerd_annotations("team-a", "", ctype="sandbox"))
+    expect_allow("containerd-sandbox", env, b)
+    # runtime: containerd ignores CRI-O keys a permissive pod_annotations would let through.
+    cfg = env.config(runtime="containerd")
+    b = env.bundle(containerd_annotations("team-b", IMG_APP, pod={
+        "io.container.manager": "cri-o", "io.kubernetes.cri-o.ContainerType": "sandbox",
+        "io.kubernetes.pod.namespace": "team-a"}))
+    expect_deny("containerd-explicit-ignores-crio-keys", env, b, cfg=cfg, ns="team-b")
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: good}))
+    expect_deny("containerd-explicit-on-crio-bundle", env, b, cfg=cfg,
+                reason="io.kubernetes.cri.container-type")
+    cfg = env.config(runtime="crio")
+    b = env.bundle(containerd_annotations("team-a", IMG_APP, pod={ANNOTATION: good}))
+    expect_deny("crio-explicit-on-containerd-bundle", env, b, cfg=cfg, reason="io.container.manager")
+
+
+def podman_cases(env):
+    expect_allow("podman-plain-container", env, env.bundle(podman_annotations()))
+    expect_allow("no-annotations", env, env.bundle(None))
+    # podman playing CRI-O (as the podman hooks.d test does): --annotation overrides the manager.
+    pod = crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: creds("team-a")})
+    expect_allow("podman-as-crio-authorized", env, env.bundle(podman_annotations(pod)))
+    pod = crio_annotations("team-a", IMG_APP, REF_APP)
+    expect_deny("podman-as-crio-unauthorized", env, env.bundle(podman_annotations(pod)),
+                ns="team-a", image=IMG_APP)
+
+
+def audit_cases(env):
+    global checks
+    cfg = env.config(mode="audit")
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP))
+    checks += 1
+    rc, err, _ = run_hook(["--config", cfg], state("ctr-audit", b))
+    m = AUDIT_LINE.match(err)
+    if rc != 0 or not m or m.group(1) != "ctr-audit" or m.group(2) != "team-a":
+        fail("audit-would-deny", f"exit {rc}, stderr {err!r}")
+    else:
+        print(f"ok   audit-would-deny: {m.group(4)}", flush=True)
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: creds("team-a")}))
+    expect_allow("audit-allow-is-silent", env, b, cfg=cfg)
+
+
+def hostile_bundle_cases(env):
+    plain = env.bundle(podman_annotations())   # a bundle that would be allowed
+    # config.json a symlink to an allowed container's config: refused, not followed.
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP))
+    os.unlink(os.path.join(b, "config.json"))
+    os.symlink(os.path.join(plain, "config.json"), os.path.join(b, "config.json"))
+    expect_deny("config-json-symlink", env, b, reason="symbolic link")
+    b = env.bundle({})
+    os.unlink(os.path.join(b, "config.json"))
+    os.mkfifo(os.path.join(b, "config.json"))
+    expect_deny("config-json-fifo", env, b, reason="regular file")
+    b = env.bundle({})
+    os.unlink(os.path.join(b, "config.json"))
+    os.mkdir(os.path.join(b, "config.json"))
+    expect_deny("config-json-directory", env, b)
+    b = env.bundle({})
+    os.truncate(os.path.join(b, "config.json"), 17 << 20)
+    expect_deny("config-json-17MiB", env, b, reason="larger")
+    b = env.bundle(None, raw_config='{"annotations": [1, 2]}')
+    expect_deny("annotations-not-object", env, b, reason="annotations")
+    b = env.bundle(None, raw_config='{"annotations": {"io.container.manager": 7}}')
+    expect_deny("annotation-not-string", env, b, reason="not a string")
+    b = env.bundle(None, raw_config='["not", "an", "object"]')
+    expect_deny("config-json-array", env, b)
+    b = env.bundle(None, raw_config='{"annotations": {"a": "1", "a": "2"}}')
+    expect_deny("config-json-duplicate-key", env, b)
+    b = env.bundle(None, raw_config='{"annotations": {"io.container.manager": "cri-o"')
+    expect_deny("config-json-truncated", env, b)
+    expect_deny("bundle-missing", env, os.path.join(env.root, "no-such-bundle"))
+    b = env.bundle({})
+    os.unlink(os.path.join(b, "config.json"))
+    expect_deny("config-json-missing", env, b, reason="not found")
+
+
+def hostile_stdin_cases(env):
+    b = env.bundle(podman_annotations())  # would be allowed: only the input makes it a denial
+    good = state("ctr-x", b)
+    expect_deny("stdin-garbage", env, stdin=b"\x00\x01garbage\xff\n{{{")
+    expect_deny("stdin-empty", env, stdin=b"")
+    expect_deny("stdin-truncated", env, stdin=good[: len(good) // 2])
+    expect_deny("stdin-64MiB", env, stdin=b"\0" * (64 << 20), reason="larger")
+    expect_deny("stdin-64MiB-json", env, stdin=b'{"id":"' + b"x" * (64 << 20) + b'"}',
+                reason="larger")
+    expect_deny("stdin-array", env, stdin=b"[1,2,3]")
+    expect_deny("stdin-no-bundle", env, stdin=json.dumps({"id": "c1"}).encode(), reason="bundle")
+    expect_deny("stdin-no-id", env, stdin=json.dumps({"bundle": b}).encode(), reason="id")
+    expect_deny("stdin-id-not-string", env, stdin=json.dumps({"id": 7, "bundle": b}).encode())
+    expect_deny("stdin-bundle-relative", env, stdin=json.dumps({"id": "c", "bundle": "b"}).encode())
+    expect_deny("stdin-trailing-garbage", env, stdin=good + b"{}")
+    expect_deny("stdin-never-closes", env, stdin_pipe_open=True, limit=3.5, reason="stdin")
+    # Control characters in the id cannot split the denial line.
+    nb = os.path.join(env.root, "no-such-bundle")
+    expect_deny("id-with-newline", env,
+                stdin=json.dumps({"id": "evil\ninjected\x1b[2J", "bundle": nb}).encode())
+
+
+def config_cases(env):
+    b = env.bundle(podman_annotations())
+    bad = os.path.join(env.root, "bad-config.json")
+    with open(bad, "w") as f:
+        f.write('{"policy": "NeverVerify", "noSuchKey": true}')
+    expect_deny("config-unknown-key", env, b, cfg=bad, reason="noSuchKey")
+    expect_deny("config-missing-explicit", env, b, cfg=os.path.join(env.root, "nope.json"))
+    expect_deny("bad-argument", env, b, args=["--bogus"])
+    expect_deny("unknown-stage", env, b, args=["--stage", "sometime"], reason="stage")
+
+
+def main():
+    become_subreaper()
+    with tempfile.TemporaryDirectory(prefix="pg-hook-synth-") as root:
+        os.chmod(root, 0o755)
+        env = Env(root)
+        setup_records(env)
+        for group in (crio_cases, forged_cases, containerd_cases, podman_cases, audit_cases,
+                      hostile_bundle_cases, hostile_stdin_cases, config_cases):
+            group(env)
+    print(f"{checks} checks, {len(failures)} failures")
+    for f in failures:
+        print("  " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
