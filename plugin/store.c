@@ -613,7 +613,7 @@ static void close_intent_dirs(intent_dirs *fds)
 static int take_intent(const pg_store *s, const char *image, pg_error *err)
 {
     file_name name;
-    intent_dirs fds;
+    intent_dirs fds = {-1, -1};
     long count = 0;
     int rc = pg_record_file_name(image, name, err);
     if (rc == PG_OK)
@@ -636,7 +636,7 @@ static int take_intent(const pg_store *s, const char *image, pg_error *err)
 static int release_intent(const pg_store *s, const char *image, pg_error *err)
 {
     file_name name;
-    intent_dirs fds;
+    intent_dirs fds = {-1, -1};
     long count = 0;
     bool removed;
     int rc = pg_record_file_name(image, name, err);
