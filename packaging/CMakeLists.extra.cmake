@@ -1,7 +1,7 @@
 # Installed by packaging/CMakeLists.txt (component "tools", the node package):
 #  - systemd units for the hourly prune of unused pull records, and its script
 #  - a tmpfiles.d entry creating the writable record directory 0700
-#  - the D-Bus introspection XML (and a bus policy file) when they exist
+#  - the D-Bus introspection XML when it exists
 
 # systemd's directories. With prefix /usr, use what systemd.pc says (Debian 12:
 # /lib/systemd/system); otherwise stay under the prefix so an unprivileged
