@@ -72,7 +72,7 @@ STATE="$(pg_mktemp_dir state)"
 chmod 0700 "$STATE"
 CFG="$CD_DIR/pullgate.json"
 pg_write_config "$CFG" "$STATE" NeverVerifyPreloadedImages none
-"$PULLGATECTL" --config "$CFG" check-config >&2 || pg_fail "pullgatectl check-config rejects $CFG"
+"$PULLGATECTL" --config "$CFG" check-config >/dev/null || pg_fail "pullgatectl check-config rejects $CFG"
 
 mkdir -p "$CD_DIR"/{root,state,opt,logs,cni-bin,cni-conf} "$CD_DIR/certs.d/$PG_REG_HOST"
 cat >"$CD_DIR/certs.d/$PG_REG_HOST/hosts.toml" <<EOF
@@ -156,7 +156,8 @@ show_log() { tail -n "${1:-20}" "$CD_DIR/containerd.log" | sed 's/^/  containerd
 
 ctr_ images import --base-name pullgate.test/pause --digests "$CD_DIR/pause.tar" >&2 ||
     { show_log; pg_fail "ctr images import (sandbox image)"; }
-ctr_ images ls -q | grep -qx "$SANDBOX_IMAGE" ||
+IMAGES="$(ctr_ images ls -q)"
+grep -qx "$SANDBOX_IMAGE" <<<"$IMAGES" ||
     { ctr_ images ls >&2; pg_fail "sandbox image not named $SANDBOX_IMAGE after import"; }
 
 pg_section "pulls through CRI"

@@ -9,7 +9,8 @@
 #   pg_podman_image_id IMAGE           the storage image ID (what CRI-O puts in ImageRef)
 #   pg_podman_pull_and_record STATE_DIR IMAGE NS USER PASS [SECRET_NAME] [SECRET_UID]
 #                                      record-intent, podman pull --creds, record-pulled;
-#                                      sets PG_PULLED_ID and PG_PULLED_HASH
+#                                      sets PG_PULLED_ID and PG_PULLED_HASH;
+#                                      pullgatectl gets "${PG_CTL_OPTS[@]}" first
 #   pg_creds_json IMAGE NS NAME UID HASH    a pullgate.dev/credentials value
 #   pg_podman_run_as_tenant NS CREDS_JSON IMAGE [CMD...]
 #                                      podman run with the CRI-O annotations; $PG_HOOKS_DIR must be set
@@ -21,6 +22,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 declare -a PG_PODMAN_GLOBAL=()
 declare -a PG_PODMAN_RUN_FLAGS=()
+# Extra global options for pullgatectl's record-* calls (e.g. --config FILE for D-Bus signals).
+declare -a PG_CTL_OPTS=()
 PG_PODMAN_DIR=""
 PG_HOOKS_DIR=""
 
@@ -175,15 +178,15 @@ pg_creds_json() {
 pg_podman_pull_and_record() {
     local state="$1" image="$2" ns="$3" user="$4" pass="$5" sname="${6:-regcred}" uid="${7:-}"
     [[ -n "$uid" ]] || uid="$(cat /proc/sys/kernel/random/uuid)"
-    "$PULLGATECTL" --state-dir "$state" record-intent --image "$image" ||
+    "$PULLGATECTL" "${PG_CTL_OPTS[@]}" --state-dir "$state" record-intent --image "$image" ||
         pg_fail "pullgatectl record-intent failed"
     pg_podman pull --quiet --creds "$user:$pass" --tls-verify=false "$image" >/dev/null ||
-        { "$PULLGATECTL" --state-dir "$state" record-failed --image "$image" || true
+        { "$PULLGATECTL" "${PG_CTL_OPTS[@]}" --state-dir "$state" record-failed --image "$image" || true
           pg_fail "podman pull $image failed"; }
     PG_PULLED_ID="$(pg_podman_image_id "$image")" || pg_fail "podman image inspect $image"
     PG_PULLED_HASH="$(pg_cred_hash "$user" "$pass")" || pg_fail "pullgatectl hash failed"
     PG_PULLED_UID="$uid"
-    "$PULLGATECTL" --state-dir "$state" record-pulled --image "$image" --image-ref "$PG_PULLED_ID" \
+    "$PULLGATECTL" "${PG_CTL_OPTS[@]}" --state-dir "$state" record-pulled --image "$image" --image-ref "$PG_PULLED_ID" \
         --secret "$ns/$sname/$uid:$PG_PULLED_HASH" || pg_fail "pullgatectl record-pulled failed"
     pg_log "pulled $image as $user (image ID $PG_PULLED_ID), recorded for secret $ns/$sname/$uid"
 }
