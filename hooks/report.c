@@ -116,15 +116,23 @@ static void log_decision(const printable *pr, const pg_decision *dec, pg_mode mo
            dec->reason ? pg_reason_name(dec->reason) : "not-kubernetes");
 }
 
+static const char *known(const char *raw, const char *printable_value)
+{
+    return raw ? printable_value : "";
+}
+
 int hook_report(const hook_subject *who, const pg_decision *dec, pg_mode mode,
                 pg_notifier *notifier)
 {
     printable pr;
     make_printable(who, dec, &pr);
     log_decision(&pr, dec, mode);
-    /* The bus only hears about a decision already made; it can never change it. */
+    /* The bus only hears about a decision already made; it can never change it. Fields not
+     * known are sent empty there (a machine reads them), not as HOOK_UNKNOWN. */
     if (notifier)
-        pg_notify_container(notifier, dec->allow, pr.id, pr.ns, pr.image, pr.ref, pr.reason);
+        pg_notify_container(notifier, dec->allow, known(who->container_id, pr.id),
+                            known(who->namespace_, pr.ns), known(who->image, pr.image),
+                            known(who->image_ref, pr.ref), pr.reason);
     if (dec->allow)
         return 0;
     if (mode == PG_MODE_AUDIT) {

@@ -36,6 +36,7 @@ AUDIT_LINE = re.compile(r"^pullgate: audit: would deny container (\S+) \(namespa
 
 failures = []
 checks = 0
+helpers = set()  # pids of this test's own long-running helpers (bus daemon, monitor)
 
 
 def fail(name, msg):
@@ -62,7 +63,7 @@ def leftover_children():
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if fields[1] == me:
+        if fields[1] == me and int(pid) not in helpers:
             found.append(pid)
     return found
 
@@ -427,6 +428,87 @@ def config_cases(env):
     expect_deny("unknown-stage", env, b, args=["--stage", "sometime"], reason="stage")
 
 
+def syslog_cases(env):
+    """crun discards hook stderr: every decision must reach syslog (LOG_AUTHPRIV).
+
+    The hook runs in a private mount namespace whose /dev is a tmpfs holding a /dev/log symlink
+    to a socket this test reads, so the host's logger is left alone."""
+    global checks
+    import socket
+    sock_path = os.path.join(env.root, "log.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(sock_path)
+    sock.settimeout(0.5)
+    probe = subprocess.run(["unshare", "-m", "true"], stderr=subprocess.DEVNULL)
+    if probe.returncode != 0:
+        print("skip syslog-*: cannot create a mount namespace", flush=True)
+        return
+    cases = [("syslog-deny", crio_annotations("team-a", IMG_APP, REF_APP), 84, "denied container"),
+             ("syslog-allow", crio_annotations("team-a", IMG_APP, REF_APP,
+                                               pod={ANNOTATION: creds("team-a")}), 86,
+              "allowed container")]
+    for name, ann, prio, text in cases:
+        checks += 1
+        b = env.bundle(ann)
+        script = (f"mount -t tmpfs none /dev && ln -s {sock_path} /dev/log && "
+                  f"exec timeout 10 {HOOK} --config {env.config()} --stage createRuntime")
+        subprocess.run(["unshare", "-m", "sh", "-c", script], input=state(f"ctr-{name}", b),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=15)
+        try:
+            msg = sock.recv(65536).decode("utf-8", "replace")
+        except socket.timeout:
+            fail(name, "nothing logged")
+            continue
+        want = f"<{prio}>"
+        if not msg.startswith(want) or "pullgate-hook[" not in msg or text not in msg \
+                or f"ctr-{name}" not in msg or "stage createRuntime" not in msg:
+            fail(name, f"unexpected syslog message {msg!r}")
+        else:
+            print(f"ok   {name}: {msg}", flush=True)
+    sock.close()
+
+
+def dbus_cases(env):
+    """Every decision is signalled on the configured bus (a private dbus-daemon here)."""
+    global checks
+    if not (os.path.exists("/usr/bin/dbus-daemon") and os.path.exists("/usr/bin/dbus-monitor")):
+        print("skip dbus-*: dbus-daemon or dbus-monitor not installed", flush=True)
+        return
+    daemon = subprocess.Popen(["/usr/bin/dbus-daemon", "--session", "--nofork", "--nopidfile",
+                               "--print-address=1"], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL)
+    helpers.add(daemon.pid)
+    monitor = None
+    try:
+        address = daemon.stdout.readline().decode().strip()
+        monitor = subprocess.Popen(["/usr/bin/dbus-monitor", "--address", address,
+                                    "interface='dev.pullgate.PullGate1'"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        helpers.add(monitor.pid)
+        time.sleep(0.5)  # let the monitor register its match rule
+        cfg = env.config(dbus=address)
+        expect_deny("dbus-deny", env, env.bundle(crio_annotations("team-a", IMG_APP, REF_APP)),
+                    cfg=cfg, cid="ctr-dbus-deny")
+        good = crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: creds("team-a")})
+        expect_allow("dbus-allow", env, env.bundle(good), cfg=cfg)
+        time.sleep(0.5)
+    finally:
+        for proc in (monitor, daemon):
+            if proc:
+                proc.terminate()
+                proc.wait(timeout=5)
+    out = monitor.stdout.read().decode("utf-8", "replace")
+    checks += 1
+    if "member=ContainerDenied" not in out or "ctr-dbus-deny" not in out:
+        fail("dbus-signals", f"no ContainerDenied for ctr-dbus-deny in {out[:2000]!r}")
+    elif "member=ContainerAllowed" not in out or "ctr-dbus-allow" not in out:
+        fail("dbus-signals", f"no ContainerAllowed for ctr-dbus-allow in {out[:2000]!r}")
+    elif HASH_A in out:
+        fail("dbus-signals", "a credential hash was sent on the bus")
+    else:
+        print("ok   dbus-signals: ContainerDenied and ContainerAllowed seen", flush=True)
+
+
 def main():
     become_subreaper()
     with tempfile.TemporaryDirectory(prefix="pg-hook-synth-") as root:
@@ -434,7 +516,8 @@ def main():
         env = Env(root)
         setup_records(env)
         for group in (crio_cases, forged_cases, containerd_cases, podman_cases, audit_cases,
-                      hostile_bundle_cases, hostile_stdin_cases, config_cases):
+                      hostile_bundle_cases, hostile_stdin_cases, config_cases, syslog_cases,
+                      dbus_cases):
             group(env)
     print(f"{checks} checks, {len(failures)} failures")
     for f in failures:
