@@ -1,0 +1,294 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Packaging end to end (needs root; changes the machine and restores it):
+#   1. builds the .debs of the current tree (packaging/build-deb.sh) and installs them;
+#   2. checks the installed paths, the library SONAME link, pkg-config and a program built
+#      against libpullgate-dev, the tmpfiles directory, check-config of the packaged config;
+#   3. runs podman WITHOUT --hooks-dir (so its default /usr/share/containers/oci/hooks.d, where
+#      the package put pullgate.json) on a locally built busybox image, playing CRI-O with
+#      annotations: under AlwaysVerify (set by editing /etc/pullgate/config.json) the installed
+#      hook denies a container without credentials and allows it with the right ones;
+#   4. reinstalls the same .deb: the edited conffile survives;
+#   5. purges: everything is gone except /var/lib/pullgate (the records);
+#   6. builds the RPMs (packaging/build-rpm.sh) and compares `rpm -qlp` with the expected list.
+# Exit 77 (skip) when a tool is missing, or when pullgate is already installed on this machine
+# (the test would overwrite and purge an administrator's installation).
+# PG_SKIP_PACKAGING=1 skips it; PG_PACKAGING_SKIP_PODMAN=1 skips step 3 only.
+set -uo pipefail
+
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source=lib/podman.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/podman.sh"
+# shellcheck source=lib/registry.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/registry.sh"
+
+[[ "${PG_SKIP_PACKAGING:-0}" != 1 ]] || pg_skip "PG_SKIP_PACKAGING=1"
+pg_require_root
+command -v dpkg-buildpackage >/dev/null 2>&1 || pg_skip "dpkg-buildpackage not installed (apt-get install dpkg-dev debhelper)"
+command -v rpmbuild >/dev/null 2>&1 || pg_skip "rpmbuild not installed (apt-get install rpm)"
+pg_require_cmd dh dpkg dpkg-deb pkg-config cc python3
+for p in pullgate libpullgate1 libpullgate-dev; do
+    if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed\|config-files'; then
+        pg_skip "package $p is already on this machine; not overwriting it"
+    fi
+done
+[[ ! -e /etc/pullgate ]] || pg_skip "/etc/pullgate exists without the package; not touching it"
+
+SRC="$PG_SOURCE_DIR"
+WORK="$(pg_mktemp_dir pkg)"
+MULTIARCH="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)"
+STATE_EXISTED=0
+[[ -e /var/lib/pullgate ]] && STATE_EXISTED=1
+
+# Whatever happens, leave the machine as it was: purge our packages, and remove
+# /var/lib/pullgate only if this test created it.
+pg__pkg_cleanup() {
+    local p
+    for p in libpullgate-dev pullgate libpullgate1; do
+        if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'installed\|config-files'; then
+            dpkg -P "$p" >/dev/null 2>&1
+        fi
+    done
+    if [[ "$STATE_EXISTED" == 0 ]]; then
+        rm -rf /var/lib/pullgate
+    fi
+    rm -rf /etc/pullgate
+}
+pg_on_exit pg__pkg_cleanup
+
+# -------------------------------------------------------------- 1. build
+pg_section "build the .debs"
+if ! bash "$SRC/packaging/build-deb.sh" "$WORK/deb" >"$WORK/build-deb.log" 2>&1; then
+    tail -40 "$WORK/build-deb.log" >&2
+    pg_fail "packaging/build-deb.sh failed"
+fi
+pg_check_ok "dpkg-buildpackage -us -uc -b"
+deb() { ls "$WORK"/deb/"$1"_*.deb 2>/dev/null | head -n 1; }
+for p in pullgate libpullgate1 libpullgate-dev; do
+    [[ -n "$(deb "$p")" ]] || pg_fail "no $p .deb was built"
+done
+if command -v lintian >/dev/null 2>&1; then
+    lint="$(lintian --fail-on error,warning "$WORK"/deb/*.changes 2>&1)"
+    rc=$?
+    if ((rc == 0)); then pg_check_ok "lintian: no errors or warnings"; else
+        pg_check_fail "lintian reports problems"
+        printf '%s\n' "$lint" | sed 's/^/       | /' >&2
+    fi
+fi
+
+# ------------------------------------------------------------ 2. install
+pg_section "install and check paths"
+pg_expect_ok "dpkg -i pullgate libpullgate1 libpullgate-dev" \
+    dpkg -i "$(deb libpullgate1)" "$(deb pullgate)" "$(deb libpullgate-dev)"
+
+HOOK=/usr/libexec/oci/hooks.d/pullgate-hook
+HOOK_JSON=/usr/share/containers/oci/hooks.d/pullgate.json
+CONFIG=/etc/pullgate/config.json
+LIBDIR=/usr/lib/$MULTIARCH
+INSTALLED=(
+    "$HOOK" "$HOOK_JSON" "$CONFIG" /usr/bin/pullgatectl
+    /usr/libexec/pullgate/pullgate-prune /usr/lib/tmpfiles.d/pullgate.conf
+    /lib/systemd/system/pullgate-prune.service /lib/systemd/system/pullgate-prune.timer
+    /usr/share/man/man8/pullgatectl.8.gz /usr/share/man/man8/pullgate-hook.8.gz
+    /usr/share/man/man5/pullgate.json.5.gz
+    /usr/share/dbus-1/interfaces/dev.pullgate.PullGate1.xml
+    "$LIBDIR/libpullgate.so.1.0.0" "$LIBDIR/libpullgate.so.1" "$LIBDIR/libpullgate.so"
+    /usr/include/pullgate/pullgate.h "$LIBDIR/pkgconfig/pullgate.pc"
+    "$LIBDIR/cmake/Pullgate/PullgateConfig.cmake"
+)
+for f in "${INSTALLED[@]}"; do
+    if [[ -e "$f" ]]; then pg_check_ok "installed: $f"; else pg_check_fail "missing: $f"; fi
+done
+[[ -x "$HOOK" ]] && pg_check_ok "hook is executable" || pg_check_fail "hook not executable"
+if [[ "$(readlink "$LIBDIR/libpullgate.so.1")" == libpullgate.so.1.0.0 ]]; then
+    pg_check_ok "SONAME link libpullgate.so.1 -> libpullgate.so.1.0.0"
+else
+    pg_check_fail "libpullgate.so.1 -> '$(readlink "$LIBDIR/libpullgate.so.1")'"
+fi
+soname="$(objdump -p "$LIBDIR/libpullgate.so.1.0.0" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')"
+[[ "$soname" == libpullgate.so.1 ]] && pg_check_ok "SONAME is libpullgate.so.1" ||
+    pg_check_fail "SONAME is '$soname'"
+hook_path="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["hook"]["path"])' "$HOOK_JSON")"
+[[ "$hook_path" == "$HOOK" ]] && pg_check_ok "hooks.d JSON names $HOOK" ||
+    pg_check_fail "hooks.d JSON names '$hook_path'"
+pg_expect_ok "packaged config passes check-config" pullgatectl --config "$CONFIG" check-config
+pg_expect_ok "pkg-config --modversion pullgate" pkg-config --modversion pullgate
+[[ "$PG_OUT" == 1.0.0 ]] && pg_check_ok "pkg-config version 1.0.0" || pg_check_fail "pkg-config says '$PG_OUT'"
+cat >"$WORK/ver.c" <<'EOF'
+#include <pullgate/pullgate.h>
+#include <stdio.h>
+#include <string.h>
+int main(void) {
+    char h[PG_HASH_HEX_LEN + 1];
+    if (pg_credential_hash("user", "pass", NULL, h, NULL) != PG_OK) return 1;
+    printf("%s %s\n", pg_version(), h);
+    return strcmp(pg_version(), PG_VERSION_STRING) != 0;
+}
+EOF
+# shellcheck disable=SC2046
+if cc -o "$WORK/ver" "$WORK/ver.c" $(pkg-config --cflags --libs pullgate) 2>"$WORK/cc.log" &&
+    "$WORK/ver" >"$WORK/ver.out"; then
+    pg_check_ok "a program built with pkg-config against libpullgate-dev runs: $(cat "$WORK/ver.out")"
+else
+    pg_check_fail "building/running against libpullgate-dev: $(cat "$WORK/cc.log")"
+fi
+if [[ -d /var/lib/pullgate && "$(stat -c %a /var/lib/pullgate)" == 700 ]]; then
+    pg_check_ok "/var/lib/pullgate exists with mode 0700 (tmpfiles.d)"
+else
+    pg_check_fail "/var/lib/pullgate missing or not 0700"
+fi
+for page in pullgatectl pullgate-hook pullgate.json; do
+    if man -w "$page" >/dev/null 2>&1; then pg_check_ok "man $page"; else pg_check_fail "man $page not found"; fi
+done
+
+# --------------------------------------------- 3. the installed hook, via podman
+# Edit the packaged configuration: AlwaysVerify, records in a private directory
+# (the machine's /var/lib/pullgate is left alone), no D-Bus.
+set_config() { # POLICY
+    local state="$WORK/state"
+    mkdir -p "$state"
+    chmod 0700 "$state"
+    python3 - "$CONFIG" "$1" "$state" <<'EOF'
+import json, sys
+path, policy, state = sys.argv[1:4]
+cfg = json.load(open(path))
+cfg.update({"policy": policy, "stateDir": state, "readOnlyRecordDirs": [], "dbus": "none"})
+with open(path, "w") as f:
+    json.dump(cfg, f, indent=2)
+    f.write("\n")
+EOF
+}
+
+if [[ "${PG_PACKAGING_SKIP_PODMAN:-0}" == 1 ]]; then
+    pg_log "PG_PACKAGING_SKIP_PODMAN=1: not running podman"
+elif ! command -v podman >/dev/null 2>&1 || ! command -v conmon >/dev/null 2>&1 || ! command -v umoci >/dev/null 2>&1 ||
+    ! command -v skopeo >/dev/null 2>&1; then
+    pg_log "podman/umoci/skopeo missing: skipping the podman part"
+else
+    pg_section "podman with its default hooks dir runs the installed hook"
+    set_config AlwaysVerify
+    pg_expect_ok "edited config passes check-config" pullgatectl check-config
+    pg_podman_init
+    # Podman's own default hooks directories: drop the helper's private hooks_dir.
+    sed -i '/^hooks_dir/d' "$CONTAINERS_CONF"
+    PG_HOOKS_DIR=""
+    IMAGE=localhost/pullgate-pkgtest:1.0
+    pg_image_build "$WORK/layout" v1 pkgtest-ok
+    pg_image_archive "$WORK/layout" v1 "$WORK/image.tar" "$IMAGE"
+    pg_podman load -q -i "$WORK/image.tar" >/dev/null || pg_fail "podman load"
+    ID="$(pg_podman_image_id "$IMAGE")" || pg_fail "podman image inspect"
+    NS=team-a
+    UID_A="$(cat /proc/sys/kernel/random/uuid)"
+    export PULLGATECTL=/usr/bin/pullgatectl
+    HASH="$(pg_cred_hash alice s3cret)" || pg_fail "pullgatectl hash"
+    pullgatectl record-intent --image "$IMAGE" || pg_fail "record-intent"
+    pullgatectl record-pulled --image "$IMAGE" --image-ref "$ID" \
+        --secret "$NS/regcred/$UID_A:$HASH" || pg_fail "record-pulled"
+    if [[ -n "$(ls -A "$WORK/state/pulled" 2>/dev/null)" ]]; then
+        pg_check_ok "the pull is recorded in the configured stateDir"
+    else
+        pg_check_fail "no pulled record in $WORK/state/pulled"
+    fi
+
+    pg_expect_fail "AlwaysVerify: container without credentials is denied" \
+        pg_podman_run_as_tenant "$NS" "" "$IMAGE"
+    pg_expect_contains "denial names pullgate" "$PG_OUT" "pullgate: denied container"
+    pg_expect_fail "AlwaysVerify: another namespace's pod with the same credentials is denied" \
+        pg_podman_run_as_tenant team-b "$(pg_creds_json "$IMAGE" team-b regcred "$UID_A" "$HASH")" "$IMAGE"
+    pg_expect_ok "AlwaysVerify: container with the recorded credentials runs" \
+        pg_podman_run_as_tenant "$NS" "$(pg_creds_json "$IMAGE" "$NS" regcred "$UID_A" "$HASH")" "$IMAGE"
+    pg_expect_contains "container output" "$PG_OUT" "pkgtest-ok"
+    pg_expect_ok "non-Kubernetes container (no CRI-O annotations) runs" \
+        pg_podman run "${PG_PODMAN_RUN_FLAGS[@]}" "$IMAGE"
+fi
+
+# -------------------------------------------------------- 4. conffile
+pg_section "reinstall keeps the edited conffile"
+set_config AlwaysVerify
+python3 - "$CONFIG" <<'EOF'
+import json, sys
+cfg = json.load(open(sys.argv[1])); cfg["logLevel"] = "debug"
+json.dump(cfg, open(sys.argv[1], "w"), indent=2)
+EOF
+sum_before="$(sha256sum "$CONFIG" | cut -d' ' -f1)"
+pg_expect_ok "dpkg -i pullgate again" env DEBIAN_FRONTEND=noninteractive dpkg -i "$(deb pullgate)"
+sum_after="$(sha256sum "$CONFIG" 2>/dev/null | cut -d' ' -f1)"
+[[ -n "$sum_after" && "$sum_before" == "$sum_after" ]] && pg_check_ok "edited $CONFIG survived" ||
+    pg_check_fail "$CONFIG changed by the reinstall"
+grep -qx /etc/pullgate/config.json <(dpkg-query -W -f='${Conffiles}\n' pullgate | awk 'NF { print $1 }') &&
+    pg_check_ok "$CONFIG is a conffile" || pg_check_fail "$CONFIG is not a conffile"
+
+# ----------------------------------------------------------- 5. purge
+pg_section "purge removes everything but the records"
+touch /var/lib/pullgate/.pullgate-pkgtest
+pg_expect_ok "dpkg -P libpullgate-dev pullgate libpullgate1" dpkg -P libpullgate-dev pullgate libpullgate1
+for f in "${INSTALLED[@]}" /etc/pullgate /usr/libexec/pullgate; do
+    if [[ -e "$f" || -L "$f" ]]; then pg_check_fail "left after purge: $f"; fi
+done
+pg_check_ok "purge removed the package files and /etc/pullgate"
+if [[ -e /var/lib/pullgate/.pullgate-pkgtest ]]; then
+    pg_check_ok "/var/lib/pullgate and its contents survive purge"
+else
+    pg_check_fail "purge removed /var/lib/pullgate or its contents"
+fi
+rm -f /var/lib/pullgate/.pullgate-pkgtest
+
+# ------------------------------------------------------------- 6. RPM
+pg_section "RPM"
+if ! bash "$SRC/packaging/build-rpm.sh" "$WORK/rpm" >"$WORK/build-rpm.log" 2>&1; then
+    tail -40 "$WORK/build-rpm.log" >&2
+    pg_fail "packaging/build-rpm.sh failed"
+fi
+pg_check_ok "rpmbuild -bb"
+ev() { rpm --eval "$1"; }
+libdir="$(ev %_libdir)"
+unitdir="$(ev '%{?_unitdir}')"; [[ -n "$unitdir" ]] || unitdir=/usr/lib/systemd/system
+tmpfilesdir="$(ev '%{?_tmpfilesdir}')"; [[ -n "$tmpfilesdir" ]] || tmpfilesdir=/usr/lib/tmpfiles.d
+sort >"$WORK/rpm-expected" <<EOF
+/etc/pullgate
+/etc/pullgate/config.json
+/usr/bin/pullgatectl
+$unitdir/pullgate-prune.service
+$unitdir/pullgate-prune.timer
+$tmpfilesdir/pullgate.conf
+/usr/libexec/oci
+/usr/libexec/oci/hooks.d
+/usr/libexec/oci/hooks.d/pullgate-hook
+/usr/libexec/pullgate
+/usr/libexec/pullgate/pullgate-prune
+/usr/share/containers
+/usr/share/containers/oci
+/usr/share/containers/oci/hooks.d
+/usr/share/containers/oci/hooks.d/pullgate.json
+/usr/share/dbus-1/interfaces/dev.pullgate.PullGate1.xml
+/usr/share/man/man5/pullgate.json.5
+/usr/share/man/man8/pullgate-hook.8
+/usr/share/man/man8/pullgatectl.8
+$libdir/libpullgate.so.1
+$libdir/libpullgate.so.1.0.0
+/usr/include/pullgate
+/usr/include/pullgate/pullgate.h
+$libdir/libpullgate.so
+$libdir/pkgconfig/pullgate.pc
+$libdir/cmake/Pullgate
+$libdir/cmake/Pullgate/PullgateConfig.cmake
+$libdir/cmake/Pullgate/PullgateConfigVersion.cmake
+$libdir/cmake/Pullgate/PullgateTargets.cmake
+$libdir/cmake/Pullgate/PullgateTargets-relwithdebinfo.cmake
+EOF
+for r in "$WORK"/rpm/*.rpm; do rpm -qlp "$r" 2>/dev/null; done |
+    grep -v '^/usr/lib/\.build-id' | sed -E 's/\.(gz|bz2|xz|zst)$//' | sort >"$WORK/rpm-actual"
+if diff -u "$WORK/rpm-expected" "$WORK/rpm-actual" >"$WORK/rpm.diff"; then
+    pg_check_ok "rpm -qlp lists exactly the expected $(wc -l <"$WORK/rpm-expected") paths"
+else
+    pg_check_fail "rpm -qlp differs from the expected list"
+    sed 's/^/       | /' "$WORK/rpm.diff" >&2
+fi
+if rpm -qcp "$WORK"/rpm/pullgate-[0-9]*.rpm 2>/dev/null | grep -qx /etc/pullgate/config.json; then
+    pg_check_ok "config.json is %config in the RPM"
+else
+    pg_check_fail "config.json is not %config in the RPM"
+fi
+
+pg_summary
