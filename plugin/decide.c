@@ -301,10 +301,22 @@ static bool settle_match(decide_ctx *c, int reason, const char *kind, const char
                   kind, ns, name, c->image_ref, c->name);
 }
 
+/* Says which rule matched: the same credentials (hash) or the same secret (coordinates). */
+static const char *secret_match_kind(const decide_ctx *c, const pg_rec_secret *s)
+{
+    for (size_t j = 0; j < c->mapping->n_secrets; j++) {
+        const char *recorded = c->mapping->secrets[j].credential_hash;
+        if (s->credential_hash[0] && recorded && strcmp(s->credential_hash, recorded) == 0)
+            return "secret (by credentialHash)";
+    }
+    return "secret (by namespace/name/uid)";
+}
+
 static bool step_secret(decide_ctx *c)
 {
     const pg_rec_secret *s = find_secret_match(c);
-    return s && settle_match(c, PG_REASON_SECRET_MATCH, "secret", s->namespace_, s->name);
+    return s && settle_match(c, PG_REASON_SECRET_MATCH, secret_match_kind(c, s), s->namespace_,
+                             s->name);
 }
 
 static bool step_service_account(decide_ctx *c)
