@@ -441,13 +441,20 @@ static int register_on_bus(pg_notifier *n, int64_t deadline)
     return ok ? 0 : -1;
 }
 
+/* libdbus's flag is process-wide; set it once, not racing other threads. */
+static void keep_sigpipe_disposition(void)
+{
+    dbus_connection_set_change_sigpipe(FALSE);
+}
+
 static int connect_bus(pg_notifier *n, int64_t deadline)
 {
     char *entry = pick_reachable_entry(n, deadline);
     if (!entry)
         return -1;
     /* Keep libdbus from setting SIGPIPE to SIG_IGN in the host process. */
-    dbus_connection_set_change_sigpipe(FALSE);
+    static pthread_once_t sigpipe_once = PTHREAD_ONCE_INIT;
+    pthread_once(&sigpipe_once, keep_sigpipe_disposition);
     DBusError derr;
     dbus_error_init(&derr);
     n->conn = dbus_connection_open_private(entry, &derr);
@@ -556,12 +563,17 @@ static char *dbus_safe_string(const char *s)
     unsigned char *p = (unsigned char *)out;
     while (*p) {
         size_t len = utf8_sequence_len(p);
-        if (len == 0) {
+        if (len == 0)
             *p++ = '?';
-        } else {
+        else
             p += len;
-        }
     }
+    /* Older libdbus also refuses Unicode noncharacters: if this one still
+     * does not accept the text, fall back to plain ASCII. */
+    if (!dbus_validate_utf8(out, NULL))
+        for (p = (unsigned char *)out; *p; p++)
+            if (*p >= 0x80)
+                *p = '?';
     return out;
 }
 

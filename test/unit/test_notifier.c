@@ -338,6 +338,14 @@ START_TEST(invalid_utf8_and_null_are_made_safe)
     ck_assert_ptr_null(pg_notifier_last_error(n));
     const char *want[] = {"bad?" "?-image", "", "caf\xc3\xa9 ?" "??"};
     assert_string_signal(listener_next(listener, 5000), "ImagePulled", want, 3);
+    /* Noncharacters: valid UTF-8 that some libdbus versions refuse. Sent as
+     * is or as '?', but sent, and the process survives. */
+    pg_notify_pull_failed(n, "x\xef\xbf\xbf\xef\xb7\x90y");
+    ck_assert_ptr_null(pg_notifier_last_error(n));
+    DBusMessage *msg = listener_next(listener, 5000);
+    ck_assert_ptr_nonnull(msg);
+    ck_assert_str_eq(dbus_message_get_member(msg), "PullFailed");
+    dbus_message_unref(msg);
     pg_notifier_free(n);
     listener_close(listener);
 }
