@@ -132,7 +132,7 @@ pg_podman_init
 HOOKS_DIR="$(pg_podman_hooks_dir "$CFG")"
 say "hooks.d for the runtime ($HOOKS_DIR/50-pullgate.json):"
 indent <"$HOOKS_DIR/50-pullgate.json"
-if pg_podman pull --quiet --tls-verify=false "$IMAGE" >"$PG_TMPDIR/anon.out" 2>&1; then
+if pg_podman_pull --quiet --tls-verify=false "$IMAGE" >"$PG_TMPDIR/anon.out" 2>&1; then
     outcome_bad "anonymous pull should have been refused by the registry"
 else
     say "anonymous pull refused by the registry: $(tail -n1 "$PG_TMPDIR/anon.out" | sed 's/.*: //')"

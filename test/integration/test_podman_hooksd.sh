@@ -47,13 +47,13 @@ HOOKS_ALWAYS="$(pg_podman_hooks_dir "$CFG_ALWAYS")"
 pg_section "pulls"
 # The anonymous pull must fail: the image really is private.
 pg_expect_fail "anonymous pull of the private image is refused by the registry" \
-    pg_podman pull --quiet --tls-verify=false "$PG_IMG_APP"
+    pg_podman_pull --quiet --tls-verify=false "$PG_IMG_APP"
 UID_A="$(cat /proc/sys/kernel/random/uuid)"
 pg_podman_pull_and_record "$STATE" "$PG_IMG_APP" team-a tenant-a "$PASS_A" regcred "$UID_A"
 HASH_A="$PG_PULLED_HASH"
 APP_ID="$PG_PULLED_ID"
 # Preloaded: on the node before pullgate saw anything (pulled, not recorded).
-pg_podman pull --quiet --creds "tenant-a:$PASS_A" --tls-verify=false "$PG_IMG_PRELOADED" >/dev/null ||
+pg_podman_pull --quiet --creds "tenant-a:$PASS_A" --tls-verify=false "$PG_IMG_PRELOADED" >/dev/null ||
     pg_fail "pull of the preloaded image failed"
 pg_podman_probe_run "$PG_IMG_PRELOADED"
 "$PULLGATECTL" --state-dir "$STATE" list >&2 || pg_check_fail "pullgatectl list failed"

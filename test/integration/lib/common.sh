@@ -157,6 +157,22 @@ pg_kill_wait() {
     return 0
 }
 
+# pg_hide_host_containers_cache CMD ARGS...: run CMD with a private tmpfs over the host's
+# /var/lib/containers. As root, skopeo and `podman pull` (4.3) write a blob-info cache to
+# /var/lib/containers/cache whatever --root says, and no option moves it; a private mount
+# namespace keeps the host's directory untouched. Falls back to running CMD directly.
+pg_hide_host_containers_cache() {
+    local hide=/var/lib/containers
+    [[ -d $hide ]] || hide=/var/lib
+    if [[ "$(id -u)" == 0 ]] && command -v unshare >/dev/null 2>&1 &&
+        unshare --mount --propagation private true 2>/dev/null; then
+        unshare --mount --propagation private -- \
+            sh -c 'mount -t tmpfs pg-private "$1" && shift && exec "$@"' sh "$hide" "$@"
+    else
+        "$@"
+    fi
+}
+
 # Assertions. pg_expect_ok DESC CMD...: CMD must succeed. pg_expect_fail DESC CMD...: must fail.
 # Output of CMD is kept in $PG_OUT (stdout+stderr).
 PG_OUT=""

@@ -28,14 +28,18 @@ PG_PODMAN_DIR=""
 PG_HOOKS_DIR=""
 
 pg_podman() {
+    [[ ${#PG_PODMAN_GLOBAL[@]} -gt 0 ]] || { echo "pg_podman: pg_podman_init not run" >&2; return 125; }
     podman "${PG_PODMAN_GLOBAL[@]}" ${PG_HOOKS_DIR:+--hooks-dir "$PG_HOOKS_DIR"} "$@"
 }
 
 pg__podman_cleanup() {
     [[ -n "$PG_PODMAN_DIR" && -d "$PG_PODMAN_DIR" ]] || return 0
-    # Remove containers (stops conmon), then unmount the store.
-    PG_HOOKS_DIR="" podman "${PG_PODMAN_GLOBAL[@]}" rm -af -t 0 >/dev/null 2>&1
-    PG_HOOKS_DIR="" podman "${PG_PODMAN_GLOBAL[@]}" rmi -af >/dev/null 2>&1
+    # Remove containers (stops conmon), then unmount the store. Only ever with the
+    # isolated --root/--runroot flags: never let these reach the host's default store.
+    if [[ ${#PG_PODMAN_GLOBAL[@]} -gt 0 && "${PG_PODMAN_GLOBAL[*]}" == *"--root $PG_PODMAN_DIR/root"* ]]; then
+        PG_HOOKS_DIR="" podman "${PG_PODMAN_GLOBAL[@]}" rm -af -t 0 >/dev/null 2>&1
+        PG_HOOKS_DIR="" podman "${PG_PODMAN_GLOBAL[@]}" rmi -af >/dev/null 2>&1
+    fi
     local m
     awk -v p="$PG_PODMAN_DIR" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo | sort -r |
         while read -r m; do umount -l "$m" 2>/dev/null; done
@@ -147,6 +151,13 @@ pg_write_config() {
 EOF
 }
 
+# pg_podman_pull ARGS...: `podman pull` with the host's /var/lib/containers hidden
+# (podman 4.3 writes its blob-info cache there even with --root).
+pg_podman_pull() {
+    [[ ${#PG_PODMAN_GLOBAL[@]} -gt 0 ]] || { echo "pg_podman_pull: pg_podman_init not run" >&2; return 125; }
+    pg_hide_host_containers_cache podman "${PG_PODMAN_GLOBAL[@]}" pull "$@"
+}
+
 pg_podman_image_id() {
     pg_podman image inspect --format '{{.Id}}' "$1"
 }
@@ -180,7 +191,7 @@ pg_podman_pull_and_record() {
     [[ -n "$uid" ]] || uid="$(cat /proc/sys/kernel/random/uuid)"
     "$PULLGATECTL" "${PG_CTL_OPTS[@]}" --state-dir "$state" record-intent --image "$image" ||
         pg_fail "pullgatectl record-intent failed"
-    pg_podman pull --quiet --creds "$user:$pass" --tls-verify=false "$image" >/dev/null ||
+    pg_podman_pull --quiet --creds "$user:$pass" --tls-verify=false "$image" >/dev/null ||
         { "$PULLGATECTL" "${PG_CTL_OPTS[@]}" --state-dir "$state" record-failed --image "$image" || true
           pg_fail "podman pull $image failed"; }
     PG_PULLED_ID="$(pg_podman_image_id "$image")" || pg_fail "podman image inspect $image"

@@ -126,11 +126,17 @@ pg_image_build() {
     rm -rf "$bundle"
 }
 
+# pg_skopeo ARGS...: skopeo, kept away from the host's /var/lib/containers (see
+# pg_hide_host_containers_cache in common.sh).
+pg_skopeo() {
+    pg_hide_host_containers_cache skopeo --tmpdir "$PG_TMPDIR" "$@"
+}
+
 # pg_image_push LAYOUT TAG REPO:TAG [USER PASS]
 pg_image_push() {
     local layout="$1" tag="$2" dest="$3" user="${4:-$PG_REG_USER}" pass="${5:-$PG_REG_PASS}"
     pg_require_cmd skopeo
-    skopeo --tmpdir "$PG_TMPDIR" copy --quiet --insecure-policy \
+    pg_skopeo copy --quiet --insecure-policy \
         --dest-creds "$user:$pass" --dest-tls-verify=false \
         "oci:$layout:$tag" "docker://$PG_REG_HOST/$dest" >&2 ||
         pg_fail "skopeo copy to $PG_REG_HOST/$dest failed"
@@ -141,10 +147,10 @@ pg_image_push() {
 pg_image_archive() {
     local layout="$1" tag="$2" out="$3" name="${4:-}"
     if [[ -n "$name" ]]; then
-        skopeo --tmpdir "$PG_TMPDIR" copy --quiet --insecure-policy \
+        pg_skopeo copy --quiet --insecure-policy \
             "oci:$layout:$tag" "oci-archive:$out:$name" >&2 || pg_fail "skopeo oci-archive"
     else
-        skopeo --tmpdir "$PG_TMPDIR" copy --quiet --insecure-policy \
+        pg_skopeo copy --quiet --insecure-policy \
             "oci:$layout:$tag" "oci-archive:$out" >&2 || pg_fail "skopeo oci-archive"
     fi
 }
