@@ -1,0 +1,237 @@
+#!/bin/bash
+# pullgate benchmarks: builds (Release, build-bench/), runs every benchmark,
+# prints a Markdown table and writes it to bench/results.md. Benchmarks
+# report; they never fail (exit status is 0 unless the build or a driver
+# breaks). See bench/README.md.
+#
+# Knobs (environment):
+#   HOOK_RUNS=300        exec runs per command for the hook end-to-end bench
+#   HOOK_COUNTS="10000 100000"  record counts on disk for the hook bench
+#   DECIDE_CALLS=20000   pg_decide calls per measurement
+#   SCALE_COUNTS="1000 10000 100000"  decision/prune scaling points
+#   WRITE_CALLS=100      durable writes per side
+#   PODMAN_RUNS=20       podman runs per side (0 skips; skipped without podman/runc)
+#   BIG_SECRETS=1000     secrets in the one-big-record bench
+#   BENCH_WORK=DIR       scratch directory (default: a new /tmp/pullgate-bench.XXXX, removed)
+#   BUILD_DIR=DIR        build directory (default: <repo>/build-bench)
+#   SKIP_BUILD=1         use an existing build
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$repo/build-bench}
+HOOK_RUNS=${HOOK_RUNS:-300}
+HOOK_COUNTS=${HOOK_COUNTS:-"10000 100000"}
+DECIDE_CALLS=${DECIDE_CALLS:-20000}
+SCALE_COUNTS=${SCALE_COUNTS:-"1000 10000 100000"}
+WRITE_CALLS=${WRITE_CALLS:-100}
+PODMAN_RUNS=${PODMAN_RUNS:-20}
+BIG_SECRETS=${BIG_SECRETS:-1000}
+JOBS=${JOBS:-2}
+
+log() { printf '== %s\n' "$*" >&2; }
+
+if [ -z "${SKIP_BUILD:-}" ]; then
+    log "building (Release) in $BUILD_DIR"
+    cmake -S "$repo" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPG_BUILD_TESTS=OFF \
+        -DPG_BUILD_BENCH=ON >/dev/null
+    cmake --build "$BUILD_DIR" -j"$JOBS" --target pullgate-hook pg_noop_hook pg_exec_bench \
+        pg_gen_records pg_decide_bench pg_write_bench >/dev/null
+fi
+bin=$BUILD_DIR/bench
+hook=$BUILD_DIR/hooks/pullgate-hook
+
+if [ -n "${BENCH_WORK:-}" ]; then
+    work=$BENCH_WORK
+    mkdir -p "$work"
+else
+    work=$(mktemp -d /tmp/pullgate-bench.XXXXXX)
+    trap 'rm -rf "$work"' EXIT
+fi
+chmod 0700 "$work"
+
+# key=value extraction from a driver's output line: kv "$line" key
+kv() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+# met VALUE OP LIMIT -> yes/no
+met() { awk -v v="$1" -v l="$3" -v op="$2" 'BEGIN { if (v == "n/a" || v == "") { print "n/a"; exit }
+        ok = (op == "le") ? (v <= l) : (v >= l); print ok ? "yes" : "no" }'; }
+
+rows=()
+row() { rows+=("| $1 | $2 | $3 | $4 | $5 | $6 |"); }
+
+# Records are generated once per count and reused.
+store_for() {
+    local n=$1 dir=$work/store-$1
+    if [ ! -d "$dir/pulled" ]; then
+        log "generating $n records"
+        "$bin/gen_records" "$dir" "$n"
+    fi
+    printf '%s\n' "$dir"
+}
+
+# A bundle + OCI state + hook config for record I of a store.
+setup_hook() {
+    local n=$1 store=$2 dir=$work/hook-$1 i=$(( $1 / 2 + 7 ))
+    mkdir -p "$dir/bundle"
+    "$here/crio_config.sh" "$("$bin/gen_records" --print-image $i)" \
+        "$("$bin/gen_records" --print-ref $i)" "$("$bin/gen_records" --print-ns $i)" \
+        "$("$bin/gen_records" --print-annotation $i)" >"$dir/bundle/config.json"
+    printf '{"ociVersion":"1.0.2","id":"0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0","status":"created","pid":4242,"bundle":"%s","annotations":{"io.container.manager":"cri-o"}}' \
+        "$dir/bundle" >"$dir/state.json"
+    printf '{"stateDir":"%s","readOnlyRecordDirs":[],"dbus":"none","logLevel":"info"}\n' "$store" \
+        >"$dir/pullgate.json"
+    printf '%s\n' "$dir"
+}
+
+# ---------------------------------------------------------------- 1 + 5
+rss_hook="" rss_noop=""
+for n in $HOOK_COUNTS; do
+    store=$(store_for "$n")
+    hd=$(setup_hook "$n" "$store")
+    log "hook end-to-end, $n records, $HOOK_RUNS runs each (interleaved with the no-op floor)"
+    out=$("$bin/exec_bench" -n "$HOOK_RUNS" -w 20 -s "$hd/state.json" -o "$hd/run" \
+        noop -- "$bin/noop_hook" :: hook -- "$hook" --config "$hd/pullgate.json")
+    printf '%s\n' "$out" >"$hd/exec_bench.out"
+    noop=$(printf '%s\n' "$out" | grep '^noop ')
+    hk=$(printf '%s\n' "$out" | grep '^hook ')
+    if [ "$(kv "$hk" fail)" != 0 ]; then
+        log "WARNING: the hook denied: $(head -c 400 "$hd/run.hook.err")"
+    fi
+    r=$(ratio "$(kv "$hk" median_us)" "$(kv "$noop" median_us)")
+    row "hook end-to-end, $n records: median" "$(kv "$hk" median_us) µs" \
+        "no-op exec $(kv "$noop" median_us) µs" "${r}×" "≤ 1.5×" "$(met "$r" le 1.5)"
+    r=$(ratio "$(kv "$hk" p90_us)" "$(kv "$noop" p90_us)")
+    row "hook end-to-end, $n records: p90" "$(kv "$hk" p90_us) µs" \
+        "no-op exec $(kv "$noop" p90_us) µs" "${r}×" "(info)" "—"
+    rss_hook=$(kv "$hk" maxrss_kib) rss_noop=$(kv "$noop" maxrss_kib)
+done
+
+# ---------------------------------------------------------------- 2 + 6
+declare -A dec_p50 dec_p99 prune_us
+for n in $SCALE_COUNTS; do
+    store=$(store_for "$n")
+    log "pg_decide, $n records, $DECIDE_CALLS calls"
+    line=$("$bin/decide_bench" decide "$store" "$n" "$DECIDE_CALLS" | grep '^decide_')
+    dec_p50[$n]=$(kv "$line" p50_us) dec_p99[$n]=$(kv "$line" p99_us)
+    log "prune scan, $n records"
+    line=$("$bin/decide_bench" prune "$store" "$n" | grep '^prune_')
+    prune_us[$n]=$(kv "$line" us_per_record)
+done
+first=${SCALE_COUNTS%% *} last=${SCALE_COUNTS##* }
+r=$(ratio "${dec_p50[$last]}" 15)
+row "pg_decide, $last records: p50" "${dec_p50[$last]} µs" "kubelet ~15 µs (cached)" "${r}×" "(info)" "—"
+r=$(ratio "${dec_p99[$last]}" 66)
+row "pg_decide, $last records: p99" "${dec_p99[$last]} µs" "kubelet ~66 µs (from disk)" "${r}×" \
+    "p99 ≤ 20 µs" "$(met "${dec_p99[$last]}" le 20)"
+for n in $SCALE_COUNTS; do
+    [ "$n" = "$first" ] && continue
+    r=$(ratio "${dec_p50[$n]}" "${dec_p50[$first]}")
+    row "scaling: pg_decide p50, $n vs $first records" "${dec_p50[$n]} µs" "${dec_p50[$first]} µs" \
+        "${r}×" "≈ 1× (O(1) lookup)" "$(met "$r" le 1.5)"
+done
+for n in $SCALE_COUNTS; do
+    [ "$n" = "$first" ] && continue
+    r=$(ratio "${prune_us[$n]}" "${prune_us[$first]}")
+    row "scaling: prune µs/record, $n vs $first records" "${prune_us[$n]} µs/rec" \
+        "${prune_us[$first]} µs/rec" "${r}×" "≈ 1× (linear)" "$(met "$r" le 1.5)"
+done
+
+log "one record holding $BIG_SECRETS secrets"
+big=$work/store-big
+[ -d "$big/pulled" ] || "$bin/gen_records" "$big" 1 "$BIG_SECRETS"
+line=$("$bin/decide_bench" one "$big" "$BIG_SECRETS" 2000 | grep '^one_record')
+small=$work/store-1
+[ -d "$small/pulled" ] || "$bin/gen_records" "$small" 1 0
+line1=$("$bin/decide_bench" one "$small" 0 2000 | grep '^one_record')
+r=$(ratio "$(kv "$line" p50_us)" "$(kv "$line1" p50_us)")
+row "pg_decide, one record with $BIG_SECRETS+1 secrets: p50" "$(kv "$line" p50_us) µs" \
+    "1-secret record $(kv "$line1" p50_us) µs" "${r}×" "(info)" "—"
+
+# ---------------------------------------------------------------- 3
+log "durable writes, $WRITE_CALLS per side"
+out=$("$bin/write_bench" "$work/write" "$WRITE_CALLS")
+printf '%s\n' "$out" >"$work/write_bench.out"
+lib=$(printf '%s\n' "$out" | grep '^lib ') raw1=$(printf '%s\n' "$out" | grep '^raw1 ')
+raw2=$(printf '%s\n' "$out" | grep '^raw2 ')
+r=$(ratio "$(kv "$lib" per_s)" "$(kv "$raw1" per_s)")
+row "durable record write (pg_store_record_pulled)" "$(kv "$lib" per_s)/s" \
+    "raw write+fsync+rename+dir fsync $(kv "$raw1" per_s)/s" "${r}×" "≥ 0.8×" "$(met "$r" ge 0.8)"
+r=$(ratio "$(kv "$lib" per_s)" "$(kv "$raw2" per_s)")
+row "durable record write vs raw record + index (2 files)" "$(kv "$lib" per_s)/s" \
+    "raw ×2 files $(kv "$raw2" per_s)/s" "${r}×" "(info)" "—"
+
+# ---------------------------------------------------------------- 4
+# podman parses --annotation as CSV: quote the whole value, double its quotes.
+csvq() { local q='"'; printf '"%s"' "${1//$q/$q$q}"; }
+podman_row() {
+    if [ "$PODMAN_RUNS" = 0 ] || ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
+        row "podman run, with vs without the hook" "skipped" "—" "—" "≤ 1.02×" "n/a"
+        return
+    fi
+    local pd=$work/podman n=10000 i
+    mkdir -p "$pd/rootfs/bin" "$pd/hooks" "$pd/nohooks"
+    cp /bin/busybox "$pd/rootfs/bin/" 2>/dev/null || { row "podman run" "skipped (no /bin/busybox)" "—" "—" "≤ 1.02×" "n/a"; return; }
+    ln -sf busybox "$pd/rootfs/bin/true"
+    local P=(podman --root "$pd/root" --runroot "$pd/runroot" --runtime runc --cgroup-manager cgroupfs)
+    tar -C "$pd/rootfs" -cf "$pd/bb.tar" .
+    "${P[@]}" import "$pd/bb.tar" localhost/pullgate-bench-bb:latest >/dev/null 2>&1
+    local store; store=$(store_for $n)
+    i=$(( n / 2 + 7 ))
+    printf '{"stateDir":"%s","readOnlyRecordDirs":[],"dbus":"none"}\n' "$store" >"$pd/pullgate.json"
+    printf '{"version":"1.0.0","hook":{"path":"%s","args":["pullgate-hook","--config","%s"]},"when":{"always":true},"stages":["prestart"]}\n' \
+        "$hook" "$pd/pullgate.json" >"$pd/hooks/pullgate.json"
+    # The container carries CRI-O's annotations, so the hook takes the full decision path.
+    local ann=(--annotation io.container.manager=cri-o
+        --annotation io.kubernetes.cri-o.ContainerType=container
+        --annotation io.kubernetes.pod.namespace="$("$bin/gen_records" --print-ns $i)"
+        --annotation io.kubernetes.cri-o.ImageName="$("$bin/gen_records" --print-image $i)"
+        --annotation io.kubernetes.cri-o.ImageRef="$("$bin/gen_records" --print-ref $i)"
+        --annotation "$(csvq "pullgate.dev/credentials=$("$bin/gen_records" --print-annotation $i)")")
+    local run=(run --rm --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 --network none
+        "${ann[@]}" localhost/pullgate-bench-bb:latest /bin/true)
+    # Warm up both paths; a failing hook makes podman fail (checked here).
+    "${P[@]}" --hooks-dir "$pd/nohooks" "${run[@]}" >/dev/null
+    if ! "${P[@]}" --hooks-dir "$pd/hooks" "${run[@]}" >/dev/null 2>"$pd/hook.err"; then
+        log "WARNING: podman with the hook failed: $(head -c 400 "$pd/hook.err")"
+        row "podman run, with vs without the hook" "failed" "—" "—" "≤ 1.02×" "n/a"
+        return
+    fi
+    log "podman run, $PODMAN_RUNS runs per side, interleaved"
+    : >"$pd/with.txt"; : >"$pd/without.txt"
+    for ((k = 0; k < PODMAN_RUNS; k++)); do
+        for side in without with; do
+            local hd=$pd/nohooks; [ $side = with ] && hd=$pd/hooks
+            local t0 t1; t0=$(date +%s%N)
+            "${P[@]}" --hooks-dir "$hd" "${run[@]}" >/dev/null
+            t1=$(date +%s%N)
+            echo $(( (t1 - t0) / 1000 )) >>"$pd/$side.txt"
+        done
+    done
+    med() { sort -n "$1" | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+    local w wo; w=$(med "$pd/with.txt") wo=$(med "$pd/without.txt")
+    local r; r=$(ratio "$w" "$wo")
+    row "podman run, with vs without the hook: median" "$(awk -v v="$w" 'BEGIN{printf "%.1f ms", v/1000}')" \
+        "$(awk -v v="$wo" 'BEGIN{printf "without hook %.1f ms", v/1000}')" "${r}×" "≤ 1.02×" "$(met "$r" le 1.02)"
+    "${P[@]}" rmi -f localhost/pullgate-bench-bb:latest >/dev/null 2>&1 || true
+    "${P[@]}" system reset -f >/dev/null 2>&1 || true
+}
+podman_row
+
+# ---------------------------------------------------------------- 5
+if [ -n "$rss_hook" ]; then
+    d=$(( rss_hook - rss_noop ))
+    row "hook peak RSS (ru_maxrss)" "$rss_hook KiB" "no-op $rss_noop KiB" \
+        "+$d KiB ($(ratio "$rss_hook" "$rss_noop")×)" "≤ 4 MiB above the floor" "$(met "$d" le 4096)"
+fi
+
+# ---------------------------------------------------------------- table
+{
+    echo "Run $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $(uname -r), commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown), load average $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo
+    echo "| benchmark | result | baseline | ratio | target | met |"
+    echo "|---|---|---|---|---|---|"
+    printf '%s\n' "${rows[@]}"
+} >"$work/results.md"
+cat "$work/results.md"
+cp "$work/results.md" "$here/results.md"

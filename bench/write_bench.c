@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * write_bench DIR COUNT
+ * Durable record writes: pg_store_record_pulled (a new record per call, one
+ * secret) against raw C loops writing the same number of bytes durably:
+ *   raw1  temp file + write + fsync + rename + fsync(dir)   (one file)
+ *   raw2  the same for two files in two directories (record + an index entry:
+ *         the minimum for what record_pulled keeps durable)
+ * Interleaved in rounds of 10 so that disk noise hits each side alike.
+ * Prints calls/s for each.
+ */
+#include "bench_common.h"
+#include "pullgate/pullgate.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int raw_write(int dfd, const char *name, const char *data, size_t len)
+{
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s.0123456789abcdef.tmp", name);
+    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    int bad = write(fd, data, len) != (ssize_t)len || fsync(fd) != 0;
+    bad |= close(fd) != 0;
+    if (bad || renameat(dfd, tmp, dfd, name) != 0)
+        return -1;
+    return fsync(dfd);
+}
+
+static int mkdir_fd(const char *base, const char *sub)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", base, sub);
+    mkdir(p, 0700);
+    return open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: write_bench DIR COUNT\n");
+        return 2;
+    }
+    const char *dir = argv[1];
+    size_t n = strtoul(argv[2], NULL, 10);
+    char lib_dir[4096];
+    mkdir(dir, 0700);
+    snprintf(lib_dir, sizeof lib_dir, "%s/lib", dir);
+    pg_error err = {0};
+    pg_config *cfg = pg_config_new(&err);
+    if (!cfg || pg_config_set(cfg, "stateDir", lib_dir, &err) ||
+        pg_config_clear_list(cfg, "readOnlyRecordDirs", &err) ||
+        pg_config_set(cfg, "dbus", "none", &err)) {
+        fprintf(stderr, "write_bench: config: %s\n", err.message);
+        return 1;
+    }
+    pg_store *st = pg_store_open(cfg, NULL, &err);
+    if (!st) {
+        fprintf(stderr, "write_bench: store: %s\n", err.message);
+        return 1;
+    }
+    int raw1 = mkdir_fd(dir, "raw1");
+    int raw2a = mkdir_fd(dir, "raw2a");
+    int raw2b = mkdir_fd(dir, "raw2b");
+    size_t len = bench_record_size(0);
+    char *data = malloc(len);
+    memset(data, 'x', len);
+    const char *index_entry = "{\"image\":\"registry.example.com/team-0/app-0:v1\",\"imageRef\":"
+                              "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}";
+    uint64_t t_lib = 0, t_raw1 = 0, t_raw2 = 0;
+    for (size_t base = 0; base < n; base += 10) {
+        size_t end = base + 10 < n ? base + 10 : n;
+        uint64_t t0 = bench_now_ns();
+        for (size_t i = base; i < end; i++) {
+            char image[256], ref[65], ns[64], hash[65], uid[32];
+            bench_image(i, image, sizeof image);
+            bench_image_ref(i, ref);
+            bench_namespace(i, ns, sizeof ns);
+            bench_cred_hash(i, hash);
+            snprintf(uid, sizeof uid, "uid-%zu", i);
+            pg_secret sec = {ns, "regcred", uid, hash};
+            pg_pull_credentials creds = {&sec, 1, NULL, 0, 0};
+            if (pg_store_record_pulled(st, image, ref, &creds, &err) != PG_OK) {
+                fprintf(stderr, "write_bench: record_pulled: %s\n", err.message);
+                return 1;
+            }
+        }
+        uint64_t t1 = bench_now_ns();
+        for (size_t i = base; i < end; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "sha256-%zu", i);
+            if (raw_write(raw1, name, data, len) != 0) {
+                perror("write_bench: raw1");
+                return 1;
+            }
+        }
+        uint64_t t2 = bench_now_ns();
+        for (size_t i = base; i < end; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "sha256-%zu", i);
+            if (raw_write(raw2a, name, data, len) != 0 ||
+                raw_write(raw2b, name, index_entry, strlen(index_entry)) != 0) {
+                perror("write_bench: raw2");
+                return 1;
+            }
+        }
+        uint64_t t3 = bench_now_ns();
+        t_lib += t1 - t0;
+        t_raw1 += t2 - t1;
+        t_raw2 += t3 - t2;
+    }
+    printf("record_bytes=%zu\n", len);
+    printf("lib calls=%zu per_s=%.1f mean_us=%.1f\n", n, (double)n * 1e9 / (double)t_lib,
+           (double)t_lib / 1e3 / (double)n);
+    printf("raw1 calls=%zu per_s=%.1f mean_us=%.1f\n", n, (double)n * 1e9 / (double)t_raw1,
+           (double)t_raw1 / 1e3 / (double)n);
+    printf("raw2 calls=%zu per_s=%.1f mean_us=%.1f\n", n, (double)n * 1e9 / (double)t_raw2,
+           (double)t_raw2 / 1e3 / (double)n);
+    pg_store_free(st);
+    pg_config_free(cfg);
+    return 0;
+}
