@@ -41,7 +41,7 @@ struct pg_config {
 static const char *const policy_names[] = {"NeverVerify", "NeverVerifyPreloadedImages",
                                            "NeverVerifyAllowlistedImages", "AlwaysVerify", NULL};
 static const char *const mode_names[] = {"enforce", "audit", NULL};
-static const char *const runtime_names[] = {"auto", "crio", "containerd", NULL};
+static const char *const runtime_names[] = {"auto", "cri-o", "containerd", NULL};
 static const char *const log_levels[] = {"error", "warning", "info", "debug", NULL};
 static const char *const api_versions[] = {PG_API_V1ALPHA1, PG_API_V1BETA1, NULL};
 
@@ -645,7 +645,6 @@ PG_API const char *const *pg_config_pinned_images(const pg_config *cfg)
 }
 
 /* hmacKeyFile is not in pullgate.h (the header is fixed); internal users read it here. */
-const char *pg_config_hmac_key_file(const pg_config *cfg);
 const char *pg_config_hmac_key_file(const pg_config *cfg) { return cfg->hmac_key_file; }
 
 /* ------------------------------------------------------------------ output */

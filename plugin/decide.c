@@ -13,7 +13,6 @@
 #include <string.h>
 
 /* presented.c; not in internal.h yet. */
-size_t pg_presented_ignored(const pg_presented *p, const char *image_name);
 
 PG_API const char *pg_reason_name(int reason)
 {

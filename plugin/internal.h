@@ -119,6 +119,11 @@ pg_record *pg_record_new(const char *image_ref, pg_error *err);
 /* 1 if an intent file for image exists in any directory, 0 if not, or -code. */
 int pg_store_intent_exists(const pg_store *store, const char *image, pg_error *err);
 
+/* ------------------------------------------------------------ config.c */
+
+/* hmacKeyFile ("" = annotations are not signed); owned by cfg. */
+const char *pg_config_hmac_key_file(const pg_config *cfg);
+
 /* --------------------------------------------------------- presented.c */
 
 /* Credentials a pod presents (the annotation), filtered to its namespace. */
@@ -130,5 +135,7 @@ void pg_presented_free(pg_presented *p);
 size_t pg_presented_secrets(const pg_presented *p, const char *image_name,
                             const pg_rec_secret **out);
 size_t pg_presented_sas(const pg_presented *p, const char *image_name, const pg_rec_sa **out);
+/* Count of credentials for image_name dropped because they name another namespace. */
+size_t pg_presented_ignored(const pg_presented *p, const char *image_name);
 
 #endif

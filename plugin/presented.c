@@ -29,7 +29,6 @@ struct pg_presented {
 
 /* Not in internal.h yet: how many credentials for image_name were ignored
  * because they name another namespace (for the decision's reason text). */
-size_t pg_presented_ignored(const pg_presented *p, const char *image_name);
 
 /* ------------------------------------------------------------------ freeing */
 

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+__attribute__((format(printf, 4, 0)))
 static int vfail(pg_error *err, int code, int errno_value, const char *fmt, va_list ap)
 {
     if (err) {

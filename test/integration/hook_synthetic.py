@@ -330,7 +330,7 @@ def containerd_cases(env):
     b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: good}))
     expect_deny("containerd-explicit-on-crio-bundle", env, b, cfg=cfg,
                 reason="io.kubernetes.cri.container-type")
-    cfg = env.config(runtime="crio")
+    cfg = env.config(runtime="cri-o")
     b = env.bundle(containerd_annotations("team-a", IMG_APP, pod={ANNOTATION: good}))
     expect_deny("crio-explicit-on-containerd-bundle", env, b, cfg=cfg, reason="io.container.manager")
 

@@ -132,7 +132,7 @@ START_TEST(every_key_accepts_valid_values)
 
     const char *more[] = {
         "{\"policy\":\"NeverVerify\"}", "{\"policy\":\"NeverVerifyAllowlistedImages\"}",
-        "{\"runtime\":\"crio\"}", "{\"dbus\":\"session\"}", "{\"dbus\":\"none\"}",
+        "{\"runtime\":\"cri-o\"}", "{\"dbus\":\"session\"}", "{\"dbus\":\"none\"}",
         "{\"logLevel\":\"error\"}", "{\"logLevel\":\"warning\"}", "{\"credentialTTL\":\"0\"}",
         "{\"credentialTTL\":\"90s\"}", "{\"credentialTTL\":\"1.5s\"}",
         "{\"credentialsAnnotation\":\"a.b-c.example/My_Key.1\"}", "{\"hmacKeyFile\":\"\"}",
