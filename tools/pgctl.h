@@ -45,6 +45,7 @@ extern const pgctl_command pgctl_cmd_list;
 extern const pgctl_command pgctl_cmd_show;
 extern const pgctl_command pgctl_cmd_prune;
 extern const pgctl_command pgctl_cmd_check_config;
+extern const pgctl_command pgctl_cmd_annotate;
 
 /* ------------------------------------------------------------- helpers */
 

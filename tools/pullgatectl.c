@@ -60,7 +60,7 @@ static const pgctl_command *const commands[] = {
     &pgctl_cmd_hash,         &pgctl_cmd_record_intent, &pgctl_cmd_record_pulled,
     &pgctl_cmd_record_failed, &pgctl_cmd_verify,       &pgctl_cmd_list,
     &pgctl_cmd_show,         &pgctl_cmd_prune,         &pgctl_cmd_monitor,
-    &pgctl_cmd_check_config, NULL};
+    &pgctl_cmd_check_config, &pgctl_cmd_annotate, NULL};
 
 /* A repeatable option's values, in order. */
 typedef struct value_list {

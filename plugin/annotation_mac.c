@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * HMAC-SHA-256 over credentials-annotation entries (annotation_mac.h,
+ * docs/annotation-hmac.md). The signed text is plain lines so that a producer
+ * in any language (a Go webhook, a shell script with openssl) computes the
+ * same bytes without a JSON canonicaliser.
+ */
+#include "annotation_mac.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct pg_mac_key {
+    size_t len;
+    unsigned char bytes[PG_MAC_KEY_MAX_BYTES];
+};
+
+/* ------------------------------------------------------------------ keys */
+
+int pg_mac_key_from_bytes(const void *bytes, size_t len, pg_mac_key **out, pg_error *err)
+{
+    *out = NULL;
+    if (len < PG_MAC_KEY_MIN_BYTES || len > PG_MAC_KEY_MAX_BYTES)
+        return pg_fail(err, PG_ERR_INVALID, "HMAC key: %zu bytes, must be %d to %d", len,
+                       PG_MAC_KEY_MIN_BYTES, PG_MAC_KEY_MAX_BYTES);
+    pg_mac_key *key = calloc(1, sizeof *key);
+    if (!key)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    memcpy(key->bytes, bytes, len);
+    key->len = len;
+    *out = key;
+    return PG_OK;
+}
+
+void pg_mac_key_free(pg_mac_key *key)
+{
+    if (!key)
+        return;
+    OPENSSL_cleanse(key, sizeof *key); /* the key must not outlive its use in freed memory */
+    free(key);
+}
+
+/*
+ * pg_read_file_at(PG_READ_STRICT) refuses symlinks, hard links, foreign owners
+ * and group/world-writable files, but a secret must not even be *readable* by
+ * others: a key any local user can read lets that user sign annotations.
+ * Checked on the path without following a symlink; swapping the file between
+ * this check and the read needs write access to its directory (root).
+ */
+static int check_key_permissions(const char *path, pg_error *err)
+{
+    struct stat st;
+    if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? pg_fail(err, PG_ERR_NOT_FOUND, "HMAC key file %s: not found", path)
+                               : pg_fail_errno(err, errno, "HMAC key file %s: stat", path);
+    if (S_ISREG(st.st_mode) && (st.st_mode & 077))
+        return pg_fail(err, PG_ERR_UNSAFE,
+                       "HMAC key file %s: mode %04o gives access to group or others (use 0600 or "
+                       "0400)",
+                       path, (unsigned)(st.st_mode & 07777));
+    return PG_OK;
+}
+
+int pg_mac_key_load(const char *path, pg_mac_key **out, pg_error *err)
+{
+    *out = NULL;
+    if (!path || !*path)
+        return pg_fail(err, PG_ERR_CONFIG, "hmacKeyFile: not set");
+    int rc = check_key_permissions(path, err);
+    if (rc != PG_OK)
+        return rc;
+    char *buf = NULL;
+    size_t len = 0;
+    /* One byte over the bound tells "too long" apart from "exactly the maximum". */
+    rc = pg_read_file_at(AT_FDCWD, path, PG_MAC_KEY_MAX_BYTES + 1, PG_READ_STRICT, &buf, &len,
+                         err);
+    if (rc != PG_OK) {
+        char why[PG_ERROR_MESSAGE_MAX];
+        snprintf(why, sizeof why, "%s", err ? err->message : "");
+        return pg_fail(err, rc, "HMAC key file: %s", why);
+    }
+    rc = pg_mac_key_from_bytes(buf, len, out, err);
+    OPENSSL_cleanse(buf, len);
+    free(buf);
+    return rc;
+}
+
+/* --------------------------------------------------------------- message */
+
+static int cmp_str(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "");
+}
+
+static int cmp_cred(const void *pa, const void *pb)
+{
+    const pg_mac_cred *a = pa, *b = pb;
+    int c = cmp_str(a->namespace_, b->namespace_);
+    if (!c)
+        c = cmp_str(a->name, b->name);
+    if (!c)
+        c = cmp_str(a->uid, b->uid);
+    if (!c)
+        c = cmp_str(a->hash, b->hash); /* only ties a list with duplicates: keeps it total */
+    return c;
+}
+
+/* A tab or newline inside a field would let one credential pose as two. */
+static int check_field(const char *s, const char *what, pg_error *err)
+{
+    if (s && strpbrk(s, "\t\n"))
+        return pg_fail(err, PG_ERR_INVALID, "HMAC message: %s contains a tab or newline", what);
+    return PG_OK;
+}
+
+static int check_cred(const pg_mac_cred *c, pg_error *err)
+{
+    int rc = check_field(c->namespace_, "a namespace", err);
+    if (rc == PG_OK)
+        rc = check_field(c->name, "a name", err);
+    if (rc == PG_OK)
+        rc = check_field(c->uid, "a uid", err);
+    if (rc == PG_OK)
+        rc = check_field(c->hash, "a credentialHash", err);
+    return rc;
+}
+
+/* A growing text buffer; on allocation failure it stays failed. */
+typedef struct text {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+} text;
+
+static void put(text *t, const char *s)
+{
+    size_t n = strlen(s ? s : "");
+    if (t->failed)
+        return;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = (t->len + n + 1) * 2;
+        char *nb = realloc(t->buf, cap);
+        if (!nb) {
+            t->failed = true;
+            return;
+        }
+        t->buf = nb;
+        t->cap = cap;
+    }
+    memcpy(t->buf + t->len, s ? s : "", n);
+    t->len += n;
+    t->buf[t->len] = '\0';
+}
+
+static int sorted_copy(const pg_mac_cred *in, size_t n, pg_mac_cred **out, pg_error *err)
+{
+    *out = NULL;
+    if (n == 0)
+        return PG_OK;
+    if (!(*out = malloc(n * sizeof **out)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    memcpy(*out, in, n * sizeof **out);
+    qsort(*out, n, sizeof **out, cmp_cred);
+    return PG_OK;
+}
+
+static void put_lines(text *t, const pg_mac_cred *creds, size_t n, bool secrets)
+{
+    for (size_t i = 0; i < n; i++) {
+        put(t, secrets ? "secret\t" : "sa\t");
+        put(t, creds[i].namespace_);
+        put(t, "\t");
+        put(t, creds[i].name);
+        put(t, "\t");
+        put(t, creds[i].uid);
+        if (secrets) {
+            put(t, "\t");
+            put(t, creds[i].hash);
+        }
+        put(t, "\n");
+    }
+}
+
+static int check_all(const char *namespace_, const char *image_name, const pg_mac_cred *secrets,
+                     size_t n_secrets, const pg_mac_cred *sas, size_t n_sas, pg_error *err)
+{
+    int rc = check_field(namespace_, "the namespace", err);
+    if (rc == PG_OK)
+        rc = check_field(image_name, "the image name", err);
+    for (size_t i = 0; rc == PG_OK && i < n_secrets; i++)
+        rc = check_cred(&secrets[i], err);
+    for (size_t i = 0; rc == PG_OK && i < n_sas; i++)
+        rc = check_cred(&sas[i], err);
+    return rc;
+}
+
+int pg_annotation_mac_message(const char *namespace_, const char *image_name,
+                              const pg_mac_cred *secrets, size_t n_secrets,
+                              const pg_mac_cred *sas, size_t n_sas, char **out, size_t *len,
+                              pg_error *err)
+{
+    *out = NULL;
+    int rc = check_all(namespace_, image_name, secrets, n_secrets, sas, n_sas, err);
+    pg_mac_cred *s_sorted = NULL, *sa_sorted = NULL;
+    if (rc == PG_OK)
+        rc = sorted_copy(secrets, n_secrets, &s_sorted, err);
+    if (rc == PG_OK)
+        rc = sorted_copy(sas, n_sas, &sa_sorted, err);
+    text t = {0};
+    if (rc == PG_OK) {
+        put(&t, PG_MAC_MESSAGE_HEADER);
+        put(&t, namespace_);
+        put(&t, "\n");
+        put(&t, image_name);
+        put(&t, "\n");
+        put_lines(&t, s_sorted, n_secrets, true);
+        put_lines(&t, sa_sorted, n_sas, false);
+        if (t.failed)
+            rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    }
+    free(s_sorted);
+    free(sa_sorted);
+    if (rc != PG_OK) {
+        free(t.buf);
+        return rc;
+    }
+    *out = t.buf;
+    if (len)
+        *len = t.len;
+    return PG_OK;
+}
+
+/* ------------------------------------------------------------------- MAC */
+
+static void to_hex(const unsigned char *bytes, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[bytes[i] >> 4];
+        out[2 * i + 1] = digits[bytes[i] & 0xf];
+    }
+    out[2 * n] = '\0';
+}
+
+int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len,
+                          char out[PG_MAC_HEX_LEN + 1], pg_error *err)
+{
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int mac_len = 0;
+    if (!key || !message)
+        return pg_fail(err, PG_ERR_INTERNAL, "HMAC: no key or message");
+    if (!HMAC(EVP_sha256(), key->bytes, (int)key->len, (const unsigned char *)message, len, mac,
+              &mac_len) ||
+        mac_len * 2 != PG_MAC_HEX_LEN)
+        return pg_fail(err, PG_ERR_INTERNAL, "HMAC-SHA-256 failed (OpenSSL)");
+    to_hex(mac, mac_len, out);
+    OPENSSL_cleanse(mac, sizeof mac);
+    return PG_OK;
+}
+
+/* ------------------------------------------------------- annotation entries */
+
+/* Borrowed views of a credential list; items must be objects of strings. */
+static int creds_of(const json_t *list, bool secrets, pg_mac_cred **out, size_t *n,
+                    pg_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    if (!list)
+        return PG_OK;
+    if (!json_is_array(list))
+        return pg_fail(err, PG_ERR_INVALID, "HMAC: a credential list is not an array");
+    size_t count = json_array_size(list);
+    if (count && !(*out = calloc(count, sizeof **out)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < count; i++) {
+        const json_t *item = json_array_get(list, i);
+        pg_mac_cred *c = &(*out)[i];
+        c->namespace_ = json_string_value(json_object_get(item, "namespace"));
+        c->name = json_string_value(json_object_get(item, "name"));
+        c->uid = json_string_value(json_object_get(item, "uid"));
+        /* An absent credentialHash signs as empty, the same as "" (both mean "no hash"). */
+        c->hash = secrets ? json_string_value(json_object_get(item, "credentialHash")) : NULL;
+        if (secrets && !c->hash)
+            c->hash = "";
+        if (!c->namespace_ || !c->name || !c->uid) {
+            free(*out);
+            *out = NULL;
+            return pg_fail(err, PG_ERR_INVALID, "HMAC: credential %zu lacks a string field", i);
+        }
+    }
+    *n = count;
+    return PG_OK;
+}
+
+int pg_annotation_mac_of_entry(const pg_mac_key *key, const char *namespace_,
+                               const char *image_name, const json_t *entry,
+                               char out[PG_MAC_HEX_LEN + 1], pg_error *err)
+{
+    if (!json_is_object(entry))
+        return pg_fail(err, PG_ERR_INVALID, "HMAC: entry is not an object");
+    pg_mac_cred *secrets = NULL, *sas = NULL;
+    size_t n_secrets = 0, n_sas = 0;
+    char *message = NULL;
+    size_t len = 0;
+    int rc = creds_of(json_object_get(entry, "kubernetesSecrets"), true, &secrets, &n_secrets, err);
+    if (rc == PG_OK)
+        rc = creds_of(json_object_get(entry, "kubernetesServiceAccounts"), false, &sas, &n_sas,
+                      err);
+    if (rc == PG_OK)
+        rc = pg_annotation_mac_message(namespace_, image_name, secrets, n_secrets, sas, n_sas,
+                                       &message, &len, err);
+    if (rc == PG_OK)
+        rc = pg_annotation_mac_hex(key, message, len, out, err);
+    free(message);
+    free(secrets);
+    free(sas);
+    return rc;
+}
+
+static bool is_lower_hex(const char *s, size_t n)
+{
+    if (strlen(s) != n)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+            return false;
+    return true;
+}
+
+int pg_annotation_mac_verify_entry(const pg_mac_key *key, const char *namespace_,
+                                   const char *image_name, const json_t *entry, pg_error *err)
+{
+    const json_t *given = json_object_get(entry, PG_MAC_FIELD);
+    if (!given)
+        return pg_fail(err, PG_ERR_UNSAFE, "entry for %.256s has no \"hmac\"", image_name);
+    const char *hex = json_string_value(given);
+    if (!hex || !is_lower_hex(hex, PG_MAC_HEX_LEN))
+        return pg_fail(err, PG_ERR_UNSAFE,
+                       "entry for %.256s: \"hmac\" is not 64 lowercase hex digits", image_name);
+    char expected[PG_MAC_HEX_LEN + 1];
+    int rc = pg_annotation_mac_of_entry(key, namespace_, image_name, entry, expected, err);
+    if (rc == PG_ERR_INVALID) /* unsignable content (a tab in a field): cannot be genuine */
+        return PG_ERR_UNSAFE;
+    if (rc != PG_OK)
+        return rc;
+    /* Constant time: a timing oracle must not reveal how much of a forged MAC was right. */
+    bool equal = CRYPTO_memcmp(expected, hex, PG_MAC_HEX_LEN) == 0;
+    OPENSSL_cleanse(expected, sizeof expected);
+    if (!equal)
+        return pg_fail(err, PG_ERR_UNSAFE,
+                       "entry for %.256s: \"hmac\" does not verify for namespace %.64s",
+                       image_name, namespace_ ? namespace_ : "");
+    return PG_OK;
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Namespace-bound credentials annotations (docs/annotation-hmac.md).
+ *
+ * With config hmacKeyFile set, every image entry of the credentials
+ * annotation must carry "hmac": HMAC-SHA-256 under the node key over a
+ * canonical, language-neutral text naming the pod's namespace, the image name
+ * and the entry's credentials. A copy replayed into another namespace (even
+ * with its namespace fields rewritten) does not verify there. Not installed.
+ */
+#ifndef PULLGATE_ANNOTATION_MAC_H
+#define PULLGATE_ANNOTATION_MAC_H
+
+#include "internal.h"
+
+#define PG_MAC_KEY_MIN_BYTES 32
+#define PG_MAC_KEY_MAX_BYTES 1024
+#define PG_MAC_HEX_LEN 64 /* HMAC-SHA-256, lowercase hex */
+#define PG_MAC_FIELD "hmac"
+#define PG_MAC_MESSAGE_HEADER "pullgate-annotation-v1\n"
+
+/* A loaded key; its bytes are wiped when freed. */
+typedef struct pg_mac_key pg_mac_key;
+
+/*
+ * Loads a key file: a regular file (no symlink, one link), owned by root or
+ * the effective uid, no permission bits for group or others (0600/0400),
+ * PG_MAC_KEY_MIN_BYTES..PG_MAC_KEY_MAX_BYTES bytes, used exactly as stored
+ * (no trimming: a trailing newline is part of the key).
+ */
+int pg_mac_key_load(const char *path, pg_mac_key **out, pg_error *err);
+/* A key from memory (tests, tools); same length bounds. */
+int pg_mac_key_from_bytes(const void *bytes, size_t len, pg_mac_key **out, pg_error *err);
+void pg_mac_key_free(pg_mac_key *key);
+
+/* One credential as it appears in an annotation entry; hash NULL for a service account. */
+typedef struct pg_mac_cred {
+    const char *namespace_, *name, *uid, *hash;
+} pg_mac_cred;
+
+/*
+ * The signed text: header, namespace, image name, then one line per secret
+ * "secret\t<ns>\t<name>\t<uid>\t<hash>\n" sorted by (ns, name, uid, hash), then
+ * one per service account "sa\t<ns>\t<name>\t<uid>\n" sorted by (ns, name, uid).
+ * A field containing a tab or a newline could shift the framing: refused
+ * (PG_ERR_INVALID). *out is NUL-terminated, caller frees.
+ */
+int pg_annotation_mac_message(const char *namespace_, const char *image_name,
+                              const pg_mac_cred *secrets, size_t n_secrets,
+                              const pg_mac_cred *sas, size_t n_sas, char **out, size_t *len,
+                              pg_error *err);
+
+/* Lowercase hex HMAC-SHA-256 of message under key. */
+int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len,
+                          char out[PG_MAC_HEX_LEN + 1], pg_error *err);
+
+/*
+ * The MAC of one annotation entry object (its kubernetesSecrets and
+ * kubernetesServiceAccounts as written, "hmac" ignored) for image_name (the
+ * normalised key) and namespace_. The entry must be well-formed (the strict
+ * parser's job); anything else is PG_ERR_INVALID.
+ */
+int pg_annotation_mac_of_entry(const pg_mac_key *key, const char *namespace_,
+                               const char *image_name, const json_t *entry,
+                               char out[PG_MAC_HEX_LEN + 1], pg_error *err);
+
+/*
+ * PG_OK when entry carries an "hmac" that verifies for namespace_ and
+ * image_name (compared in constant time); PG_ERR_UNSAFE with the reason when it
+ * is missing, malformed or wrong; other codes for internal failures.
+ */
+int pg_annotation_mac_verify_entry(const pg_mac_key *key, const char *namespace_,
+                                   const char *image_name, const json_t *entry, pg_error *err);
+
+#endif

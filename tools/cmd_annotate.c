@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pullgatectl annotate: prints a credentials annotation value (CONTRACT §4)
+ * for one image, signed for its namespace when an HMAC key file is given
+ * (docs/annotation-hmac.md). The MAC is computed by the same library function
+ * the verifier uses, so producer and verifier cannot drift apart.
+ */
+#include "annotation_mac.h"
+#include "pgctl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CMD "annotate"
+
+enum { OPT_NAMESPACE = 256, OPT_IMAGE, OPT_SECRET, OPT_SERVICE_ACCOUNT, OPT_HMAC_KEY_FILE };
+
+static const struct option options[] = {
+    {"namespace", required_argument, NULL, OPT_NAMESPACE},
+    {"image", required_argument, NULL, OPT_IMAGE},
+    {"secret", required_argument, NULL, OPT_SECRET},
+    {"service-account", required_argument, NULL, OPT_SERVICE_ACCOUNT},
+    {"hmac-key-file", required_argument, NULL, OPT_HMAC_KEY_FILE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+typedef struct annotate_options {
+    const char *namespace_, *image, *key_file;
+    json_t *secrets, *sas; /* arrays of annotation credential objects */
+    int help;
+} annotate_options;
+
+static void usage(void)
+{
+    puts("Usage: " PGCTL_PROG " annotate --namespace NS --image IMAGE\n"
+         "           [--secret NS/NAME/UID:HASH]... [--service-account NS/NAME/UID]...\n"
+         "           [--hmac-key-file FILE]\n"
+         "\nPrints the value of the credentials annotation for a pod in namespace NS that\n"
+         "holds the given secrets and service accounts for IMAGE (keyed by its normalised\n"
+         "name). With --hmac-key-file the entry carries \"hmac\", binding it to NS\n"
+         "(config hmacKeyFile on the nodes; see docs/annotation-hmac.md). FILE must be\n"
+         "owned by root, mode 0600 or 0400, 32 to 1024 bytes, used exactly as stored.");
+}
+
+/* Splits "A/B/C" (in place) into three non-empty parts without further '/'. */
+static int split_triple(char *s, char **a, char **b, char **c)
+{
+    char *slash1 = strchr(s, '/');
+    char *slash2 = slash1 ? strchr(slash1 + 1, '/') : NULL;
+    if (!slash2 || strchr(slash2 + 1, '/'))
+        return -1;
+    *slash1 = *slash2 = '\0';
+    *a = s;
+    *b = slash1 + 1;
+    *c = slash2 + 1;
+    return (**a && **b && **c) ? 0 : -1;
+}
+
+/* Appends a credential object; hash NULL for a service account, "" omits it. */
+static int append_cred(json_t *list, const char *ns, const char *name, const char *uid,
+                       const char *hash)
+{
+    json_t *o = json_pack("{s:s, s:s, s:s}", "namespace", ns, "name", name, "uid", uid);
+    if (o && hash && *hash && json_object_set_new(o, "credentialHash", json_string(hash)) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    if (!o || json_array_append_new(list, o) != 0) {
+        pgctl_error("out of memory");
+        return PGCTL_INTERNAL;
+    }
+    return PGCTL_OK;
+}
+
+static int add_secret(annotate_options *o, char *arg)
+{
+    char *colon = strrchr(arg, ':');
+    const char *hash = "";
+    if (colon) {
+        *colon = '\0';
+        hash = colon + 1;
+    }
+    if (*hash && !pgctl_is_hash(hash))
+        return pgctl_usage_error(CMD, "--secret: HASH must be 64 lowercase hex digits or empty, "
+                                      "not \"%.80s\"", hash);
+    char *ns, *name, *uid;
+    if (split_triple(arg, &ns, &name, &uid) != 0)
+        return pgctl_usage_error(CMD, "--secret: expected NS/NAME/UID:HASH");
+    return append_cred(o->secrets, ns, name, uid, hash);
+}
+
+static int add_service_account(annotate_options *o, char *arg)
+{
+    char *ns, *name, *uid;
+    if (split_triple(arg, &ns, &name, &uid) != 0)
+        return pgctl_usage_error(CMD, "--service-account: expected NS/NAME/UID");
+    return append_cred(o->sas, ns, name, uid, NULL);
+}
+
+static int parse_option(annotate_options *o, int c, char **argv)
+{
+    switch (c) {
+    case OPT_NAMESPACE: o->namespace_ = optarg; return PGCTL_OK;
+    case OPT_IMAGE: o->image = optarg; return PGCTL_OK;
+    case OPT_HMAC_KEY_FILE: o->key_file = optarg; return PGCTL_OK;
+    case OPT_SECRET: return add_secret(o, optarg);
+    case OPT_SERVICE_ACCOUNT: return add_service_account(o, optarg);
+    case 'h': o->help = 1; return PGCTL_OK;
+    default: return pgctl_option_error(CMD, c, argv);
+    }
+}
+
+/* A credential of another namespace would be ignored by every verifier: a producer bug. */
+static int check_namespaces(const annotate_options *o)
+{
+    const json_t *lists[] = {o->secrets, o->sas};
+    for (size_t l = 0; l < 2; l++) {
+        size_t i;
+        json_t *item;
+        json_array_foreach(lists[l], i, item)
+        {
+            const char *ns = json_string_value(json_object_get(item, "namespace"));
+            if (strcmp(ns, o->namespace_) != 0)
+                return pgctl_usage_error(CMD, "credential namespace \"%.64s\" is not --namespace "
+                                              "\"%.64s\" (a pod can only use its own)",
+                                         ns, o->namespace_);
+        }
+    }
+    return PGCTL_OK;
+}
+
+static int parse_options(int argc, char **argv, annotate_options *o)
+{
+    pgctl_getopt_reset();
+    int c, status;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1)
+        if ((status = parse_option(o, c, argv)) != PGCTL_OK)
+            return status;
+    if ((status = pgctl_no_operands(CMD, argc, argv)) != PGCTL_OK || o->help)
+        return status;
+    if (!o->namespace_ || !*o->namespace_)
+        return pgctl_usage_error(CMD, "--namespace NS is required");
+    if (!o->image || !*o->image)
+        return pgctl_usage_error(CMD, "--image IMAGE is required");
+    return check_namespaces(o);
+}
+
+static int sign_entry(const annotate_options *o, const char *name, json_t *entry)
+{
+    pg_error err;
+    pg_error_clear(&err);
+    pg_mac_key *key = NULL;
+    char mac[PG_MAC_HEX_LEN + 1];
+    if (pg_mac_key_load(o->key_file, &key, &err) != PG_OK)
+        return pgctl_fail(&err, "cannot load the HMAC key");
+    int rc = pg_annotation_mac_of_entry(key, o->namespace_, name, entry, mac, &err);
+    pg_mac_key_free(key);
+    if (rc != PG_OK)
+        return pgctl_fail(&err, "cannot sign the annotation");
+    if (json_object_set_new(entry, PG_MAC_FIELD, json_string(mac)) != 0) {
+        pgctl_error("out of memory");
+        return PGCTL_INTERNAL;
+    }
+    return PGCTL_OK;
+}
+
+static int print_annotation(const annotate_options *o)
+{
+    pg_error err;
+    pg_error_clear(&err);
+    char *name = pg_image_name(o->image, &err);
+    if (!name)
+        return pgctl_fail(&err, "--image");
+    json_t *entry = json_pack("{s:O, s:O}", "kubernetesSecrets", o->secrets,
+                              "kubernetesServiceAccounts", o->sas);
+    int status = entry ? PGCTL_OK : PGCTL_INTERNAL;
+    if (status == PGCTL_OK && o->key_file)
+        status = sign_entry(o, name, entry);
+    if (status == PGCTL_OK)
+        status = pgctl_print_json(json_pack("{s:O}", name, entry), 0);
+    else if (!entry)
+        pgctl_error("out of memory");
+    json_decref(entry);
+    pg_free(name);
+    return status;
+}
+
+static int run_annotate(const pg_config *cfg, int argc, char **argv)
+{
+    (void)cfg;
+    annotate_options o = {.secrets = json_array(), .sas = json_array()};
+    int status = PGCTL_OK;
+    if (!o.secrets || !o.sas) {
+        pgctl_error("out of memory");
+        status = PGCTL_INTERNAL;
+    } else if ((status = parse_options(argc, argv, &o)) == PGCTL_OK) {
+        if (o.help)
+            usage();
+        else
+            status = print_annotation(&o);
+    }
+    json_decref(o.secrets);
+    json_decref(o.sas);
+    return status;
+}
+
+const pgctl_command pgctl_cmd_annotate = {
+    CMD, "print a (signed) credentials annotation for a pod", options, 0, run_annotate};
