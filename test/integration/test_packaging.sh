@@ -194,8 +194,11 @@ else
     pg_expect_fail "AlwaysVerify: container without credentials is denied" \
         pg_podman_run_as_tenant "$NS" "" "$IMAGE"
     pg_expect_contains "denial names pullgate" "$PG_OUT" "pullgate: denied container"
-    pg_expect_fail "AlwaysVerify: another namespace's pod with the same credentials is denied" \
-        pg_podman_run_as_tenant team-b "$(pg_creds_json "$IMAGE" team-b regcred "$UID_A" "$HASH")" "$IMAGE"
+    pg_expect_fail "AlwaysVerify: a team-b pod presenting team-a's secret is denied" \
+        pg_podman_run_as_tenant team-b "$(pg_creds_json "$IMAGE" "$NS" regcred "$UID_A" "$HASH")" "$IMAGE"
+    WRONG="$(pg_cred_hash alice wrong-password)" || pg_fail "pullgatectl hash"
+    pg_expect_fail "AlwaysVerify: other credentials are denied" \
+        pg_podman_run_as_tenant "$NS" "$(pg_creds_json "$IMAGE" "$NS" other "$(cat /proc/sys/kernel/random/uuid)" "$WRONG")" "$IMAGE"
     pg_expect_ok "AlwaysVerify: container with the recorded credentials runs" \
         pg_podman_run_as_tenant "$NS" "$(pg_creds_json "$IMAGE" "$NS" regcred "$UID_A" "$HASH")" "$IMAGE"
     pg_expect_contains "container output" "$PG_OUT" "pkgtest-ok"
