@@ -160,7 +160,7 @@ if ! VERSION="$(cri version 2>&1)"; then
     pg_skip "containerd's CRI plugin did not come up on this machine (log above)"
 fi
 pg_log "containerd up (pid $CD_PID): $VERSION"
-show_log() { tail -n "${1:-20}" "$CD_DIR/containerd.log" | sed 's/^/  containerd | /' >&2; }
+show_log() { tail -n 20 "$CD_DIR/containerd.log" | sed 's/^/  containerd | /' >&2; }
 
 ctr_ images import --base-name pullgate.test/pause --digests "$CD_DIR/pause.tar" >&2 ||
     { show_log; pg_fail "ctr images import (sandbox image)"; }

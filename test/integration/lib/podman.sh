@@ -16,6 +16,7 @@
 #                                      podman run with the CRI-O annotations; $PG_HOOKS_DIR must be set
 #
 # Requires lib/common.sh.
+# shellcheck disable=SC2034  # PG_* variables are read by the sourcing scripts
 
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"

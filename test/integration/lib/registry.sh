@@ -11,6 +11,7 @@
 #   pg_image_archive LAYOUT TAG OUT   an oci-archive (for `podman load`, `ctr images import`)
 #
 # Requires lib/common.sh.
+# shellcheck disable=SC2034  # PG_* variables are read by the sourcing scripts
 
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
