@@ -44,7 +44,9 @@ pg_on_exit() { PG_CLEANUPS+=("$1"); }
 
 pg__run_cleanups() {
     local rc=$? i
-    trap - EXIT INT TERM HUP
+    # Finish cleaning up even if interrupted again (ctest, Ctrl-C twice).
+    trap - EXIT
+    trap '' INT TERM HUP
     set +e
     for ((i = ${#PG_CLEANUPS[@]} - 1; i >= 0; i--)); do
         eval "${PG_CLEANUPS[i]}" >/dev/null 2>&1 </dev/null
