@@ -72,4 +72,13 @@ int pg_annotation_mac_of_entry(const pg_mac_key *key, const char *namespace_,
 int pg_annotation_mac_verify_entry(const pg_mac_key *key, const char *namespace_,
                                    const char *image_name, const json_t *entry, pg_error *err);
 
+/* ------------------------------------------------------- presented.c */
+
+/* pg_presented_parse, with every entry's "hmac" checked against key (NULL: not checked);
+ * an entry that does not verify for pod_namespace presents no credentials. */
+int pg_presented_parse_keyed(const char *json, size_t len, const char *pod_namespace,
+                             const pg_mac_key *key, pg_presented **out, pg_error *err);
+/* Entries for image_name dropped because their "hmac" did not verify. */
+size_t pg_presented_rejected(const pg_presented *p, const char *image_name);
+
 #endif

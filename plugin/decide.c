@@ -5,6 +5,7 @@
  * The default outcome is deny; anything unexpected (a NULL, an unparsable
  * image or annotation, a store error) settles as a deny, never as an allow.
  */
+#include "annotation_mac.h"
 #include "internal.h"
 
 #include <inttypes.h>
@@ -134,7 +135,14 @@ static bool step_annotation(decide_ctx *c)
     if (!json || !*json)
         return false;
     pg_error err = {0};
-    if (pg_presented_parse(json, strlen(json), c->namespace_, &c->presented, &err) == PG_OK)
+    pg_mac_key *key = NULL;
+    const char *key_file = pg_config_hmac_key_file(c->cfg);
+    /* Namespace-bound annotations (docs/annotation-hmac.md): no usable key, no decision. */
+    if (key_file && *key_file && pg_mac_key_load(key_file, &key, &err) != PG_OK)
+        return settle(c, 0, PG_REASON_CONFIG_ERROR, "hmacKeyFile: %s", err.message);
+    int rc = pg_presented_parse_keyed(json, strlen(json), c->namespace_, key, &c->presented, &err);
+    pg_mac_key_free(key);
+    if (rc == PG_OK)
         return false;
     return settle(c, 0, PG_REASON_BAD_ANNOTATION, "bad credentials annotation: %s", err.message);
 }
@@ -325,6 +333,19 @@ static bool step_service_account(decide_ctx *c)
                               sa->namespace_, sa->name);
 }
 
+/* Entries for the image existed but were not signed for this namespace: say so. */
+static bool step_signature_rejected(decide_ctx *c)
+{
+    size_t rejected = pg_presented_rejected(c->presented, c->name);
+    if (!rejected)
+        return false;
+    return settle(c, 0, PG_REASON_ANNOTATION_SIGNATURE,
+                  "the credentials annotation for %.256s failed its HMAC signature check for "
+                  "namespace %.64s (%zu entr%s rejected: unsigned, tampered or replayed from "
+                  "another namespace)",
+                  c->name, or_unknown(c->namespace_), rejected, rejected == 1 ? "y" : "ies");
+}
+
 static bool step_no_match(decide_ctx *c)
 {
     const pg_rec_secret *ps;
@@ -349,7 +370,7 @@ static const decide_step steps[] = {
     step_request,      step_never_verify,  step_parse_image, step_pinned,
     step_annotation,   step_allowlisted,   step_image_ref_known,
     step_load_record,  step_preloaded,     step_mapping,     step_node_accessible,
-    step_secret,       step_service_account, step_no_match,
+    step_secret,       step_service_account, step_signature_rejected, step_no_match,
 };
 
 static void decide_cleanup(decide_ctx *c)

@@ -8,6 +8,7 @@
  * credential outside the pod's namespace dropped: a pod can only use secrets
  * and service accounts of its own namespace.
  */
+#include "annotation_mac.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -20,6 +21,7 @@ typedef struct pres_entry {
     pg_rec_sa *sas;
     size_t n_sas;
     size_t n_ignored; /* credentials dropped for naming another namespace */
+    size_t n_rejected; /* entries dropped because their "hmac" did not verify */
 } pres_entry;
 
 struct pg_presented {
@@ -207,10 +209,46 @@ static int normalise_key(const char *key, char **name_out, pg_error *err)
     return rc;
 }
 
-static int parse_entry(const char *key, const json_t *val, const char *pod_namespace,
-                       pres_entry *e, pg_error *err)
+/* Forgets an entry's credentials (its name stays, for the folding and the reason text). */
+static void drop_credentials(pres_entry *e)
 {
-    static const char *const allowed[] = {"kubernetesSecrets", "kubernetesServiceAccounts", NULL};
+    for (size_t i = 0; i < e->n_secrets; i++)
+        free_secret(&e->secrets[i]);
+    for (size_t i = 0; i < e->n_sas; i++)
+        free_sa(&e->sas[i]);
+    free(e->secrets);
+    free(e->sas);
+    e->secrets = NULL;
+    e->sas = NULL;
+    e->n_secrets = e->n_sas = 0;
+}
+
+/*
+ * With an HMAC key (config hmacKeyFile) an entry counts only if its "hmac"
+ * verifies for the pod's namespace (docs/annotation-hmac.md): a copy replayed
+ * into another namespace then presents nothing. Verified per entry, before
+ * entries with equal normalised names are folded together.
+ */
+static int check_mac(const json_t *val, const char *pod_namespace, const pg_mac_key *key,
+                     pres_entry *e, pg_error *err)
+{
+    if (!key)
+        return PG_OK;
+    pg_error why = {0};
+    int rc = pg_annotation_mac_verify_entry(key, pod_namespace, e->image_name, val, &why);
+    if (rc == PG_ERR_UNSAFE) {
+        drop_credentials(e);
+        e->n_rejected++;
+        return PG_OK;
+    }
+    return rc == PG_OK ? PG_OK : pg_fail(err, rc, "annotation: %s", why.message);
+}
+
+static int parse_entry(const char *key, const json_t *val, const char *pod_namespace,
+                       const pg_mac_key *mac_key, pres_entry *e, pg_error *err)
+{
+    static const char *const allowed[] = {"kubernetesSecrets", "kubernetesServiceAccounts",
+                                          PG_MAC_FIELD, NULL};
     char what[320];
     snprintf(what, sizeof what, "annotation: \"%.256s\"", key);
     if (!json_is_object(val))
@@ -224,6 +262,11 @@ static int parse_entry(const char *key, const json_t *val, const char *pod_names
     if (rc == PG_OK)
         rc = parse_list(json_object_get(val, "kubernetesServiceAccounts"),
                         "kubernetesServiceAccounts", key, pod_namespace, e, err);
+    const char *mac;
+    if (rc == PG_OK) /* optional; its value is judged only when a key is configured */
+        rc = get_string(val, PG_MAC_FIELD, what, false, &mac, err);
+    if (rc == PG_OK)
+        rc = check_mac(val, pod_namespace, mac_key, e, err);
     return rc;
 }
 
@@ -266,6 +309,7 @@ static int merge_entry(pres_entry *into, pres_entry *from, pg_error *err)
     from->sas = NULL;
     from->n_sas = 0;
     into->n_ignored += from->n_ignored;
+    into->n_rejected += from->n_rejected;
     return PG_OK;
 }
 
@@ -294,8 +338,8 @@ static int sort_and_fold(pg_presented *p, pg_error *err)
     return PG_OK;
 }
 
-static int parse_root(const json_t *root, const char *pod_namespace, pg_presented *p,
-                      pg_error *err)
+static int parse_root(const json_t *root, const char *pod_namespace, const pg_mac_key *mac_key,
+                      pg_presented *p, pg_error *err)
 {
     if (!json_is_object(root))
         return pg_fail(err, PG_ERR_INVALID, "annotation: expected a JSON object");
@@ -308,7 +352,7 @@ static int parse_root(const json_t *root, const char *pod_namespace, pg_presente
     {
         /* Count first so a failing entry is still freed with p. */
         pres_entry *e = &p->entries[p->n++];
-        int rc = parse_entry(key, val, pod_namespace, e, err);
+        int rc = parse_entry(key, val, pod_namespace, mac_key, e, err);
         if (rc != PG_OK)
             return rc;
     }
@@ -317,6 +361,12 @@ static int parse_root(const json_t *root, const char *pod_namespace, pg_presente
 
 int pg_presented_parse(const char *json, size_t len, const char *pod_namespace,
                        pg_presented **out, pg_error *err)
+{
+    return pg_presented_parse_keyed(json, len, pod_namespace, NULL, out, err);
+}
+
+int pg_presented_parse_keyed(const char *json, size_t len, const char *pod_namespace,
+                             const pg_mac_key *mac_key, pg_presented **out, pg_error *err)
 {
     *out = NULL;
     if (!json)
@@ -331,7 +381,7 @@ int pg_presented_parse(const char *json, size_t len, const char *pod_namespace,
     int rc = p ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
     /* No namespace: nothing can be in "the pod's namespace"; every entry is dropped. */
     if (rc == PG_OK)
-        rc = parse_root(root, pod_namespace ? pod_namespace : "", p, err);
+        rc = parse_root(root, pod_namespace ? pod_namespace : "", mac_key, p, err);
     json_decref(root);
     if (rc != PG_OK) {
         pg_presented_free(p);
@@ -370,4 +420,10 @@ size_t pg_presented_ignored(const pg_presented *p, const char *image_name)
 {
     const pres_entry *e = find_entry(p, image_name);
     return e ? e->n_ignored : 0;
+}
+
+size_t pg_presented_rejected(const pg_presented *p, const char *image_name)
+{
+    const pres_entry *e = find_entry(p, image_name);
+    return e ? e->n_rejected : 0;
 }
