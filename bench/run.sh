@@ -185,6 +185,10 @@ podman_row() {
     printf '{"stateDir":"%s","readOnlyRecordDirs":[],"dbus":"none"}\n' "$store" >"$pd/pullgate.json"
     printf '{"version":"1.0.0","hook":{"path":"%s","args":["pullgate-hook","--config","%s"]},"when":{"always":true},"stages":["prestart"]}\n' \
         "$hook" "$pd/pullgate.json" >"$pd/hooks/pullgate.json"
+    # Third side: the same hooks.d machinery running the no-op hook (the floor of any hook).
+    mkdir -p "$pd/noophooks"
+    printf '{"version":"1.0.0","hook":{"path":"%s","args":["noop_hook"]},"when":{"always":true},"stages":["prestart"]}\n' \
+        "$bin/noop_hook" >"$pd/noophooks/noop.json"
     # The container carries CRI-O's annotations, so the hook takes the full decision path.
     local ann=(--annotation io.container.manager=cri-o
         --annotation io.kubernetes.cri-o.ContainerType=container
@@ -202,10 +206,10 @@ podman_row() {
         return
     fi
     log "podman run, $PODMAN_RUNS runs per side, interleaved"
-    : >"$pd/with.txt"; : >"$pd/without.txt"
+    : >"$pd/with.txt"; : >"$pd/without.txt"; : >"$pd/noop.txt"
     for ((k = 0; k < PODMAN_RUNS; k++)); do
-        for side in without with; do
-            local hd=$pd/nohooks; [ $side = with ] && hd=$pd/hooks
+        for side in without with noop; do
+            local hd=$pd/nohooks; [ $side = with ] && hd=$pd/hooks; [ $side = noop ] && hd=$pd/noophooks
             local t0 t1; t0=$(date +%s%N)
             "${P[@]}" --hooks-dir "$hd" "${run[@]}" >/dev/null
             t1=$(date +%s%N)
@@ -213,10 +217,13 @@ podman_row() {
         done
     done
     med() { sort -n "$1" | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
-    local w wo; w=$(med "$pd/with.txt") wo=$(med "$pd/without.txt")
+    local w wo wn; w=$(med "$pd/with.txt") wo=$(med "$pd/without.txt") wn=$(med "$pd/noop.txt")
     local r; r=$(ratio "$w" "$wo")
     row "podman run, with vs without the hook: median" "$(awk -v v="$w" 'BEGIN{printf "%.1f ms", v/1000}')" \
         "$(awk -v v="$wo" 'BEGIN{printf "without hook %.1f ms", v/1000}')" "${r}×" "≤ 1.02×" "$(met "$r" le 1.02)"
+    r=$(ratio "$w" "$wn")
+    row "podman run, pullgate-hook vs no-op hook: median" "$(awk -v v="$w" 'BEGIN{printf "%.1f ms", v/1000}')" \
+        "$(awk -v v="$wn" 'BEGIN{printf "no-op hook %.1f ms", v/1000}')" "${r}×" "(info: hooks.d floor)" "—"
     "${P[@]}" rmi -f localhost/pullgate-bench-bb:latest >/dev/null 2>&1 || true
     "${P[@]}" system reset -f >/dev/null 2>&1 || true
 }
