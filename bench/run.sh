@@ -157,10 +157,10 @@ raw2=$(printf '%s\n' "$out" | grep '^raw2 ')
 r=$(ratio "$(kv "$lib" per_s)" "$(kv "$raw1" per_s)")
 row "durable record write, new image (pg_store_record_pulled)" "$(kv "$lib" per_s)/s" \
     "raw write+fsync+rename+dir fsync $(kv "$raw1" per_s)/s" "${r}×" "≥ 0.8×" "$(met "$r" ge 0.8)"
-rp=$(printf '%s\n' "$out" | grep '^lib_repull ')
-r=$(ratio "$(kv "$rp" per_s)" "$(kv "$raw1" per_s)")
+rp=$(printf '%s\n' "$out" | grep '^lib_repull ') raw1r=$(printf '%s\n' "$out" | grep '^raw1r ')
+r=$(ratio "$(kv "$rp" per_s)" "$(kv "$raw1r" per_s)")
 row "durable record write, re-pull (index unchanged)" "$(kv "$rp" per_s)/s" \
-    "raw write+fsync+rename+dir fsync $(kv "$raw1" per_s)/s" "${r}×" "≥ 0.8×" "$(met "$r" ge 0.8)"
+    "raw, replacing one file $(kv "$raw1r" per_s)/s" "${r}×" "≥ 0.8×" "$(met "$r" ge 0.8)"
 r=$(ratio "$(kv "$lib" per_s)" "$(kv "$raw2" per_s)")
 row "durable record write (new image) vs raw record + index (2 files)" "$(kv "$lib" per_s)/s" \
     "raw ×2 files $(kv "$raw2" per_s)/s" "${r}×" "(info)" "—"

@@ -8,6 +8,8 @@
  *   raw1  temp file + write + fsync + rename + fsync(dir)   (one file)
  *   raw2  the same for two files in two directories (record + an index entry:
  *         the minimum for what record_pulled keeps durable), one after the other
+ *   raw1r raw1 replacing one existing file every time (the baseline of a re-pull,
+ *         whose rename also replaces the old record and frees its inode)
  *   raw2b the two files batched: write both, fsync both, rename both, fsync both
  *         directories (on ext4/xfs the second fsync of each pair finds its
  *         changes already committed by the first journal commit)
@@ -96,6 +98,7 @@ int main(int argc, char **argv)
     int raw1 = mkdir_fd(dir, "raw1");
     int raw2a = mkdir_fd(dir, "raw2a");
     int raw2b = mkdir_fd(dir, "raw2b");
+    int raw1r = mkdir_fd(dir, "raw1r");
     int raw3a = mkdir_fd(dir, "raw3a");
     int raw3b = mkdir_fd(dir, "raw3b");
     size_t len = bench_record_size(0);
@@ -103,7 +106,7 @@ int main(int argc, char **argv)
     memset(data, 'x', len);
     const char *index_entry = "{\"image\":\"registry.example.com/team-0/app-0:v1\",\"imageRef\":"
                               "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}";
-    uint64_t t_lib = 0, t_raw1 = 0, t_raw2 = 0, t_raw2b = 0, t_repull = 0;
+    uint64_t t_lib = 0, t_raw1 = 0, t_raw2 = 0, t_raw2b = 0, t_repull = 0, t_raw1r = 0;
     for (size_t base = 0; base < n; base += 10) {
         size_t end = base + 10 < n ? base + 10 : n;
         uint64_t t0 = bench_now_ns();
@@ -164,6 +167,13 @@ int main(int argc, char **argv)
             }
         }
         uint64_t t5 = bench_now_ns();
+        for (size_t i = base; i < end; i++)
+            if (raw_write(raw1r, "sha256-same", data, len) != 0) {
+                perror("write_bench: raw1r");
+                return 1;
+            }
+        uint64_t t6 = bench_now_ns();
+        t_raw1r += t6 - t5;
         t_repull += t5 - t4;
         t_raw2b += t4 - t3;
         t_lib += t1 - t0;
@@ -179,6 +189,8 @@ int main(int argc, char **argv)
            (double)t_raw2 / 1e3 / (double)n);
     printf("lib_repull calls=%zu per_s=%.1f mean_us=%.1f\n", n, (double)n * 1e9 / (double)t_repull,
            (double)t_repull / 1e3 / (double)n);
+    printf("raw1r calls=%zu per_s=%.1f mean_us=%.1f\n", n, (double)n * 1e9 / (double)t_raw1r,
+           (double)t_raw1r / 1e3 / (double)n);
     printf("raw2b calls=%zu per_s=%.1f mean_us=%.1f\n", n, (double)n * 1e9 / (double)t_raw2b,
            (double)t_raw2b / 1e3 / (double)n);
     pg_store_free(st);
