@@ -38,7 +38,7 @@ int pg_record_file_name(const char *s, char out[7 + PG_HASH_HEX_LEN + 1], pg_err
 typedef enum pg_read_flags {
     PG_READ_CHECK_OWNER = 1, /* owner must be root or the effective uid */
     PG_READ_CHECK_MODE = 2,  /* not writable by group or others */
-    PG_READ_SINGLE_LINK = 4  /* st_nlink == 1 (no hard-link aliasing) */
+    PG_READ_SINGLE_LINK = 4  /* st_nlink <= 1 (no hard-link aliasing) */
 } pg_read_flags;
 #define PG_READ_STRICT (PG_READ_CHECK_OWNER | PG_READ_CHECK_MODE | PG_READ_SINGLE_LINK)
 

@@ -111,7 +111,10 @@ static int check_stat(const struct stat *st, const char *name, int flags, pg_err
     if ((flags & PG_READ_CHECK_MODE) && (st->st_mode & (S_IWGRP | S_IWOTH)))
         return pg_fail(err, PG_ERR_UNSAFE, "%s: writable by group or others (mode %04o)", name,
                        (unsigned)(st->st_mode & 07777));
-    if ((flags & PG_READ_SINGLE_LINK) && st->st_nlink != 1)
+    /* 0 links is fine: a writer renamed a new version over the file after we
+     * opened it, and what we read is the complete previous version. Only a
+     * second name (a hard link from elsewhere) is an aliasing attack. */
+    if ((flags & PG_READ_SINGLE_LINK) && st->st_nlink > 1)
         return pg_fail(err, PG_ERR_UNSAFE, "%s: has %lu hard links", name,
                        (unsigned long)st->st_nlink);
     return PG_OK;

@@ -93,8 +93,6 @@ INSTALLED=(
     /usr/share/man/man8/pullgatectl.8.gz /usr/share/man/man8/pullgate-hook.8.gz
     /usr/share/man/man5/pullgate.json.5.gz
     /usr/share/dbus-1/interfaces/dev.pullgate.PullGate1.xml
-/usr/share/licenses/pullgate-1.0.0
-/usr/share/licenses/pullgate-1.0.0/LICENSE
     "$LIBDIR/libpullgate.so.1.0.0" "$LIBDIR/libpullgate.so.1" "$LIBDIR/libpullgate.so"
     /usr/include/pullgate/pullgate.h "$LIBDIR/pkgconfig/pullgate.pc"
     "$LIBDIR/cmake/Pullgate/PullgateConfig.cmake"
@@ -267,6 +265,8 @@ $tmpfilesdir/pullgate.conf
 /usr/share/containers/oci/hooks.d
 /usr/share/containers/oci/hooks.d/pullgate.json
 /usr/share/dbus-1/interfaces/dev.pullgate.PullGate1.xml
+/usr/share/licenses/pullgate-1.0.0
+/usr/share/licenses/pullgate-1.0.0/LICENSE
 /usr/share/man/man5/pullgate.json.5
 /usr/share/man/man8/pullgate-hook.8
 /usr/share/man/man8/pullgatectl.8
