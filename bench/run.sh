@@ -10,7 +10,7 @@
 #   DECIDE_CALLS=20000   pg_decide calls per measurement
 #   SCALE_COUNTS="1000 10000 100000"  decision/prune scaling points
 #   WRITE_CALLS=100      durable writes per side
-#   PODMAN_RUNS=20       podman runs per side (0 skips; skipped without podman/runc)
+#   PODMAN_RUNS=40       podman runs per side (0 skips; skipped without podman/runc)
 #   BIG_SECRETS=1000     secrets in the one-big-record bench
 #   BENCH_WORK=DIR       scratch directory (default: a new /tmp/pullgate-bench.XXXX, removed)
 #   BUILD_DIR=DIR        build directory (default: <repo>/build-bench)
@@ -25,7 +25,7 @@ HOOK_COUNTS=${HOOK_COUNTS:-"10000 100000"}
 DECIDE_CALLS=${DECIDE_CALLS:-20000}
 SCALE_COUNTS=${SCALE_COUNTS:-"1000 10000 100000"}
 WRITE_CALLS=${WRITE_CALLS:-100}
-PODMAN_RUNS=${PODMAN_RUNS:-20}
+PODMAN_RUNS=${PODMAN_RUNS:-40}
 BIG_SECRETS=${BIG_SECRETS:-1000}
 JOBS=${JOBS:-2}
 
