@@ -168,12 +168,10 @@ static pg_store *open_store(const pg_config *cfg, pg_error *err)
     return pg_store_open_readonly(cfg, err);
 }
 
+/* A probe only: pg_decide reads and checks the record, once. */
 static int has_record(const pg_store *store, const char *image_ref)
 {
-    pg_record *rec = NULL;
-    int rc = pg_store_get(store, image_ref, &rec, NULL);
-    pg_record_free(rec);
-    return rc != PG_ERR_NOT_FOUND;
+    return pg_store_record_exists(store, image_ref);
 }
 
 /*

@@ -116,6 +116,9 @@ pg_record *pg_record_new(const char *image_ref, pg_error *err);
 
 /* ------------------------------------------------------------ store.c */
 
+/* 1 if a pulled record file for image_ref exists in any directory (a probe:
+ * not read or parsed; an entry that cannot be stat'ed also counts), else 0. */
+int pg_store_record_exists(const pg_store *store, const char *image_ref);
 /* 1 if an intent file for image exists in any directory, 0 if not, or -code. */
 int pg_store_intent_exists(const pg_store *store, const char *image, pg_error *err);
 

@@ -535,6 +535,23 @@ PG_API int pg_store_get(const pg_store *store, const char *image_ref, pg_record 
     return pg_fail(err, PG_ERR_NOT_FOUND, "no pulled record for \"%.200s\"", image_ref);
 }
 
+/* 1 if some directory has a pulled/<hash(image_ref)> entry (not parsed), else 0. */
+int pg_store_record_exists(const pg_store *store, const char *image_ref)
+{
+    file_name name;
+    if (!store || check_input("imageRef", image_ref, NULL) != PG_OK ||
+        pg_record_file_name(image_ref, name, NULL) != PG_OK)
+        return 0;
+    for (size_t i = 0; i < store->n_dirs; i++) {
+        char path[sizeof SUB_PULLED + FILE_NAME_LEN + 1];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", SUB_PULLED, name);
+        if (fstatat(store->dirs[i].fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+            return 1; /* present, or unreadable: pg_decide reads it and fails closed */
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ intents */
 
 /*
