@@ -69,6 +69,7 @@ typedef char file_name[FILE_NAME_LEN + 1];
 typedef struct record_dir {
     char *path;
     int fd;
+    int pulled_fd; /* pulled/, opened and checked at store open; -1: open per lookup */
 } record_dir;
 
 struct pg_store {
@@ -239,7 +240,7 @@ static int add_dir(pg_store *s, const char *path, bool optional, pg_error *err)
         close(fd);
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
-    s->dirs[s->n_dirs++] = (record_dir){copy, fd};
+    s->dirs[s->n_dirs++] = (record_dir){copy, fd, -1};
     return PG_OK;
 }
 
@@ -252,6 +253,8 @@ PG_API void pg_store_free(pg_store *store)
     for (size_t i = 0; i < store->n_dirs; i++) {
         free(store->dirs[i].path);
         close(store->dirs[i].fd);
+        if (store->dirs[i].pulled_fd >= 0)
+            close(store->dirs[i].pulled_fd);
     }
     free(store->dirs);
     free(store->api_version);
@@ -325,6 +328,18 @@ static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
     return rc;
 }
 
+/*
+ * Lookups (pg_store_get, i.e. every decision) read pulled/ through a
+ * descriptor opened and checked once here, saving an openat + fstat + close
+ * per lookup. A pulled/ that is missing now is still opened per lookup.
+ */
+static void open_pulled_fds(pg_store *s)
+{
+    for (size_t i = 0; i < s->n_dirs; i++)
+        if (open_subdir(&s->dirs[i], SUB_PULLED, &s->dirs[i].pulled_fd, NULL) != PG_OK)
+            s->dirs[i].pulled_fd = -1;
+}
+
 PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_error *err)
 {
     pg_store *s = store_new(cfg, notifier, err);
@@ -335,6 +350,7 @@ PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_e
         pg_store_free(s);
         return NULL;
     }
+    open_pulled_fds(s);
     return s;
 }
 
@@ -345,6 +361,8 @@ PG_API pg_store *pg_store_open_readonly(const pg_config *cfg, pg_error *err)
         pg_store_free(s);
         return NULL;
     }
+    if (s)
+        open_pulled_fds(s);
     return s;
 }
 
@@ -508,6 +526,8 @@ static int read_record_at(int pulled_fd, const record_dir *d, const char *name,
 
 static int get_from_dir(const record_dir *d, const char *name, pg_record **out, pg_error *err)
 {
+    if (d->pulled_fd >= 0)
+        return read_record_at(d->pulled_fd, d, name, out, err);
     int fd;
     int rc = open_subdir(d, SUB_PULLED, &fd, err);
     if (rc != PG_OK)
