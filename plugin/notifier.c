@@ -41,9 +41,8 @@
  * bus cannot raise SIGPIPE anyway. Each notifier has its own private
  * connection and a mutex serialising its use.
  */
-#include "internal.h"
+#include "dbus_shim.h" /* libdbus through dlopen: see dbus_shim.h */
 
-#include <dbus/dbus.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -78,6 +77,7 @@ struct pg_notifier {
     char *address; /* resolved D-Bus address (possibly several entries) */
     int timeout_ms;
     DBusConnection *conn; /* private connection, NULL until connected */
+    bool dbus_loaded;     /* libdbus is loaded (set at creation, then immutable) */
     char error[PG_NOTIFIER_ERROR_MAX];
 };
 
@@ -601,8 +601,8 @@ static DBusMessage *new_string_signal(const char *member, const char *const *arg
 static void notify_strings(pg_notifier *n, const char *member, const char *const *args,
                            size_t n_args)
 {
-    if (!n)
-        return;
+    if (!n || !n->dbus_loaded)
+        return; /* bus "none", or no libdbus: nothing to build a message with */
     int64_t deadline = monotonic_ms() + n->timeout_ms;
     DBusMessage *msg = new_string_signal(member, args, n_args);
     if (!msg)
@@ -631,6 +631,14 @@ PG_API pg_notifier *pg_notifier_new(const char *bus, int timeout_ms, pg_error *e
         n->state = NOTIFIER_OFF;
         return n;
     }
+    pg_error load_err = {0};
+    if (pg_dbus_load(&load_err) != PG_OK) {
+        /* No libdbus on this host: a notifier that drops signals, as for an unusable bus. */
+        set_error(n, "%s", load_err.message);
+        n->state = NOTIFIER_DEAD;
+        return n;
+    }
+    n->dbus_loaded = true;
     n->address = resolve_bus_address(n, bus);
     if (!n->address && !n->error[0]) {
         pg_notifier_free(n);
@@ -694,7 +702,7 @@ PG_API void pg_notify_container(pg_notifier *n, int allowed, const char *contain
 
 PG_API void pg_notify_records_pruned(pg_notifier *n, uint32_t count)
 {
-    if (!n)
+    if (!n || !n->dbus_loaded)
         return;
     int64_t deadline = monotonic_ms() + n->timeout_ms;
     DBusMessage *msg = dbus_message_new_signal(PG_DBUS_PATH, PG_DBUS_INTERFACE, "RecordsPruned");
