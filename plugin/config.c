@@ -208,8 +208,8 @@ static int parse_enum(const char *const *names, const char *key, const char *val
                       pg_error *err)
 {
     int i = enum_index(names, value);
+    *out = i < 0 ? 0 : i; /* defined on every path, so callers never read garbage */
     if (i >= 0) {
-        *out = i;
         return PG_OK;
     }
     char expected[256] = "expected one of";
@@ -534,7 +534,7 @@ static int load_list(pg_config *cfg, const key_spec *k, const json_t *arr, pg_er
     strlist *l = list_of(cfg, k->list_offset);
     strlist_clear(l);
     int rc = strlist_init_empty(l, err);
-    size_t i;
+    size_t i = 0;
     json_t *item;
     json_array_foreach(arr, i, item)
     {

@@ -154,6 +154,7 @@ static int get_string(const decoder *d, const json_t *obj, const char *key, cons
                       const char **out)
 {
     json_t *v = json_object_get(obj, key);
+    *out = NULL; /* defined on every path, so callers never read garbage */
     if (!v)
         return field_error(d, where, key, "is missing");
     if (!json_is_string(v))

@@ -502,6 +502,7 @@ static int read_record_at(int pulled_fd, const record_dir *d, const char *name,
 {
     char *buf;
     size_t len;
+    *out = NULL; /* defined on every path, so callers never read garbage */
     int rc = read_strict(pulled_fd, d, SUB_PULLED, name, PG_MAX_RECORD_BYTES, &buf, &len, err);
     if (rc != PG_OK)
         return rc;
