@@ -47,10 +47,19 @@ static const char *const known_stages[] = {"prestart",       "createRuntime", "c
 
 /* ------------------------------------------------------------ failure */
 
+/*
+ * Set once the decision is made, before it is reported: a deadline that fires
+ * while reporting (a stuck syslog socket, say) must not turn an allow into a
+ * deny, nor print a second line after the real one.
+ */
+static volatile sig_atomic_t decided_status = -1;
+
 /* Fixed text: the handler may only use async-signal-safe calls. */
 static void on_deadline(int sig)
 {
     (void)sig;
+    if (decided_status == 0)
+        _exit(0);
     static const char line[] = "pullgate: denied container " HOOK_UNKNOWN " (namespace " HOOK_UNKNOWN
                                ", image " HOOK_UNKNOWN "): the hook exceeded its internal deadline\n";
     ssize_t ignored = write(STDERR_FILENO, line, sizeof line - 1);
@@ -340,8 +349,10 @@ int main(int argc, char **argv)
         .image_ref = run.resolved_ref ? run.resolved_ref : run.identity.image_ref,
         .stage = run.args.stage,
     };
-    int status = hook_report(&who, &run.decision, run.cfg ? pg_config_mode(run.cfg) : PG_MODE_ENFORCE,
-                             notifier);
+    pg_mode mode = run.cfg ? pg_config_mode(run.cfg) : PG_MODE_ENFORCE;
+    decided_status = run.decision.allow || mode == PG_MODE_AUDIT ? 0 : 1;
+    int status = hook_report(&who, &run.decision, mode, notifier);
+    alarm(0); /* reported: nothing left that may hang */
     pg_notifier_free(notifier);
     run_free(&run);
     closelog();

@@ -62,7 +62,7 @@ static int run_image_op(const pg_config *cfg, int argc, char **argv, const char 
     pg_error err;
     pg_error_clear(&err);
     if (op(store, image, &err) != PG_OK)
-        status = pgctl_fail(&err, image);
+        status = pgctl_store_fail(&err, image);
     pgctl_store_close(store, notifier);
     return status;
 }
@@ -189,7 +189,7 @@ static int record_pulled(const pg_config *cfg, const pulled_options_set *o)
     pg_error err;
     pg_error_clear(&err);
     if (pg_store_record_pulled(store, o->image, o->image_ref, &creds, &err) != PG_OK)
-        status = pgctl_fail(&err, o->image);
+        status = pgctl_store_fail(&err, o->image);
     pgctl_store_close(store, notifier);
     return status;
 }

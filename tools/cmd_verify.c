@@ -85,14 +85,21 @@ static int decide(const pg_config *cfg, const verify_options *o, const char *cre
 {
     pg_error err;
     pg_error_clear(&err);
+    pg_decision d;
     pg_store *store = pg_store_open(cfg, NULL, &err);
-    if (!store)
-        return pgctl_fail(&err, "cannot open the record store");
+    if (!store) {
+        /* Same as the hook: a store that cannot be read denies (fail closed). */
+        d.allow = 0;
+        d.reason = PG_REASON_STORE_ERROR;
+        snprintf(d.text, sizeof d.text, "pull record store error (failing closed): %.400s",
+                 err.message);
+        int status = print_decision(&d, o->json);
+        return status != PGCTL_OK ? status : PGCTL_DENY;
+    }
     pg_request req = {.image = o->image,
                       .image_ref = o->image_ref,
                       .namespace_ = o->namespace_,
                       .credentials = credentials};
-    pg_decision d;
     int allow = pg_decide(cfg, store, &req, &d);
     pg_store_free(store);
     int status = print_decision(&d, o->json);

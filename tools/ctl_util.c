@@ -50,6 +50,14 @@ int pgctl_fail(const pg_error *err, const char *context)
     return status == PGCTL_OK ? PGCTL_INTERNAL : status;
 }
 
+int pgctl_store_fail(const pg_error *err, const char *context)
+{
+    /* Only a malformed argument is the caller's fault; an oversized, unsafe or
+     * unreadable file already in the store is a store error (CONTRACT §6: 3). */
+    int status = pgctl_fail(err, context);
+    return err->code == PG_ERR_INVALID ? status : PGCTL_INTERNAL;
+}
+
 int pgctl_usage_error(const char *command, const char *fmt, ...)
 {
     va_list ap;

@@ -61,6 +61,8 @@ int pgctl_status_for_code(int code);
 
 /* Prints err (prefixed by context when non-NULL); returns its exit status. */
 int pgctl_fail(const pg_error *err, const char *context);
+/* As pgctl_fail for errors of a store operation: exit 2 only for PG_ERR_INVALID, else 3. */
+int pgctl_store_fail(const pg_error *err, const char *context);
 
 /* Prints a usage error and a hint to `CMD --help`; returns PGCTL_USAGE. */
 int pgctl_usage_error(const char *command, const char *fmt, ...)

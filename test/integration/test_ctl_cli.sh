@@ -151,6 +151,10 @@ expect_status 1 "--json deny" ctl verify --image "$IMAGE" --image-ref "$REF" --n
 expect_status 1 "invalid credentials JSON: deny (fail closed)" ctl verify --image "$IMAGE" \
     --image-ref "$REF" --namespace team-a --credentials '{not json'
 expect_status 2 "verify without --namespace" ctl verify --image "$IMAGE" --image-ref "$REF"
+mkdir -p "$WORK/writable-by-all" && chmod 0777 "$WORK/writable-by-all"
+expect_status 1 "unusable store: deny (fail closed), not an error" "$CTL" --config "$CONFIG" \
+    --state-dir "$WORK/writable-by-all" verify --image "$IMAGE" --image-ref "$REF" --namespace team-a
+contains "unusable store: the reason names the store" "$OUT" "deny: pull record store error"
 
 pg_section "list and show"
 expect_status 0 "list" ctl list

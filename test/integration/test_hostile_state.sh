@@ -175,9 +175,7 @@ case_special_files() {
     truncate -s 1G "$rec" # sparse: costs no space, would cost 1 GiB of memory to read
     local start=$SECONDS
     expect_denied huge "$st" "larger than the limit"
-    # Exit 2 ("input error") today: pgctl_status_for_code maps PG_ERR_LIMIT to 2 even when
-    # the oversized input is a record in the store (contract: 3). Refused either way.
-    expect_write_refused huge "$st" any
+    expect_write_refused huge "$st"
     [ $((SECONDS - start)) -le 10 ] || fail "huge: took $((SECONDS - start)) s"
     [ "$(stat -c %s "$rec")" -eq $((1 << 30)) ] || fail "huge: the file was modified"
 }
