@@ -7,6 +7,8 @@ seconds=${1:-20}
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DPG_FUZZ=ON -DPG_SANITIZE=ON \
   -DPG_BUILD_BENCH=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" >/dev/null
+# Strict string checks keep harnesses and library honest about NUL termination.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1}
 total=0 crashes=0
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 for bin in build-fuzz/test/fuzz_*; do
@@ -19,7 +21,9 @@ for bin in build-fuzz/test/fuzz_*; do
     echo "fuzz: $name: $execs executions, no crash"
     total=$((total + execs))
   else
-    echo "fuzz: $name: CRASH"; tail -40 "$log"; crashes=$((crashes + 1))
+    echo "fuzz: $name: CRASH"
+    sed -n '/ERROR:/,/^SUMMARY/p' "$log" | head -40; tail -6 "$log"
+    crashes=$((crashes + 1))
   fi
 done
 echo "fuzz: $total executions in total, $crashes crashing targets"

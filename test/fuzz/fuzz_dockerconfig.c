@@ -12,9 +12,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char default_image[] = "registry.example.com/app";
     const uint8_t *nl = memchr(data, '\n', size < 256 ? size : 256);
     size_t image_len = nl ? (size_t)(nl - data) : 0;
-    char *image = nl ? strndup((const char *)data, image_len) : strdup(default_image);
+    /* memcpy, not strndup: fuzz data has no terminating NUL, and strict ASan
+     * string checks (strict_string_checks=1) treat strndup's source as a C string. */
+    char *image = malloc(nl ? image_len + 1 : sizeof default_image);
     if (!image)
         return 0;
+    if (nl) {
+        memcpy(image, data, image_len);
+        image[image_len] = '\0';
+    } else {
+        memcpy(image, default_image, sizeof default_image);
+    }
     const char *json = (const char *)data + (nl ? image_len + 1 : 0);
     size_t json_len = size - (size_t)(json - (const char *)data);
 
