@@ -43,20 +43,6 @@ static void usage(void)
          "owned by root, mode 0600 or 0400, 32 to 1024 bytes, used exactly as stored.");
 }
 
-/* Splits "A/B/C" (in place) into three non-empty parts without further '/'. */
-static int split_triple(char *s, char **a, char **b, char **c)
-{
-    char *slash1 = strchr(s, '/');
-    char *slash2 = slash1 ? strchr(slash1 + 1, '/') : NULL;
-    if (!slash2 || strchr(slash2 + 1, '/'))
-        return -1;
-    *slash1 = *slash2 = '\0';
-    *a = s;
-    *b = slash1 + 1;
-    *c = slash2 + 1;
-    return (**a && **b && **c) ? 0 : -1;
-}
-
 /* Appends a credential object; hash NULL for a service account, "" omits it. */
 static int append_cred(json_t *list, const char *ns, const char *name, const char *uid,
                        const char *hash)
@@ -75,27 +61,20 @@ static int append_cred(json_t *list, const char *ns, const char *name, const cha
 
 static int add_secret(annotate_options *o, char *arg)
 {
-    char *colon = strrchr(arg, ':');
-    const char *hash = "";
-    if (colon) {
-        *colon = '\0';
-        hash = colon + 1;
-    }
-    if (*hash && !pgctl_is_hash(hash))
-        return pgctl_usage_error(CMD, "--secret: HASH must be 64 lowercase hex digits or empty, "
-                                      "not \"%.80s\"", hash);
-    char *ns, *name, *uid;
-    if (split_triple(arg, &ns, &name, &uid) != 0)
-        return pgctl_usage_error(CMD, "--secret: expected NS/NAME/UID:HASH");
-    return append_cred(o->secrets, ns, name, uid, hash);
+    pg_secret s;
+    int status = pgctl_parse_secret(CMD, arg, &s);
+    if (status != PGCTL_OK)
+        return status;
+    return append_cred(o->secrets, s.namespace_, s.name, s.uid, s.credential_hash);
 }
 
 static int add_service_account(annotate_options *o, char *arg)
 {
-    char *ns, *name, *uid;
-    if (split_triple(arg, &ns, &name, &uid) != 0)
-        return pgctl_usage_error(CMD, "--service-account: expected NS/NAME/UID");
-    return append_cred(o->sas, ns, name, uid, NULL);
+    pg_service_account sa;
+    int status = pgctl_parse_service_account(CMD, arg, &sa);
+    if (status != PGCTL_OK)
+        return status;
+    return append_cred(o->sas, sa.namespace_, sa.name, sa.uid, NULL);
 }
 
 static int parse_option(annotate_options *o, int c, char **argv)

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CMD_PULLED "record-pulled"
+
 enum { OPT_IMAGE = 256, OPT_IMAGE_REF, OPT_SECRET, OPT_SERVICE_ACCOUNT, OPT_NODE_ACCESSIBLE };
 
 static const struct option image_options[] = {{"image", required_argument, NULL, OPT_IMAGE},
@@ -104,47 +106,6 @@ static void print_pulled_usage(void)
          "--node-accessible: any pod on the node may use the image.");
 }
 
-/* Splits "A/B/C" (in place) into three non-empty parts without further '/'. */
-static int split_triple(char *s, char **a, char **b, char **c)
-{
-    char *slash1 = strchr(s, '/');
-    char *slash2 = slash1 ? strchr(slash1 + 1, '/') : NULL;
-    if (!slash2 || strchr(slash2 + 1, '/'))
-        return -1;
-    *slash1 = *slash2 = '\0';
-    *a = s;
-    *b = slash1 + 1;
-    *c = slash2 + 1;
-    return (**a && **b && **c) ? 0 : -1;
-}
-
-static int parse_secret(char *arg, pg_secret *out)
-{
-    char *colon = strrchr(arg, ':');
-    const char *hash = "";
-    if (colon) {
-        *colon = '\0';
-        hash = colon + 1;
-    }
-    if (*hash && !pgctl_is_hash(hash))
-        return pgctl_usage_error("record-pulled", "--secret: HASH must be 64 lowercase hex "
-                                                  "digits or empty, not \"%.80s\"", hash);
-    char *ns, *name, *uid;
-    if (split_triple(arg, &ns, &name, &uid) != 0)
-        return pgctl_usage_error("record-pulled", "--secret: expected NS/NAME/UID:HASH");
-    *out = (pg_secret){.namespace_ = ns, .name = name, .uid = uid, .credential_hash = hash};
-    return PGCTL_OK;
-}
-
-static int parse_service_account(char *arg, pg_service_account *out)
-{
-    char *ns, *name, *uid;
-    if (split_triple(arg, &ns, &name, &uid) != 0)
-        return pgctl_usage_error("record-pulled", "--service-account: expected NS/NAME/UID");
-    *out = (pg_service_account){.namespace_ = ns, .name = name, .uid = uid};
-    return PGCTL_OK;
-}
-
 static int parse_pulled_option(pulled_options_set *o, int c, char **argv)
 {
     switch (c) {
@@ -152,9 +113,10 @@ static int parse_pulled_option(pulled_options_set *o, int c, char **argv)
     case OPT_IMAGE_REF: o->image_ref = optarg; return PGCTL_OK;
     case OPT_NODE_ACCESSIBLE: o->node_accessible = 1; return PGCTL_OK;
     case 'h': o->help = 1; return PGCTL_OK;
-    case OPT_SECRET: return parse_secret(optarg, &o->secrets[o->n_secrets++]);
-    case OPT_SERVICE_ACCOUNT: return parse_service_account(optarg, &o->sas[o->n_sas++]);
-    default: return pgctl_option_error("record-pulled", c, argv);
+    case OPT_SECRET: return pgctl_parse_secret(CMD_PULLED, optarg, &o->secrets[o->n_secrets++]);
+    case OPT_SERVICE_ACCOUNT:
+        return pgctl_parse_service_account(CMD_PULLED, optarg, &o->sas[o->n_sas++]);
+    default: return pgctl_option_error(CMD_PULLED, c, argv);
     }
 }
 
@@ -165,12 +127,12 @@ static int parse_pulled_options(int argc, char **argv, pulled_options_set *o)
     while ((c = getopt_long(argc, argv, ":h", pulled_options, NULL)) != -1)
         if ((status = parse_pulled_option(o, c, argv)) != PGCTL_OK)
             return status;
-    if ((status = pgctl_no_operands("record-pulled", argc, argv)) != PGCTL_OK || o->help)
+    if ((status = pgctl_no_operands(CMD_PULLED, argc, argv)) != PGCTL_OK || o->help)
         return status;
     if (!o->image || !*o->image)
-        return pgctl_usage_error("record-pulled", "--image IMAGE is required");
+        return pgctl_usage_error(CMD_PULLED, "--image IMAGE is required");
     if (!o->image_ref || !*o->image_ref)
-        return pgctl_usage_error("record-pulled", "--image-ref REF is required");
+        return pgctl_usage_error(CMD_PULLED, "--image-ref REF is required");
     return PGCTL_OK;
 }
 
@@ -218,7 +180,7 @@ static int run_record_pulled(const pg_config *cfg, int argc, char **argv)
 const pgctl_command pgctl_cmd_record_intent = {
     "record-intent", "record that a pull started", image_options, 1, run_record_intent};
 const pgctl_command pgctl_cmd_record_pulled = {
-    "record-pulled", "record a successful pull and its credentials", pulled_options, 1,
+    CMD_PULLED, "record a successful pull and its credentials", pulled_options, 1,
     run_record_pulled};
 const pgctl_command pgctl_cmd_record_failed = {
     "record-failed", "record that a pull failed", image_options, 1, run_record_failed};

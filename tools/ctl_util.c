@@ -185,3 +185,44 @@ int pgctl_is_hash(const char *s)
             return 0;
     return n == PG_HASH_HEX_LEN;
 }
+
+/* Splits "A/B/C" (in place) into three non-empty parts without further '/'. */
+static int split_triple(char *s, char **a, char **b, char **c)
+{
+    char *slash1 = strchr(s, '/');
+    char *slash2 = slash1 ? strchr(slash1 + 1, '/') : NULL;
+    if (!slash2 || strchr(slash2 + 1, '/'))
+        return -1;
+    *slash1 = *slash2 = '\0';
+    *a = s;
+    *b = slash1 + 1;
+    *c = slash2 + 1;
+    return (**a && **b && **c) ? 0 : -1;
+}
+
+int pgctl_parse_secret(const char *cmd, char *arg, pg_secret *out)
+{
+    char *colon = strrchr(arg, ':');
+    const char *hash = "";
+    if (colon) {
+        *colon = '\0';
+        hash = colon + 1;
+    }
+    if (*hash && !pgctl_is_hash(hash))
+        return pgctl_usage_error(cmd, "--secret: HASH must be 64 lowercase hex digits or empty, "
+                                      "not \"%.80s\"", hash);
+    char *ns, *name, *uid;
+    if (split_triple(arg, &ns, &name, &uid) != 0)
+        return pgctl_usage_error(cmd, "--secret: expected NS/NAME/UID:HASH");
+    *out = (pg_secret){.namespace_ = ns, .name = name, .uid = uid, .credential_hash = hash};
+    return PGCTL_OK;
+}
+
+int pgctl_parse_service_account(const char *cmd, char *arg, pg_service_account *out)
+{
+    char *ns, *name, *uid;
+    if (split_triple(arg, &ns, &name, &uid) != 0)
+        return pgctl_usage_error(cmd, "--service-account: expected NS/NAME/UID");
+    *out = (pg_service_account){.namespace_ = ns, .name = name, .uid = uid};
+    return PGCTL_OK;
+}

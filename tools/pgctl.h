@@ -61,6 +61,10 @@ int pgctl_status_for_code(int code);
 
 /* Prints err (prefixed by context when non-NULL); returns its exit status. */
 int pgctl_fail(const pg_error *err, const char *context);
+/* "NS/NAME/UID:HASH" (HASH 64 lowercase hex or empty) and "NS/NAME/UID", split in
+ * place: out's strings point into arg. Usage errors name cmd. */
+int pgctl_parse_secret(const char *cmd, char *arg, pg_secret *out);
+int pgctl_parse_service_account(const char *cmd, char *arg, pg_service_account *out);
 /* As pgctl_fail for errors of a store operation: exit 2 only for PG_ERR_INVALID, else 3. */
 int pgctl_store_fail(const pg_error *err, const char *context);
 
