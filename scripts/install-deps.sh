@@ -12,7 +12,7 @@ PACKAGES=(
   runc podman containerd skopeo umoci docker-registry apache2-utils busybox-static
   python3-grpcio python3-grpc-tools uidmap slirp4netns fuse-overlayfs iptables
   # packaging
-  debhelper devscripts lintian rpm fakeroot
+  debhelper devscripts lintian rpm rpmlint fakeroot
 )
 
 missing=()

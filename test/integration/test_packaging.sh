@@ -295,5 +295,17 @@ if rpm -qcp "$WORK"/rpm/pullgate-[0-9]*.rpm 2>/dev/null | grep -qx /etc/pullgate
 else
     pg_check_fail "config.json is not %config in the RPM"
 fi
+if command -v rpmlint >/dev/null; then
+    # Only the filters documented in pullgate.rpmlintrc are accepted.
+    if rpmlint -r "$PG_SOURCE_DIR/packaging/rpm/pullgate.rpmlintrc" "$WORK"/rpm/*.rpm \
+        >"$WORK/rpmlint.out" 2>&1 && grep -q ' 0 errors, 0 warnings' "$WORK/rpmlint.out"; then
+        pg_check_ok "rpmlint: no errors or warnings"
+    else
+        pg_check_fail "rpmlint reports problems"
+        sed 's/^/       | /' "$WORK/rpmlint.out" >&2
+    fi
+else
+    pg_log "rpmlint not installed: rpmlint check not run"
+fi
 
 pg_summary
