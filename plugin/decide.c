@@ -122,7 +122,7 @@ static bool step_parse_image(decide_ctx *c)
 
 static bool step_pinned(decide_ctx *c)
 {
-    if (!pg_pinned_match(pg_config_pinned_images(c->cfg), c->req->image))
+    if (!pg_pinned_match_ref(pg_config_pinned_images(c->cfg), c->req->image, c->ref))
         return false;
     return settle(c, 1, PG_REASON_PINNED, "%.256s is a pinned image", c->req->image);
 }

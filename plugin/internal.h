@@ -122,6 +122,11 @@ int pg_store_record_exists(const pg_store *store, const char *image_ref);
 /* 1 if an intent file for image exists in any directory, 0 if not, or -code. */
 int pg_store_intent_exists(const pg_store *store, const char *image, pg_error *err);
 
+/* ------------------------------------------------------------ policy.c */
+
+/* pg_pinned_match for an image already parsed (ref may be NULL: raw string only). */
+int pg_pinned_match_ref(const char *const *patterns, const char *image, const pg_ref *ref);
+
 /* ------------------------------------------------------------ config.c */
 
 /* hmacKeyFile ("" = annotations are not signed); owned by cfg. */

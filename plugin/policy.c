@@ -58,17 +58,22 @@ static bool any_pinned(const char *const *patterns, const char *image)
     return false;
 }
 
-PG_API int pg_pinned_match(const char *const *patterns, const char *image)
+int pg_pinned_match_ref(const char *const *patterns, const char *image, const pg_ref *ref)
 {
-    if (!patterns || !image || !*image)
+    if (!patterns || !*patterns || !image || !*image)
         return 0;
     /* Patterns are written against how the runtime or the operator names the image
      * ("registry.k8s.io/pause:3.10") or against its normalised form
      * ("docker.io/library/busybox:1.36" for "busybox:1.36"): accept either. */
-    if (any_pinned(patterns, image))
-        return 1;
+    return any_pinned(patterns, image) || (ref && any_pinned(patterns, pg_ref_string(ref)));
+}
+
+PG_API int pg_pinned_match(const char *const *patterns, const char *image)
+{
+    if (!patterns || !*patterns || !image || !*image)
+        return 0; /* no patterns (the usual case): no parse */
     pg_ref *ref = pg_ref_parse(image, NULL);
-    int match = ref && any_pinned(patterns, pg_ref_string(ref));
+    int match = pg_pinned_match_ref(patterns, image, ref);
     pg_ref_free(ref);
     return match;
 }
