@@ -596,42 +596,43 @@ static int qcmp_sa(const void *a, const void *b) { return cmp_sa(a, b); }
  * not stable, so for that rare case we keep an arbitrary one of them: all
  * name the same secret and the next pull of it rewrites the hash anyway.
  */
-static void normalise_secrets(pg_rec_mapping *m)
+typedef int (*elem_cmp)(const void *, const void *);
+typedef void (*elem_clear)(void *);
+
+/* Sorts base[0..*n) by cmp unless already strictly sorted, then drops repeats (clearing them). */
+static void sort_unique(void *base, size_t *n, size_t size, elem_cmp cmp, elem_clear clear)
 {
+    char *b = base;
     size_t i;
-    for (i = 1; i < m->n_secrets && cmp_secret(&m->secrets[i - 1], &m->secrets[i]) < 0; i++)
+    for (i = 1; i < *n && cmp(b + (i - 1) * size, b + i * size) < 0; i++)
         ;
-    if (i >= m->n_secrets)
+    if (i >= *n)
         return;
-    qsort(m->secrets, m->n_secrets, sizeof *m->secrets, qcmp_secret);
+    qsort(base, *n, size, cmp);
     size_t out = 0;
-    for (i = 0; i < m->n_secrets; i++) {
-        if (out && cmp_secret(&m->secrets[out - 1], &m->secrets[i]) == 0) {
-            secret_clear(&m->secrets[i]);
+    for (i = 0; i < *n; i++) {
+        if (out && cmp(b + (out - 1) * size, b + i * size) == 0) {
+            clear(b + i * size);
             continue;
         }
-        m->secrets[out++] = m->secrets[i];
+        if (out != i)
+            memcpy(b + out * size, b + i * size, size);
+        out++;
     }
-    m->n_secrets = out;
+    *n = out;
+}
+
+static void clear_secret_elem(void *p) { secret_clear(p); }
+static void clear_sa_elem(void *p) { sa_clear(p); }
+
+static void normalise_secrets(pg_rec_mapping *m)
+{
+    sort_unique(m->secrets, &m->n_secrets, sizeof *m->secrets, qcmp_secret, clear_secret_elem);
 }
 
 static void normalise_sas(pg_rec_mapping *m)
 {
-    size_t i;
-    for (i = 1; i < m->n_sas && cmp_sa(&m->sas[i - 1], &m->sas[i]) < 0; i++)
-        ;
-    if (i >= m->n_sas)
-        return;
-    qsort(m->sas, m->n_sas, sizeof *m->sas, qcmp_sa);
-    size_t out = 0;
-    for (i = 0; i < m->n_sas; i++) {
-        if (out && cmp_sa(&m->sas[out - 1], &m->sas[i]) == 0) {
-            sa_clear(&m->sas[i]);
-            continue;
-        }
-        m->sas[out++] = m->sas[i];
-    }
-    m->n_sas = out;
+    sort_unique(m->sas, &m->n_sas, sizeof *m->sas, qcmp_sa, clear_sa_elem);
 }
 
 static size_t secret_position(const pg_rec_mapping *m, const pg_rec_secret *key, bool *found)
