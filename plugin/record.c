@@ -635,13 +635,16 @@ static void normalise_sas(pg_rec_mapping *m)
     sort_unique(m->sas, &m->n_sas, sizeof *m->sas, qcmp_sa, clear_sa_elem);
 }
 
-static size_t secret_position(const pg_rec_mapping *m, const pg_rec_secret *key, bool *found)
+/* Binary search of sorted base[0..n): the index of key, or where it belongs. */
+static size_t sorted_position(const void *base, size_t n, size_t size, const void *key, elem_cmp cmp,
+                              bool *found)
 {
-    size_t lo = 0, hi = m->n_secrets;
+    const char *b = base;
+    size_t lo = 0, hi = n;
     *found = false;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = cmp_secret(&m->secrets[mid], key);
+        int c = cmp(b + mid * size, key);
         if (c == 0) {
             *found = true;
             return mid;
@@ -654,23 +657,14 @@ static size_t secret_position(const pg_rec_mapping *m, const pg_rec_secret *key,
     return lo;
 }
 
+static size_t secret_position(const pg_rec_mapping *m, const pg_rec_secret *key, bool *found)
+{
+    return sorted_position(m->secrets, m->n_secrets, sizeof *m->secrets, key, qcmp_secret, found);
+}
+
 static size_t sa_position(const pg_rec_mapping *m, const pg_rec_sa *key, bool *found)
 {
-    size_t lo = 0, hi = m->n_sas;
-    *found = false;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = cmp_sa(&m->sas[mid], key);
-        if (c == 0) {
-            *found = true;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return sorted_position(m->sas, m->n_sas, sizeof *m->sas, key, qcmp_sa, found);
 }
 
 static int check_coords(const char *kind, size_t i, const char *ns, const char *name,
