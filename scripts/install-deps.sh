@@ -11,6 +11,9 @@ PACKAGES=(
   # real components for integration tests and the demo
   runc podman containerd skopeo umoci docker-registry apache2-utils busybox-static
   python3-grpcio python3-grpc-tools uidmap slirp4netns fuse-overlayfs iptables
+  # daemons: pullgate-cri (gRPC C core, protobuf-c), pullgate-webhook (libmicrohttpd, libcurl)
+  libgrpc-dev protobuf-c-compiler libprotobuf-c-dev libmicrohttpd-dev libcurl4-openssl-dev
+  python3-protobuf openssl
   # packaging
   debhelper devscripts lintian rpm rpmlint fakeroot
 )

@@ -229,6 +229,18 @@ int pg_store_record_pulled(pg_store *store, const char *image, const char *image
 int pg_store_record_failed(pg_store *store, const char *image, pg_error *err);
 
 /*
+ * Indexes further spellings of one pulled image's identity to image_ref in the
+ * writable directory: the repo tags, repo digests and image ID (with or
+ * without "sha256:") that the runtime reports for it (CRI ImageStatus), so a
+ * later lookup under any spelling the runtime shows at container creation
+ * finds the record of image_ref. aliases is NULL-terminated; each must be a
+ * well-formed image ID or image reference (PG_ERR_INVALID otherwise, nothing
+ * written). Durable on return.
+ */
+int pg_store_record_aliases(pg_store *store, const char *image_ref, const char *const *aliases,
+                            pg_error *err);
+
+/*
  * Resolves an image name to the imageRef last recorded for it (used where the
  * runtime does not name the image ID, i.e. containerd). Caller frees *ref_out.
  * PG_ERR_NOT_FOUND when nothing was recorded.
