@@ -38,6 +38,7 @@
  *    crash makes the image count as pulled by us (the strict side).
  *  - The store holds only immutable data after open: thread-safe, no globals.
  */
+#include "image_identity.h"
 #include "internal.h"
 
 #include <dirent.h>
@@ -872,6 +873,84 @@ PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char
     pg_ref_free(ref);
     if (rc == PG_ERR_NOT_FOUND)
         return pg_fail(err, PG_ERR_NOT_FOUND, "no imageRef recorded for \"%.200s\"", image);
+    return rc;
+}
+
+/* ------------------------------------------------------------ aliases */
+
+/* Up to two index keys per alias: as written and its other spelling. */
+typedef struct alias_keys {
+    char **keys; /* NULL-terminated */
+    size_t n;
+} alias_keys;
+
+static int add_key(alias_keys *k, const char *key, pg_error *err)
+{
+    for (size_t i = 0; i < k->n; i++)
+        if (strcmp(k->keys[i], key) == 0)
+            return PG_OK;
+    char **grown = realloc(k->keys, (k->n + 2) * sizeof *grown);
+    if (grown)
+        k->keys = grown;
+    char *copy = grown ? strdup(key) : NULL;
+    if (!copy)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    k->keys[k->n++] = copy;
+    k->keys[k->n] = NULL;
+    return PG_OK;
+}
+
+/* An ID under both spellings; a reference as written and normalised. */
+static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
+{
+    pg_ref *ref = NULL;
+    int rc = check_input("alias", alias, err);
+    if (rc == PG_OK)
+        rc = pg_identity_check(alias, &ref, err);
+    if (rc == PG_OK)
+        rc = add_key(k, alias, err);
+    const char *hex = rc == PG_OK ? pg_image_id_hex(alias) : NULL;
+    if (hex) {
+        char prefixed[sizeof PG_ID_PREFIX + PG_ID_HEX_LEN];
+        snprintf(prefixed, sizeof prefixed, "%s%s", PG_ID_PREFIX, hex);
+        rc = add_key(k, hex == alias ? prefixed : hex, err);
+    } else if (rc == PG_OK) {
+        rc = add_key(k, pg_ref_string(ref), err);
+    }
+    pg_ref_free(ref);
+    return rc;
+}
+
+static int record_aliases_locked(const pg_store *s, const char *image_ref, const alias_keys *k,
+                                 pg_error *err)
+{
+    int fd;
+    int rc = open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
+    if (rc != PG_OK)
+        return rc;
+    for (size_t i = 0; rc == PG_OK && i < k->n; i++)
+        rc = write_index(s, fd, k->keys[i], image_ref, err);
+    close(fd);
+    return rc;
+}
+
+PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
+                                   const char *const *aliases, pg_error *err)
+{
+    alias_keys k = {NULL, 0};
+    int rc = require_writable(store, err);
+    if (rc == PG_OK)
+        rc = check_input("imageRef", image_ref, err);
+    /* Every alias is validated before anything is written: all or nothing. */
+    for (size_t i = 0; rc == PG_OK && aliases && aliases[i]; i++)
+        rc = alias_spellings(&k, aliases[i], err);
+    int lock_fd = -1;
+    if (rc == PG_OK && k.n)
+        rc = lock_store(store, &lock_fd, err);
+    if (rc == PG_OK && k.n)
+        rc = record_aliases_locked(store, image_ref, &k, err);
+    unlock_store(lock_fd);
+    pg_strv_free(k.keys);
     return rc;
 }
 

@@ -642,6 +642,55 @@ START_TEST(temp_files_are_not_records)
 }
 END_TEST
 
+START_TEST(record_aliases)
+{
+    pg_store *s = open_store();
+    pg_error err = {0};
+    char *ref = NULL;
+    const char *aliases[] = {"1111111111111111111111111111111111111111111111111111111111111111",
+                             "nginx:1.25",
+                             "docker.io/library/nginx@sha256:"
+                             "4444444444444444444444444444444444444444444444444444444444444444",
+                             NULL};
+    ck_assert_msg(pg_store_record_aliases(s, REF1, aliases, &err) == PG_OK, "aliases: %s",
+                  err.message);
+    /* The ID under both spellings, references as written and normalised. */
+    const char *found[] = {REF1, "1111111111111111111111111111111111111111111111111111111111111111",
+                           "nginx:1.25", "docker.io/library/nginx:1.25",
+                           "nginx@sha256:4444444444444444444444444444444444444444444444444444444444444444"};
+    for (size_t i = 0; i < sizeof found / sizeof found[0]; i++) {
+        ck_assert_msg(pg_store_resolve_image(s, found[i], &ref, &err) == PG_OK, "%s: %s", found[i],
+                      err.message);
+        ck_assert_str_eq(ref, REF1);
+        pg_free(ref);
+    }
+    char *path = record_path(fx.state, "pullgate-images", "sha256:1111111111111111111111111111111111111111111111111111111111111111");
+    ck_assert_uint_eq(mode_of(path), 0600);
+    free(path);
+    /* One malformed alias: an error and nothing written, not even the valid ones. */
+    const char *bad[][2] = {{"redis:7", "SHA256:1111111111111111111111111111111111111111111111111111111111111111"},
+                            {"redis:7", "sha256:sha256:1111111111111111111111111111111111111111111111111111111111111111"},
+                            {"redis:7", "1111111111111111111111111111111111111111111111111111111111111111 "},
+                            {"redis:7", ""},
+                            {"redis:7", "redis:7\n"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *v[] = {bad[i][0], bad[i][1], NULL};
+        ck_assert_int_eq(pg_store_record_aliases(s, REF2, v, &err), PG_ERR_INVALID);
+        ck_assert_int_eq(pg_store_resolve_image(s, "redis:7", &ref, NULL), PG_ERR_NOT_FOUND);
+    }
+    /* An empty list is a no-op; a read-only store refuses. */
+    const char *none[] = {NULL};
+    ck_assert_int_eq(pg_store_record_aliases(s, REF2, none, &err), PG_OK);
+    ck_assert_int_eq(pg_store_record_aliases(s, "", aliases, &err), PG_ERR_INVALID);
+    pg_store_free(s);
+    ck_assert_int_eq(mkdir(fx.ro, 0700), 0);
+    pg_store *ro = pg_store_open_readonly(fx.cfg, &err);
+    ck_assert_ptr_nonnull(ro);
+    ck_assert_int_eq(pg_store_record_aliases(ro, REF1, aliases, &err), PG_ERR_INVALID);
+    pg_store_free(ro);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("store");
@@ -656,6 +705,7 @@ static Suite *store_suite(void)
     tcase_add_test(basic, prune_records);
     tcase_add_test(basic, prune_removes_stale_temps_and_keeps_bad_files);
     tcase_add_test(basic, resolve_image);
+    tcase_add_test(basic, record_aliases);
     tcase_add_test(basic, intent_reference_counting);
     tcase_add_test(basic, intent_in_read_only_dir);
     tcase_add_test(basic, read_only_dirs);
