@@ -5,7 +5,7 @@
  * (docs/annotation-hmac.md). The MAC is computed by the same library function
  * the verifier uses, so producer and verifier cannot drift apart.
  */
-#include "annotation_mac.h"
+#include "annotation_build.h"
 #include "pgctl.h"
 
 #include <stdio.h>
@@ -125,43 +125,67 @@ static int parse_options(int argc, char **argv, annotate_options *o)
     return check_namespaces(o);
 }
 
-static int sign_entry(const annotate_options *o, const char *name, json_t *entry)
+static int sign_annotation(const annotate_options *o, pg_annotation *a)
 {
     pg_error err;
     pg_error_clear(&err);
     pg_mac_key *key = NULL;
-    char mac[PG_MAC_HEX_LEN + 1];
     if (pg_mac_key_load(o->key_file, &key, &err) != PG_OK)
         return pgctl_fail(&err, "cannot load the HMAC key");
-    int rc = pg_annotation_mac_of_entry(key, o->namespace_, name, entry, mac, &err);
+    int rc = pg_annotation_sign(a, key, &err);
     pg_mac_key_free(key);
-    if (rc != PG_OK)
-        return pgctl_fail(&err, "cannot sign the annotation");
-    if (json_object_set_new(entry, PG_MAC_FIELD, json_string(mac)) != 0) {
-        pgctl_error("out of memory");
-        return PGCTL_INTERNAL;
+    return rc == PG_OK ? PGCTL_OK : pgctl_fail(&err, "cannot sign the annotation");
+}
+
+/* Copies the parsed credentials into the annotation, in command-line order. */
+static int add_credentials(const annotate_options *o, pg_annotation *a, pg_error *err)
+{
+    size_t i;
+    json_t *c;
+    int rc = PG_OK;
+    json_array_foreach(o->secrets, i, c)
+    {
+        if (rc == PG_OK)
+            rc = pg_annotation_add_secret_hash(
+                a, o->image, json_string_value(json_object_get(c, "namespace")),
+                json_string_value(json_object_get(c, "name")),
+                json_string_value(json_object_get(c, "uid")),
+                json_string_value(json_object_get(c, "credentialHash")), err);
     }
-    return PGCTL_OK;
+    json_array_foreach(o->sas, i, c)
+    {
+        if (rc == PG_OK)
+            rc = pg_annotation_add_service_account(
+                a, o->image, json_string_value(json_object_get(c, "namespace")),
+                json_string_value(json_object_get(c, "name")),
+                json_string_value(json_object_get(c, "uid")), err);
+    }
+    return rc;
 }
 
 static int print_annotation(const annotate_options *o)
 {
     pg_error err;
     pg_error_clear(&err);
-    char *name = pg_image_name(o->image, &err);
-    if (!name)
-        return pgctl_fail(&err, "--image");
-    json_t *entry = json_pack("{s:O, s:O}", "kubernetesSecrets", o->secrets,
-                              "kubernetesServiceAccounts", o->sas);
-    int status = entry ? PGCTL_OK : PGCTL_INTERNAL;
+    pg_annotation *a = pg_annotation_new(o->namespace_, &err);
+    if (!a)
+        return pgctl_fail(&err, "annotate");
+    int status = PGCTL_OK;
+    if (pg_annotation_add_image(a, o->image, NULL, &err) != PG_OK)
+        status = pgctl_fail(&err, "--image");
+    else if (add_credentials(o, a, &err) != PG_OK)
+        status = pgctl_fail(&err, "annotate");
     if (status == PGCTL_OK && o->key_file)
-        status = sign_entry(o, name, entry);
-    if (status == PGCTL_OK)
-        status = pgctl_print_json(json_pack("{s:O}", name, entry), 0);
-    else if (!entry)
-        pgctl_error("out of memory");
-    json_decref(entry);
-    pg_free(name);
+        status = sign_annotation(o, a);
+    char *text = status == PGCTL_OK ? pg_annotation_dump(a, &err) : NULL;
+    if (status == PGCTL_OK && !text)
+        status = pgctl_fail(&err, "annotate");
+    if (text && puts(text) < 0) {
+        pgctl_error("write error on standard output");
+        status = PGCTL_INTERNAL;
+    }
+    free(text);
+    pg_annotation_free(a);
     return status;
 }
 

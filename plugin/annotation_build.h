@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Building the credentials annotation value (docs/annotation-hmac.md,
+ * packaging/kubernetes/annotation-producer.md): one implementation shared by
+ * `pullgatectl annotate` and pullgate-webhook, on top of the library's own
+ * image normalisation, kubelet keyring matching (pg_dockerconfig_hashes) and
+ * MAC (annotation_mac.h), so producers and the verifier cannot drift apart.
+ * Not installed.
+ *
+ * Usage: pg_annotation_new(), pg_annotation_add_image() for every image, then
+ * the credentials (each applies to every image added so far), then
+ * pg_annotation_sign() when a key is configured, pg_annotation_dump().
+ */
+#ifndef PULLGATE_ANNOTATION_BUILD_H
+#define PULLGATE_ANNOTATION_BUILD_H
+
+#include "annotation_mac.h"
+
+/* The value under construction: image name -> entry. Free with pg_annotation_free. */
+typedef struct pg_annotation pg_annotation;
+
+pg_annotation *pg_annotation_new(const char *pod_namespace, pg_error *err);
+void pg_annotation_free(pg_annotation *a);
+
+/*
+ * Adds IMAGE's entry (keyed by its normalised name) unless one exists. The
+ * name is returned in *name_out when name_out is not NULL (owned by a, valid
+ * until it is freed). A reference that does not parse is PG_ERR_INVALID.
+ */
+int pg_annotation_add_image(pg_annotation *a, const char *image, const char **name_out,
+                            pg_error *err);
+
+/* Adds one secret credential to the entry of image_name (added first if absent).
+ * hash NULL or "" omits credentialHash. */
+int pg_annotation_add_secret_hash(pg_annotation *a, const char *image, const char *ns,
+                                  const char *name, const char *uid, const char *hash,
+                                  pg_error *err);
+
+/*
+ * For every image added so far, one secret credential per entry of the
+ * dockerconfig text (kubernetes.io/dockerconfigjson or the legacy bare map of
+ * kubernetes.io/dockercfg) that applies to it by the kubelet keyring's rules.
+ * The caller owns and wipes the dockerconfig text.
+ */
+int pg_annotation_add_dockerconfig(pg_annotation *a, const char *ns, const char *name,
+                                   const char *uid, const char *dockerconfig, size_t len,
+                                   pg_error *err);
+
+/* Adds a service account to the entry of image (NULL: to every image added so far). */
+int pg_annotation_add_service_account(pg_annotation *a, const char *image, const char *ns,
+                                      const char *name, const char *uid, pg_error *err);
+
+/* Signs every entry for the pod's namespace ("hmac" field). */
+int pg_annotation_sign(pg_annotation *a, const pg_mac_key *key, pg_error *err);
+
+/* Number of image entries. */
+size_t pg_annotation_count(const pg_annotation *a);
+
+/* The value as compact JSON text, keys in insertion order. Caller frees. */
+char *pg_annotation_dump(const pg_annotation *a, pg_error *err);
+
+#endif
