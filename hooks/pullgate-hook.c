@@ -22,7 +22,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#define DEFAULT_CONFIG_PATH "/etc/pullgate/config.json"
+#define DEFAULT_CONFIG_PATH PG_DEFAULT_CONFIG_PATH /* ${sysconfdir}/pullgate, from CMake */
 
 typedef struct hook_args {
     const char *config_path;

@@ -128,7 +128,7 @@ PG_API pg_config *pg_config_new(pg_error *err)
     cfg->log_level = "info";
     cfg->record_api_version = PG_API_V1ALPHA1;
     int rc = PG_OK;
-    if (!(cfg->state_dir = pg_strdup("/var/lib/pullgate")) ||
+    if (!(cfg->state_dir = pg_strdup(PG_DEFAULT_STATE_DIR)) ||
         !(cfg->annotation = pg_strdup("pullgate.dev/credentials")) ||
         !(cfg->dbus = pg_strdup("system")) || !(cfg->hmac_key_file = pg_strdup("")))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");

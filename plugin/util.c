@@ -65,7 +65,7 @@ PG_API const char *pg_code_name(int code)
     return names[code];
 }
 
-PG_API const char *pg_version(void) { return PG_VERSION; }
+PG_API const char *pg_version(void) { return PG_VERSION_STRING; }
 
 PG_API void pg_free(void *p) { free(p); }
 

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define PGCTL_DEFAULT_CONFIG "/etc/pullgate/config.json"
+#define PGCTL_DEFAULT_CONFIG PG_DEFAULT_CONFIG_PATH /* ${sysconfdir}/pullgate, from CMake */
 
 enum {
     OPT_CONFIG = 256,

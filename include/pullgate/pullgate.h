@@ -27,10 +27,8 @@
 extern "C" {
 #endif
 
-#define PG_VERSION_MAJOR 1
-#define PG_VERSION_MINOR 0
-#define PG_VERSION_PATCH 0
-#define PG_VERSION_STRING "1.0.0"
+/* PG_VERSION_MAJOR, _MINOR, _PATCH and PG_VERSION_STRING (generated from the build). */
+#include <pullgate/version.h>
 
 /* Library version at run time ("MAJOR.MINOR.PATCH"); static storage. */
 const char *pg_version(void);

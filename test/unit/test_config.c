@@ -56,7 +56,7 @@ START_TEST(defaults_match_contract)
     ck_assert_int_eq(pg_config_policy(cfg), PG_POLICY_NEVER_VERIFY_PRELOADED);
     ck_assert_int_eq(pg_config_mode(cfg), PG_MODE_ENFORCE);
     ck_assert_int_eq(pg_config_runtime(cfg), PG_RUNTIME_AUTO);
-    ck_assert_str_eq(pg_config_state_dir(cfg), "/var/lib/pullgate");
+    ck_assert_str_eq(pg_config_state_dir(cfg), PG_DEFAULT_STATE_DIR);
     ck_assert_str_eq(pg_config_annotation(cfg), "pullgate.dev/credentials");
     ck_assert_str_eq(pg_config_dbus(cfg), "system");
     ck_assert_str_eq(pg_config_log_level(cfg), "info");
