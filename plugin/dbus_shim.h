@@ -3,9 +3,10 @@
  * libdbus, loaded on demand. Linking libdbus-1 pulls in libsystemd, libgcrypt,
  * liblzma, libzstd, liblz4, libcap and libgpg-error (Debian/Fedora builds):
  * eight libraries mapped and relocated on every container start even with
- * dbus "none". notifier.c calls libdbus only through this table, which
- * pg_dbus_load() fills from dlopen("libdbus-1.so.3") the first time a
- * notifier for a real bus is created. <dbus/dbus.h> is used for types only.
+ * dbus "none". notifier.c and pullgatectl monitor call libdbus only through
+ * this table, which pg_dbus_load() fills from dlopen("libdbus-1.so.3") the
+ * first time a notifier for a real bus is created or monitor subscribes.
+ * <dbus/dbus.h> is used for types only.
  */
 #ifndef PULLGATE_DBUS_SHIM_H
 #define PULLGATE_DBUS_SHIM_H
@@ -18,6 +19,7 @@
     X(dbus_address_entries_free) \
     X(dbus_address_entry_get_method) \
     X(dbus_address_entry_get_value) \
+    X(dbus_bus_add_match) \
     X(dbus_bus_get) \
     X(dbus_bus_register) \
     X(dbus_bus_set_unique_name) \
@@ -39,9 +41,18 @@
     X(dbus_error_is_set) \
     X(dbus_message_append_args) \
     X(dbus_message_get_args) \
+    X(dbus_message_get_member) \
     X(dbus_message_get_reply_serial) \
+    X(dbus_message_get_signature) \
+    X(dbus_message_get_type) \
+    X(dbus_message_has_interface) \
+    X(dbus_message_has_signature) \
     X(dbus_message_iter_append_basic) \
+    X(dbus_message_iter_get_arg_type) \
+    X(dbus_message_iter_get_basic) \
+    X(dbus_message_iter_init) \
     X(dbus_message_iter_init_append) \
+    X(dbus_message_iter_next) \
     X(dbus_message_new_method_call) \
     X(dbus_message_new_signal) \
     X(dbus_message_unref) \
@@ -65,6 +76,7 @@ int pg_dbus_load(pg_error *err);
 #define dbus_address_entries_free pg_dbus_fn.dbus_address_entries_free
 #define dbus_address_entry_get_method pg_dbus_fn.dbus_address_entry_get_method
 #define dbus_address_entry_get_value pg_dbus_fn.dbus_address_entry_get_value
+#define dbus_bus_add_match pg_dbus_fn.dbus_bus_add_match
 #define dbus_bus_get pg_dbus_fn.dbus_bus_get
 #define dbus_bus_register pg_dbus_fn.dbus_bus_register
 #define dbus_bus_set_unique_name pg_dbus_fn.dbus_bus_set_unique_name
@@ -86,9 +98,18 @@ int pg_dbus_load(pg_error *err);
 #define dbus_error_is_set pg_dbus_fn.dbus_error_is_set
 #define dbus_message_append_args pg_dbus_fn.dbus_message_append_args
 #define dbus_message_get_args pg_dbus_fn.dbus_message_get_args
+#define dbus_message_get_member pg_dbus_fn.dbus_message_get_member
 #define dbus_message_get_reply_serial pg_dbus_fn.dbus_message_get_reply_serial
+#define dbus_message_get_signature pg_dbus_fn.dbus_message_get_signature
+#define dbus_message_get_type pg_dbus_fn.dbus_message_get_type
+#define dbus_message_has_interface pg_dbus_fn.dbus_message_has_interface
+#define dbus_message_has_signature pg_dbus_fn.dbus_message_has_signature
 #define dbus_message_iter_append_basic pg_dbus_fn.dbus_message_iter_append_basic
+#define dbus_message_iter_get_arg_type pg_dbus_fn.dbus_message_iter_get_arg_type
+#define dbus_message_iter_get_basic pg_dbus_fn.dbus_message_iter_get_basic
+#define dbus_message_iter_init pg_dbus_fn.dbus_message_iter_init
 #define dbus_message_iter_init_append pg_dbus_fn.dbus_message_iter_init_append
+#define dbus_message_iter_next pg_dbus_fn.dbus_message_iter_next
 #define dbus_message_new_method_call pg_dbus_fn.dbus_message_new_method_call
 #define dbus_message_new_signal pg_dbus_fn.dbus_message_new_signal
 #define dbus_message_unref pg_dbus_fn.dbus_message_unref

@@ -41,6 +41,7 @@
  * bus cannot raise SIGPIPE anyway. Each notifier has its own private
  * connection and a mutex serialising its use.
  */
+#include "dbus_names.h"
 #include "dbus_shim.h" /* libdbus through dlopen: see dbus_shim.h */
 
 #include <errno.h>
@@ -57,9 +58,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PG_DBUS_INTERFACE "dev.pullgate.PullGate1"
-#define PG_DBUS_PATH "/dev/pullgate/PullGate1"
-#define PG_SYSTEM_BUS_DEFAULT "unix:path=/run/dbus/system_bus_socket"
 #define PG_NOTIFIER_TIMEOUT_MAX 600000 /* 10 minutes: anything larger is a mistake */
 #define PG_NOTIFIER_ERROR_MAX 512
 #define PG_SIGNAL_ARGS_MAX 5
@@ -676,20 +674,20 @@ PG_API const char *pg_notifier_last_error(const pg_notifier *n)
 PG_API void pg_notify_pull_intent(pg_notifier *n, const char *image)
 {
     const char *args[] = {image};
-    notify_strings(n, "PullIntent", args, 1);
+    notify_strings(n, PG_SIGNAL_PULL_INTENT, args, 1);
 }
 
 PG_API void pg_notify_image_pulled(pg_notifier *n, const char *image, const char *image_ref,
                                    const char *credential_kind)
 {
     const char *args[] = {image, image_ref, credential_kind};
-    notify_strings(n, "ImagePulled", args, 3);
+    notify_strings(n, PG_SIGNAL_IMAGE_PULLED, args, 3);
 }
 
 PG_API void pg_notify_pull_failed(pg_notifier *n, const char *image)
 {
     const char *args[] = {image};
-    notify_strings(n, "PullFailed", args, 1);
+    notify_strings(n, PG_SIGNAL_PULL_FAILED, args, 1);
 }
 
 PG_API void pg_notify_container(pg_notifier *n, int allowed, const char *container_id,
@@ -697,7 +695,7 @@ PG_API void pg_notify_container(pg_notifier *n, int allowed, const char *contain
                                 const char *reason)
 {
     const char *args[PG_SIGNAL_ARGS_MAX] = {container_id, namespace_, image, image_ref, reason};
-    notify_strings(n, allowed ? "ContainerAllowed" : "ContainerDenied", args, 5);
+    notify_strings(n, allowed ? PG_SIGNAL_CONTAINER_ALLOWED : PG_SIGNAL_CONTAINER_DENIED, args, 5);
 }
 
 PG_API void pg_notify_records_pruned(pg_notifier *n, uint32_t count)
@@ -705,7 +703,7 @@ PG_API void pg_notify_records_pruned(pg_notifier *n, uint32_t count)
     if (!n || !n->dbus_loaded)
         return;
     int64_t deadline = monotonic_ms() + n->timeout_ms;
-    DBusMessage *msg = dbus_message_new_signal(PG_DBUS_PATH, PG_DBUS_INTERFACE, "RecordsPruned");
+    DBusMessage *msg = dbus_message_new_signal(PG_DBUS_PATH, PG_DBUS_INTERFACE, PG_SIGNAL_RECORDS_PRUNED);
     if (!msg)
         return;
     dbus_uint32_t value = count;

@@ -4,9 +4,10 @@
  * §9) as they arrive, one line each, human-readable or JSON.
  */
 #include "pgctl.h"
+#include "dbus_names.h"
+#include "dbus_shim.h" /* libdbus through dlopen: pullgatectl links no libdbus */
 #include "internal.h"
 
-#include <dbus/dbus.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -16,9 +17,7 @@
 #include <time.h>
 
 #define CMD "monitor"
-#define PG_DBUS_INTERFACE "dev.pullgate.PullGate1"
 #define MATCH_RULE "type='signal',interface='" PG_DBUS_INTERFACE "'"
-#define SYSTEM_BUS_DEFAULT "unix:path=/run/dbus/system_bus_socket"
 #define AUTH_TIMEOUT_MS 5000 /* a bus that never answers is reported, not waited on */
 #define POLL_MS 250          /* how often a pending SIGINT/SIGTERM is noticed */
 
@@ -44,15 +43,15 @@ typedef struct signal_spec {
 } signal_spec;
 
 static const signal_spec signal_specs[] = {
-    {"PullIntent", "s", {"image"}, {"image"}},
-    {"ImagePulled", "sss", {"image", "imageRef", "credentialKind"},
+    {PG_SIGNAL_PULL_INTENT, "s", {"image"}, {"image"}},
+    {PG_SIGNAL_IMAGE_PULLED, "sss", {"image", "imageRef", "credentialKind"},
      {"image", "imageRef", "credentialKind"}},
-    {"PullFailed", "s", {"image"}, {"image"}},
-    {"ContainerAllowed", "sssss", {"containerId", "namespace", "image", "imageRef", "reason"},
+    {PG_SIGNAL_PULL_FAILED, "s", {"image"}, {"image"}},
+    {PG_SIGNAL_CONTAINER_ALLOWED, "sssss", {"containerId", "namespace", "image", "imageRef", "reason"},
      {"container", "namespace", "image", "imageRef", "reason"}},
-    {"ContainerDenied", "sssss", {"containerId", "namespace", "image", "imageRef", "reason"},
+    {PG_SIGNAL_CONTAINER_DENIED, "sssss", {"containerId", "namespace", "image", "imageRef", "reason"},
      {"container", "namespace", "image", "imageRef", "reason"}},
-    {"RecordsPruned", "u", {"count"}, {"count"}},
+    {PG_SIGNAL_RECORDS_PRUNED, "u", {"count"}, {"count"}},
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -119,7 +118,7 @@ static const char *bus_address(const char *bus, int *status)
     if (strcmp(bus, "system") == 0) {
         address = getenv("DBUS_SYSTEM_BUS_ADDRESS");
         if (!address || !*address)
-            address = SYSTEM_BUS_DEFAULT;
+            address = PG_SYSTEM_BUS_DEFAULT;
     } else if (strcmp(bus, "session") == 0) {
         address = getenv("DBUS_SESSION_BUS_ADDRESS");
         if (!address || !*address) {
@@ -156,6 +155,12 @@ static void close_connection(DBusConnection *conn)
 /* Connects, registers and subscribes; NULL after printing why. */
 static DBusConnection *subscribe(const char *address)
 {
+    pg_error err;
+    pg_error_clear(&err);
+    if (pg_dbus_load(&err) != PG_OK) {
+        pgctl_error(CMD ": %s", err.message);
+        return NULL;
+    }
     DBusError derr;
     dbus_error_init(&derr);
     dbus_connection_set_change_sigpipe(FALSE); /* a closed stdout is handled below */

@@ -209,5 +209,23 @@ mkdir -p "$WORK/notadir-parent"
 expect_status 3 "record-intent into an unusable state dir" \
     ctl --state-dir "$WORK/notadir-parent/file" record-intent --image "$IMAGE"
 
+pg_section "no libdbus link"
+# monitor loads libdbus with dlopen like the notifier: every other command maps none of
+# libdbus's libraries (libsystemd, libgcrypt, liblzma, ...).
+command -v readelf >/dev/null || pg_fail "readelf (binutils) not installed"
+needed="$(readelf -d "$CTL" | awk '/\(NEEDED\)/ { print $NF }')"
+contains "readelf -d lists the NEEDED libraries" "$needed" "libc.so"
+if grep -q libdbus <<<"$needed"; then
+    PG_CHECKS=$((PG_CHECKS + 1)); PG_FAILURES=$((PG_FAILURES + 1))
+    pg_log "FAIL - pullgatectl has a NEEDED libdbus entry: $needed"
+else
+    PG_CHECKS=$((PG_CHECKS + 1)); pg_log "ok   - pullgatectl has no NEEDED libdbus"
+fi
+if command -v ldd >/dev/null && ! ldd "$CTL" | grep -q libdbus; then
+    pg_check_ok "pullgatectl maps no libdbus at start (ldd)"
+else
+    pg_check_fail "ldd shows libdbus for pullgatectl (or ldd is missing)"
+fi
+
 echo "$((PG_CHECKS - PG_FAILURES)) passed, $PG_FAILURES failed"
 [[ "$PG_FAILURES" -eq 0 ]]
