@@ -8,6 +8,7 @@ time with grpc_tools.protoc into --gen-dir. Run with Debian's /usr/bin/python3
 
     cri_client.py --socket SOCK --gen-dir DIR version
     cri_client.py ... pull --image IMG [--username U --password-env VAR] [--server-address A]
+                              [--auth-env VAR] [--pod-config FILE]  # sandbox_config as the kubelet sends it
     cri_client.py ... image-status --image IMG
     cri_client.py ... run-pod --name N --namespace NS --uid UID [--annotation K=V]...
                               [--log-dir DIR] --save FILE          # prints the pod sandbox id
@@ -17,6 +18,8 @@ time with grpc_tools.protoc into --gen-dir. Run with Debian's /usr/bin/python3
     cri_client.py ... status --id CID                               # prints JSON
     cri_client.py ... wait --id CID [--timeout SECS]                # prints exit code
     cri_client.py ... stop --id CID | remove --id CID | stop-pod --id ID | remove-pod --id ID
+    cri_client.py ... call --method /pkg.Service/Method      # empty request, raw bytes; prints the
+                                                             # status code name and elapsed seconds
 
 gRPC errors: "rpc error: code = CODE desc = DETAILS" on stderr, exit status 1.
 """
@@ -87,6 +90,10 @@ def main():
     p.add_argument("--username", default="")
     p.add_argument("--password-env", default="", help="name of an env var holding the password")
     p.add_argument("--server-address", default="")
+    p.add_argument("--auth-env", default="", help="env var holding AuthConfig.auth (base64 user:pass)")
+    p.add_argument("--pod-config", default="", help="pod spec saved by run-pod: sent as sandbox_config")
+    p = sub.add_parser("call")
+    p.add_argument("--method", required=True)
     p = sub.add_parser("image-status")
     p.add_argument("--image", required=True)
     p = sub.add_parser("run-pod")
@@ -127,12 +134,26 @@ def main():
             print("%s %s %s" % (r.runtime_name, r.runtime_version, r.runtime_api_version))
         elif args.cmd == "pull":
             req = pb.PullImageRequest(image=pb.ImageSpec(image=args.image))
-            if args.username:
+            if args.username or args.auth_env:
                 pw = os.environ.get(args.password_env, "") if args.password_env else ""
-                req.auth.CopyFrom(pb.AuthConfig(username=args.username, password=pw,
+                b64 = os.environ.get(args.auth_env, "") if args.auth_env else ""
+                req.auth.CopyFrom(pb.AuthConfig(username=args.username, password=pw, auth=b64,
                                                 server_address=args.server_address))
+            if args.pod_config:
+                with open(args.pod_config) as f:
+                    req.sandbox_config.CopyFrom(pod_config(pb, json.load(f)))
             r = im.PullImage(req, timeout=t)
             print(r.image_ref)
+        elif args.cmd == "call":
+            # Any method, known or not: raw bytes both ways (no (de)serialisation).
+            fn = chan.unary_unary(args.method)
+            t0 = time.monotonic()
+            try:
+                fn(b"", timeout=t)
+                code = "OK"
+            except grpc.RpcError as e:
+                code = e.code().name
+            print("%s %.3f" % (code, time.monotonic() - t0))
         elif args.cmd == "image-status":
             r = im.ImageStatus(pb.ImageStatusRequest(image=pb.ImageSpec(image=args.image)),
                                timeout=t)

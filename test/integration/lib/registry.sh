@@ -5,7 +5,11 @@
 #
 #   pg_registry_start [USER] [PASS]   sets PG_REG_HOST (127.0.0.1:PORT), PG_REG_PORT,
 #                                     PG_REG_USER, PG_REG_PASS, PG_REG_PID
+#                                     (PG_REG_EXTRA_USERS=("user:pass" ...) adds more users)
 #   pg_registry_stop                  kill + wait (also registered as an exit cleanup)
+#   pg_registry_start_open            a second registry WITHOUT authentication; sets
+#                                     PG_OPEN_REG_HOST, PG_OPEN_REG_PID (stopped at exit)
+#   pg_image_push_open LAYOUT TAG REPO:TAG   push to the open registry, no credentials
 #   pg_image_build LAYOUT TAG MARKER  OCI layout LAYOUT:TAG, busybox rootfs, /etc/pg-marker = MARKER
 #   pg_image_push LAYOUT TAG REPO:TAG push oci:LAYOUT:TAG to docker://$PG_REG_HOST/REPO:TAG
 #   pg_image_archive LAYOUT TAG OUT   an oci-archive (for `podman load`, `ctr images import`)
@@ -18,6 +22,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 PG_REG_PID=""
 PG_REG_DIR=""
+PG_OPEN_REG_PID=""
+declare -a PG_REG_EXTRA_USERS=()
 
 pg_registry_start() {
     local user="${1:-tenant-a}" pass="${2:-s3cret-A-$RANDOM$RANDOM}" port i
@@ -26,6 +32,11 @@ pg_registry_start() {
     mkdir -p "$PG_REG_DIR/storage"
     htpasswd -Bbc "$PG_REG_DIR/htpasswd" "$user" "$pass" >/dev/null 2>&1 ||
         pg_fail "htpasswd -B failed"
+    local extra
+    for extra in "${PG_REG_EXTRA_USERS[@]}"; do
+        htpasswd -Bb "$PG_REG_DIR/htpasswd" "${extra%%:*}" "${extra#*:}" >/dev/null 2>&1 ||
+            pg_fail "htpasswd -B (extra user) failed"
+    done
 
     for i in 1 2 3; do
         port="$(pg_free_port)" || pg_fail "no free port"
@@ -167,4 +178,56 @@ pg_registry_setup_images() {
     pg_image_push "$PG_LAYOUT" preloaded team-a/preloaded:1.0
     PG_IMG_APP="$PG_REG_HOST/team-a/app:1.0"
     PG_IMG_PRELOADED="$PG_REG_HOST/team-a/preloaded:1.0"
+}
+
+# pg_registry_start_open: a second registry on 127.0.0.1 with no authentication at all
+# (images pulled from it carry no credentials: the kubelet's nodePodsAccessible case).
+pg_registry_start_open() {
+    local dir port i
+    pg_require_cmd docker-registry
+    dir="$(pg_mktemp_dir registry-open)"
+    mkdir -p "$dir/storage"
+    for i in 1 2 3; do
+        port="$(pg_free_port)" || pg_fail "no free port"
+        cat >"$dir/config.yml" <<EOF
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $dir/storage
+  cache:
+    blobdescriptor: inmemory
+http:
+  addr: 127.0.0.1:$port
+  secret: pullgate-test-$RANDOM$RANDOM
+health:
+  storagedriver:
+    enabled: false
+EOF
+        docker-registry serve "$dir/config.yml" >"$dir/registry.log" 2>&1 &
+        PG_OPEN_REG_PID=$!
+        if pg_wait_port "$port" 15 && kill -0 "$PG_OPEN_REG_PID" 2>/dev/null; then
+            break
+        fi
+        pg_kill_wait "$PG_OPEN_REG_PID" 2
+        PG_OPEN_REG_PID=""
+    done
+    [[ -n "$PG_OPEN_REG_PID" ]] || {
+        sed 's/^/  registry | /' "$dir/registry.log" >&2
+        pg_fail "docker-registry (open) did not start"
+    }
+    pg_on_exit 'pg_kill_wait "$PG_OPEN_REG_PID" 5'
+    PG_OPEN_REG_HOST="127.0.0.1:$port"
+    pg_log "open registry on $PG_OPEN_REG_HOST (no authentication), pid $PG_OPEN_REG_PID"
+}
+
+# pg_image_push_open LAYOUT TAG REPO:TAG
+pg_image_push_open() {
+    pg_skopeo copy --quiet --insecure-policy --dest-tls-verify=false \
+        "oci:$1:$2" "docker://$PG_OPEN_REG_HOST/$3" >&2 ||
+        pg_fail "skopeo copy to $PG_OPEN_REG_HOST/$3 failed"
+    pg_log "pushed $PG_OPEN_REG_HOST/$3"
 }
