@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Configuration (CONTRACT §8): defaults, strict JSON loading, per-key setters,
+ * Configuration (docs/interfaces.md §8): defaults, strict JSON loading, per-key setters,
  * getters and canonical JSON output.
  *
  * Every value is validated before it is stored, and a file is applied to a
@@ -682,7 +682,7 @@ PG_API char *pg_config_to_json(const pg_config *cfg, pg_error *err)
     char ttl[32];
     format_duration(cfg->credential_ttl, ttl);
     json_t *o = json_object();
-    /* Same key order as CONTRACT §8, then the extension key. */
+    /* Same key order as docs/interfaces.md §8, then the extension key. */
     int bad = !o || put(o, "policy", json_string(policy_names[cfg->policy])) ||
               put(o, "allowlist", list_to_json(&cfg->allowlist)) ||
               put(o, "stateDir", json_string(cfg->state_dir)) ||

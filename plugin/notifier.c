@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * D-Bus notifier: emits the signals of CONTRACT §9 (interface
+ * D-Bus notifier: emits the signals of docs/interfaces.md §9 (interface
  * dev.pullgate.PullGate1, path /dev/pullgate/PullGate1) on a private
  * libdbus connection.
  *

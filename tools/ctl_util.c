@@ -53,7 +53,7 @@ int pgctl_fail(const pg_error *err, const char *context)
 int pgctl_store_fail(const pg_error *err, const char *context)
 {
     /* Only a malformed argument is the caller's fault; an oversized, unsafe or
-     * unreadable file already in the store is a store error (CONTRACT §6: 3). */
+     * unreadable file already in the store is a store error (docs/interfaces.md §6: 3). */
     int status = pgctl_fail(err, context);
     return err->code == PG_ERR_INVALID ? status : PGCTL_INTERNAL;
 }

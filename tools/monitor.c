@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pullgatectl monitor: prints the dev.pullgate.PullGate1 signals (CONTRACT
- * §9) as they arrive, one line each, human-readable or JSON.
+ * pullgatectl monitor: prints the dev.pullgate.PullGate1 signals
+ * (docs/interfaces.md §9) as they arrive, one line each, human-readable or JSON.
  */
 #include "pgctl.h"
 #include "dbus_names.h"
@@ -33,7 +33,7 @@ typedef struct monitor_options {
     unsigned long count; /* 0: until interrupted */
 } monitor_options;
 
-/* One signal of the interface: argument names as in CONTRACT §9 (JSON) and
+/* One signal of the interface: argument names as in docs/interfaces.md §9 (JSON) and
  * in the human format (where containerId reads "container"). */
 typedef struct signal_spec {
     const char *member;

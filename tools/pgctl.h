@@ -7,7 +7,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-/* Exit statuses of CONTRACT §6. */
+/* Exit statuses of docs/interfaces.md §6. */
 enum { PGCTL_OK = 0, PGCTL_DENY = 1, PGCTL_USAGE = 2, PGCTL_INTERNAL = 3 };
 
 #define PGCTL_PROG "pullgatectl"
