@@ -31,7 +31,7 @@ JOBS=${JOBS:-2}
 
 log() { printf '== %s\n' "$*" >&2; }
 
-if [ -z "${SKIP_BUILD:-}" ]; then
+if [ "${SKIP_BUILD:-0}" = 0 ]; then  # SKIP_BUILD unset, empty or 0 builds; 1 reuses
     log "building (Release) in $BUILD_DIR"
     cmake -S "$repo" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPG_BUILD_TESTS=OFF \
         -DPG_BUILD_BENCH=ON >/dev/null
