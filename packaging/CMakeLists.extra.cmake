@@ -31,6 +31,15 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/pullgate-prune.service
 install(PROGRAMS ${CMAKE_CURRENT_SOURCE_DIR}/systemd/pullgate-prune
   DESTINATION ${PG_PRUNE_SCRIPT_DIR} COMPONENT tools)
 
+# pullgate-cri's unit, only when the daemon is built (the top CMakeLists adds cri/ after
+# packaging/, so test the same condition it uses rather than the target).
+if(PG_BUILD_CRI AND EXISTS ${PROJECT_SOURCE_DIR}/cri/CMakeLists.txt)
+  configure_file(${CMAKE_CURRENT_SOURCE_DIR}/systemd/pullgate-cri.service.in
+                 ${CMAKE_CURRENT_BINARY_DIR}/pullgate-cri.service @ONLY)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/pullgate-cri.service
+    DESTINATION ${PG_SYSTEMD_UNIT_DIR} COMPONENT tools)
+endif()
+
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/pullgate.tmpfiles.conf
   "# pullgate: the writable pull record directory (kubelet image_manager layout).\n"
   "d ${PG_STATE_DIR} 0700 root root -\n")
