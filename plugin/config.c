@@ -33,6 +33,8 @@ struct pg_config {
     char *annotation;
     char *dbus;
     char *hmac_key_file;
+    char *cri_listen;   /* pullgate-cri: unix:// endpoint it serves */
+    char *cri_runtime;  /* pullgate-cri: unix:// endpoint of the runtime */
     strlist allowlist;
     strlist read_only_dirs;
     strlist pinned_images;
@@ -108,6 +110,8 @@ PG_API void pg_config_free(pg_config *cfg)
     free(cfg->annotation);
     free(cfg->dbus);
     free(cfg->hmac_key_file);
+    free(cfg->cri_listen);
+    free(cfg->cri_runtime);
     strlist_clear(&cfg->allowlist);
     strlist_clear(&cfg->read_only_dirs);
     strlist_clear(&cfg->pinned_images);
@@ -130,7 +134,9 @@ PG_API pg_config *pg_config_new(pg_error *err)
     int rc = PG_OK;
     if (!(cfg->state_dir = pg_strdup(PG_DEFAULT_STATE_DIR)) ||
         !(cfg->annotation = pg_strdup("pullgate.dev/credentials")) ||
-        !(cfg->dbus = pg_strdup("system")) || !(cfg->hmac_key_file = pg_strdup("")))
+        !(cfg->dbus = pg_strdup("system")) || !(cfg->hmac_key_file = pg_strdup("")) ||
+        !(cfg->cri_listen = pg_strdup("unix:///run/pullgate/cri.sock")) ||
+        !(cfg->cri_runtime = pg_strdup("unix:///run/containerd/containerd.sock")))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     if (rc == PG_OK)
         rc = strlist_init_empty(&cfg->allowlist, err);
@@ -163,7 +169,9 @@ static pg_config *config_clone(const pg_config *src, pg_error *err)
     int rc = PG_OK;
     if (!(c->state_dir = pg_strdup(src->state_dir)) ||
         !(c->annotation = pg_strdup(src->annotation)) || !(c->dbus = pg_strdup(src->dbus)) ||
-        !(c->hmac_key_file = pg_strdup(src->hmac_key_file)))
+        !(c->hmac_key_file = pg_strdup(src->hmac_key_file)) ||
+        !(c->cri_listen = pg_strdup(src->cri_listen)) ||
+        !(c->cri_runtime = pg_strdup(src->cri_runtime)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     if (rc == PG_OK)
         rc = strlist_copy(&c->allowlist, &src->allowlist, err);
@@ -417,6 +425,31 @@ static int set_hmac_key_file(pg_config *cfg, const char *key, const char *value,
     return rc == PG_OK ? replace_string(&cfg->hmac_key_file, value, err) : rc;
 }
 
+/* A gRPC unix socket endpoint "unix:///absolute/path" (the kubelet's spelling);
+ * the path must fit a sockaddr_un. */
+static int check_unix_endpoint(const char *key, const char *value, pg_error *err)
+{
+    static const char prefix[] = "unix://";
+    const char *path = value + sizeof prefix - 1;
+    if (strncmp(value, prefix, sizeof prefix - 1) != 0 || path[0] != '/' ||
+        strlen(path) > 107 || has_control_char(value))
+        return bad_value(err, key, value,
+                         "expected unix:///absolute/path, the path at most 107 bytes");
+    return PG_OK;
+}
+
+static int set_cri_listen(pg_config *cfg, const char *key, const char *value, pg_error *err)
+{
+    int rc = check_unix_endpoint(key, value, err);
+    return rc == PG_OK ? replace_string(&cfg->cri_listen, value, err) : rc;
+}
+
+static int set_cri_runtime(pg_config *cfg, const char *key, const char *value, pg_error *err)
+{
+    int rc = check_unix_endpoint(key, value, err);
+    return rc == PG_OK ? replace_string(&cfg->cri_runtime, value, err) : rc;
+}
+
 static strlist *list_of(pg_config *cfg, size_t offset)
 {
     return (strlist *)((char *)cfg + offset);
@@ -445,6 +478,8 @@ static const key_spec keys[] = {
     {"dbus", KEY_SCALAR, set_dbus, 0, NULL},
     {"logLevel", KEY_SCALAR, set_log_level, 0, NULL},
     {"hmacKeyFile", KEY_SCALAR, set_hmac_key_file, 0, NULL},
+    {"criListen", KEY_SCALAR, set_cri_listen, 0, NULL},
+    {"criRuntimeEndpoint", KEY_SCALAR, set_cri_runtime, 0, NULL},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -646,6 +681,8 @@ PG_API const char *const *pg_config_pinned_images(const pg_config *cfg)
 
 /* hmacKeyFile is not in pullgate.h (the header is fixed); internal users read it here. */
 const char *pg_config_hmac_key_file(const pg_config *cfg) { return cfg->hmac_key_file; }
+const char *pg_config_cri_listen(const pg_config *cfg) { return cfg->cri_listen; }
+const char *pg_config_cri_runtime_endpoint(const pg_config *cfg) { return cfg->cri_runtime; }
 
 /* ------------------------------------------------------------------ output */
 
@@ -695,7 +732,9 @@ PG_API char *pg_config_to_json(const pg_config *cfg, pg_error *err)
               put(o, "recordApiVersion", json_string(cfg->record_api_version)) ||
               put(o, "dbus", json_string(cfg->dbus)) ||
               put(o, "logLevel", json_string(cfg->log_level)) ||
-              put(o, "hmacKeyFile", json_string(cfg->hmac_key_file));
+              put(o, "hmacKeyFile", json_string(cfg->hmac_key_file)) ||
+              put(o, "criListen", json_string(cfg->cri_listen)) ||
+              put(o, "criRuntimeEndpoint", json_string(cfg->cri_runtime));
     char *text = bad ? NULL : json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
     json_decref(o);
     if (!text)

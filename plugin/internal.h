@@ -131,6 +131,9 @@ int pg_pinned_match_ref(const char *const *patterns, const char *image, const pg
 
 /* hmacKeyFile ("" = annotations are not signed); owned by cfg. */
 const char *pg_config_hmac_key_file(const pg_config *cfg);
+/* pullgate-cri endpoints (criListen, criRuntimeEndpoint: "unix:///path"); owned by cfg. */
+const char *pg_config_cri_listen(const pg_config *cfg);
+const char *pg_config_cri_runtime_endpoint(const pg_config *cfg);
 
 /* --------------------------------------------------------- presented.c */
 
