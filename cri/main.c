@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pullgate-cri: the CRI proxy that records every pull the kubelet makes
+ * (cri/README.md, docs/man/pullgate-cri.8).
+ *
+ *   pullgate-cri [--config FILE] [--listen unix:///run/pullgate/cri.sock]
+ *                [--runtime-endpoint unix:///run/containerd/containerd.sock]
+ *
+ * Exit status: 0 after SIGTERM/SIGINT and a drain, 1 when it cannot start
+ * (socket, store), 2 for usage or configuration errors.
+ */
+#include "log.h"
+#include "proxy.h"
+
+#include <grpc/grpc.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <openssl/crypto.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PG_CONFIG_PATH PG_DEFAULT_CONFIG_PATH /* ${sysconfdir}/pullgate, from CMake */
+#define INTENT_BUDGET_MS 1000
+#define RECORD_BUDGET_MS 2000
+#define NOTIFIER_TIMEOUT_MS 250
+#define RECORDER_STOP_MS 5000
+
+typedef struct args {
+    const char *config;
+    const char *listen;
+    const char *runtime;
+} args;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: pullgate-cri [--config FILE] [--listen unix:///run/pullgate/cri.sock]\n"
+            "                    [--runtime-endpoint unix:///run/containerd/containerd.sock]\n"
+            "Serves CRI on --listen, forwards every call to --runtime-endpoint, and records\n"
+            "each PullImage in pullgate's record store (see pullgate-cri(8)).\n");
+}
+
+/* 0 to run, 1 after --help/--version, 2 on a usage error. */
+static int parse_args(int argc, char **argv, args *a)
+{
+    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                             {"listen", required_argument, NULL, 'l'},
+                                             {"runtime-endpoint", required_argument, NULL, 'r'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {"version", no_argument, NULL, 'V'},
+                                             {NULL, 0, NULL, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'c': a->config = optarg; break;
+        case 'l': a->listen = optarg; break;
+        case 'r': a->runtime = optarg; break;
+        case 'h': usage(stdout); return 1;
+        case 'V': printf("pullgate-cri %s\n", pg_version()); return 1;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "pullgate-cri: unexpected argument \"%s\"\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+/* The config file (a missing default file means defaults), then the options over it. */
+static pg_config *load_config(const args *a, pg_error *err)
+{
+    pg_config *cfg = pg_config_new(err);
+    if (!cfg)
+        return NULL;
+    int rc = PG_OK;
+    if (a->config) {
+        rc = pg_config_load_file(cfg, a->config, err);
+    } else if (access(PG_CONFIG_PATH, F_OK) == 0 || errno != ENOENT) {
+        rc = pg_config_load_file(cfg, PG_CONFIG_PATH, err);
+    }
+    if (rc == PG_OK && a->listen)
+        rc = pg_config_set(cfg, "criListen", a->listen, err);
+    if (rc == PG_OK && a->runtime)
+        rc = pg_config_set(cfg, "criRuntimeEndpoint", a->runtime, err);
+    if (rc != PG_OK) {
+        pg_config_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+/*
+ * The socket's directory: created 0700 when missing; when it exists it must be
+ * a real directory of ours that nobody else can write (else someone could put
+ * their own socket where the kubelet connects). Anyone who can speak CRI owns
+ * the node, so the socket itself is made 0600 after binding.
+ */
+static int prepare_socket_dir(const char *endpoint, pg_error *err)
+{
+    const char *path = endpoint + strlen("unix://");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        return PG_OK; /* a socket in / : nothing to create */
+    *slash = '\0';
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return pg_fail_errno(err, errno, "create %s", dir);
+    struct stat st;
+    if (lstat(dir, &st) != 0)
+        return pg_fail_errno(err, errno, "stat %s", dir);
+    if (!S_ISDIR(st.st_mode))
+        return pg_fail(err, PG_ERR_UNSAFE, "%s is not a directory (symlink?)", dir);
+    if ((st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & 022))
+        return pg_fail(err, PG_ERR_UNSAFE,
+                       "%s must be owned by root and not writable by group or others", dir);
+    return PG_OK;
+}
+
+static int restrict_socket(const char *endpoint, pg_error *err)
+{
+    const char *path = endpoint + strlen("unix://");
+    if (chmod(path, 0600) != 0)
+        return pg_fail_errno(err, errno, "chmod %s", path);
+    return PG_OK;
+}
+
+/* The annotation key for HMAC checks; NULL (and logged) when configured but unusable. */
+static pg_mac_key *load_mac_key(const pg_config *cfg)
+{
+    const char *path = pg_config_hmac_key_file(cfg);
+    pg_mac_key *key = NULL;
+    pg_error e = {0};
+    if (path[0] && pg_mac_key_load(path, &key, &e) != PG_OK)
+        cri_log(CRI_LOG_ERROR,
+                "hmacKeyFile unusable: pulls with credentials are recorded unverified", "error",
+                e.message, NULL);
+    return key;
+}
+
+static int wait_for_stop_signal(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0)
+        ;
+    return sig;
+}
+
+typedef struct daemon_parts {
+    pg_config *cfg;
+    pg_notifier *notifier;
+    pg_store *store;
+    pg_mac_key *mac_key;
+    cri_recorder *recorder;
+    cri_proxy *proxy;
+} daemon_parts;
+
+static int start(daemon_parts *d, pg_error *err)
+{
+    const pg_config *cfg = d->cfg;
+    d->notifier = pg_notifier_new(pg_config_dbus(cfg), NOTIFIER_TIMEOUT_MS, err);
+    if (!d->notifier)
+        return err->code;
+    if (!(d->store = pg_store_open(cfg, d->notifier, err)))
+        return err->code;
+    if (!(d->recorder = cri_recorder_new(d->store, err)))
+        return err->code;
+    d->mac_key = load_mac_key(cfg);
+    int rc = prepare_socket_dir(pg_config_cri_listen(cfg), err);
+    if (rc != PG_OK)
+        return rc;
+    cri_proxy_options o = {
+        .listen = pg_config_cri_listen(cfg),
+        .runtime = pg_config_cri_runtime_endpoint(cfg),
+        .recorder = d->recorder,
+        .annotation_key = pg_config_annotation(cfg),
+        .mac_key = d->mac_key,
+        .mac_required = pg_config_hmac_key_file(cfg)[0] != '\0',
+        .intent_budget_ms = INTENT_BUDGET_MS,
+        .record_budget_ms = RECORD_BUDGET_MS,
+    };
+    mode_t old = umask(0077); /* the socket is born private, chmod only confirms it */
+    d->proxy = cri_proxy_start(&o, err);
+    umask(old);
+    if (!d->proxy)
+        return err->code;
+    return restrict_socket(o.listen, err);
+}
+
+/* Releases what start() made; a part still busy (a hung store lock) is left to exit(). */
+static int stop(daemon_parts *d)
+{
+    int clean = cri_proxy_stop(d->proxy, CRI_DEFAULT_DRAIN_MS);
+    if (clean)
+        clean = cri_recorder_stop(d->recorder, RECORDER_STOP_MS);
+    if (!clean) {
+        cri_log(CRI_LOG_WARNING, "exiting with work still running", NULL);
+        return 0;
+    }
+    pg_store_free(d->store);
+    pg_notifier_free(d->notifier);
+    pg_mac_key_free(d->mac_key);
+    pg_config_free(d->cfg);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    args a = {0};
+    int rc = parse_args(argc, argv, &a);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
+    /* Every thread inherits this mask; the main thread takes the signals with sigwait. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    umask(0077);
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL);
+
+    pg_error err = {0};
+    daemon_parts d = {0};
+    if (!(d.cfg = load_config(&a, &err))) {
+        fprintf(stderr, "pullgate-cri: %s\n", err.message);
+        return 2;
+    }
+    cri_log_set_level(pg_config_log_level(d.cfg));
+    grpc_init();
+    if (start(&d, &err) != PG_OK) {
+        cri_log(CRI_LOG_ERROR, "cannot start", "error", err.message, NULL);
+        return 1;
+    }
+    cri_log(CRI_LOG_INFO, "serving", "listen", pg_config_cri_listen(d.cfg), "runtime",
+            pg_config_cri_runtime_endpoint(d.cfg), "stateDir", pg_config_state_dir(d.cfg),
+            "version", pg_version(), NULL);
+    int sig = wait_for_stop_signal();
+    cri_log(CRI_LOG_INFO, "stopping: draining calls", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            NULL);
+    if (stop(&d))
+        grpc_shutdown();
+    cri_log(CRI_LOG_INFO, "stopped", NULL);
+    return 0;
+}
