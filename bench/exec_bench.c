@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,10 +59,19 @@ static int run_once(cmd *c, const char *state, size_t state_len, const char *err
     posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err_path,
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    /* The driver ignores SIGPIPE; the child gets the default back, as under a runtime. */
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t def;
+    sigemptyset(&def);
+    sigaddset(&def, SIGPIPE);
+    posix_spawnattr_setsigdefault(&attr, &def);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
     uint64_t t0 = bench_now_ns();
     pid_t pid;
-    int rc = posix_spawn(&pid, c->argv[0], &fa, NULL, c->argv, environ);
+    int rc = posix_spawn(&pid, c->argv[0], &fa, &attr, c->argv, environ);
     posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
     close(p[0]);
     if (rc != 0) {
         close(p[1]);
@@ -86,6 +96,8 @@ static int run_once(cmd *c, const char *state, size_t state_len, const char *err
 int main(int argc, char **argv)
 {
     size_t runs = 200, warmup = 10;
+    /* A command that exits without reading stdin must not kill the driver. */
+    signal(SIGPIPE, SIG_IGN);
     const char *state_path = NULL, *out = "/tmp/exec_bench";
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
