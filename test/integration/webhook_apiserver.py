@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""A Kubernetes API server stand-in for pullgate-webhook's tests (loopback, TLS, bearer token).
+
+It serves GET /api/v1/namespaces/NS/{secrets,serviceaccounts}/NAME and GET /version the way
+kube-apiserver does: objects as stored in the state file, a v1 Status for 404 NotFound, 401
+Unauthorized (wrong or missing bearer token) and any injected failure. The state file is re-read
+on every request, so a test changes behaviour (tokens, objects, failures) by rewriting it:
+
+  {"tokens": ["..."],                       accepted bearer tokens
+   "objects": {"/api/v1/...": {...}},       path -> object
+   "fail": {"/api/v1/...": 500},            path -> HTTP status answered with a Status
+   "delayMs": {"/api/v1/...": 100}}         path -> delay before answering
+
+Every request is appended to the log file as one JSON line {"method","path","token"} (the token's
+last 8 characters only), so a test can prove which objects were read and with which token.
+"""
+import argparse
+import json
+import ssl
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 500: "InternalError",
+           503: "ServiceUnavailable", 429: "TooManyRequests"}
+
+
+def status_object(code, message, details=None):
+    s = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+         "message": message, "reason": REASONS.get(code, "Unknown"), "code": code}
+    if details:
+        s["details"] = details
+    return s
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as kube-apiserver
+    server_version = "kube-apiserver-standin"
+
+    def log_message(self, fmt, *args):  # quiet; the JSON log is the record
+        pass
+
+    def send_json(self, code, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def record(self, token):
+        with LOCK, open(self.server.log_path, "a") as f:
+            f.write(json.dumps({"method": self.command, "path": self.path,
+                                "token": token[-8:] if token else ""}) + "\n")
+
+    def do_GET(self):
+        with open(self.server.state_path) as f:
+            state = json.load(f)
+        auth = self.headers.get("Authorization", "")
+        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+        self.record(token)
+        delay = state.get("delayMs", {}).get(self.path)
+        if delay:
+            time.sleep(delay / 1000)
+        if token not in state.get("tokens", []):
+            return self.send_json(401, status_object(401, "Unauthorized"))
+        if self.path == "/version":
+            return self.send_json(200, {"major": "1", "minor": "35", "gitVersion": "v1.35.0",
+                                        "platform": "linux/amd64"})
+        code = state.get("fail", {}).get(self.path)
+        if code:
+            return self.send_json(code, status_object(code, f"injected failure {code}"))
+        obj = state.get("objects", {}).get(self.path)
+        if obj is not None:
+            return self.send_json(200, obj)
+        parts = self.path.split("/")
+        # /api/v1/namespaces/NS/RESOURCE/NAME
+        if len(parts) == 7 and parts[1:4] == ["api", "v1", "namespaces"]:
+            resource, name = parts[5], parts[6]
+            return self.send_json(404, status_object(
+                404, f'{resource} "{name}" not found', {"name": name, "kind": resource}))
+        return self.send_json(404, status_object(404, "the server could not find the "
+                                                      "requested resource"))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--cert", required=True)
+    p.add_argument("--key", required=True)
+    p.add_argument("--state", required=True)
+    p.add_argument("--log", required=True)
+    a = p.parse_args()
+    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    srv.daemon_threads = True
+    srv.state_path, srv.log_path = a.state, a.log
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(a.cert, a.key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

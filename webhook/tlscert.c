@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The serving certificate, reloaded when its files change (cert-manager and
+ * packaging/kubernetes/make-certs.sh rotate them). libmicrohttpd asks for the
+ * certificate on every TLS handshake through GnuTLS's retrieve callback; the
+ * callback checks the files at most once a second and swaps in a new pair
+ * only when the key matches the certificate, so a half-written rotation keeps
+ * the old pair in service.
+ *
+ * GnuTLS's callback has no user-data argument, hence the one module-level
+ * pointer (set once by wh_tls_new before the server starts).
+ */
+#include "tlscert.h"
+
+#include "files.h"
+
+#include <gnutls/abstract.h>
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_CHAIN 8
+#define MAX_PEM_BYTES (256u * 1024u)
+#define CHECK_INTERVAL_MS 1000
+/* A retired pair may still be in use by a handshake that started before the
+ * swap; handshakes are bounded by the connection timeout, so free it later. */
+#define RETIRE_AFTER_MS (5LL * 60 * 1000)
+#define MAX_RETIRED 16
+
+typedef struct pair {
+    gnutls_pcert_st chain[MAX_CHAIN];
+    unsigned int n;
+    gnutls_privkey_t key;
+    long long retired_ms;
+} pair;
+
+struct wh_tls {
+    char *cert_path, *key_path;
+    pthread_mutex_t lock;
+    pair *current;
+    pair *retired[MAX_RETIRED];
+    size_t n_retired;
+    wh_file_id cert_id, key_id;
+    long long checked_ms;
+    wh_tls_log_fn log;
+};
+
+static wh_tls *the_tls; /* see the file comment */
+
+static void pair_free(pair *p)
+{
+    if (!p)
+        return;
+    for (unsigned int i = 0; i < p->n; i++)
+        gnutls_pcert_deinit(&p->chain[i]);
+    if (p->key)
+        gnutls_privkey_deinit(p->key);
+    free(p);
+}
+
+static int export_pubkey(gnutls_pubkey_t pub, gnutls_datum_t *out)
+{
+    return gnutls_pubkey_export2(pub, GNUTLS_X509_FMT_DER, out);
+}
+
+/* The private key belongs to the leaf certificate. */
+static int key_matches(pair *p)
+{
+    gnutls_pubkey_t from_key;
+    gnutls_datum_t a = {0}, b = {0};
+    int ok = 0;
+    if (gnutls_pubkey_init(&from_key) < 0)
+        return 0;
+    if (gnutls_pubkey_import_privkey(from_key, p->key, 0, 0) == 0 &&
+        export_pubkey(from_key, &a) == 0 && export_pubkey(p->chain[0].pubkey, &b) == 0)
+        ok = a.size == b.size && memcmp(a.data, b.data, a.size) == 0;
+    gnutls_free(a.data);
+    gnutls_free(b.data);
+    gnutls_pubkey_deinit(from_key);
+    return ok;
+}
+
+static int load_pair(const char *cert_path, const char *key_path, pair **out, char *msg,
+                     size_t msg_size)
+{
+    char *cert = NULL, *key = NULL;
+    size_t cert_len = 0, key_len = 0;
+    pair *p = calloc(1, sizeof *p);
+    int rc = p ? 0 : -1;
+    if (!p)
+        snprintf(msg, msg_size, "out of memory");
+    if (rc == 0)
+        rc = wh_read_file(cert_path, MAX_PEM_BYTES, 0, &cert, &cert_len, msg, msg_size);
+    if (rc == 0)
+        rc = wh_read_file(key_path, MAX_PEM_BYTES, 1, &key, &key_len, msg, msg_size);
+    if (rc == 0) {
+        gnutls_datum_t c = {(unsigned char *)cert, (unsigned int)cert_len};
+        gnutls_datum_t k = {(unsigned char *)key, (unsigned int)key_len};
+        p->n = MAX_CHAIN;
+        int g = gnutls_pcert_list_import_x509_raw(p->chain, &p->n, &c, GNUTLS_X509_FMT_PEM, 0);
+        if (g < 0 || p->n == 0) {
+            p->n = 0;
+            snprintf(msg, msg_size, "%.200s: %s", cert_path,
+                     g < 0 ? gnutls_strerror(g) : "no certificate");
+            rc = -1;
+        } else if ((g = gnutls_privkey_init(&p->key)) < 0 ||
+                   (g = gnutls_privkey_import_x509_raw(p->key, &k, GNUTLS_X509_FMT_PEM, NULL,
+                                                       0)) < 0) {
+            snprintf(msg, msg_size, "%.200s: %s", key_path, gnutls_strerror(g));
+            rc = -1;
+        } else if (!key_matches(p)) {
+            snprintf(msg, msg_size, "%.200s does not belong to %.200s", key_path, cert_path);
+            rc = -1;
+        }
+    }
+    if (key) {
+        OPENSSL_cleanse(key, key_len);
+        free(key);
+    }
+    free(cert);
+    if (rc != 0) {
+        pair_free(p);
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+
+static void retire(wh_tls *t, pair *old, long long now)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < t->n_retired; i++) {
+        if (now - t->retired[i]->retired_ms > RETIRE_AFTER_MS)
+            pair_free(t->retired[i]);
+        else
+            t->retired[kept++] = t->retired[i];
+    }
+    t->n_retired = kept;
+    if (t->n_retired == MAX_RETIRED) { /* rotations faster than handshakes: drop the oldest */
+        pair_free(t->retired[0]);
+        memmove(t->retired, t->retired + 1, (MAX_RETIRED - 1) * sizeof t->retired[0]);
+        t->n_retired--;
+    }
+    old->retired_ms = now;
+    t->retired[t->n_retired++] = old;
+}
+
+/* Called with the lock held: swaps in a changed pair once per CHECK_INTERVAL_MS. */
+static void maybe_reload(wh_tls *t)
+{
+    long long now = wh_now_ms();
+    if (now - t->checked_ms < CHECK_INTERVAL_MS)
+        return;
+    t->checked_ms = now;
+    wh_file_id cert_id, key_id;
+    if (wh_file_id_of(t->cert_path, &cert_id) != 0 || wh_file_id_of(t->key_path, &key_id) != 0)
+        return; /* mid-rotation: keep serving the old pair */
+    if (wh_file_id_equal(&cert_id, &t->cert_id) && wh_file_id_equal(&key_id, &t->key_id))
+        return;
+    pair *fresh = NULL;
+    char msg[512];
+    if (load_pair(t->cert_path, t->key_path, &fresh, msg, sizeof msg) != 0) {
+        if (t->log)
+            t->log("warning", "certificate reload failed, serving the previous one", msg);
+        return; /* retried on the next check: the ids are not updated */
+    }
+    retire(t, t->current, now);
+    t->current = fresh;
+    t->cert_id = cert_id;
+    t->key_id = key_id;
+    if (t->log)
+        t->log("info", "serving certificate reloaded", t->cert_path);
+}
+
+int wh_tls_retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_rdn, int nreqs,
+                    const gnutls_pk_algorithm_t *pk_algos, int pk_algos_length,
+                    gnutls_pcert_st **pcert, unsigned int *pcert_length,
+                    gnutls_privkey_t *privkey)
+{
+    (void)session, (void)req_ca_rdn, (void)nreqs, (void)pk_algos, (void)pk_algos_length;
+    wh_tls *t = the_tls;
+    if (!t)
+        return -1;
+    pthread_mutex_lock(&t->lock);
+    maybe_reload(t);
+    *pcert = t->current->chain;
+    *pcert_length = t->current->n;
+    *privkey = t->current->key;
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+wh_tls *wh_tls_new(const char *cert_path, const char *key_path, wh_tls_log_fn log, char *msg,
+                   size_t msg_size)
+{
+    if (the_tls) {
+        snprintf(msg, msg_size, "one serving certificate per process");
+        return NULL;
+    }
+    wh_tls *t = calloc(1, sizeof *t);
+    if (t)
+        pthread_mutex_init(&t->lock, NULL);
+    if (!t || !(t->cert_path = strdup(cert_path)) || !(t->key_path = strdup(key_path))) {
+        snprintf(msg, msg_size, "out of memory");
+        wh_tls_free(t);
+        return NULL;
+    }
+    t->log = log;
+    if (wh_file_id_of(cert_path, &t->cert_id) != 0 || wh_file_id_of(key_path, &t->key_id) != 0 ||
+        load_pair(cert_path, key_path, &t->current, msg, msg_size) != 0) {
+        if (!msg[0])
+            snprintf(msg, msg_size, "cannot read %.200s or %.200s", cert_path, key_path);
+        wh_tls_free(t);
+        return NULL;
+    }
+    t->checked_ms = wh_now_ms();
+    the_tls = t;
+    return t;
+}
+
+void wh_tls_free(wh_tls *t)
+{
+    if (!t)
+        return;
+    if (the_tls == t)
+        the_tls = NULL;
+    pair_free(t->current);
+    for (size_t i = 0; i < t->n_retired; i++)
+        pair_free(t->retired[i]);
+    free(t->cert_path);
+    free(t->key_path);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}

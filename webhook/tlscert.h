@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The serving certificate and key, reloaded when their files change (tlscert.c). */
+#ifndef PULLGATE_WEBHOOK_TLSCERT_H
+#define PULLGATE_WEBHOOK_TLSCERT_H
+
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
+#include <stddef.h>
+
+typedef struct wh_tls wh_tls;
+typedef void (*wh_tls_log_fn)(const char *level, const char *msg, const char *detail);
+
+/* Loads the pair (the key must belong to the certificate). One per process. */
+wh_tls *wh_tls_new(const char *cert_path, const char *key_path, wh_tls_log_fn log, char *msg,
+                   size_t msg_size);
+void wh_tls_free(wh_tls *t);
+
+/* gnutls_certificate_retrieve_function2 for MHD_OPTION_HTTPS_CERT_CALLBACK. */
+int wh_tls_retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_rdn, int nreqs,
+                    const gnutls_pk_algorithm_t *pk_algos, int pk_algos_length,
+                    gnutls_pcert_st **pcert, unsigned int *pcert_length,
+                    gnutls_privkey_t *privkey);
+
+#endif
