@@ -82,9 +82,8 @@ int pg_mac_key_load(const char *path, pg_mac_key **out, pg_error *err)
     rc = pg_read_file_at(AT_FDCWD, path, PG_MAC_KEY_MAX_BYTES + 1, PG_READ_STRICT, &buf, &len,
                          err);
     if (rc != PG_OK) {
-        char why[PG_ERROR_MESSAGE_MAX];
-        snprintf(why, sizeof why, "%s", err ? err->message : "");
-        return pg_fail(err, rc, "HMAC key file: %s", why);
+        pg_error_prefix(err, "HMAC key file");
+        return rc;
     }
     rc = pg_mac_key_from_bytes(buf, len, out, err);
     OPENSSL_cleanse(buf, len);
@@ -239,16 +238,6 @@ int pg_annotation_mac_message(const char *namespace_, const char *image_name,
 
 /* ------------------------------------------------------------------- MAC */
 
-static void to_hex(const unsigned char *bytes, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[bytes[i] >> 4];
-        out[2 * i + 1] = digits[bytes[i] & 0xf];
-    }
-    out[2 * n] = '\0';
-}
-
 int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len,
                           char out[PG_MAC_HEX_LEN + 1], pg_error *err)
 {
@@ -260,7 +249,7 @@ int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len
               &mac_len) ||
         mac_len * 2 != PG_MAC_HEX_LEN)
         return pg_fail(err, PG_ERR_INTERNAL, "HMAC-SHA-256 failed (OpenSSL)");
-    to_hex(mac, mac_len, out);
+    pg_hex_encode(mac, mac_len, out);
     OPENSSL_cleanse(mac, sizeof mac);
     return PG_OK;
 }
@@ -325,16 +314,6 @@ int pg_annotation_mac_of_entry(const pg_mac_key *key, const char *namespace_,
     return rc;
 }
 
-static bool is_lower_hex(const char *s, size_t n)
-{
-    if (strlen(s) != n)
-        return false;
-    for (; *s; s++)
-        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
-            return false;
-    return true;
-}
-
 int pg_annotation_mac_verify_entry(const pg_mac_key *key, const char *namespace_,
                                    const char *image_name, const json_t *entry, pg_error *err)
 {
@@ -342,7 +321,7 @@ int pg_annotation_mac_verify_entry(const pg_mac_key *key, const char *namespace_
     if (!given)
         return pg_fail(err, PG_ERR_UNSAFE, "entry for %.256s has no \"hmac\"", image_name);
     const char *hex = json_string_value(given);
-    if (!hex || !is_lower_hex(hex, PG_MAC_HEX_LEN))
+    if (!hex || !pg_is_lower_hex(hex, PG_MAC_HEX_LEN))
         return pg_fail(err, PG_ERR_UNSAFE,
                        "entry for %.256s: \"hmac\" is not 64 lowercase hex digits", image_name);
     char expected[PG_MAC_HEX_LEN + 1];

@@ -149,4 +149,46 @@ size_t pg_presented_sas(const pg_presented *p, const char *image_name, const pg_
 /* Count of credentials for image_name dropped because they name another namespace. */
 size_t pg_presented_ignored(const pg_presented *p, const char *image_name);
 
+/* ------------------------------------------- util.c: errors and pooled helpers */
+
+/* Prepends "<context>: " to err->message (err may be NULL), keeping err->code:
+ * the one idiom for adding context on the way up (docs/hacking.md). */
+void pg_error_prefix(pg_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Lowercase hex of bytes[0..n) into out (room for 2n + 1). */
+void pg_hex_encode(const void *bytes, size_t n, char *out);
+/* Value of one hex digit (either case), or -1. */
+int pg_hex_value(unsigned char c);
+/* s is exactly n lowercase hex digits (NUL after them); NULL-safe. */
+bool pg_is_lower_hex(const char *s, size_t n);
+/* s is a credentialHash / SHA-256 hex: exactly 64 lowercase hex digits. */
+bool pg_is_hex64(const char *s);
+/* CLOCK_MONOTONIC in milliseconds: deadlines that wall-clock jumps cannot move. */
+int64_t pg_monotonic_ms(void);
+/* Length of the valid UTF-8 sequence at s (NUL-terminated; no overlong forms,
+ * no surrogates, <= U+10FFFF, as D-Bus requires), or 0 if invalid. */
+size_t pg_utf8_valid_len(const unsigned char *s);
+
+/* A growable byte buffer, always NUL-terminated once written. Allocation
+ * failure sets oom and makes further appends no-ops: check oom once at the end. */
+typedef struct pg_buf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} pg_buf;
+void pg_buf_append(pg_buf *b, const void *data, size_t n);
+void pg_buf_puts(pg_buf *b, const char *s);
+
+/* A vector of owned strings; v is NULL-terminated (a pg_strv_free-able char **)
+ * once written or ensured. Zero-initialise; release with pg_strv_clear. */
+typedef struct pg_strv {
+    char **v;
+    size_t n, cap;
+} pg_strv;
+/* Makes v an empty vector if it is still NULL. */
+int pg_strv_ensure(pg_strv *l, pg_error *err);
+/* Appends a copy of s. */
+int pg_strv_push(pg_strv *l, const char *s, pg_error *err);
+void pg_strv_clear(pg_strv *l);
+
 #endif

@@ -81,17 +81,10 @@ struct pg_notifier {
 
 /* -------------------------------------------------------------- time */
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Milliseconds until deadline, never negative. */
 static int ms_left(int64_t deadline)
 {
-    int64_t left = deadline - monotonic_ms();
+    int64_t left = deadline - pg_monotonic_ms();
     return left > 0 ? (int)left : 0;
 }
 
@@ -517,37 +510,6 @@ static void emit(pg_notifier *n, DBusMessage *msg, int64_t deadline)
 
 /* ------------------------------------------------ message construction */
 
-/* Length of the valid UTF-8 sequence at s (as D-Bus accepts it: no
- * overlong forms, no surrogates, <= U+10FFFF), or 0 if invalid. */
-static size_t utf8_sequence_len(const unsigned char *s)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t len;
-    unsigned cp;
-    if ((s[0] & 0xE0) == 0xC0) {
-        len = 2;
-        cp = s[0] & 0x1Fu;
-    } else if ((s[0] & 0xF0) == 0xE0) {
-        len = 3;
-        cp = s[0] & 0x0Fu;
-    } else if ((s[0] & 0xF8) == 0xF0) {
-        len = 4;
-        cp = s[0] & 0x07u;
-    } else {
-        return 0;
-    }
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0; /* also stops at the terminating NUL */
-        cp = (cp << 6) | (s[i] & 0x3Fu);
-    }
-    static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return len;
-}
-
 /* A copy of s that libdbus accepts: NULL becomes "", each byte of an
  * invalid UTF-8 sequence becomes '?'. (libdbus aborts the process on an
  * invalid string argument, and image names come from untrusted input.) */
@@ -560,7 +522,7 @@ static char *dbus_safe_string(const char *s)
         return NULL;
     unsigned char *p = (unsigned char *)out;
     while (*p) {
-        size_t len = utf8_sequence_len(p);
+        size_t len = pg_utf8_valid_len(p);
         if (len == 0)
             *p++ = '?';
         else
@@ -601,7 +563,7 @@ static void notify_strings(pg_notifier *n, const char *member, const char *const
 {
     if (!n || !n->dbus_loaded)
         return; /* bus "none", or no libdbus: nothing to build a message with */
-    int64_t deadline = monotonic_ms() + n->timeout_ms;
+    int64_t deadline = pg_monotonic_ms() + n->timeout_ms;
     DBusMessage *msg = new_string_signal(member, args, n_args);
     if (!msg)
         return; /* out of memory: best effort, nothing to report to */
@@ -702,7 +664,7 @@ PG_API void pg_notify_records_pruned(pg_notifier *n, uint32_t count)
 {
     if (!n || !n->dbus_loaded)
         return;
-    int64_t deadline = monotonic_ms() + n->timeout_ms;
+    int64_t deadline = pg_monotonic_ms() + n->timeout_ms;
     DBusMessage *msg = dbus_message_new_signal(PG_DBUS_PATH, PG_DBUS_INTERFACE, PG_SIGNAL_RECORDS_PRUNED);
     if (!msg)
         return;

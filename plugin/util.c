@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 __attribute__((format(printf, 4, 0)))
@@ -46,6 +47,26 @@ int pg_fail_errno(pg_error *err, int errno_value, const char *fmt, ...)
     vfail(err, code, errno_value, fmt, ap);
     va_end(ap);
     return code;
+}
+
+/*
+ * The one way to add context to an error on its way up (like crun's
+ * crun_error_wrap): "context: <inner message>", the inner code kept, so no
+ * caller needs to copy the message aside or guess from its text what happened.
+ */
+void pg_error_prefix(pg_error *err, const char *fmt, ...)
+{
+    if (!err)
+        return;
+    char context[PG_ERROR_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(context, sizeof context, fmt, ap);
+    va_end(ap);
+    char inner[PG_ERROR_MESSAGE_MAX];
+    snprintf(inner, sizeof inner, "%s", err->message[0] ? err->message : pg_code_name(err->code));
+    int code = err->code;
+    pg_fail(err, code, "%s: %s", context, inner);
 }
 
 PG_API void pg_error_clear(pg_error *err)
@@ -86,12 +107,7 @@ int pg_sha256_hex(const void *data, size_t len, char out[PG_HASH_HEX_LEN + 1], p
     unsigned int mdlen = 0;
     if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != sizeof md)
         return pg_fail(err, PG_ERR_INTERNAL, "SHA-256 failed");
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < sizeof md; i++) {
-        out[2 * i] = hex[md[i] >> 4];
-        out[2 * i + 1] = hex[md[i] & 15];
-    }
-    out[PG_HASH_HEX_LEN] = '\0';
+    pg_hex_encode(md, sizeof md, out);
     return PG_OK;
 }
 
@@ -321,4 +337,146 @@ void pg_format_rfc3339(time_t t, char out[32])
     struct tm tm;
     if (!gmtime_r(&t, &tm) || !strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm))
         strcpy(out, "1970-01-01T00:00:00Z");
+}
+
+/* =============================================================== pooled helpers
+ * Small helpers that several modules need; one copy here (internal.h). */
+
+void pg_hex_encode(const void *bytes, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *b = bytes;
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+int pg_hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool pg_is_lower_hex(const char *s, size_t n)
+{
+    if (!s || strnlen(s, n + 1) != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+bool pg_is_hex64(const char *s) { return pg_is_lower_hex(s, PG_HASH_HEX_LEN); }
+
+int64_t pg_monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+size_t pg_utf8_valid_len(const unsigned char *s)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t len;
+    unsigned cp;
+    if ((s[0] & 0xE0) == 0xC0) {
+        len = 2;
+        cp = s[0] & 0x1Fu;
+    } else if ((s[0] & 0xF0) == 0xE0) {
+        len = 3;
+        cp = s[0] & 0x0Fu;
+    } else if ((s[0] & 0xF8) == 0xF0) {
+        len = 4;
+        cp = s[0] & 0x07u;
+    } else {
+        return 0;
+    }
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0; /* also stops at the terminating NUL */
+        cp = (cp << 6) | (s[i] & 0x3Fu);
+    }
+    static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return len;
+}
+
+/* ---------------------------------------------------------- growable buffer */
+
+void pg_buf_append(pg_buf *b, const void *data, size_t n)
+{
+    if (b->oom)
+        return;
+    if (n > SIZE_MAX / 2 - b->len) {
+        b->oom = true;
+        return;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void pg_buf_puts(pg_buf *b, const char *s) { pg_buf_append(b, s, strlen(s)); }
+
+/* ------------------------------------------------------------ string vector */
+
+int pg_strv_ensure(pg_strv *l, pg_error *err)
+{
+    if (l->v)
+        return PG_OK;
+    l->n = l->cap = 0;
+    if (!(l->v = calloc(1, sizeof *l->v)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    l->cap = 1;
+    return PG_OK;
+}
+
+int pg_strv_push(pg_strv *l, const char *s, pg_error *err)
+{
+    if (l->n + 2 > l->cap) {
+        size_t cap = l->cap >= 4 ? l->cap * 2 : 8;
+        char **nv = realloc(l->v, cap * sizeof *nv);
+        if (!nv)
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        l->v = nv;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n] = pg_strdup(s))) {
+        l->v[l->n] = NULL;
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    }
+    l->v[++l->n] = NULL;
+    return PG_OK;
+}
+
+void pg_strv_clear(pg_strv *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = l->cap = 0;
 }

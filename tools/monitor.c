@@ -134,13 +134,10 @@ static const char *bus_address(const char *bus, int *status)
  * wait forever on a bus that accepted the socket and never answers. */
 static int wait_authenticated(DBusConnection *conn, int timeout_ms)
 {
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    int64_t deadline = pg_monotonic_ms() + timeout_ms;
     while (!dbus_connection_get_is_authenticated(conn)) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long elapsed = (long)(now.tv_sec - start.tv_sec) * 1000 +
-                       (now.tv_nsec - start.tv_nsec) / 1000000;
-        if (elapsed >= timeout_ms || !dbus_connection_read_write(conn, (int)(timeout_ms - elapsed)))
+        int64_t left = deadline - pg_monotonic_ms();
+        if (left <= 0 || !dbus_connection_read_write(conn, (int)left))
             return -1;
     }
     return 0;

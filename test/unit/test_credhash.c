@@ -1,4 +1,5 @@
-/* Unit tests of credhash.c: credentialHash and the dockerconfigjson keyring. */
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests of credhash.c (credentialHash), keyring.c (the dockerconfigjson keyring) and gocompat.c. */
 #include "internal.h"
 #include "testutil.h"
 

@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The kubelet's dockerconfigjson keyring (BasicDockerKeyring,
+ * pkg/credentialprovider/keyring.go): which entries of a pull secret apply to
+ * an image, and their credential hashes. Keys are URL-parsed, indexed, sorted
+ * in reverse byte order, and matched by host labels (filepath.Match per
+ * label), equal ports and a path prefix; the "index.docker.io" key is a
+ * fallback for Docker Hub images when nothing else matched.
+ */
+#include "credhash.h"
+#include "gocompat.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ===================================================== dockerconfig entries */
+
+typedef struct entry {
+    char *key;      /* keyring index key, NULL when the location does not parse */
+    char hash[PG_HASH_HEX_LEN + 1];
+    size_t order;   /* position in the document: ties keep document order */
+} entry;
+
+typedef struct entries {
+    entry *v;
+    size_t n, cap;
+} entries;
+
+static void entries_free(entries *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        free(e->v[i].key);
+    free(e->v);
+}
+
+/* A string field: null leaves it unchanged (Go); any other type is an error. */
+static int string_field(json_t *v, const char *field, const char **s, size_t *n, pg_error *err)
+{
+    if (json_is_null(v))
+        return PG_OK;
+    if (!json_is_string(v))
+        return pg_fail(err, PG_ERR_INVALID, "dockerconfig: \"%s\" is not a string", field);
+    *s = json_string_value(v);
+    *n = json_string_length(v);
+    return PG_OK;
+}
+
+/* Reads username/password/email/auth of one entry (last case variant wins, as in Go). */
+static int read_entry_fields(json_t *obj, pg_cred *c, const char **auth, size_t *auth_len,
+                             pg_error *err)
+{
+    const char *key;
+    json_t *v;
+    int rc = PG_OK;
+    json_object_foreach(obj, key, v)
+    {
+        if (pg_go_json_key_matches(key, "username"))
+            rc = string_field(v, "username", &c->user, &c->user_len, err);
+        else if (pg_go_json_key_matches(key, "password"))
+            rc = string_field(v, "password", &c->pass, &c->pass_len, err);
+        else if (pg_go_json_key_matches(key, "email"))
+            rc = string_field(v, "email", &c->email, &c->email_len, err);
+        else if (pg_go_json_key_matches(key, "auth"))
+            rc = string_field(v, "auth", auth, auth_len, err);
+        if (rc != PG_OK)
+            return rc;
+    }
+    return PG_OK;
+}
+
+/* decodeDockerConfigFieldAuth: base64 "user:pass" replaces username/password. */
+static int hash_with_auth(pg_cred *c, const char *auth, size_t auth_len, char out[PG_HASH_HEX_LEN + 1],
+                          pg_error *err)
+{
+    unsigned char *dec = malloc(auth_len + 1);
+    if (!dec)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    size_t dec_len = 0;
+    int rc = PG_OK;
+    if (!pg_go_base64_decode(auth, auth_len, pg_go_base64_is_padded(auth, auth_len), dec, &dec_len)) {
+        rc = pg_fail(err, PG_ERR_INVALID, "dockerconfig: \"auth\" is not valid base64");
+    } else {
+        const unsigned char *colon = memchr(dec, ':', dec_len);
+        if (!colon) {
+            rc = pg_fail(err, PG_ERR_INVALID, "dockerconfig: \"auth\" is not username:password");
+        } else {
+            c->user = (const char *)dec;
+            c->user_len = (size_t)(colon - dec);
+            c->pass = (const char *)colon + 1;
+            c->pass_len = dec_len - c->user_len - 1;
+            rc = pg_cred_hash(c, out, err);
+        }
+    }
+    free(dec);
+    return rc;
+}
+
+static int entry_hash(json_t *obj, char out[PG_HASH_HEX_LEN + 1], pg_error *err)
+{
+    pg_cred c = {"", "", "", 0, 0, 0};
+    const char *auth = "";
+    size_t auth_len = 0;
+    if (json_is_null(obj))
+        return pg_cred_hash(&c, out, err); /* Go decodes null into a zero entry */
+    if (!json_is_object(obj))
+        return pg_fail(err, PG_ERR_INVALID, "dockerconfig: an entry is not an object");
+    int rc = read_entry_fields(obj, &c, &auth, &auth_len, err);
+    if (rc != PG_OK)
+        return rc;
+    if (auth_len)
+        return hash_with_auth(&c, auth, auth_len, out, err);
+    return pg_cred_hash(&c, out, err);
+}
+
+/* ================================================================ keyring */
+
+/*
+ * BasicDockerKeyring.Add: the index key of a location. "https://" is added
+ * when no http(s) scheme is given; a "/v1/" or "/v2/" path prefix counts as
+ * the bare host. *key is NULL (and PG_OK returned) when url.Parse fails: the
+ * kubelet ignores such entries.
+ */
+static int location_key(const char *loc, size_t len, char **key)
+{
+    *key = NULL;
+    char *value = NULL;
+    bool has_scheme = strncmp(loc, "https://", 8) == 0 || strncmp(loc, "http://", 7) == 0;
+    if (asprintf(&value, "%s%.*s", has_scheme ? "" : "https://", (int)len, loc) < 0)
+        return PG_ERR_NOMEM;
+    pg_go_url u;
+    int rc = pg_go_url_parse(value, strlen(value), &u);
+    free(value);
+    if (rc != PG_OK)
+        return rc == PG_ERR_INVALID ? PG_OK : rc;
+    const char *path = u.path;
+    if (strncmp(path, "/v2/", 4) == 0 || strncmp(path, "/v1/", 4) == 0)
+        path += 3;
+    bool use_path = path[0] && strcmp(path, "/") != 0;
+    rc = asprintf(key, "%s%s", u.host, use_path ? path : "") < 0 ? PG_ERR_NOMEM : PG_OK;
+    if (rc != PG_OK)
+        *key = NULL;
+    pg_go_url_free(&u);
+    return rc;
+}
+
+/* ------------------------------------------------------- URLsMatch */
+
+static size_t count_labels(const char *h, size_t n)
+{
+    size_t c = 1;
+    for (size_t i = 0; i < n; i++)
+        c += h[i] == '.';
+    return c;
+}
+
+/* Next '.'-separated label of h as a new string; advances *pos. */
+static char *next_label(const char *h, size_t n, size_t *pos)
+{
+    size_t start = *pos, i = start;
+    while (i < n && h[i] != '.')
+        i++;
+    *pos = i + 1;
+    return strndup(h + start, i - start);
+}
+
+static int labels_match(const char *gh, size_t gn, const char *th, size_t tn, bool *match)
+{
+    size_t gp = 0, tp = 0;
+    size_t count = count_labels(gh, gn);
+    *match = true;
+    for (size_t k = 0; k < count && *match; k++) {
+        char *g = next_label(gh, gn, &gp);
+        char *t = next_label(th, tn, &tp);
+        if (!g || !t) {
+            free(g);
+            free(t);
+            return PG_ERR_NOMEM;
+        }
+        *match = pg_go_path_match(g, t);
+        free(g);
+        free(t);
+    }
+    return PG_OK;
+}
+
+static int urls_match(const pg_go_url *glob, const pg_go_url *target, bool *match)
+{
+    const char *gh, *th, *gport, *tport;
+    size_t gn, tn;
+    pg_go_split_host_port(glob->host, &gh, &gn, &gport);
+    pg_go_split_host_port(target->host, &th, &tn, &tport);
+    *match = false;
+    if (strcmp(gport, tport) != 0 || count_labels(gh, gn) != count_labels(th, tn) ||
+        strncmp(target->path, glob->path, strlen(glob->path)) != 0)
+        return PG_OK;
+    return labels_match(gh, gn, th, tn, match);
+}
+
+/* URLsMatchStr(key, image); a key that does not parse matches nothing. */
+static int key_matches(const char *key, const pg_go_url *image, bool *match)
+{
+    pg_go_url g;
+    *match = false;
+    int rc = pg_go_url_parse_schemeless(key, &g);
+    if (rc != PG_OK)
+        return rc == PG_ERR_INVALID ? PG_OK : rc;
+    rc = urls_match(&g, image, match);
+    pg_go_url_free(&g);
+    return rc;
+}
+
+/* isDefaultRegistryMatch on the normalised image name. */
+static bool is_default_registry_match(const char *image)
+{
+    const char *slash = strchr(image, '/');
+    if (image[0] == '\0' || image[0] == '/')
+        return false;
+    if (!slash)
+        return true;
+    size_t n = (size_t)(slash - image);
+    if ((n == 9 && strncmp(image, "docker.io", 9) == 0) ||
+        (n == 15 && strncmp(image, "index.docker.io", 15) == 0))
+        return true;
+    return !memchr(image, '.', n) && !memchr(image, ':', n);
+}
+
+/* ========================================================= lookup results */
+
+/* Reverse byte order of keys (sort.Reverse(sort.StringSlice)), document order within a key. */
+static int entry_cmp(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    int c = strcmp(y->key, x->key);
+    if (c)
+        return c;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The entries of one key group [i, end). */
+static size_t group_end(const entries *e, size_t i)
+{
+    size_t j = i + 1;
+    while (j < e->n && strcmp(e->v[j].key, e->v[i].key) == 0)
+        j++;
+    return j;
+}
+
+static int push_group(pg_strv *out, const entries *e, size_t i, size_t end)
+{
+    for (; i < end; i++)
+        if (pg_strv_push(out, e->v[i].hash, NULL) != PG_OK)
+            return PG_ERR_NOMEM;
+    return PG_OK;
+}
+
+/* BasicDockerKeyring.Lookup over entries sorted by entry_cmp. */
+static int keyring_lookup(const entries *e, const char *image_name, pg_strv *out)
+{
+    pg_go_url target;
+    int rc = pg_go_url_parse_schemeless(image_name, &target);
+    if (rc != PG_OK)
+        return rc == PG_ERR_INVALID ? PG_OK : rc; /* cannot match anything */
+    for (size_t i = 0; i < e->n && rc == PG_OK;) {
+        size_t end = group_end(e, i);
+        bool match = false;
+        rc = key_matches(e->v[i].key, &target, &match);
+        if (rc == PG_OK && match)
+            rc = push_group(out, e, i, end);
+        i = end;
+    }
+    pg_go_url_free(&target);
+    if (rc != PG_OK || out->n > 0 || !is_default_registry_match(image_name))
+        return rc;
+    for (size_t i = 0; i < e->n; i++) /* Docker Hub fallback */
+        if (strcmp(e->v[i].key, "index.docker.io") == 0 && pg_strv_push(out, e->v[i].hash, NULL) != PG_OK)
+            return PG_ERR_NOMEM;
+    return PG_OK;
+}
+
+/* ====================================================== document decoding */
+
+static int add_entry(entries *e, const char *loc, json_t *val, pg_error *err)
+{
+    char hash[PG_HASH_HEX_LEN + 1];
+    int rc = entry_hash(val, hash, err); /* a bad entry fails the whole secret, as in Go */
+    if (rc != PG_OK)
+        return rc;
+    char *key;
+    if (location_key(loc, strlen(loc), &key) != PG_OK)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (!key)
+        return PG_OK; /* the kubelet logs and ignores unparsable locations */
+    if (e->n == e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 8;
+        entry *nv = realloc(e->v, cap * sizeof *nv);
+        if (!nv) {
+            free(key);
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        }
+        e->v = nv;
+        e->cap = cap;
+    }
+    e->v[e->n].key = key;
+    memcpy(e->v[e->n].hash, hash, sizeof hash);
+    e->v[e->n].order = e->n;
+    e->n++;
+    return PG_OK;
+}
+
+/* A DockerConfig map: location -> entry. null is an empty map. */
+static int add_auth_map(entries *e, json_t *map, pg_error *err)
+{
+    if (json_is_null(map))
+        return PG_OK;
+    if (!json_is_object(map))
+        return pg_fail(err, PG_ERR_INVALID, "dockerconfig: \"auths\" is not an object");
+    const char *loc;
+    json_t *val;
+    json_object_foreach(map, loc, val)
+    {
+        int rc = add_entry(e, loc, val, err);
+        if (rc != PG_OK)
+            return rc;
+    }
+    return PG_OK;
+}
+
+/* DockerConfigJSON.HTTPHeaders is a map[string]string: check its type like Go. */
+static int check_http_headers(json_t *h, pg_error *err)
+{
+    const char *k;
+    json_t *v;
+    if (json_is_null(h))
+        return PG_OK;
+    if (!json_is_object(h))
+        return pg_fail(err, PG_ERR_INVALID, "dockerconfig: \"HttpHeaders\" is not an object");
+    json_object_foreach(h, k, v)
+    {
+        if (!json_is_string(v) && !json_is_null(v))
+            return pg_fail(err, PG_ERR_INVALID, "dockerconfig: a header value is not a string");
+    }
+    return PG_OK;
+}
+
+static bool has_auths_key(json_t *root)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v)
+    {
+        if (pg_go_json_key_matches(k, "auths"))
+            return true;
+    }
+    return false;
+}
+
+/* {"auths":{...}} (kubernetes.io/dockerconfigjson) or a bare map (.dockercfg). */
+static int load_entries(json_t *root, entries *e, pg_error *err)
+{
+    if (json_is_null(root))
+        return PG_OK; /* Go unmarshals null into an empty config */
+    if (!json_is_object(root))
+        return pg_fail(err, PG_ERR_INVALID, "dockerconfig: not a JSON object");
+    if (!has_auths_key(root))
+        return add_auth_map(e, root, err);
+    const char *k;
+    json_t *v;
+    json_t *auths = NULL;
+    json_object_foreach(root, k, v)
+    {
+        int rc = PG_OK;
+        if (pg_go_json_key_matches(k, "auths")) {
+            /* Go would merge both maps into one; refuse the ambiguity instead. */
+            if (auths)
+                return pg_fail(err, PG_ERR_INVALID, "dockerconfig: \"auths\" given twice");
+            auths = v;
+        } else if (pg_go_json_key_matches(k, "httpheaders"))
+            rc = check_http_headers(v, err);
+        if (rc != PG_OK)
+            return rc;
+    }
+    return add_auth_map(e, auths, err);
+}
+
+static int lookup_image(entries *e, const char *image, pg_strv *out, pg_error *err)
+{
+    pg_error local = {0};
+    char *name = pg_image_name(image, &local);
+    if (!name) {
+        if (err)
+            *err = local;
+        return local.code;
+    }
+    if (e->n)
+        qsort(e->v, e->n, sizeof *e->v, entry_cmp);
+    int rc = keyring_lookup(e, name, out);
+    free(name);
+    return rc == PG_OK ? PG_OK : pg_fail(err, rc, "out of memory");
+}
+
+PG_API int pg_dockerconfig_hashes(const char *json, size_t len, const char *image,
+                                  char ***hashes_out, pg_error *err)
+{
+    if (!hashes_out)
+        return pg_fail(err, PG_ERR_INVALID, "no output pointer");
+    *hashes_out = NULL;
+    if (!json || !image)
+        return pg_fail(err, PG_ERR_INVALID, "no dockerconfig or image");
+    if (len > PG_MAX_DOCKERCONFIG_BYTES)
+        return pg_fail(err, PG_ERR_LIMIT, "dockerconfig larger than %u bytes",
+                       PG_MAX_DOCKERCONFIG_BYTES);
+    json_t *root = pg_json_parse(json, len, "dockerconfig", err);
+    if (!root)
+        return PG_ERR_INVALID;
+    entries e = {0};
+    pg_strv out = {0};
+    int rc = load_entries(root, &e, err);
+    if (rc == PG_OK)
+        rc = lookup_image(&e, image, &out, err);
+    if (rc == PG_OK)
+        rc = pg_strv_ensure(&out, err); /* no match: an empty list, not NULL */
+    entries_free(&e);
+    json_decref(root);
+    if (rc != PG_OK) {
+        pg_strv_clear(&out);
+        return rc;
+    }
+    *hashes_out = out.v;
+    return PG_OK;
+}
+
