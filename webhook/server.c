@@ -199,6 +199,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     }
 }
 
+/* libmicrohttpd's own format strings: the pragma is scoped to this adapter. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -209,6 +212,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
         text[--n] = '\0';
     wh_log("warning", "http server", text);
 }
+#pragma GCC diagnostic pop
 
 wh_server *wh_server_start(const struct sockaddr *addr, int ipv6, const wh_server_config *cfg,
                            char *msg, size_t msg_size)

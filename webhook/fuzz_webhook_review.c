@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libFuzzer: AdmissionReview parsing, annotation computation and patch
+ * building (review.c) with the Kubernetes API behind a stub that answers
+ * fixed objects: no network. The answer must always be well-formed: HTTP 200
+ * with an AdmissionReview naming the same uid, or HTTP 400.
+ */
+#include "review.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const SECRET_JSON =
+    "{\"kind\":\"Secret\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"regcred\","
+    "\"namespace\":\"team-a\",\"uid\":\"uid-1\"},\"type\":\"kubernetes.io/dockerconfigjson\","
+    /* {"auths":{"registry.example.com":{"auth":"YWxpY2U6czNjcmV0"}}} */
+    "\"data\":{\".dockerconfigjson\":\"eyJhdXRocyI6eyJyZWdpc3RyeS5leGFtcGxlLmNvbSI6eyJhdXRoIjoi"
+    "WVd4cFkyVTZjek5qY21WMCJ9fX0=\"}}";
+static const char *const LEGACY_JSON =
+    "{\"kind\":\"Secret\",\"metadata\":{\"uid\":\"uid-2\"},\"type\":\"kubernetes.io/dockercfg\","
+    /* {"docker.io":{"username":"a","password":"b"}} */
+    "\"data\":{\".dockercfg\":\"eyJkb2NrZXIuaW8iOnsidXNlcm5hbWUiOiJhIiwicGFzc3dvcmQiOiJiIn19\"}}";
+static const char *const SA_JSON =
+    "{\"kind\":\"ServiceAccount\",\"metadata\":{\"name\":\"default\",\"uid\":\"uid-sa\"},"
+    "\"imagePullSecrets\":[{\"name\":\"regcred\"},{\"name\":\"legacy\"},{\"name\":\"gone\"}]}";
+
+/* Names pick the answer: "gone*" 404, "fail*" an API failure, the rest fixed objects. */
+static wh_lookup stub_get(void *ctx, const char *resource, const char *ns, const char *name,
+                          long timeout_ms, json_t **obj, char *msg, size_t msg_size)
+{
+    (void)ctx, (void)ns, (void)timeout_ms;
+    if (strncmp(name, "gone", 4) == 0)
+        return WH_NOT_FOUND;
+    if (strncmp(name, "fail", 4) == 0) {
+        snprintf(msg, msg_size, "HTTP 500");
+        return WH_FAILED;
+    }
+    const char *text = strcmp(resource, "serviceaccounts") == 0 ? SA_JSON
+                       : strncmp(name, "legacy", 6) == 0         ? LEGACY_JSON
+                                                                 : SECRET_JSON;
+    *obj = json_loads(text, 0, NULL);
+    return *obj ? WH_FOUND : WH_FAILED;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static pg_mac_key *key;
+    if (!key) {
+        unsigned char bytes[32];
+        for (size_t i = 0; i < sizeof bytes; i++)
+            bytes[i] = (unsigned char)i;
+        if (pg_mac_key_from_bytes(bytes, sizeof bytes, &key, NULL) != PG_OK)
+            abort();
+    }
+    /* The first byte picks signing and the annotation key, the rest is the review. */
+    int signed_ = size > 0 && (data[0] & 1);
+    const char *annotation = size > 0 && (data[0] & 2) ? "example.com/a~b" : "pullgate.dev/credentials";
+    if (size > 0) {
+        data++;
+        size--;
+    }
+    wh_review_config cfg = {.annotation_key = annotation,
+                            .key = signed_ ? key : NULL,
+                            .get = stub_get,
+                            .budget_ms = 60000};
+    wh_review_result res;
+    wh_review_handle(&cfg, (const char *)data, size, &res);
+    if (!res.body || (res.http_status != 200 && res.http_status != 400 && res.http_status != 500))
+        abort();
+    if (res.http_status == 200) {
+        json_t *out = json_loads(res.body, 0, NULL);
+        json_t *resp = json_object_get(out, "response");
+        if (!json_is_string(json_object_get(resp, "uid")) ||
+            !json_is_boolean(json_object_get(resp, "allowed")))
+            abort();
+        json_decref(out);
+    }
+    wh_review_result_free(&res);
+    return 0;
+}
