@@ -260,15 +260,16 @@ static void on_down_sent_final(void *arg, int ok)
 }
 
 /*
- * The last batch towards the kubelet: initial metadata if not sent yet (left
- * out when there is none and no message, so a trailers-only answer stays
- * trailers-only), the held-back PullImage response if any, and the status.
+ * The last batch towards the kubelet: initial metadata if not sent yet, the
+ * held-back PullImage response if any, and the status, in one batch (as
+ * gRPC's own servers do; a status without initial metadata in its batch is
+ * not flushed by this gRPC version until the client gives up).
  */
 static void send_final(call *c, grpc_byte_buffer *message)
 {
     grpc_op ops[3];
     size_t n = 0;
-    if (!c->down_md_sent && (c->n_fwd_initial > 0 || message)) {
+    if (!c->down_md_sent) {
         ops[n] = op(GRPC_OP_SEND_INITIAL_METADATA);
         ops[n].data.send_initial_metadata.count = c->n_fwd_initial;
         ops[n].data.send_initial_metadata.metadata = c->fwd_initial;
