@@ -16,12 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A NULL-terminated vector of owned strings. */
-typedef struct strlist {
-    char **v;
-    size_t n;
-} strlist;
-
 struct pg_config {
     pg_policy policy;
     pg_mode mode;
@@ -35,9 +29,9 @@ struct pg_config {
     char *hmac_key_file;
     char *cri_listen;   /* pullgate-cri: unix:// endpoint it serves */
     char *cri_runtime;  /* pullgate-cri: unix:// endpoint of the runtime */
-    strlist allowlist;
-    strlist read_only_dirs;
-    strlist pinned_images;
+    pg_strv allowlist;
+    pg_strv read_only_dirs;
+    pg_strv pinned_images;
 };
 
 static const char *const policy_names[] = {"NeverVerify", "NeverVerifyPreloadedImages",
@@ -49,43 +43,12 @@ static const char *const api_versions[] = {PG_API_V1ALPHA1, PG_API_V1BETA1, NULL
 
 /* ------------------------------------------------------------ string lists */
 
-static void strlist_clear(strlist *l)
+/* Lists stay non-NULL (an empty vector at least) so getters can hand v out directly. */
+static int strv_copy(pg_strv *dst, const pg_strv *src, pg_error *err)
 {
-    for (size_t i = 0; i < l->n; i++)
-        free(l->v[i]);
-    free(l->v);
-    l->v = NULL;
-    l->n = 0;
-}
-
-/* Keeps l->v NULL-terminated (and non-NULL) so getters can hand it out directly. */
-static int strlist_append(strlist *l, const char *s, pg_error *err)
-{
-    char **nv = realloc(l->v, (l->n + 2) * sizeof *nv);
-    if (!nv)
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    l->v = nv;
-    if (!(l->v[l->n] = pg_strdup(s))) {
-        l->v[l->n] = NULL;
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
-    l->v[++l->n] = NULL;
-    return PG_OK;
-}
-
-static int strlist_init_empty(strlist *l, pg_error *err)
-{
-    l->n = 0;
-    if (!(l->v = calloc(1, sizeof *l->v)))
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    return PG_OK;
-}
-
-static int strlist_copy(strlist *dst, const strlist *src, pg_error *err)
-{
-    int rc = strlist_init_empty(dst, err);
+    int rc = pg_strv_ensure(dst, err);
     for (size_t i = 0; rc == PG_OK && i < src->n; i++)
-        rc = strlist_append(dst, src->v[i], err);
+        rc = pg_strv_push(dst, src->v[i], err);
     return rc;
 }
 
@@ -112,9 +75,9 @@ PG_API void pg_config_free(pg_config *cfg)
     free(cfg->hmac_key_file);
     free(cfg->cri_listen);
     free(cfg->cri_runtime);
-    strlist_clear(&cfg->allowlist);
-    strlist_clear(&cfg->read_only_dirs);
-    strlist_clear(&cfg->pinned_images);
+    pg_strv_clear(&cfg->allowlist);
+    pg_strv_clear(&cfg->read_only_dirs);
+    pg_strv_clear(&cfg->pinned_images);
     free(cfg);
 }
 
@@ -139,13 +102,13 @@ PG_API pg_config *pg_config_new(pg_error *err)
         !(cfg->cri_runtime = pg_strdup("unix:///run/containerd/containerd.sock")))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     if (rc == PG_OK)
-        rc = strlist_init_empty(&cfg->allowlist, err);
+        rc = pg_strv_ensure(&cfg->allowlist, err);
     if (rc == PG_OK)
-        rc = strlist_init_empty(&cfg->pinned_images, err);
+        rc = pg_strv_ensure(&cfg->pinned_images, err);
     if (rc == PG_OK)
-        rc = strlist_init_empty(&cfg->read_only_dirs, err);
+        rc = pg_strv_ensure(&cfg->read_only_dirs, err);
     if (rc == PG_OK)
-        rc = strlist_append(&cfg->read_only_dirs, "/var/lib/kubelet/image_manager", err);
+        rc = pg_strv_push(&cfg->read_only_dirs, "/var/lib/kubelet/image_manager", err);
     if (rc != PG_OK) {
         pg_config_free(cfg);
         return NULL;
@@ -174,11 +137,11 @@ static pg_config *config_clone(const pg_config *src, pg_error *err)
         !(c->cri_runtime = pg_strdup(src->cri_runtime)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     if (rc == PG_OK)
-        rc = strlist_copy(&c->allowlist, &src->allowlist, err);
+        rc = strv_copy(&c->allowlist, &src->allowlist, err);
     if (rc == PG_OK)
-        rc = strlist_copy(&c->read_only_dirs, &src->read_only_dirs, err);
+        rc = strv_copy(&c->read_only_dirs, &src->read_only_dirs, err);
     if (rc == PG_OK)
-        rc = strlist_copy(&c->pinned_images, &src->pinned_images, err);
+        rc = strv_copy(&c->pinned_images, &src->pinned_images, err);
     if (rc != PG_OK) {
         pg_config_free(c);
         return NULL;
@@ -450,9 +413,9 @@ static int set_cri_runtime(pg_config *cfg, const char *key, const char *value, p
     return rc == PG_OK ? replace_string(&cfg->cri_runtime, value, err) : rc;
 }
 
-static strlist *list_of(pg_config *cfg, size_t offset)
+static pg_strv *list_of(pg_config *cfg, size_t offset)
 {
-    return (strlist *)((char *)cfg + offset);
+    return (pg_strv *)((char *)cfg + offset);
 }
 
 typedef struct key_spec {
@@ -499,7 +462,7 @@ static int unknown_key(pg_error *err, const char *key)
 static int append_checked(pg_config *cfg, const key_spec *k, const char *value, pg_error *err)
 {
     int rc = k->check(k->name, value, err);
-    return rc == PG_OK ? strlist_append(list_of(cfg, k->list_offset), value, err) : rc;
+    return rc == PG_OK ? pg_strv_push(list_of(cfg, k->list_offset), value, err) : rc;
 }
 
 PG_API int pg_config_set(pg_config *cfg, const char *key, const char *value, pg_error *err)
@@ -528,9 +491,9 @@ PG_API int pg_config_clear_list(pg_config *cfg, const char *key, pg_error *err)
         return unknown_key(err, key);
     if (k->kind != KEY_LIST)
         return pg_fail(err, PG_ERR_CONFIG, "config: key \"%s\" is not a list", key);
-    strlist *l = list_of(cfg, k->list_offset);
-    strlist_clear(l);
-    return strlist_init_empty(l, err);
+    pg_strv *l = list_of(cfg, k->list_offset);
+    pg_strv_clear(l);
+    return pg_strv_ensure(l, err);
 }
 
 /* ----------------------------------------------------------------- loading */
@@ -566,9 +529,9 @@ static int load_list(pg_config *cfg, const key_spec *k, const json_t *arr, pg_er
 {
     if (!json_is_array(arr))
         return wrong_type(err, k->name, arr, "an array of strings");
-    strlist *l = list_of(cfg, k->list_offset);
-    strlist_clear(l);
-    int rc = strlist_init_empty(l, err);
+    pg_strv *l = list_of(cfg, k->list_offset);
+    pg_strv_clear(l);
+    int rc = pg_strv_ensure(l, err);
     size_t i = 0;
     json_t *item;
     json_array_foreach(arr, i, item)
@@ -698,7 +661,7 @@ static void format_duration(int64_t s, char out[32])
         snprintf(out, 32, "%" PRId64 "s", sec);
 }
 
-static json_t *list_to_json(const strlist *l)
+static json_t *list_to_json(const pg_strv *l)
 {
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < l->n; i++)
