@@ -49,10 +49,15 @@ typedef enum hook_container_kind {
     HOOK_APPLICATION = 2     /* an application container: decide */
 } hook_container_kind;
 
+#define HOOK_MAX_ALIASES 2
+#define HOOK_MAX_HINTS 64
+
 /*
  * Who the container is, taken only from keys the runtime itself sets and a pod
- * cannot forge. Strings are borrowed from the annotations object; image_ref is
- * NULL when the runtime does not name it (containerd) or the value is unusable.
+ * cannot forge. Strings are borrowed from the annotations object, except hints
+ * (owned: release with hook_identity_clear). image_ref is NULL when the
+ * runtime does not name it (containerd); it is passed on unvalidated: the
+ * library validates every identity (a malformed one denies).
  */
 typedef struct hook_identity {
     hook_container_kind kind;
@@ -60,11 +65,16 @@ typedef struct hook_identity {
     const char *namespace_;
     const char *image; /* NULL: the runtime names no usable image */
     const char *image_ref;
+    /* Further spellings the runtime itself sets (CRI-O's Image and ImageName): trusted. */
+    const char *aliases[HOOK_MAX_ALIASES + 1];
+    /* Spellings a pod could inject (io.kubernetes.cri-o.ImageRepoDigests): evidence only. */
+    char **hints;
 } hook_identity;
 
 /* Fills *id from annotations per the configured runtime (auto/cri-o/containerd). */
 int hook_identify(pg_runtime configured, const json_t *annotations, hook_identity *id,
                   pg_error *err);
+void hook_identity_clear(hook_identity *id);
 /* 1 when s is an image ID (64 hex digits, optionally "sha256:"-prefixed), not a name. */
 int hook_is_image_id(const char *s);
 const char *hook_runtime_name(pg_runtime runtime);

@@ -12,6 +12,9 @@
  */
 #include "hook.h"
 
+#include "image_identity.h"
+
+#include <stdlib.h>
 #include <string.h>
 
 /* CRI-O (set by CRI-O, or by the kubelet as a label copied in last). */
@@ -22,6 +25,8 @@
 #define CRIO_IMAGE_NAME_KEY "io.kubernetes.cri-o.ImageName"
 #define CRIO_IMAGE_KEY "io.kubernetes.cri-o.Image"
 #define CRIO_IMAGE_REF_KEY "io.kubernetes.cri-o.ImageRef"
+/* Not set by CRI-O: whatever is there came from the pod. Only ever a hint. */
+#define CRIO_REPO_DIGESTS_KEY "io.kubernetes.cri-o.ImageRepoDigests"
 
 /* containerd CRI plugin. */
 #define CTRD_TYPE_KEY "io.kubernetes.cri.container-type"
@@ -44,20 +49,7 @@ const char *hook_runtime_name(pg_runtime runtime)
     }
 }
 
-static int all_hex(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return 0;
-    return 1;
-}
-
-int hook_is_image_id(const char *s)
-{
-    if (s && strncmp(s, "sha256:", 7) == 0)
-        s += 7;
-    return s && strlen(s) == PG_HASH_HEX_LEN && all_hex(s, PG_HASH_HEX_LEN);
-}
+int hook_is_image_id(const char *s) { return pg_image_id_hex(s) != NULL; }
 
 static int nonempty(const char *s) { return s && *s; }
 
@@ -96,6 +88,54 @@ static const char *crio_image(const json_t *ann)
     return is_name ? image : NULL;
 }
 
+/* A trusted spelling other than the image itself; the library validates it. */
+static void add_alias(hook_identity *id, const char *value)
+{
+    size_t n = 0;
+    if (!nonempty(value) || (id->image && strcmp(value, id->image) == 0))
+        return;
+    while (id->aliases[n])
+        if (strcmp(id->aliases[n++], value) == 0)
+            return;
+    if (n < HOOK_MAX_ALIASES)
+        id->aliases[n] = value;
+}
+
+/*
+ * A comma-separated list (what a pod could write there). Each item is passed
+ * on as written (validated by the library: a malformed one denies), and
+ * more than HOOK_MAX_HINTS is refused rather than silently cut.
+ */
+static int split_hints(const char *value, hook_identity *id, pg_error *err)
+{
+    if (!value)
+        return PG_OK;
+    size_t n = 1;
+    for (const char *p = value; *p; p++)
+        n += *p == ',';
+    if (n > HOOK_MAX_HINTS)
+        return pg_fail(err, PG_ERR_LIMIT, "annotation %s lists more than %d images",
+                       CRIO_REPO_DIGESTS_KEY, HOOK_MAX_HINTS);
+    id->hints = calloc(n + 1, sizeof *id->hints);
+    if (!id->hints)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    const char *p = value;
+    for (size_t i = 0; i < n; i++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (!(id->hints[i] = strndup(p, len)))
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        p = end ? end + 1 : p + len;
+    }
+    return PG_OK;
+}
+
+void hook_identity_clear(hook_identity *id)
+{
+    pg_strv_free(id->hints);
+    id->hints = NULL;
+}
+
 static int identify_crio(const json_t *ann, hook_identity *id, pg_error *err)
 {
     id->runtime = PG_RUNTIME_CRIO;
@@ -108,7 +148,9 @@ static int identify_crio(const json_t *ann, hook_identity *id, pg_error *err)
     id->image = crio_image(ann);
     const char *ref = hook_annotation(ann, CRIO_IMAGE_REF_KEY);
     id->image_ref = nonempty(ref) ? ref : NULL;
-    return PG_OK;
+    add_alias(id, hook_annotation(ann, CRIO_IMAGE_KEY));
+    add_alias(id, hook_annotation(ann, CRIO_IMAGE_NAME_KEY));
+    return split_hints(hook_annotation(ann, CRIO_REPO_DIGESTS_KEY), id, err);
 }
 
 static int identify_containerd(const json_t *ann, hook_identity *id, pg_error *err)
@@ -142,10 +184,10 @@ static pg_runtime detect_runtime(const json_t *ann)
     return PG_RUNTIME_AUTO;
 }
 
-int hook_identify(pg_runtime configured, const json_t *annotations, hook_identity *id,
+static int identify(pg_runtime configured, const json_t *annotations, hook_identity *id,
                   pg_error *err)
 {
-    memset(id, 0, sizeof *id);
+    memset(id, 0, sizeof *id); /* the caller releases hints with hook_identity_clear */
     pg_runtime runtime = configured;
     if (runtime == PG_RUNTIME_AUTO) {
         runtime = detect_runtime(annotations);
@@ -163,4 +205,13 @@ int hook_identify(pg_runtime configured, const json_t *annotations, hook_identit
         return identify_crio(annotations, id, err);
     }
     return identify_containerd(annotations, id, err);
+}
+
+int hook_identify(pg_runtime configured, const json_t *annotations, hook_identity *id,
+                  pg_error *err)
+{
+    int rc = identify(configured, annotations, id, err);
+    if (rc != PG_OK)
+        hook_identity_clear(id); /* nothing to release after a failure */
+    return rc;
 }

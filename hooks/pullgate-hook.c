@@ -38,7 +38,6 @@ typedef struct hook_run {
     json_t *annotations;
     hook_identity identity;
     pg_store *store;
-    char *resolved_ref; /* image ref looked up in the store (owned) */
     pg_decision decision;
 } hook_run;
 
@@ -178,46 +177,9 @@ static pg_store *open_store(const pg_config *cfg, pg_error *err)
     return pg_store_open_readonly(cfg, err);
 }
 
-/* A probe only: pg_decide reads and checks the record, once. */
-static int has_record(const pg_store *store, const char *image_ref)
-{
-    return pg_store_record_exists(store, image_ref);
-}
-
-/*
- * CRI-O names the storage image ID bare (64 hex); a record may hold it bare
- * or as "sha256:<hex>". The exact value is tried first, then the other form;
- * when neither has a record the exact value goes to pg_decide unchanged.
- */
-static const char *crio_image_ref(hook_run *run)
-{
-    const char *ref = run->identity.image_ref;
-    if (!ref || !hook_is_image_id(ref) || has_record(run->store, ref))
-        return ref;
-    int prefixed = strncmp(ref, "sha256:", 7) == 0;
-    char other[7 + PG_HASH_HEX_LEN + 1];
-    snprintf(other, sizeof other, "%s%s", prefixed ? "" : "sha256:", prefixed ? ref + 7 : ref);
-    if (!has_record(run->store, other))
-        return ref;
-    run->resolved_ref = strdup(other);
-    return run->resolved_ref ? run->resolved_ref : ref;
-}
-
-/* containerd names no image ID: use the image -> imageRef index written at pull time. */
-static const char *containerd_image_ref(hook_run *run, pg_error *resolve_err)
-{
-    if (!run->identity.image)
-        return NULL;
-    int rc = pg_store_resolve_image(run->store, run->identity.image, &run->resolved_ref,
-                                    resolve_err);
-    if (rc == PG_ERR_NOT_FOUND)
-        pg_error_clear(resolve_err);
-    return rc == PG_OK ? run->resolved_ref : NULL;
-}
-
 static void decide_application(hook_run *run)
 {
-    pg_error err = {0}, resolve_err = {0};
+    pg_error err = {0};
     if (!run->identity.image) {
         /* Only a policy that needs no image name can exempt an unnamed image. */
         if (pg_config_policy(run->cfg) == PG_POLICY_NEVER_VERIFY)
@@ -232,19 +194,19 @@ static void decide_application(hook_run *run)
         deny(run, PG_REASON_STORE_ERROR, "opening the record store", &err);
         return;
     }
-    const char *image_ref = run->identity.runtime == PG_RUNTIME_CRIO
-                                ? crio_image_ref(run)
-                                : containerd_image_ref(run, &resolve_err);
+    /*
+     * Every spelling the runtime gives goes to the library, which validates,
+     * looks each up in every record directory (containerd's missing image ID
+     * included: the index and the name index stand in) and merges what it finds.
+     */
     pg_request req = {
-        .image = run->identity.image ? run->identity.image : "",
-        .image_ref = image_ref,
+        .image = run->identity.image,
+        .image_ref = run->identity.image_ref,
         .namespace_ = run->identity.namespace_,
         .credentials = hook_annotation(run->annotations, pg_config_annotation(run->cfg)),
     };
-    pg_decide(run->cfg, run->store, &req, &run->decision);
-    /* A broken index is a store error, not merely "unknown imageRef". */
-    if (!run->decision.allow && resolve_err.code)
-        deny(run, PG_REASON_STORE_ERROR, "resolving the image's imageRef", &resolve_err);
+    pg_decide_identity(run->cfg, run->store, &req, run->identity.aliases,
+                       (const char *const *)run->identity.hints, &run->decision);
 }
 
 static void decide(hook_run *run)
@@ -314,7 +276,7 @@ static pg_notifier *open_notifier(const pg_config *cfg)
 static void run_free(hook_run *run)
 {
     pg_store_free(run->store);
-    free(run->resolved_ref);
+    hook_identity_clear(&run->identity);
     json_decref(run->annotations);
     hook_state_clear(&run->state);
     pg_config_free(run->cfg);
@@ -346,7 +308,7 @@ int main(int argc, char **argv)
         .container_id = run.state.id,
         .namespace_ = run.identity.namespace_,
         .image = run.identity.image,
-        .image_ref = run.resolved_ref ? run.resolved_ref : run.identity.image_ref,
+        .image_ref = run.identity.image_ref,
         .stage = run.args.stage,
     };
     pg_mode mode = run.cfg ? pg_config_mode(run.cfg) : PG_MODE_ENFORCE;

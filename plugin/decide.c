@@ -6,11 +6,14 @@
  * image or annotation, a store error) settles as a deny, never as an allow.
  */
 #include "annotation_mac.h"
+#include "image_identity.h"
 #include "internal.h"
+#include "store_lookup.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* presented.c; not in internal.h yet. */
@@ -46,13 +49,24 @@ typedef struct decide_ctx {
     const pg_config *cfg;
     const pg_store *store;
     const pg_request *req;
-    const char *image_ref;     /* NULL when unknown */
-    const char *namespace_;    /* never NULL */
-    pg_ref *ref;               /* the parsed image */
-    const char *name;          /* its normalised name (credential-mapping key) */
-    pg_presented *presented;   /* NULL: nothing presented */
-    pg_record *record;         /* NULL: no pulled record */
-    const pg_rec_mapping *mapping;
+    const char *const *aliases; /* trusted further identities (may be NULL) */
+    const char *const *hints;   /* untrusted: evidence of a pull only (may be NULL) */
+    const char *image_ref;      /* NULL when unknown */
+    const char *namespace_;     /* never NULL */
+    pg_ref *ref;                /* the parsed image */
+    const char *name;           /* its normalised name (credential-mapping key) */
+    pg_presented *presented;    /* NULL: nothing presented */
+    bool content_known;         /* an image ID or digest names the content */
+    pg_keyset content_keys;     /* record/index keys of IDs and digest references */
+    pg_keyset tag_keys;         /* record/index keys of tag references (the image name) */
+    pg_keyset intent_keys;      /* intent spellings of every trusted reference */
+    pg_keyset hint_keys;        /* keys of the hints (records, index, intents) */
+    pg_record **recs;           /* the union of trusted records found */
+    size_t n_recs, cap_recs;
+    bool pulled;                /* something says the image was pulled by us */
+    char pulled_why[200];       /* what said so first */
+    int names_mapped;           /* -1 not checked; else records mapping name (+unknown) */
+    time_t now;
     pg_decision *out;
 } decide_ctx;
 
@@ -120,11 +134,51 @@ static bool step_parse_image(decide_ctx *c)
                   c->req->image, err.message);
 }
 
-static bool step_pinned(decide_ctx *c)
+/* ------------------------------------------------------------ identities */
+
+/* One identity the runtime or caller gives: validated, then its keys added. */
+static int add_identity(decide_ctx *c, const char *s, bool trusted, pg_error *err)
 {
-    if (!pg_pinned_match_ref(pg_config_pinned_images(c->cfg), c->req->image, c->ref))
-        return false;
-    return settle(c, 1, PG_REASON_PINNED, "%.256s is a pinned image", c->req->image);
+    pg_ref *ref = NULL;
+    int rc = pg_identity_check(s, &ref, err);
+    if (rc != PG_OK)
+        return rc;
+    bool content = !ref || pg_ref_digest(ref);
+    if (trusted && content)
+        c->content_known = true;
+    pg_keyset *keys = !trusted ? &c->hint_keys : content ? &c->content_keys : &c->tag_keys;
+    rc = pg_identity_add_keys(keys, s, ref, err);
+    if (rc == PG_OK && ref)
+        rc = pg_identity_add_intent_keys(trusted ? &c->intent_keys : &c->hint_keys, s, ref, err);
+    pg_ref_free(ref);
+    return rc;
+}
+
+static bool bad_identity(decide_ctx *c, const char *what, const pg_error *err)
+{
+    return settle(c, 0, PG_REASON_BAD_REQUEST, "bad request: %s: %s", what, err->message);
+}
+
+/*
+ * Every spelling of the image's identity: the image (as written and
+ * normalised), the imageRef, the caller's trusted aliases and its untrusted
+ * hints. One that is not a well-formed ID or reference denies: a lookup under
+ * a mangled spelling finds nothing, and nothing must never pass for "preloaded".
+ */
+static bool step_identities(decide_ctx *c)
+{
+    pg_error err = {0};
+    if (add_identity(c, c->req->image, true, &err) != PG_OK)
+        return bad_identity(c, "image", &err);
+    if (c->image_ref && add_identity(c, c->image_ref, true, &err) != PG_OK)
+        return bad_identity(c, "imageRef", &err);
+    for (size_t i = 0; c->aliases && c->aliases[i]; i++)
+        if (add_identity(c, c->aliases[i], true, &err) != PG_OK)
+            return bad_identity(c, "image alias", &err);
+    for (size_t i = 0; c->hints && c->hints[i]; i++)
+        if (add_identity(c, c->hints[i], false, &err) != PG_OK)
+            return bad_identity(c, "image hint", &err);
+    return false;
 }
 
 /* Parsed up front: a malformed annotation is a deny even where credentials would
@@ -161,94 +215,269 @@ static bool step_allowlisted(decide_ctx *c)
                   c->name);
 }
 
-/* Without the imageRef we cannot tell whether we pulled the image: fail closed
- * (under containerd the runtime does not name it and resolution found nothing). */
-static bool step_image_ref_known(decide_ctx *c)
-{
-    if (c->image_ref)
-        return false;
-    return settle(c, 0, PG_REASON_NO_IMAGE_REF,
-                  "the image ID of %.256s is unknown, so its pull records cannot be checked",
-                  c->req->image);
-}
-
 static bool store_error(decide_ctx *c, const pg_error *err)
 {
     return settle(c, 0, PG_REASON_STORE_ERROR, "pull record store error (failing closed): %s",
                   err->message[0] ? err->message : pg_code_name(err->code));
 }
 
-static bool step_load_record(decide_ctx *c)
+static void note_pulled(decide_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Remembers the first thing that says the image was pulled, for the reason text. */
+static void note_pulled(decide_ctx *c, const char *fmt, ...)
+{
+    if (!c->pulled) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->pulled_why, sizeof c->pulled_why, fmt, ap);
+        va_end(ap);
+    }
+    c->pulled = true;
+}
+
+/* ------------------------------------------------------------- gathering */
+
+/* Adds rec to the union unless a record of the same directory and imageRef is there. */
+static int add_record(decide_ctx *c, pg_record *rec)
+{
+    for (size_t i = 0; i < c->n_recs; i++)
+        if (strcmp(c->recs[i]->image_ref, rec->image_ref) == 0 &&
+            strcmp(c->recs[i]->dir ? c->recs[i]->dir : "", rec->dir ? rec->dir : "") == 0) {
+            pg_record_free(rec);
+            return PG_OK;
+        }
+    if (c->n_recs == c->cap_recs) {
+        size_t cap = c->cap_recs ? c->cap_recs * 2 : 4;
+        pg_record **grown = realloc(c->recs, cap * sizeof *grown);
+        if (!grown) {
+            pg_record_free(rec);
+            return PG_ERR_NOMEM;
+        }
+        c->recs = grown;
+        c->cap_recs = cap;
+    }
+    c->recs[c->n_recs++] = rec;
+    note_pulled(c, "a pull record of %.160s exists", rec->image_ref);
+    return PG_OK;
+}
+
+/* Records of key in every directory. A file that exists but is unusable: error. */
+static int gather_records(decide_ctx *c, const char *key, pg_error *err)
+{
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < pg_store_dir_count(c->store); i++) {
+        pg_record *rec = NULL;
+        rc = pg_store_get_in(c->store, i, key, &rec, err);
+        if (rc == PG_OK)
+            rc = add_record(c, rec);
+        else if (rc == PG_ERR_NOT_FOUND)
+            rc = PG_OK;
+    }
+    return rc;
+}
+
+/* The records of an imageRef found in an index, under each of its spellings. */
+static int gather_resolved(decide_ctx *c, const char *image_ref, pg_error *err)
+{
+    pg_keyset ks = {0};
+    pg_ref *ref = NULL;
+    int rc = pg_identity_check(image_ref, &ref, NULL) == PG_OK
+                 ? pg_identity_add_keys(&ks, image_ref, ref, err)
+                 : pg_keyset_add(&ks, image_ref, err); /* kept as the index says */
+    for (size_t k = 0; rc == PG_OK && k < ks.n; k++)
+        rc = gather_records(c, ks.v[k], err);
+    pg_ref_free(ref);
+    pg_keyset_free(&ks);
+    return rc;
+}
+
+/*
+ * Index entries (identity -> imageRef). Entries under an ID or digest name
+ * content and authorise. An entry under a tag authorises only when no ID or
+ * digest is known (containerd): a tag moves, so next to a known image ID a
+ * tag entry naming other content is only evidence that the name was pulled.
+ */
+static int gather_index(decide_ctx *c, const pg_keyset *ks, bool authorises, pg_error *err)
+{
+    int rc = PG_OK;
+    for (size_t k = 0; rc == PG_OK && k < ks->n; k++)
+        for (size_t i = 0; rc == PG_OK && i < pg_store_dir_count(c->store); i++) {
+            char *ref = NULL;
+            rc = pg_store_index_in(c->store, i, ks->v[k], &ref, err);
+            if (rc == PG_ERR_NOT_FOUND) {
+                rc = PG_OK;
+                continue;
+            }
+            if (rc == PG_OK) {
+                note_pulled(c, "the image index names %.160s", ks->v[k]);
+                if (authorises)
+                    rc = gather_resolved(c, ref, err);
+            }
+            free(ref);
+        }
+    return rc;
+}
+
+/* Existence probes only (intents; hints' records and index entries). */
+static void probe(decide_ctx *c, const pg_keyset *ks, pg_entry_kind kind, const char *what)
+{
+    for (size_t k = 0; !c->pulled && k < ks->n; k++)
+        for (size_t i = 0; !c->pulled && i < pg_store_dir_count(c->store); i++)
+            if (pg_store_entry_exists(c->store, i, kind, ks->v[k])) {
+                note_pulled(c, "%s %.160s exists", what, ks->v[k]);
+            }
+}
+
+static bool step_gather(decide_ctx *c)
 {
     if (!c->store) {
         pg_error err = {PG_ERR_INVALID, "no record store"};
         return store_error(c, &err);
     }
     pg_error err = {0};
-    int rc = pg_store_get(c->store, c->image_ref, &c->record, &err);
-    if (rc == PG_OK || rc == PG_ERR_NOT_FOUND) {
-        if (rc != PG_OK)
-            c->record = NULL;
-        return false;
-    }
-    return store_error(c, &err);
+    int rc = PG_OK;
+    for (size_t k = 0; rc == PG_OK && k < c->content_keys.n; k++)
+        rc = gather_records(c, c->content_keys.v[k], &err);
+    for (size_t k = 0; rc == PG_OK && k < c->tag_keys.n; k++)
+        rc = gather_records(c, c->tag_keys.v[k], &err);
+    if (rc == PG_OK)
+        rc = gather_index(c, &c->content_keys, true, &err);
+    if (rc == PG_OK)
+        rc = gather_index(c, &c->tag_keys, !c->content_known, &err);
+    if (rc == PG_ERR_NOMEM && !err.message[0])
+        pg_fail(&err, rc, "out of memory");
+    if (rc != PG_OK)
+        return store_error(c, &err);
+    probe(c, &c->intent_keys, PG_ENTRY_INTENT, "a pull intent for");
+    probe(c, &c->hint_keys, PG_ENTRY_INTENT, "a pull intent for");
+    probe(c, &c->hint_keys, PG_ENTRY_PULLED, "a pull record under the hint");
+    probe(c, &c->hint_keys, PG_ENTRY_INDEX, "an image index entry for the hint");
+    return false;
 }
 
-/* 1 / 0, or -1 after settling a store error. An intent under either spelling of
- * the image counts: it may have been recorded as written or normalised. */
-static int intent_exists(decide_ctx *c)
+/*
+ * How many records in any directory map the image's name (a record that
+ * could not be read counts: it may). -1 after settling a store error.
+ */
+static int names_mapped(decide_ctx *c)
 {
-    const char *spellings[] = {c->req->image, pg_ref_string(c->ref)};
-    for (size_t i = 0; i < 2; i++) {
-        if (i == 1 && strcmp(spellings[0], spellings[1]) == 0)
-            break;
-        pg_error err = {0};
-        int rc = pg_store_intent_exists(c->store, spellings[i], &err);
-        if (rc > 0)
-            return 1;
-        if (rc < 0) {
-            store_error(c, &err);
-            return -1;
-        }
+    if (c->names_mapped >= 0)
+        return c->names_mapped;
+    pg_error err = {0};
+    size_t n = 0;
+    bool unknown = false;
+    if (pg_store_records_mapping(c->store, c->name, NULL, &n, &unknown, &err) != PG_OK) {
+        store_error(c, &err);
+        return -1;
     }
-    return 0;
+    c->names_mapped = (int)(n + unknown > 0 ? n + unknown : 0);
+    return c->names_mapped;
+}
+
+/* Nothing under any identity, hint or name says the image was pulled: 1; 0; -1 settled. */
+static int proven_preloaded(decide_ctx *c)
+{
+    if (c->pulled)
+        return 0;
+    int n = names_mapped(c);
+    return n < 0 ? -1 : n == 0;
+}
+
+/* Pinned: exempt only while nothing says the image was pulled (a pinned
+ * pattern never overrides a record of a pull made with credentials). */
+static bool step_pinned(decide_ctx *c)
+{
+    if (!pg_pinned_match_ref(pg_config_pinned_images(c->cfg), c->req->image, c->ref))
+        return false;
+    int proven = proven_preloaded(c);
+    if (proven < 0)
+        return true;
+    if (!proven)
+        return false; /* verified like any other image */
+    return settle(c, 1, PG_REASON_PINNED, "%.256s is a pinned image", c->req->image);
+}
+
+/*
+ * Under containerd no image ID is known. When the index resolved nothing but
+ * records map the image's name, decide over the union of those records
+ * (docs/design.md): any of them may authorise, as for several spellings.
+ */
+static bool step_name_union(decide_ctx *c)
+{
+    if (c->n_recs || c->content_known)
+        return false;
+    pg_error err = {0};
+    pg_record **recs = NULL;
+    size_t n = 0;
+    bool unknown = false;
+    if (pg_store_records_mapping(c->store, c->name, &recs, &n, &unknown, &err) != PG_OK)
+        return store_error(c, &err);
+    int rc = PG_OK;
+    for (size_t i = 0; i < n; i++)
+        if (rc == PG_OK)
+            rc = add_record(c, recs[i]);
+        else
+            pg_record_free(recs[i]);
+    free(recs);
+    if (rc != PG_OK) {
+        pg_error nomem = {PG_ERR_NOMEM, "out of memory"};
+        return store_error(c, &nomem);
+    }
+    return false;
 }
 
 static bool step_preloaded(decide_ctx *c)
 {
-    if (pg_config_policy(c->cfg) != PG_POLICY_NEVER_VERIFY_PRELOADED || c->record)
+    if (c->n_recs)
         return false;
-    int pulled = intent_exists(c);
-    if (pulled < 0)
+    int proven = pg_config_policy(c->cfg) == PG_POLICY_NEVER_VERIFY_PRELOADED ? proven_preloaded(c) : 0;
+    if (proven < 0)
         return true;
-    if (pulled)
+    if (proven)
+        return settle(c, 1, PG_REASON_PRELOADED,
+                      "%.256s (%.160s) was not pulled by the kubelet or pullgate (preloaded: no "
+                      "record, intent or index entry under any of its identities, no record maps "
+                      "its name)", c->name, or_unknown(c->image_ref));
+    /* Without an image ID or a record for the name, its pulls cannot be checked. */
+    if (!c->content_known)
+        return settle(c, 0, PG_REASON_NO_IMAGE_REF,
+                      "the image ID of %.256s is unknown, so its pull records cannot be checked%s%.200s",
+                      c->req->image, c->pulled ? " (" : "", c->pulled ? c->pulled_why : "");
+    if (c->pulled)
         return settle(c, 0, PG_REASON_NO_RECORD,
-                      "%.256s has a pull intent but no pull record for %.160s (pull in progress "
-                      "or interrupted)",
-                      c->name, c->image_ref);
-    return settle(c, 1, PG_REASON_PRELOADED, "%.256s (%.160s) was not pulled by the kubelet or "
-                  "pullgate (preloaded)", c->name, c->image_ref);
+                      "no pull record of %.160s for %.256s, but %.200s (pull in progress, "
+                      "interrupted, or another spelling)",
+                      or_unknown(c->image_ref), c->name, c->pulled_why);
+    return settle(c, 0, PG_REASON_NO_RECORD, "no pull record of %.160s for %.256s%s",
+                  or_unknown(c->image_ref), c->name,
+                  c->names_mapped > 0 ? " (records of other images map its name)" : "");
+}
+
+static const char *shown_ref(const decide_ctx *c)
+{
+    return c->image_ref ? c->image_ref : c->n_recs ? c->recs[0]->image_ref : "(unknown)";
 }
 
 static bool step_mapping(decide_ctx *c)
 {
-    if (!c->record)
-        return settle(c, 0, PG_REASON_NO_RECORD, "no pull record of %.160s for %.256s",
-                      c->image_ref, c->name);
-    if ((c->mapping = pg_record_find(c->record, c->name)))
-        return false;
+    for (size_t i = 0; i < c->n_recs; i++)
+        if (pg_record_find(c->recs[i], c->name))
+            return false;
     return settle(c, 0, PG_REASON_NO_MAPPING,
-                  "the pull record of %.160s has no credentials for %.256s", c->image_ref,
-                  c->name);
+                  "the pull record%s of %.160s ha%s no credentials for %.256s",
+                  c->n_recs > 1 ? "s" : "", shown_ref(c), c->n_recs > 1 ? "ve" : "s", c->name);
 }
 
 static bool step_node_accessible(decide_ctx *c)
 {
-    if (!c->mapping->node_pods_accessible)
-        return false;
-    return settle(c, 1, PG_REASON_NODE_ACCESSIBLE,
-                  "%.256s was pulled without pod credentials (accessible to every pod on the node)",
-                  c->name);
+    for (size_t i = 0; i < c->n_recs; i++) {
+        const pg_rec_mapping *m = pg_record_find(c->recs[i], c->name);
+        if (m && m->node_pods_accessible)
+            return settle(c, 1, PG_REASON_NODE_ACCESSIBLE,
+                          "%.256s was pulled without pod credentials (accessible to every pod "
+                          "on the node; record of %.160s)", c->name, c->recs[i]->image_ref);
+    }
+    return false;
 }
 
 static bool secret_matches(const pg_rec_secret *presented, const pg_rec_secret *recorded)
@@ -261,76 +490,115 @@ static bool secret_matches(const pg_rec_secret *presented, const pg_rec_secret *
            strcmp(presented->uid, recorded->uid) == 0;
 }
 
-static const pg_rec_secret *find_secret_match(const decide_ctx *c)
+static bool sa_matches(const pg_rec_sa *p, const pg_rec_sa *r)
 {
-    const pg_rec_secret *ps;
-    size_t n = pg_presented_secrets(c->presented, c->name, &ps);
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < c->mapping->n_secrets; j++)
-            if (secret_matches(&ps[i], &c->mapping->secrets[j]))
-                return &ps[i];
-    return NULL;
+    return strcmp(p->namespace_, r->namespace_) == 0 && strcmp(p->name, r->name) == 0 &&
+           strcmp(p->uid, r->uid) == 0;
 }
 
-static const pg_rec_sa *find_sa_match(const decide_ctx *c)
-{
-    const pg_rec_sa *ps;
-    size_t n = pg_presented_sas(c->presented, c->name, &ps);
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < c->mapping->n_sas; j++) {
-            const pg_rec_sa *r = &c->mapping->sas[j];
-            if (strcmp(ps[i].namespace_, r->namespace_) == 0 &&
-                strcmp(ps[i].name, r->name) == 0 && strcmp(ps[i].uid, r->uid) == 0)
-                return &ps[i];
-        }
-    return NULL;
-}
+#define PG_FUTURE_SKEW_S 60 /* clock skew tolerated for a lastUpdatedTime ahead of now */
 
-/* credentialTTL: a match only counts while the record is younger than the TTL. */
-static bool expired(const decide_ctx *c, int64_t *age_out)
-{
-    int64_t ttl = pg_config_credential_ttl(c->cfg);
-    int64_t age = (int64_t)time(NULL) - (int64_t)c->record->last_updated;
-    *age_out = age;
-    return ttl > 0 && age > ttl;
-}
+/* What a match found so far, over every record and credential. */
+typedef struct match_state {
+    bool any;            /* some credential matched */
+    bool fresh;          /* ... and was within TTL and not in the future */
+    int64_t age;         /* of the freshest stale match, for the message */
+    bool future;         /* a match was dated in the future */
+    const char *kind, *ns, *who, *image_ref;
+} match_state;
 
-static bool settle_match(decide_ctx *c, int reason, const char *kind, const char *ns,
-                         const char *name)
+/* Judges one matching credential's time; returns false on a store error (settled). */
+static bool judge_time(decide_ctx *c, match_state *m, const pg_record *rec, const pg_rec_secret *s,
+                       const pg_rec_sa *sa)
 {
-    int64_t age;
-    if (expired(c, &age))
-        return settle(c, 0, PG_REASON_EXPIRED,
-                      "%s %.64s/%.128s matches the pull record of %.160s for %.256s, but the "
-                      "record is %" PRId64 "s old, older than credentialTTL %" PRId64 "s",
-                      kind, ns, name, c->image_ref, c->name, age, pg_config_credential_ttl(c->cfg));
-    return settle(c, 1, reason, "%s %.64s/%.128s matches the pull record of %.160s for %.256s",
-                  kind, ns, name, c->image_ref, c->name);
-}
-
-/* Says which rule matched: the same credentials (hash) or the same secret (coordinates). */
-static const char *secret_match_kind(const decide_ctx *c, const pg_rec_secret *s)
-{
-    for (size_t j = 0; j < c->mapping->n_secrets; j++) {
-        const char *recorded = c->mapping->secrets[j].credential_hash;
-        if (s->credential_hash[0] && recorded && strcmp(s->credential_hash, recorded) == 0)
-            return "secret (by credentialHash)";
+    time_t when;
+    pg_error err = {0};
+    if (pg_store_credential_time(c->store, rec, c->name, s, sa, &when, &err) != PG_OK) {
+        store_error(c, &err);
+        return false;
     }
-    return "secret (by namespace/name/uid)";
+    int64_t ttl = pg_config_credential_ttl(c->cfg);
+    int64_t age = (int64_t)c->now - (int64_t)when;
+    bool future = age < -PG_FUTURE_SKEW_S;
+    bool expired = ttl > 0 && age > ttl;
+    if (!m->any || (!future && (m->future || age < m->age))) {
+        m->age = age;
+        m->future = future;
+    }
+    m->any = true;
+    if (!future && !expired && !m->fresh) {
+        m->fresh = true;
+        m->image_ref = rec->image_ref;
+        m->ns = s ? s->namespace_ : sa->namespace_;
+        m->who = s ? s->name : sa->name;
+    }
+    return true;
 }
 
-static bool step_secret(decide_ctx *c)
+static const char *secret_kind(const pg_rec_secret *p, const pg_rec_secret *r)
 {
-    const pg_rec_secret *s = find_secret_match(c);
-    return s && settle_match(c, PG_REASON_SECRET_MATCH, secret_match_kind(c, s), s->namespace_,
-                             s->name);
+    const char *ph = p->credential_hash, *rh = r->credential_hash;
+    return ph && rh && *ph && *rh && strcmp(ph, rh) == 0 ? "secret (by credentialHash)"
+                                                         : "secret (by namespace/name/uid)";
 }
+
+/* Over the union: any presented secret (or, sa, service account) matching any record. */
+static bool find_matches(decide_ctx *c, bool secrets, match_state *m)
+{
+    const pg_rec_secret *ps = NULL;
+    const pg_rec_sa *psa = NULL;
+    size_t n = secrets ? pg_presented_secrets(c->presented, c->name, &ps)
+                       : pg_presented_sas(c->presented, c->name, &psa);
+    for (size_t r = 0; r < c->n_recs; r++) {
+        const pg_rec_mapping *map = pg_record_find(c->recs[r], c->name);
+        size_t n_rec = !map ? 0 : secrets ? map->n_secrets : map->n_sas;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < n_rec; j++) {
+                bool hit = secrets ? secret_matches(&ps[i], &map->secrets[j])
+                                   : sa_matches(&psa[i], &map->sas[j]);
+                if (!hit)
+                    continue;
+                bool was_fresh = m->fresh;
+                if (!judge_time(c, m, c->recs[r], secrets ? &map->secrets[j] : NULL,
+                                secrets ? NULL : &map->sas[j]))
+                    return false;
+                if (!was_fresh && m->fresh) {
+                    m->kind = secrets ? secret_kind(&ps[i], &map->secrets[j]) : "service account";
+                    m->ns = secrets ? ps[i].namespace_ : psa[i].namespace_;
+                    m->who = secrets ? ps[i].name : psa[i].name;
+                }
+            }
+    }
+    return true;
+}
+
+static bool settle_matches(decide_ctx *c, bool secrets, int reason)
+{
+    match_state m = {0};
+    if (!find_matches(c, secrets, &m))
+        return true; /* a store error, settled */
+    if (m.fresh)
+        return settle(c, 1, reason, "%s %.64s/%.128s matches the pull record of %.160s for %.256s",
+                      m.kind, m.ns, m.who, m.image_ref, c->name);
+    if (!m.any)
+        return false;
+    if (m.future)
+        return settle(c, 0, PG_REASON_EXPIRED,
+                      "a presented %s matches a pull record for %.256s, but its lastUpdatedTime "
+                      "is %" PRId64 "s in the future (more than %ds of clock skew): not trusted",
+                      secrets ? "secret" : "service account", c->name, -m.age, PG_FUTURE_SKEW_S);
+    return settle(c, 0, PG_REASON_EXPIRED,
+                  "a presented %s matches a pull record for %.256s, but that credential was "
+                  "recorded %" PRId64 "s ago, longer than credentialTTL %" PRId64 "s",
+                  secrets ? "secret" : "service account", c->name, m.age,
+                  pg_config_credential_ttl(c->cfg));
+}
+
+static bool step_secret(decide_ctx *c) { return settle_matches(c, true, PG_REASON_SECRET_MATCH); }
 
 static bool step_service_account(decide_ctx *c)
 {
-    const pg_rec_sa *sa = find_sa_match(c);
-    return sa && settle_match(c, PG_REASON_SERVICE_ACCOUNT_MATCH, "service account",
-                              sa->namespace_, sa->name);
+    return settle_matches(c, false, PG_REASON_SERVICE_ACCOUNT_MATCH);
 }
 
 /* Entries for the image existed but were not signed for this namespace: say so. */
@@ -358,7 +626,7 @@ static bool step_no_match(decide_ctx *c)
                   "no presented credential matches the pull record of %.160s for %.256s "
                   "(namespace %.64s presented %zu secret%s, %zu service account%s; %zu ignored "
                   "from other namespaces)",
-                  c->image_ref, c->name, or_unknown(c->namespace_), n_secrets,
+                  shown_ref(c), c->name, or_unknown(c->namespace_), n_secrets,
                   n_secrets == 1 ? "" : "s", n_sas, n_sas == 1 ? "" : "s", ignored);
 }
 
@@ -366,16 +634,27 @@ static bool step_no_match(decide_ctx *c)
 
 typedef bool (*decide_step)(decide_ctx *c);
 
+/*
+ * The annotation is parsed before any exemption (pinned, allowlisted,
+ * preloaded): a broken producer must be loud. Everything the store says about
+ * the image is gathered before the first step that depends on it.
+ */
 static const decide_step steps[] = {
-    step_request,      step_never_verify,  step_parse_image, step_pinned,
-    step_annotation,   step_allowlisted,   step_image_ref_known,
-    step_load_record,  step_preloaded,     step_mapping,     step_node_accessible,
-    step_secret,       step_service_account, step_signature_rejected, step_no_match,
+    step_request,     step_never_verify,    step_parse_image,     step_identities,
+    step_annotation,  step_gather,          step_pinned,          step_allowlisted,
+    step_name_union,  step_preloaded,       step_mapping,         step_node_accessible,
+    step_secret,      step_service_account, step_signature_rejected, step_no_match,
 };
 
 static void decide_cleanup(decide_ctx *c)
 {
-    pg_record_free(c->record);
+    for (size_t i = 0; i < c->n_recs; i++)
+        pg_record_free(c->recs[i]);
+    free(c->recs);
+    pg_keyset_free(&c->content_keys);
+    pg_keyset_free(&c->tag_keys);
+    pg_keyset_free(&c->intent_keys);
+    pg_keyset_free(&c->hint_keys);
     pg_presented_free(c->presented);
     pg_ref_free(c->ref);
 }
@@ -383,10 +662,18 @@ static void decide_cleanup(decide_ctx *c)
 PG_API int pg_decide(const pg_config *cfg, const pg_store *store, const pg_request *req,
                      pg_decision *out)
 {
+    return pg_decide_identity(cfg, store, req, NULL, NULL, out);
+}
+
+PG_API int pg_decide_identity(const pg_config *cfg, const pg_store *store, const pg_request *req,
+                              const char *const *aliases, const char *const *hints,
+                              pg_decision *out)
+{
     if (!out)
         return 0;
     memset(out, 0, sizeof *out);
-    decide_ctx c = {.cfg = cfg, .store = store, .req = req, .out = out};
+    decide_ctx c = {.cfg = cfg, .store = store, .req = req, .aliases = aliases, .hints = hints,
+                    .names_mapped = -1, .now = time(NULL), .out = out};
     bool settled = false;
     for (size_t i = 0; !settled && i < sizeof steps / sizeof steps[0]; i++)
         settled = steps[i](&c);

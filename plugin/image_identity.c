@@ -8,7 +8,10 @@
  */
 #include "image_identity.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static bool is_lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
@@ -37,6 +40,11 @@ int pg_identity_check(const char *s, pg_ref **ref_out, pg_error *err)
         return pg_fail(err, PG_ERR_INVALID, "empty image identity");
     if (pg_image_id_hex(s))
         return PG_OK;
+    /* "sha256:<not 64 hex>" would parse as the tag of an image named "sha256":
+     * never what a runtime means. Anything starting like an ID must be one. */
+    if (strncasecmp(s, PG_ID_PREFIX, strlen(PG_ID_PREFIX)) == 0)
+        return pg_fail(err, PG_ERR_INVALID,
+                       "\"%.200s\" is not a well-formed image ID (sha256:<64 lowercase hex>)", s);
     pg_error why = {0};
     pg_ref *ref = pg_ref_parse(s, &why);
     if (!ref)
@@ -48,4 +56,111 @@ int pg_identity_check(const char *s, pg_ref **ref_out, pg_error *err)
     else
         pg_ref_free(ref);
     return PG_OK;
+}
+
+/* ------------------------------------------------------------- key sets */
+
+int pg_keyset_add(pg_keyset *ks, const char *key, pg_error *err)
+{
+    for (size_t i = 0; i < ks->n; i++)
+        if (strcmp(ks->v[i], key) == 0)
+            return PG_OK;
+    if (ks->n == ks->cap) {
+        size_t cap = ks->cap ? ks->cap * 2 : 16;
+        char **grown = realloc(ks->v, cap * sizeof *grown);
+        if (!grown)
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        ks->v = grown;
+        ks->cap = cap;
+    }
+    if (!(ks->v[ks->n] = strdup(key)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    ks->n++;
+    return PG_OK;
+}
+
+void pg_keyset_free(pg_keyset *ks)
+{
+    for (size_t i = 0; i < ks->n; i++)
+        free(ks->v[i]);
+    free(ks->v);
+    memset(ks, 0, sizeof *ks);
+}
+
+static int add_joined(pg_keyset *ks, const char *a, const char *b, const char *c, pg_error *err)
+{
+    char *key;
+    if (asprintf(&key, "%s%s%s", a, b, c) < 0)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    int rc = pg_keyset_add(ks, key, err);
+    free(key);
+    return rc;
+}
+
+/* name + every tag/digest suffix the kubelet or a runtime may have written. */
+static int add_suffix_forms(pg_keyset *ks, const char *name, const pg_ref *ref, pg_error *err)
+{
+    const char *tag = pg_ref_tag(ref), *digest = pg_ref_digest(ref);
+    int rc = PG_OK;
+    if (digest) {
+        rc = add_joined(ks, name, "@", digest, err);
+        if (rc == PG_OK && tag) {
+            char *tagged;
+            if (asprintf(&tagged, "%s:%s", name, tag) < 0)
+                return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+            rc = add_joined(ks, tagged, "@", digest, err);
+            free(tagged);
+        }
+        return rc;
+    }
+    if (tag)
+        rc = add_joined(ks, name, ":", tag, err);
+    if (rc == PG_OK && (!tag || strcmp(tag, "latest") == 0)) {
+        rc = pg_keyset_add(ks, name, err);
+        if (rc == PG_OK)
+            rc = add_joined(ks, name, ":", "latest", err);
+    }
+    return rc;
+}
+
+int pg_identity_add_keys(pg_keyset *ks, const char *s, const pg_ref *ref, pg_error *err)
+{
+    const char *hex = ref ? NULL : pg_image_id_hex(s);
+    if (hex) {
+        int rc = pg_keyset_add(ks, hex, err);
+        return rc == PG_OK ? add_joined(ks, PG_ID_PREFIX, hex, "", err) : rc;
+    }
+    if (!ref)
+        return pg_fail(err, PG_ERR_INVALID, "\"%.200s\" is not an image identity", s);
+    int rc = pg_keyset_add(ks, s, err);
+    if (rc == PG_OK)
+        rc = pg_keyset_add(ks, pg_ref_string(ref), err);
+    if (rc == PG_OK)
+        rc = add_suffix_forms(ks, pg_ref_name(ref), ref, err);
+    return rc;
+}
+
+int pg_identity_add_intent_keys(pg_keyset *ks, const char *s, const pg_ref *ref, pg_error *err)
+{
+    int rc = pg_identity_add_keys(ks, s, ref, err);
+    if (rc != PG_OK || !ref || strcmp(pg_ref_domain(ref), "docker.io") != 0)
+        return rc;
+    const char *path = pg_ref_path(ref);
+    bool official = strncmp(path, "library/", 8) == 0;
+    const char *short_path = official ? path + 8 : path;
+    const char *prefixes[] = {"", "docker.io/", "index.docker.io/"};
+    for (size_t i = 0; rc == PG_OK && i < 3; i++) {
+        char *name;
+        if (asprintf(&name, "%s%s", prefixes[i], short_path) < 0)
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        rc = add_suffix_forms(ks, name, ref, err);
+        free(name);
+        if (rc == PG_OK && official) {
+            if (asprintf(&name, "%slibrary/%s", prefixes[i], short_path) < 0)
+                return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+            rc = add_suffix_forms(ks, name, ref, err);
+            free(name);
+        }
+    }
+    return rc;
 }

@@ -24,4 +24,28 @@ const char *pg_image_id_hex(const char *s);
  */
 int pg_identity_check(const char *s, pg_ref **ref_out, pg_error *err);
 
+/* A set of strings (file keys), deduplicated, insertion-ordered. */
+typedef struct pg_keyset {
+    char **v;
+    size_t n, cap;
+} pg_keyset;
+
+int pg_keyset_add(pg_keyset *ks, const char *key, pg_error *err);
+void pg_keyset_free(pg_keyset *ks);
+
+/*
+ * Record and index keys of one identity: an ID under both spellings; a
+ * reference as written, normalised, as name@digest when it has a digest, and
+ * with and without ":latest" when the tag is latest or absent (the kubelet adds
+ * ":latest"). ref is the parsed reference (NULL for an ID).
+ */
+int pg_identity_add_keys(pg_keyset *ks, const char *s, const pg_ref *ref, pg_error *err);
+
+/*
+ * Intent keys of a reference: the record keys plus the short spellings the
+ * kubelet may have written for a Docker Hub image ("x", "library/x",
+ * "docker.io/x", "index.docker.io/library/x", ...), each with the tag/digest forms.
+ */
+int pg_identity_add_intent_keys(pg_keyset *ks, const char *s, const pg_ref *ref, pg_error *err);
+
 #endif

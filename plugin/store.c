@@ -8,6 +8,9 @@
  * and, in the writable directory only (kubelets never read these):
  *   DIR/pullgate-intents/sha256-<hex(image)>      intent reference count (decimal)
  *   DIR/pullgate-images/sha256-<hex(image)>       {"image":..,"imageRef":..} index
+ *   DIR/pullgate-names/sha256-<hex(name)>         record file names mapping name, one a line
+ *   DIR/pullgate-credtimes/sha256-<hex(imageRef)> per-credential lastUpdatedTime
+ *   DIR/pullgate-dircache/sha256-<hex(path)>      names of a read-only directory (a cache)
  *   DIR/.pullgate.lock                            flock(2) lock file
  * Directories are 0700, files 0600.
  *
@@ -40,6 +43,7 @@
  */
 #include "image_identity.h"
 #include "internal.h"
+#include "store_lookup.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -58,6 +62,9 @@
 #define SUB_PULLED "pulled"
 #define SUB_INTENTS "pullgate-intents"
 #define SUB_IMAGES "pullgate-images"
+#define SUB_NAMES "pullgate-names"
+#define SUB_CREDTIMES "pullgate-credtimes"
+#define SUB_DIRCACHE "pullgate-dircache"
 #define LOCK_FILE ".pullgate.lock"
 #define NAME_PREFIX "sha256-"
 #define TMP_SUFFIX ".tmp"
@@ -214,7 +221,8 @@ static int make_dirs(const char *path, pg_error *err)
 
 static int make_subdirs(const record_dir *d, pg_error *err)
 {
-    static const char *const subs[] = {SUB_PULLING, SUB_PULLED, SUB_INTENTS, SUB_IMAGES};
+    static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS,  SUB_IMAGES,
+                                       SUB_NAMES,   SUB_CREDTIMES, SUB_DIRCACHE};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (mkdirat(d->fd, subs[i], 0700) != 0 && errno != EEXIST)
             return pg_fail_errno(err, errno, "mkdir %s/%s", d->path, subs[i]);
@@ -316,6 +324,8 @@ static int add_read_only_dirs(pg_store *s, const pg_config *cfg, pg_error *err)
     return PG_OK;
 }
 
+static void names_mark_complete_if_empty(const record_dir *d);
+
 static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
 {
     if (!path || !*path)
@@ -326,6 +336,8 @@ static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
     if (rc == PG_OK)
         rc = make_subdirs(&s->dirs[0], err);
     s->writable = rc == PG_OK;
+    if (rc == PG_OK)
+        names_mark_complete_if_empty(&s->dirs[0]);
     return rc;
 }
 
@@ -696,6 +708,30 @@ static int release_intent(const pg_store *s, const char *image, pg_error *err)
 
 typedef int (*locked_op)(const pg_store *s, const char *image, pg_error *err);
 
+/*
+ * pullgate's own intents go under the image as requested AND its normalised
+ * reference, so that a lookup under either spelling finds them.
+ */
+static int for_both_spellings(const pg_store *s, locked_op op, const char *image, pg_error *err)
+{
+    int rc = op(s, image, err);
+    pg_ref *ref = rc == PG_OK ? pg_ref_parse(image, NULL) : NULL;
+    if (ref && strcmp(pg_ref_string(ref), image) != 0)
+        rc = op(s, pg_ref_string(ref), err);
+    pg_ref_free(ref);
+    return rc;
+}
+
+static int take_intents(const pg_store *s, const char *image, pg_error *err)
+{
+    return for_both_spellings(s, take_intent, image, err);
+}
+
+static int release_intents(const pg_store *s, const char *image, pg_error *err)
+{
+    return for_both_spellings(s, release_intent, image, err);
+}
+
 static int with_lock(const pg_store *s, locked_op op, const char *image, pg_error *err)
 {
     int lock_fd;
@@ -713,7 +749,7 @@ PG_API int pg_store_record_intent(pg_store *store, const char *image, pg_error *
     if (rc == PG_OK)
         rc = check_input("image", image, err);
     if (rc == PG_OK)
-        rc = with_lock(store, take_intent, image, err);
+        rc = with_lock(store, take_intents, image, err);
     if (rc == PG_OK && store->notifier)
         pg_notify_pull_intent(store->notifier, image);
     return rc;
@@ -725,7 +761,7 @@ PG_API int pg_store_record_failed(pg_store *store, const char *image, pg_error *
     if (rc == PG_OK)
         rc = check_input("image", image, err);
     if (rc == PG_OK)
-        rc = with_lock(store, release_intent, image, err);
+        rc = with_lock(store, release_intents, image, err);
     if (rc == PG_OK && store->notifier)
         pg_notify_pull_failed(store->notifier, image);
     return rc;
@@ -800,8 +836,9 @@ static int write_index(const pg_store *s, int fd, const char *key, const char *i
     return rc;
 }
 
+/* Index keys: as written, normalised, and name@digest (a tag beside a digest is decoration). */
 static int update_index(const pg_store *s, const char *image, const char *normalised,
-                        const char *image_ref, pg_error *err)
+                        const char *digest_only, const char *image_ref, pg_error *err)
 {
     int fd;
     int rc = open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
@@ -810,6 +847,8 @@ static int update_index(const pg_store *s, const char *image, const char *normal
     rc = write_index(s, fd, normalised, image_ref, err);
     if (rc == PG_OK && strcmp(image, normalised) != 0)
         rc = write_index(s, fd, image, image_ref, err);
+    if (rc == PG_OK && digest_only && strcmp(digest_only, normalised) != 0)
+        rc = write_index(s, fd, digest_only, image_ref, err);
     close(fd);
     return rc;
 }
@@ -956,17 +995,25 @@ PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
 
 /* ------------------------------------------------------ record_pulled */
 
+struct pull;
+static int credtimes_update_locked(const pg_store *s, const pg_record *rec, const char *file,
+                                   const struct pull *p, time_t previous, pg_error *err);
+static int names_add_locked(const pg_store *s, const pg_record *rec, const char *file,
+                            pg_error *err);
+
 typedef struct pull {
     const char *image, *image_ref;
     const pg_pull_credentials *creds;
     char *image_name; /* normalised, no tag/digest: the credentialMapping key */
     char *full_name;  /* normalised with tag/digest: the index key */
+    char *digest_only; /* "name@digest" when a digest is given, else NULL */
 } pull;
 
 static int load_or_new(const pg_store *s, int pulled_fd, const char *name, const char *image_ref,
-                       pg_record **out, pg_error *err)
+                       pg_record **out, bool *existed, pg_error *err)
 {
     int rc = read_record_at(pulled_fd, &s->dirs[0], name, out, err);
+    *existed = rc == PG_OK;
     if (rc == PG_ERR_NOT_FOUND) {
         *out = pg_record_new(image_ref, err);
         rc = *out ? PG_OK : PG_ERR_NOMEM;
@@ -1016,20 +1063,27 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
     if (rc != PG_OK)
         return rc;
     pg_record *rec = NULL;
-    rc = load_or_new(s, fd, name, p->image_ref, &rec, err);
+    bool existed = false;
+    rc = load_or_new(s, fd, name, p->image_ref, &rec, &existed, err);
+    time_t previous = rec ? rec->last_updated : 0;
     if (rc == PG_OK)
         rc = pg_record_merge(rec, p->image_name, p->creds, err);
     if (rc == PG_OK)
         rc = set_now(rec, s->api_version, err);
+    /* The side files first: a record is never durable without its credential times. */
+    if (rc == PG_OK)
+        rc = credtimes_update_locked(s, rec, name, p, existed ? previous : rec->last_updated, err);
     if (rc == PG_OK)
         rc = write_record(s, fd, name, rec, err);
+    if (rc == PG_OK)
+        rc = names_add_locked(s, rec, name, err);
     pg_record_free(rec);
     close(fd);
     /* Only once the record is durable may the intent go. */
     if (rc == PG_OK)
-        rc = update_index(s, p->image, p->full_name, p->image_ref, err);
+        rc = update_index(s, p->image, p->full_name, p->digest_only, p->image_ref, err);
     if (rc == PG_OK)
-        rc = release_intent(s, p->image, err);
+        rc = release_intents(s, p->image, err);
     return rc;
 }
 
@@ -1040,8 +1094,12 @@ static int normalise_pull(pull *p, pg_error *err)
         return err ? err->code : PG_ERR_INVALID;
     p->image_name = pg_strdup(pg_ref_name(ref));
     p->full_name = pg_strdup(pg_ref_string(ref));
+    if (pg_ref_digest(ref) && asprintf(&p->digest_only, "%s@%s", pg_ref_name(ref),
+                                       pg_ref_digest(ref)) < 0)
+        p->digest_only = NULL;
+    bool digest_missing = pg_ref_digest(ref) && !p->digest_only;
     pg_ref_free(ref);
-    if (!p->image_name || !p->full_name)
+    if (!p->image_name || !p->full_name || digest_missing)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     return PG_OK;
 }
@@ -1065,7 +1123,7 @@ static const char *credential_kind(const pg_pull_credentials *c)
 PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char *image_ref,
                                   const pg_pull_credentials *creds, pg_error *err)
 {
-    pull p = {image, image_ref, creds, NULL, NULL};
+    pull p = {image, image_ref, creds, NULL, NULL, NULL};
     int rc = require_writable(store, err);
     if (rc == PG_OK)
         rc = check_input("image", image, err);
@@ -1081,6 +1139,7 @@ PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char
     unlock_store(lock_fd);
     free(p.image_name);
     free(p.full_name);
+    free(p.digest_only);
     if (rc == PG_OK && store->notifier)
         pg_notify_image_pulled(store->notifier, image, image_ref, credential_kind(creds));
     return rc;
@@ -1218,6 +1277,14 @@ static bool must_keep(const prune_ctx *c, const pg_record *rec)
            is_pinned(c->store, rec);
 }
 
+/* A side file of a removed record (its credential times): best effort. */
+static void remove_side_file(const record_dir *d, const char *sub, const char *name)
+{
+    char path[64 + FILE_NAME_LEN];
+    snprintf(path, sizeof path, "%s/%s", sub, name);
+    unlinkat(d->fd, path, 0);
+}
+
 /* Invalid files are left alone: pruning is not the place to destroy evidence. */
 static int prune_entry(int dirfd, const record_dir *d, const char *name, void *ud)
 {
@@ -1232,6 +1299,7 @@ static int prune_entry(int dirfd, const record_dir *d, const char *name, void *u
         return PG_OK;
     if (unlinkat(dirfd, name, 0) != 0 && errno != ENOENT)
         return pg_fail_errno(c->err, errno, "remove %s/%s/%s", d->path, SUB_PULLED, name);
+    remove_side_file(d, SUB_CREDTIMES, name);
     c->pruned++;
     return PG_OK;
 }
@@ -1242,7 +1310,8 @@ static int prune_entry(int dirfd, const record_dir *d, const char *name, void *u
  */
 static void remove_stale_temps(const record_dir *d)
 {
-    static const char *const subs[] = {SUB_PULLING, SUB_PULLED, SUB_INTENTS, SUB_IMAGES};
+    static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS,  SUB_IMAGES,
+                                       SUB_NAMES,   SUB_CREDTIMES, SUB_DIRCACHE};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         int fd;
         pg_error ignored;
@@ -1265,11 +1334,15 @@ static void remove_stale_temps(const record_dir *d)
     }
 }
 
+static int names_rebuild_locked(const pg_store *s, pg_error *err);
+
 static int prune_locked(prune_ctx *c)
 {
     const record_dir *d = &c->store->dirs[0];
     remove_stale_temps(d);
     int rc = walk_records(d, SUB_PULLED, prune_entry, c, c->err);
+    if (rc == PG_OK)
+        rc = names_rebuild_locked(c->store, c->err);
     int fd;
     if (c->pruned && open_subdir(d, SUB_PULLED, &fd, NULL) == PG_OK) {
         if (fsync_retry(fd) != 0 && rc == PG_OK)
@@ -1296,5 +1369,660 @@ PG_API int pg_store_prune(pg_store *store, const char *const *in_use, time_t bef
         *pruned_out = c.pruned;
     if (c.pruned && store->notifier)
         pg_notify_records_pruned(store->notifier, c.pruned);
+    return rc;
+}
+
+/* ------------------------------------------------- per-directory lookups */
+
+size_t pg_store_dir_count(const pg_store *store) { return store ? store->n_dirs : 0; }
+
+static const char *entry_sub(pg_entry_kind kind)
+{
+    switch (kind) {
+    case PG_ENTRY_PULLED: return SUB_PULLED;
+    case PG_ENTRY_INTENT: return SUB_PULLING;
+    default: return SUB_IMAGES;
+    }
+}
+
+int pg_store_entry_exists(const pg_store *store, size_t i, pg_entry_kind kind, const char *key)
+{
+    file_name name;
+    if (!store || i >= store->n_dirs || check_input("key", key, NULL) != PG_OK ||
+        pg_record_file_name(key, name, NULL) != PG_OK)
+        return 0;
+    char path[32 + FILE_NAME_LEN];
+    snprintf(path, sizeof path, "%s/%s", entry_sub(kind), name);
+    struct stat st;
+    /* One fstatat relative to the directory's descriptor: the hook's common path. */
+    return fstatat(store->dirs[i].fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+}
+
+int pg_store_get_in(const pg_store *store, size_t i, const char *image_ref, pg_record **out,
+                    pg_error *err)
+{
+    file_name name;
+    *out = NULL;
+    int rc = check_input("imageRef", image_ref, err);
+    if (rc == PG_OK)
+        rc = pg_record_file_name(image_ref, name, err);
+    if (rc == PG_OK && !pg_store_entry_exists(store, i, PG_ENTRY_PULLED, image_ref))
+        return PG_ERR_NOT_FOUND;
+    return rc == PG_OK ? get_from_dir(&store->dirs[i], name, out, err) : rc;
+}
+
+int pg_store_index_in(const pg_store *store, size_t i, const char *key, char **ref_out,
+                      pg_error *err)
+{
+    *ref_out = NULL;
+    int rc = check_input("image", key, err);
+    if (rc == PG_OK && !pg_store_entry_exists(store, i, PG_ENTRY_INDEX, key))
+        return PG_ERR_NOT_FOUND;
+    return rc == PG_OK ? resolve_in_dir(&store->dirs[i], key, ref_out, err) : rc;
+}
+
+/* ------------------------------------------------------------ name index */
+
+/*
+ * "Preloaded" must be proven, which includes: no record in any directory maps
+ * the image's normalised name. Scanning every record per decision would cost
+ * O(records), so:
+ *  - the writable directory keeps pullgate-names/<hash(name)>: the record file
+ *    names that map name, one a line, written under the lock with the record
+ *    and rebuilt by prune. An entry may be stale (record since deleted): that
+ *    errs on the strict side and lookups skip missing records.
+ *  - a read-only directory (the kubelet's) gets a cache in the writable one,
+ *    pullgate-dircache/<hash(path)>: a stamp of its pulled/ and pulling/
+ *    directories (dev, inode, mtime ns), taken BEFORE the scan, then one line
+ *    "<hex(name)> <record file>" per mapping, "? <record file>" for a record
+ *    that could not be read (its names are unknown: it may map any name).
+ *    A changed stamp means a rescan; without a writable directory, every
+ *    lookup scans.
+ */
+
+#define MAX_NAMES_BYTES (16u << 20)
+/*
+ * pullgate-names/ covers every record of pulled/ only from the moment this
+ * marker exists: written when the layout is new (pulled/ empty) and by prune's
+ * rebuild. Without it (records from before the name index, or placed by hand)
+ * the writable directory is treated like a read-only one: scanned, cached.
+ */
+#define NAMES_COMPLETE SUB_NAMES "/.complete"
+
+static bool names_complete(const record_dir *d) { return exists_at(d->fd, NAMES_COMPLETE); }
+
+static void names_mark_complete(const record_dir *d)
+{
+    int fd = openat(d->fd, NAMES_COMPLETE, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+}
+
+static bool has_no_records(const record_dir *d)
+{
+    int fd;
+    if (open_subdir(d, SUB_PULLED, &fd, NULL) != PG_OK)
+        return false;
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+        close(fd);
+        return false;
+    }
+    struct dirent *de;
+    bool empty = true;
+    while (empty && (de = readdir(dir)) != NULL)
+        empty = !is_record_name(de->d_name);
+    closedir(dir);
+    return empty;
+}
+
+static void names_mark_complete_if_empty(const record_dir *d)
+{
+    if (!names_complete(d) && has_no_records(d))
+        names_mark_complete(d);
+}
+#define CACHE_MAGIC "pullgate-dircache 1 "
+
+static bool line_present(const char *text, const char *line, size_t n)
+{
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, line, n) == 0 && (p[n] == '\n' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+/* Adds the line file to pullgate-names/<name> unless present. */
+static int name_add_file(const pg_store *s, int fd, const char *name, const char *file,
+                         pg_error *err)
+{
+    char *old = NULL;
+    size_t len = 0;
+    int rc = read_strict(fd, &s->dirs[0], SUB_NAMES, name, MAX_NAMES_BYTES, &old, &len, err);
+    if (rc == PG_ERR_NOT_FOUND)
+        rc = PG_OK;
+    if (rc != PG_OK || (old && line_present(old, file, strlen(file)))) {
+        free(old);
+        return rc;
+    }
+    size_t n = len + strlen(file) + 2;
+    char *text = malloc(n);
+    if (!text) {
+        free(old);
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    }
+    int w = snprintf(text, n, "%s%s\n", old ? old : "", file);
+    rc = write_file_atomic(fd, s->dirs[0].path, SUB_NAMES, name, text, (size_t)w, err);
+    free(text);
+    free(old);
+    return rc;
+}
+
+static int names_add_locked(const pg_store *s, const pg_record *rec, const char *file,
+                            pg_error *err)
+{
+    int fd;
+    int rc = open_subdir(&s->dirs[0], SUB_NAMES, &fd, err);
+    if (rc != PG_OK)
+        return rc;
+    for (size_t i = 0; rc == PG_OK && i < rec->n_maps; i++) {
+        file_name name;
+        rc = pg_record_file_name(rec->maps[i].image_name, name, err);
+        if (rc == PG_OK)
+            rc = name_add_file(s, fd, name, file, err);
+    }
+    close(fd);
+    return rc;
+}
+
+/* A growable text buffer. */
+typedef struct text_buf {
+    char *p;
+    size_t len, cap;
+    bool failed;
+} text_buf;
+
+static void buf_add(text_buf *b, const char *a, const char *c)
+{
+    size_t need = strlen(a) + strlen(c) + 3;
+    if (b->failed)
+        return;
+    if (b->len + need > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + need)
+            cap *= 2;
+        char *grown = realloc(b->p, cap);
+        if (!grown) {
+            b->failed = true;
+            return;
+        }
+        b->p = grown;
+        b->cap = cap;
+    }
+    b->len += (size_t)snprintf(b->p + b->len, b->cap - b->len, "%s %s\n", a, c);
+}
+
+/* Collects "<hex(name)> <file>" (or "? <file>") lines of every record of a directory. */
+static int scan_names_entry(int dirfd, const record_dir *d, const char *name, void *ud)
+{
+    text_buf *b = ud;
+    pg_record *rec;
+    pg_error ignored = {0};
+    if (read_record_at(dirfd, d, name, &rec, &ignored) != PG_OK) {
+        buf_add(b, "?", name);
+        return PG_OK;
+    }
+    for (size_t i = 0; i < rec->n_maps; i++) {
+        char hex[PG_HASH_HEX_LEN + 1];
+        const char *n = rec->maps[i].image_name;
+        if (pg_sha256_hex(n, strlen(n), hex, NULL) == PG_OK)
+            buf_add(b, hex, name);
+        else
+            buf_add(b, "?", name);
+    }
+    pg_record_free(rec);
+    return PG_OK;
+}
+
+static void stamp_of(const record_dir *d, const char *sub, char *out, size_t n)
+{
+    struct stat st;
+    if (fstatat(d->fd, sub, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        snprintf(out, n, "-");
+        return;
+    }
+    snprintf(out, n, "%ju:%ju:%lld.%09ld", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
+             (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+}
+
+/* The first line of a cache: what the directory looked like before the scan. */
+static void dir_stamp(const record_dir *d, char *out, size_t n)
+{
+    char pulled[96], pulling[96];
+    stamp_of(d, SUB_PULLED, pulled, sizeof pulled);
+    stamp_of(d, SUB_PULLING, pulling, sizeof pulling);
+    snprintf(out, n, "%s%s %s\n", CACHE_MAGIC, pulled, pulling);
+}
+
+/* The name lines of read-only directory d: from the cache when its stamp is current. */
+static int dir_names(const pg_store *s, const record_dir *d, char **text_out, pg_error *err)
+{
+    char stamp[256];
+    dir_stamp(d, stamp, sizeof stamp);
+    file_name cache_name;
+    int rc = pg_record_file_name(d->path, cache_name, err);
+    int cache_fd = -1;
+    if (rc == PG_OK && s->writable && open_subdir(&s->dirs[0], SUB_DIRCACHE, &cache_fd, NULL) != PG_OK)
+        cache_fd = -1;
+    if (rc == PG_OK && cache_fd >= 0) {
+        char *cached = NULL;
+        if (pg_read_file_at(cache_fd, cache_name, MAX_NAMES_BYTES, PG_READ_STRICT, &cached, NULL,
+                            NULL) == PG_OK &&
+            strncmp(cached, stamp, strlen(stamp)) == 0) {
+            close(cache_fd);
+            *text_out = cached;
+            return PG_OK;
+        }
+        free(cached);
+    }
+    text_buf b = {0};
+    buf_add(&b, stamp, ""); /* "stamp \n": the stamp line carries its own newline */
+    if (rc == PG_OK)
+        rc = walk_records(d, SUB_PULLED, scan_names_entry, &b, err);
+    if (rc == PG_OK && b.failed)
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (rc == PG_OK && cache_fd >= 0) /* best effort: a cache we cannot write means a rescan */
+        write_file_atomic(cache_fd, s->dirs[0].path, SUB_DIRCACHE, cache_name, b.p, b.len, NULL);
+    if (cache_fd >= 0)
+        close(cache_fd);
+    if (rc != PG_OK) {
+        free(b.p);
+        return rc;
+    }
+    *text_out = b.p;
+    return PG_OK;
+}
+
+/* The writable directory's index as the same line format, from pullgate-names/. */
+static int own_names(const pg_store *s, const char *image_name, const char *hex, char **text_out,
+                     pg_error *err)
+{
+    file_name name;
+    int fd;
+    *text_out = NULL;
+    int rc = pg_record_file_name(image_name, name, err);
+    if (rc == PG_OK && (rc = open_subdir(&s->dirs[0], SUB_NAMES, &fd, err)) == PG_ERR_NOT_FOUND)
+        return PG_OK;
+    if (rc != PG_OK)
+        return rc;
+    char *files = NULL;
+    rc = read_strict(fd, &s->dirs[0], SUB_NAMES, name, MAX_NAMES_BYTES, &files, NULL, err);
+    close(fd);
+    if (rc == PG_ERR_NOT_FOUND)
+        return PG_OK;
+    if (rc != PG_OK)
+        return rc;
+    text_buf b = {0};
+    for (char *line = strtok(files, "\n"); line; line = strtok(NULL, "\n"))
+        buf_add(&b, hex, line);
+    free(files);
+    if (b.failed) {
+        free(b.p);
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    }
+    *text_out = b.p;
+    return PG_OK;
+}
+
+typedef struct name_hits {
+    bool load; /* false: count only */
+    pg_record **recs;
+    size_t n, cap;
+    bool unknown;
+} name_hits;
+
+static int hit_load(const pg_store *s, size_t i, const char *file, const char *image_name,
+                    name_hits *h, pg_error *err)
+{
+    pg_record *rec;
+    pg_error why = {0};
+    int rc = get_from_dir(&s->dirs[i], file, &rec, &why);
+    if (rc == PG_ERR_NOT_FOUND) /* a stale line: the record is gone */
+        return PG_OK;
+    if (rc != PG_OK && !h->load) { /* counting: an unusable record may map the name */
+        h->unknown = true;
+        return PG_OK;
+    }
+    if (rc != PG_OK) {
+        if (err)
+            *err = why;
+        return rc;
+    }
+    if (!h->load) {
+        h->n += pg_record_find(rec, image_name) != NULL;
+        pg_record_free(rec);
+        return PG_OK;
+    }
+    if (!pg_record_find(rec, image_name)) {
+        pg_record_free(rec);
+        return PG_OK;
+    }
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 8;
+        pg_record **grown = realloc(h->recs, cap * sizeof *grown);
+        if (!grown) {
+            pg_record_free(rec);
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        }
+        h->recs = grown;
+        h->cap = cap;
+    }
+    h->recs[h->n++] = rec;
+    return PG_OK;
+}
+
+/* Applies the lines of text that name hex (or "?") to h. */
+static int hits_from_text(const pg_store *s, size_t i, const char *text, const char *hex,
+                          const char *image_name, name_hits *h, pg_error *err)
+{
+    int rc = PG_OK;
+    for (const char *p = text; rc == PG_OK && p && *p;) {
+        const char *end = strchr(p, '\n');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char file[FILE_NAME_LEN + 1];
+        if (n == PG_HASH_HEX_LEN + 1 + FILE_NAME_LEN && memcmp(p, hex, PG_HASH_HEX_LEN) == 0) {
+            memcpy(file, p + PG_HASH_HEX_LEN + 1, FILE_NAME_LEN);
+            file[FILE_NAME_LEN] = '\0';
+            if (is_record_name(file))
+                rc = hit_load(s, i, file, image_name, h, err);
+        } else if (n > 2 && p[0] == '?' && p[1] == ' ') {
+            h->unknown = true;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return rc;
+}
+
+int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_record ***recs,
+                             size_t *n_out, bool *unknown_out, pg_error *err)
+{
+    *n_out = 0;
+    *unknown_out = false;
+    if (recs)
+        *recs = NULL;
+    char hex[PG_HASH_HEX_LEN + 1];
+    int rc = store ? check_input("image name", image_name, err) : pg_fail(err, PG_ERR_INVALID, "no store");
+    if (rc == PG_OK)
+        rc = pg_sha256_hex(image_name, strlen(image_name), hex, err);
+    name_hits h = {recs != NULL, NULL, 0, 0, false};
+    for (size_t i = 0; rc == PG_OK && i < store->n_dirs; i++) {
+        char *text = NULL;
+        if (i == 0 && store->writable && names_complete(&store->dirs[0]))
+            rc = own_names(store, image_name, hex, &text, err);
+        else
+            rc = dir_names(store, &store->dirs[i], &text, err);
+        if (rc == PG_OK && text)
+            rc = hits_from_text(store, i, text, hex, image_name, &h, err);
+        free(text);
+    }
+    if (rc != PG_OK) {
+        for (size_t i = 0; h.recs && i < h.n; i++)
+            pg_record_free(h.recs[i]);
+        free(h.recs);
+        return rc;
+    }
+    *n_out = h.n;
+    *unknown_out = h.unknown;
+    if (recs)
+        *recs = h.recs;
+    return PG_OK;
+}
+
+static int cmp_lines(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Writes pullgate-names/ files from sorted "<hex(name)> <file>" lines; one file per name. */
+static int names_write_groups(const pg_store *s, int fd, char **lines, size_t n, pg_error *err)
+{
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < n;) {
+        size_t j = i;
+        text_buf b = {0};
+        for (; j < n && memcmp(lines[j], lines[i], PG_HASH_HEX_LEN) == 0; j++)
+            if (j == i || strcmp(lines[j], lines[j - 1]) != 0)
+                buf_add(&b, lines[j] + PG_HASH_HEX_LEN + 1, "");
+        char name[FILE_NAME_LEN + 1];
+        snprintf(name, sizeof name, "%s%.*s", NAME_PREFIX, PG_HASH_HEX_LEN, lines[i]);
+        /* buf_add wrote "file \n": drop the blank before each newline */
+        size_t w = 0;
+        for (size_t k = 0; b.p && k < b.len; k++)
+            if (!(b.p[k] == ' ' && k + 1 < b.len && b.p[k + 1] == '\n'))
+                b.p[w++] = b.p[k];
+        rc = b.failed ? pg_fail(err, PG_ERR_NOMEM, "out of memory")
+                      : write_file_atomic(fd, s->dirs[0].path, SUB_NAMES, name, b.p, w, err);
+        free(b.p);
+        i = j;
+    }
+    return rc;
+}
+
+/* Removes name files no line names (only after the new ones are durable). */
+static void names_remove_unused(int fd, char **lines, size_t n)
+{
+    int dup_fd = dup(fd);
+    DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    struct dirent *de;
+    while (dir && (de = readdir(dir)) != NULL) {
+        if (!is_record_name(de->d_name) || strlen(de->d_name) != FILE_NAME_LEN)
+            continue;
+        const char *hex = de->d_name + strlen(NAME_PREFIX);
+        bool used = false;
+        for (size_t lo = 0, hi = n; lo < hi && !used;) {
+            size_t mid = lo + (hi - lo) / 2;
+            int c = memcmp(lines[mid], hex, PG_HASH_HEX_LEN);
+            used = c == 0;
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (!used)
+            unlinkat(fd, de->d_name, 0);
+    }
+    if (dir)
+        closedir(dir);
+    else if (dup_fd >= 0)
+        close(dup_fd);
+}
+
+/* Prune: the name index from the records that remain. */
+static int names_rebuild_locked(const pg_store *s, pg_error *err)
+{
+    const record_dir *d = &s->dirs[0];
+    text_buf b = {0};
+    int rc = walk_records(d, SUB_PULLED, scan_names_entry, &b, err);
+    if (rc == PG_OK && b.failed)
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    size_t n = 0, cap = 0;
+    char **lines = NULL;
+    for (char *line = rc == PG_OK && b.p ? strtok(b.p, "\n") : NULL; rc == PG_OK && line;
+         line = strtok(NULL, "\n")) {
+        if (strlen(line) != PG_HASH_HEX_LEN + 1 + FILE_NAME_LEN)
+            continue; /* "?" lines: an unreadable record maps no name we know */
+        if (n == cap) {
+            char **grown = realloc(lines, (cap = cap ? cap * 2 : 64) * sizeof *grown);
+            if (!grown) {
+                rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+                break;
+            }
+            lines = grown;
+        }
+        lines[n++] = line;
+    }
+    int fd = -1;
+    if (rc == PG_OK)
+        rc = open_subdir(d, SUB_NAMES, &fd, err);
+    if (rc == PG_OK) {
+        qsort(lines, n, sizeof *lines, cmp_lines);
+        rc = names_write_groups(s, fd, lines, n, err);
+    }
+    if (rc == PG_OK) {
+        names_remove_unused(fd, lines, n);
+        names_mark_complete(d);
+    }
+    if (fd >= 0)
+        close(fd);
+    free(lines);
+    free(b.p);
+    return rc;
+}
+
+/* ------------------------------------------------- per-credential times */
+
+/*
+ * credentialTTL applies per credential, but the kubelet's format has one
+ * lastUpdatedTime per record. pullgate keeps, beside each record it writes,
+ * pullgate-credtimes/<record file>: {"imageRef":..,"times":{<credential>:<unix s>}}.
+ * Kubelet records stay byte-compatible; records without the side file use
+ * their lastUpdatedTime.
+ */
+#define MAX_CREDTIMES_BYTES (16u << 20)
+
+static char *credential_key(const char *image_name, const pg_rec_secret *s, const pg_rec_sa *sa)
+{
+    char *key = NULL;
+    int n = s ? asprintf(&key, "secret\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", image_name, s->namespace_,
+                         s->name, s->uid, s->credential_hash ? s->credential_hash : "")
+              : asprintf(&key, "serviceAccount\x1f%s\x1f%s\x1f%s\x1f%s", image_name,
+                         sa->namespace_, sa->name, sa->uid);
+    return n < 0 ? NULL : key;
+}
+
+/* times object of the side file (new reference); NULL times = none or unusable. */
+static int credtimes_read(int fd, const record_dir *d, const char *file, const char *image_ref,
+                          json_t **times, pg_error *err)
+{
+    char *buf;
+    size_t len;
+    *times = NULL;
+    int rc = read_strict(fd, d, SUB_CREDTIMES, file, MAX_CREDTIMES_BYTES, &buf, &len, err);
+    if (rc != PG_OK)
+        return rc;
+    json_t *o = pg_json_parse(buf, len, "credential times", err);
+    free(buf);
+    const char *ref = NULL;
+    json_t *t = NULL;
+    if (!o || json_unpack(o, "{s:s, s:o}", "imageRef", &ref, "times", &t) != 0 ||
+        !json_is_object(t) || strcmp(ref, image_ref) != 0) {
+        json_decref(o);
+        return prefix_error(err, pg_fail(err, PG_ERR_CORRUPT, "not the credential times of %.200s",
+                                         image_ref), d->path, SUB_CREDTIMES, file);
+    }
+    *times = json_incref(t);
+    json_decref(o);
+    return PG_OK;
+}
+
+static bool same(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
+
+/* Whether this credential is one of the pull being recorded. */
+static bool pulled_now(const struct pull *p, const char *image_name, const pg_rec_secret *s,
+                       const pg_rec_sa *sa)
+{
+    const pg_pull_credentials *c = p->creds;
+    if (!c || strcmp(image_name, p->image_name) != 0)
+        return false;
+    for (size_t i = 0; s && i < c->n_secrets; i++)
+        if (same(c->secrets[i].namespace_, s->namespace_) && same(c->secrets[i].name, s->name) &&
+            same(c->secrets[i].uid, s->uid) &&
+            same(c->secrets[i].credential_hash, s->credential_hash))
+            return true;
+    for (size_t i = 0; sa && i < c->n_service_accounts; i++)
+        if (same(c->service_accounts[i].namespace_, sa->namespace_) &&
+            same(c->service_accounts[i].name, sa->name) && same(c->service_accounts[i].uid, sa->uid))
+            return true;
+    return false;
+}
+
+static int credtimes_add(json_t *out, const json_t *old, const struct pull *p,
+                         const char *image_name, const pg_rec_secret *s, const pg_rec_sa *sa,
+                         time_t now, time_t previous)
+{
+    char *key = credential_key(image_name, s, sa);
+    if (!key)
+        return PG_ERR_NOMEM;
+    json_t *was = old ? json_object_get(old, key) : NULL;
+    json_int_t t = pulled_now(p, image_name, s, sa) ? (json_int_t)now
+                   : json_is_integer(was)            ? json_integer_value(was)
+                                                     : (json_int_t)previous;
+    int rc = json_object_set_new(out, key, json_integer(t)) == 0 ? PG_OK : PG_ERR_NOMEM;
+    free(key);
+    return rc;
+}
+
+static int credtimes_update_locked(const pg_store *s, const pg_record *rec, const char *file,
+                                   const struct pull *p, time_t previous, pg_error *err)
+{
+    int fd;
+    int rc = open_subdir(&s->dirs[0], SUB_CREDTIMES, &fd, err);
+    if (rc != PG_OK)
+        return rc;
+    json_t *old = NULL;
+    pg_error ignored = {0};
+    /* An unusable old side file is replaced: its times fall back to the record's. */
+    credtimes_read(fd, &s->dirs[0], file, rec->image_ref, &old, &ignored);
+    json_t *times = json_object();
+    rc = times ? PG_OK : PG_ERR_NOMEM;
+    for (size_t m = 0; rc == PG_OK && m < rec->n_maps; m++) {
+        const pg_rec_mapping *map = &rec->maps[m];
+        for (size_t i = 0; rc == PG_OK && i < map->n_secrets; i++)
+            rc = credtimes_add(times, old, p, map->image_name, &map->secrets[i], NULL,
+                               rec->last_updated, previous);
+        for (size_t i = 0; rc == PG_OK && i < map->n_sas; i++)
+            rc = credtimes_add(times, old, p, map->image_name, NULL, &map->sas[i],
+                               rec->last_updated, previous);
+    }
+    json_t *o = rc == PG_OK ? json_pack("{s:s, s:O}", "imageRef", rec->image_ref, "times", times) : NULL;
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (!text)
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    else
+        rc = write_file_atomic(fd, s->dirs[0].path, SUB_CREDTIMES, file, text, strlen(text), err);
+    free(text);
+    json_decref(o);
+    json_decref(times);
+    json_decref(old);
+    close(fd);
+    return rc;
+}
+
+int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
+                             const pg_rec_secret *secret, const pg_rec_sa *sa, time_t *out,
+                             pg_error *err)
+{
+    *out = rec->last_updated;
+    if (!store || !store->writable || !rec->dir || strcmp(rec->dir, store->dirs[0].path) != 0)
+        return PG_OK;
+    file_name file;
+    int fd;
+    int rc = pg_record_file_name(rec->image_ref, file, err);
+    if (rc == PG_OK && (rc = open_subdir(&store->dirs[0], SUB_CREDTIMES, &fd, err)) == PG_ERR_NOT_FOUND)
+        return PG_OK;
+    if (rc != PG_OK)
+        return rc;
+    json_t *times = NULL;
+    rc = credtimes_read(fd, &store->dirs[0], file, rec->image_ref, &times, err);
+    close(fd);
+    if (rc == PG_ERR_NOT_FOUND)
+        return PG_OK;
+    char *key = rc == PG_OK ? credential_key(image_name, secret, sa) : NULL;
+    if (rc == PG_OK && !key)
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    json_t *t = key ? json_object_get(times, key) : NULL;
+    if (json_is_integer(t))
+        *out = (time_t)json_integer_value(t);
+    free(key);
+    json_decref(times);
     return rc;
 }

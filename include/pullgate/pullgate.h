@@ -331,6 +331,23 @@ typedef struct pg_decision {
 int pg_decide(const pg_config *cfg, const pg_store *store, const pg_request *req,
               pg_decision *out);
 
+/*
+ * pg_decide over every spelling of the image's identity (docs/design.md,
+ * "Image identity"). Besides req->image and req->image_ref:
+ *  - aliases: further identities the caller trusts (set by the runtime, not
+ *    the pod; e.g. CRI-O's io.kubernetes.cri-o.Image, the kubelet's imageRef):
+ *    records found under them may authorise;
+ *  - hints: identities a pod could have injected (e.g. repo digests from a pod
+ *    annotation): they only add evidence that the image was pulled (a record,
+ *    intent or index entry under a hint keeps the image verified), never a
+ *    record that authorises.
+ * Both are NULL-terminated lists of image IDs ("sha256:<64 hex>" or the 64 hex)
+ * or image references, and may be NULL. Any identity that is neither denies
+ * (PG_REASON_BAD_REQUEST). pg_decide() is this function with no aliases or hints.
+ */
+int pg_decide_identity(const pg_config *cfg, const pg_store *store, const pg_request *req,
+                       const char *const *aliases, const char *const *hints, pg_decision *out);
+
 /* ------------------------------------------------------------- notifier */
 
 /*
@@ -360,13 +377,19 @@ void pg_notify_records_pruned(pg_notifier *n, uint32_t count);
 /*
  * For hosts that dlopen("libpullgate.so.1") instead of linking:
  *   const pg_module_v1 *(*get)(uint32_t) = dlsym(h, PG_MODULE_SYMBOL);
- *   const pg_module_v1 *m = get(PG_MODULE_ABI_V1);
- * The table has static storage. A host must check m->abi == PG_MODULE_ABI_V1
- * and m->size >= the size it was compiled with; later minor versions only
- * append members.
+ *   const pg_module_v2 *m = PG_MODULE_V2(get(PG_MODULE_ABI_V2));
+ * The table has static storage. A host must check m->abi equals the ABI it
+ * asked for and m->size >= the size it was compiled with; later minor
+ * versions only append members. An unknown ABI gives NULL.
+ *
+ * PG_MODULE_ABI_V1 (10 functions) is kept answering as before for hosts
+ * built against it. PG_MODULE_ABI_V2 carries the whole lifecycle (config,
+ * store, records, decision, notifier, releasing what the library returns);
+ * pg_module_v2 begins with pg_module_v1's members in the same order.
  */
 #define PG_MODULE_SYMBOL "pg_module_get"
 #define PG_MODULE_ABI_V1 1u
+#define PG_MODULE_ABI_V2 2u
 
 typedef struct pg_module_v1 {
     uint32_t abi;
@@ -386,6 +409,77 @@ typedef struct pg_module_v1 {
                            char out[PG_HASH_HEX_LEN + 1], pg_error *err);
 } pg_module_v1;
 
+typedef struct pg_module_v2 {
+    /* --- the pg_module_v1 members, same order */
+    uint32_t abi;
+    uint32_t size;
+    const char *(*version)(void);
+    pg_config *(*config_new)(pg_error *err);
+    int (*config_load_file)(pg_config *cfg, const char *path, pg_error *err);
+    int (*config_set)(pg_config *cfg, const char *key, const char *value, pg_error *err);
+    void (*config_free)(pg_config *cfg);
+    pg_store *(*store_open)(const pg_config *cfg, pg_notifier *n, pg_error *err);
+    void (*store_free)(pg_store *store);
+    int (*decide)(const pg_config *cfg, const pg_store *store, const pg_request *req,
+                  pg_decision *out);
+    int (*record_pulled)(pg_store *store, const char *image, const char *image_ref,
+                         const pg_pull_credentials *creds, pg_error *err);
+    int (*credential_hash)(const char *username, const char *password, const char *email,
+                           char out[PG_HASH_HEX_LEN + 1], pg_error *err);
+    /* --- errors and releasing what the library returns */
+    void (*error_clear)(pg_error *err);
+    const char *(*code_name)(int code);
+    void (*mem_free)(void *p); /* pg_free */
+    void (*strv_free)(char **v);
+    /* --- image references and credentials */
+    char *(*image_name)(const char *image, pg_error *err);
+    int (*dockerconfig_hashes)(const char *json, size_t len, const char *image,
+                               char ***hashes_out, pg_error *err);
+    /* --- configuration */
+    int (*config_load_json)(pg_config *cfg, const char *json, size_t len, pg_error *err);
+    int (*config_clear_list)(pg_config *cfg, const char *key, pg_error *err);
+    char *(*config_to_json)(const pg_config *cfg, pg_error *err);
+    pg_policy (*config_policy)(const pg_config *cfg);
+    pg_mode (*config_mode)(const pg_config *cfg);
+    const char *(*config_state_dir)(const pg_config *cfg);
+    const char *(*config_annotation)(const pg_config *cfg);
+    const char *(*config_dbus)(const pg_config *cfg);
+    int (*allowlist_validate)(const char *pattern, pg_error *err);
+    /* --- the store and its records */
+    pg_store *(*store_open_readonly)(const pg_config *cfg, pg_error *err);
+    int (*record_intent)(pg_store *store, const char *image, pg_error *err);
+    int (*record_failed)(pg_store *store, const char *image, pg_error *err);
+    int (*record_aliases)(pg_store *store, const char *image_ref, const char *const *aliases,
+                          pg_error *err);
+    int (*resolve_image)(const pg_store *store, const char *image, char **ref_out,
+                         pg_error *err);
+    int (*store_get)(const pg_store *store, const char *image_ref, pg_record **out,
+                     pg_error *err);
+    void (*record_free)(pg_record *rec);
+    const char *(*record_image_ref)(const pg_record *rec);
+    time_t (*record_last_updated)(const pg_record *rec);
+    char *(*record_to_json)(const pg_record *rec, pg_error *err);
+    int (*store_list)(const pg_store *store, pg_record_cb cb, pg_bad_record_cb bad_cb, void *ud,
+                      pg_error *err);
+    int (*store_delete)(pg_store *store, const char *image_ref, pg_error *err);
+    int (*store_prune)(pg_store *store, const char *const *in_use, time_t before,
+                       unsigned *pruned_out, pg_error *err);
+    /* --- the decision */
+    const char *(*reason_name)(int reason);
+    /* --- the D-Bus notifier */
+    pg_notifier *(*notifier_new)(const char *bus, int timeout_ms, pg_error *err);
+    void (*notifier_free)(pg_notifier *n);
+    const char *(*notifier_last_error)(const pg_notifier *n);
+    void (*notify_container)(pg_notifier *n, int allowed, const char *container_id,
+                             const char *namespace_, const char *image, const char *image_ref,
+                             const char *reason);
+} pg_module_v2;
+
+/* The table for PG_MODULE_ABI_V2, from pg_module_get's result. */
+#define PG_MODULE_V2(table) ((const pg_module_v2 *)(const void *)(table))
+
+/* The table of ABI `abi` (PG_MODULE_ABI_V1 or PG_MODULE_ABI_V2), or NULL.
+ * The result's type is the v1 table; cast an ABI 2 result with PG_MODULE_V2. */
 const pg_module_v1 *pg_module_get(uint32_t abi);
 
 #ifdef __cplusplus

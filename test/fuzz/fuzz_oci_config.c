@@ -81,6 +81,9 @@ static void check_identity(const json_t *ann, pg_runtime configured)
     check_sanitized(id.namespace_);
     check_sanitized(id.image);
     check_sanitized(id.image_ref);
+    for (size_t i = 0; id.hints && id.hints[i]; i++)
+        check_sanitized(id.hints[i]);
+    hook_identity_clear(&id);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -317,8 +317,12 @@ def containerd_cases(env):
     expect_deny("containerd-no-credentials", env, b, ns="team-a", image=IMG_APP)
     b = env.bundle(containerd_annotations("team-b", IMG_APP, pod={ANNOTATION: good}))
     expect_deny("containerd-credentials-other-namespace", env, b, ns="team-b")
+    # Never pulled under any spelling, no record maps its name: proven preloaded.
     b = env.bundle(containerd_annotations("team-a", IMG_NEVER, pod={ANNOTATION: good}))
-    expect_deny("containerd-image-ref-unknown", env, b, ns="team-a", image=IMG_NEVER)
+    expect_allow("containerd-never-pulled-is-preloaded", env, b)
+    # Without an image ID only a proven-preloaded image is exempt; AlwaysVerify denies.
+    expect_deny("containerd-image-ref-unknown", env, b, cfg=env.config(policy="AlwaysVerify"),
+                ns="team-a", image=IMG_NEVER, reason="image ID of .* is unknown")
     b = env.bundle(containerd_annotations("team-a", "", ctype="sandbox"))
     expect_allow("containerd-sandbox", env, b)
     # runtime: containerd ignores CRI-O keys a permissive pod_annotations would let through.
@@ -509,6 +513,159 @@ def dbus_cases(env):
         print("ok   dbus-signals: ContainerDenied and ContainerAllowed seen", flush=True)
 
 
+# ------------------------------------------------ image identity (issue 10)
+
+ID_X = "7" * 64
+MANIFEST = "sha256:" + "4" * 64
+CRED_C = "c" * 64
+
+
+def sha_name(key):
+    import hashlib
+    return "sha256-" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def kubelet_dir(root, name):
+    d = os.path.join(root, name)
+    for sub in ("pulled", "pulling"):
+        os.makedirs(os.path.join(d, sub), mode=0o700)
+    os.chmod(d, 0o700)
+    return d
+
+
+def write_record(d, image_ref, mapping, updated=None):
+    rec = {"kind": "ImagePulledRecord", "apiVersion": "kubelet.config.k8s.io/v1alpha1",
+           "lastUpdatedTime": updated or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "imageRef": image_ref, "credentialMapping": mapping}
+    path = os.path.join(d, "pulled", sha_name(image_ref))
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        json.dump(rec, f)
+
+
+def write_intent(d, image):
+    path = os.path.join(d, "pulling", sha_name(image))
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        json.dump({"kind": "ImagePullIntent", "apiVersion": "kubelet.config.k8s.io/v1alpha1",
+                   "image": image}, f)
+
+
+def secret_mapping(name, ns="team-a", uid="uid-a", hash_=HASH_A):
+    return {name: {"kubernetesSecrets": [{"uid": uid, "namespace": ns, "name": "regcred",
+                                          "credentialHash": hash_}]}}
+
+
+def fresh_env(root, tag):
+    d = os.path.join(root, f"identity-{tag}")
+    os.makedirs(d)
+    os.chmod(d, 0o755)
+    return Env(d)
+
+
+def identity_cases(root):
+    """Issue 10: every spelling of an image's identity is looked up; preloaded must be proven."""
+    # Case 1: a record under sha256:<ID>; team-b's ImageRef mis-spelled -> bad request, not preloaded.
+    env = fresh_env(root, "misspelled")
+    env.ctl("record-pulled", "--image", IMG_APP, "--image-ref", "sha256:" + REF_APP,
+            "--secret", f"team-a/regcred/uid-a:{HASH_A}")
+    for i, ref in enumerate(("SHA256:" + REF_APP, "sha256:sha256:" + REF_APP, REF_APP + " ")):
+        b = env.bundle(crio_annotations("team-b", IMG_APP, ref))
+        expect_deny(f"identity-misspelled-id-{i}", env, b, ns="team-b", reason="bad request")
+
+    # Case 2: the kubelet keyed its record by a repo digest; CRI-O annotates the image ID.
+    env = fresh_env(root, "repo-digest")
+    kdir = kubelet_dir(env.root, "kubelet")
+    cfg = env.config(readOnlyRecordDirs=[kdir])
+    digest_ref = f"{NAME_APP}@{MANIFEST}"
+    write_record(kdir, digest_ref, secret_mapping(NAME_APP))
+    b = env.bundle(crio_annotations("team-b", IMG_APP, ID_X))
+    expect_deny("identity-repo-digest-id-only", env, b, cfg=cfg, ns="team-b", reason="no pull record")
+    b = env.bundle(crio_annotations("team-b", IMG_APP, ID_X, image=digest_ref))
+    expect_deny("identity-repo-digest-in-Image", env, b, cfg=cfg, ns="team-b",
+                reason="no presented credential")
+    b = env.bundle(crio_annotations("team-b", IMG_APP, ID_X, image=ID_X,
+                                    pod={"io.kubernetes.cri-o.ImageRepoDigests": digest_ref}))
+    expect_deny("identity-repo-digest-hint", env, b, cfg=cfg, ns="team-b")
+    b = env.bundle(crio_annotations("team-a", IMG_APP, ID_X, image=digest_ref,
+                                    pod={ANNOTATION: creds("team-a")}))
+    expect_allow("identity-repo-digest-authorises-owner", env, b, cfg=cfg)
+    b = env.bundle(crio_annotations("team-a", IMG_APP, ID_X, image=ID_X,
+                                    pod={ANNOTATION: creds("team-a"),
+                                         "io.kubernetes.cri-o.ImageRepoDigests": digest_ref}))
+    expect_deny("identity-hint-never-authorises", env, b, cfg=cfg, ns="team-a")
+
+    # Case 3: leftover intents spelled as the pod or the kubelet wrote them.
+    env = fresh_env(root, "intents")
+    kdir = kubelet_dir(env.root, "kubelet")
+    cfg = env.config(readOnlyRecordDirs=[kdir])
+    os.makedirs(os.path.join(env.state_dir, "pulling"), mode=0o700)
+    os.chmod(env.state_dir, 0o700)
+    write_intent(env.state_dir, "acme/app:1.0")
+    write_intent(kdir, "nginx:1.25")
+    b = env.bundle(crio_annotations("team-b", "docker.io/acme/app:1.0", ID_X))
+    expect_deny("identity-intent-short-name", env, b, cfg=cfg, ns="team-b", reason="intent")
+    b = env.bundle(crio_annotations("team-b", "docker.io/library/nginx:1.25", ID_X))
+    expect_deny("identity-kubelet-intent-short-name", env, b, cfg=cfg, ns="team-b", reason="intent")
+
+    # Case 4: records under both ID spellings, in both directories: the union decides.
+    env = fresh_env(root, "union")
+    kdir = kubelet_dir(env.root, "kubelet")
+    cfg = env.config(readOnlyRecordDirs=[kdir])
+    env.ctl("record-pulled", "--image", IMG_APP, "--image-ref", "sha256:" + REF_APP,
+            "--secret", f"team-a/regcred/uid-a:{HASH_A}")
+    write_record(kdir, REF_APP, secret_mapping(NAME_APP, "team-c", "uid-c", CRED_C))
+    b = env.bundle(crio_annotations("team-c", IMG_APP, "sha256:" + REF_APP,
+                                    pod={ANNOTATION: creds("team-c", uid="uid-c", hash_=CRED_C)}))
+    expect_allow("identity-union-kubelet-record", env, b, cfg=cfg)
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: creds("team-a")}))
+    expect_allow("identity-union-own-record", env, b, cfg=cfg)
+
+    # Case 5: containerd with only the kubelet's records.
+    env = fresh_env(root, "containerd")
+    kdir = kubelet_dir(env.root, "kubelet")
+    cfg = env.config(readOnlyRecordDirs=[kdir])
+    write_record(kdir, "sha256:" + REF_APP, secret_mapping(NAME_APP))
+    b = env.bundle(containerd_annotations("team-a", IMG_APP, pod={ANNOTATION: creds("team-a")}))
+    expect_allow("identity-containerd-kubelet-records", env, b, cfg=cfg)
+    b = env.bundle(containerd_annotations("team-b", IMG_APP, pod={ANNOTATION: creds("team-a")}))
+    expect_deny("identity-containerd-kubelet-records-other-tenant", env, b, cfg=cfg, ns="team-b",
+                reason="no presented credential")
+
+    # Case 6: a pinned pattern does not cover a private image pulled with credentials.
+    env = fresh_env(root, "pinned")
+    kdir = kubelet_dir(env.root, "kubelet")
+    cfg = env.config(readOnlyRecordDirs=[kdir], pinnedImages=["*pause*"])
+    helper = "registry.example.com/team-a/pause-helper"
+    write_record(kdir, "sha256:" + REF_APP, secret_mapping(helper))
+    b = env.bundle(crio_annotations("team-b", helper + ":1", REF_APP))
+    expect_deny("identity-pinned-private-image", env, b, cfg=cfg, ns="team-b")
+    b = env.bundle(crio_annotations("team-b", "registry.k8s.io/pause:3.10", ID_X))
+    expect_allow("identity-pinned-never-pulled", env, b, cfg=cfg)
+    b = env.bundle(crio_annotations("team-b", "registry.k8s.io/pause:3.10", ID_X,
+                                    pod={ANNOTATION: "{broken"}))
+    expect_deny("identity-pinned-bad-annotation", env, b, cfg=cfg, reason="annotation")
+
+    # Case 7: credentialTTL per credential; a future lastUpdatedTime never authorises.
+    env = fresh_env(root, "ttl")
+    kdir = kubelet_dir(env.root, "kubelet")
+    cfg = env.config(readOnlyRecordDirs=[kdir], credentialTTL="1h")
+    env.ctl("record-pulled", "--image", IMG_TOOLS, "--image-ref", "sha256:" + REF_TOOLS,
+            "--secret", f"team-a/regcred/uid-a:{HASH_A}")
+    old = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 7200))
+    write_record(env.state_dir, "sha256:" + REF_APP, secret_mapping(NAME_APP), updated=old)
+    env.ctl("record-pulled", "--image", IMG_APP, "--image-ref", "sha256:" + REF_APP,
+            "--secret", f"team-c/regcred/uid-c:{CRED_C}")
+    b = env.bundle(crio_annotations("team-c", IMG_APP, REF_APP,
+                                    pod={ANNOTATION: creds("team-c", uid="uid-c", hash_=CRED_C)}))
+    expect_allow("identity-ttl-fresh-credential", env, b, cfg=cfg)
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: creds("team-a")}))
+    expect_deny("identity-ttl-not-refreshed-by-other-tenant", env, b, cfg=cfg, ns="team-a",
+                reason="credentialTTL")
+    write_record(kdir, ID_X, secret_mapping(NAME_APP), updated="2096-01-01T00:00:00Z")
+    b = env.bundle(crio_annotations("team-a", IMG_APP, ID_X, pod={ANNOTATION: creds("team-a")}))
+    expect_deny("identity-future-record", env, b, cfg=env.config(readOnlyRecordDirs=[kdir]),
+                ns="team-a", reason="future")
+
+
 def main():
     become_subreaper()
     with tempfile.TemporaryDirectory(prefix="pg-hook-synth-") as root:
@@ -519,6 +676,7 @@ def main():
                       hostile_bundle_cases, hostile_stdin_cases, config_cases, syslog_cases,
                       dbus_cases):
             group(env)
+        identity_cases(root)
     print(f"{checks} checks, {len(failures)} failures")
     for f in failures:
         print("  " + f)

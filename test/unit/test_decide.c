@@ -396,8 +396,12 @@ START_TEST(unknown_image_ref)
 {
     env e;
     env_init(&e);
+    /* Nothing anywhere says it was pulled, not even under its name: proven preloaded. */
+    expect(decide(&e, APP ":1.0", NULL, "team-a", CREDS_A), 1, PG_REASON_PRELOADED);
+    expect(decide(&e, APP ":1.0", "", "team-a", CREDS_A), 1, PG_REASON_PRELOADED);
+    /* An intent says it was pulled: without an image ID its records cannot be checked. */
+    write_at(e.state, "pulling", APP ":1.0", "{}");
     expect(decide(&e, APP ":1.0", NULL, "team-a", CREDS_A), 0, PG_REASON_NO_IMAGE_REF);
-    expect(decide(&e, APP ":1.0", "", "team-a", CREDS_A), 0, PG_REASON_NO_IMAGE_REF);
     env_set(&e, "pinnedImages", "registry.k8s.io/pause*");
     expect(decide(&e, "registry.k8s.io/pause:3.10", NULL, "team-a", NULL), 1, PG_REASON_PINNED);
     env_set(&e, "policy", "NeverVerifyAllowlistedImages");
@@ -481,6 +485,266 @@ START_TEST(reason_names_are_stable)
 }
 END_TEST
 
+
+/* ------------------------------------------- image identity (issue 10) */
+
+#define HEX1 "1111111111111111111111111111111111111111111111111111111111111111"
+#define MANIFEST "sha256:4444444444444444444444444444444444444444444444444444444444444444"
+#define CREDS_C                                                                              \
+    "{\"" APP "\":{\"kubernetesSecrets\":[{\"namespace\":\"team-c\",\"name\":\"regcred\","   \
+    "\"uid\":\"uid-c\",\"credentialHash\":\"cccccccccccccccccccccccccccccccccccccccccccccccccccc" \
+    "cccccccccccc\"}]}}"
+
+static const char *secret_mapping_c(void)
+{
+    return "\"" APP "\":{\"kubernetesSecrets\":[{\"uid\":\"uid-c\",\"namespace\":\"team-c\","
+           "\"name\":\"regcred\",\"credentialHash\":\"cccccccccccccccccccccccccccccccccccccccccccc"
+           "cccccccccccccccccccc\"}]}";
+}
+
+static pg_decision decide_ids(env *e, const char *image, const char *ref, const char *ns,
+                              const char *creds, const char *const *aliases,
+                              const char *const *hints)
+{
+    pg_request req = {.image = image, .image_ref = ref, .namespace_ = ns, .credentials = creds};
+    pg_decision d;
+    int allow = pg_decide_identity(e->cfg, env_store(e), &req, aliases, hints, &d);
+    ck_assert_int_eq(allow, d.allow);
+    ck_assert_msg(!strchr(d.text, '\n'), "multi-line reason: %s", d.text);
+    return d;
+}
+
+/* Case 1: a mis-spelled image ID is not "another, preloaded image": it is a bad request. */
+START_TEST(identity_misspelled_id_denies)
+{
+    env e;
+    env_init(&e);
+    write_record(e.state, REF1, time(NULL), secret_mapping());
+    const char *bad[] = {"SHA256:" HEX1, "sha256:sha256:" HEX1, HEX1 " ", " " HEX1, HEX1 "\n",
+                         "sha256:" HEX1 "0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pg_decision d = decide(&e, APP ":1.0", bad[i], "team-b", NULL);
+        expect(d, 0, PG_REASON_BAD_REQUEST);
+        const char *alias[] = {bad[i], NULL};
+        expect(decide_ids(&e, APP ":1.0", REF1, "team-b", NULL, alias, NULL), 0,
+               PG_REASON_BAD_REQUEST);
+        expect(decide_ids(&e, APP ":1.0", REF1, "team-a", CREDS_A, NULL, alias), 0,
+               PG_REASON_BAD_REQUEST);
+    }
+    /* The bare ID is the same image: found, and verified. */
+    expect(decide(&e, APP ":1.0", HEX1, "team-b", NULL), 0, PG_REASON_NO_CREDENTIALS);
+    expect(decide(&e, APP ":1.0", HEX1, "team-a", CREDS_A), 1, PG_REASON_SECRET_MATCH);
+    env_free(&e);
+}
+END_TEST
+
+/* Case 2: the kubelet keyed its record by a repo digest; CRI-O annotates the image ID. */
+START_TEST(identity_repo_digest_record)
+{
+    env e;
+    env_init(&e);
+    const char *digest_ref = APP "@" MANIFEST;
+    write_record(e.ro, digest_ref, time(NULL), secret_mapping());
+    /* Only the image ID is known: the record maps the name, so not proven preloaded. */
+    pg_decision d = decide(&e, APP ":1.0", REF1, "team-b", NULL);
+    expect(d, 0, PG_REASON_NO_RECORD);
+    /* CRI-O's Image (the kubelet's imageRef) as a trusted alias: verified, authorises. */
+    const char *alias[] = {digest_ref, NULL};
+    expect(decide_ids(&e, APP ":1.0", REF1, "team-b", NULL, alias, NULL), 0,
+           PG_REASON_NO_CREDENTIALS);
+    expect(decide_ids(&e, APP ":1.0", REF1, "team-a", CREDS_A, alias, NULL), 1,
+           PG_REASON_SECRET_MATCH);
+    /* As an untrusted hint it keeps the image verified but never authorises. */
+    expect(decide_ids(&e, APP ":1.0", REF1, "team-b", NULL, NULL, alias), 0, PG_REASON_NO_RECORD);
+    expect(decide_ids(&e, APP ":1.0", REF1, "team-a", CREDS_A, NULL, alias), 0,
+           PG_REASON_NO_RECORD);
+    env_free(&e);
+}
+END_TEST
+
+/* Case 2 through the alias index that pullgate-cri writes (pg_store_record_aliases). */
+START_TEST(identity_alias_index)
+{
+    env e;
+    env_init(&e);
+    const char *digest_ref = APP "@" MANIFEST;
+    pg_secret sec = {"team-a", "regcred", "uid-a", HASH_A};
+    pg_pull_credentials creds = {.secrets = &sec, .n_secrets = 1};
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_record_pulled(env_store(&e), APP ":1.0", digest_ref, &creds, &err),
+                     PG_OK);
+    const char *aliases[] = {HEX1, APP ":1.0", NULL};
+    ck_assert_int_eq(pg_store_record_aliases(env_store(&e), digest_ref, aliases, &err), PG_OK);
+    expect(decide(&e, APP ":1.0", REF1, "team-b", NULL), 0, PG_REASON_NO_CREDENTIALS);
+    expect(decide(&e, APP ":1.0", HEX1, "team-a", CREDS_A), 1, PG_REASON_SECRET_MATCH);
+    env_free(&e);
+}
+END_TEST
+
+/* Case 3: leftover intents written as the pod (or the kubelet) spelled the image. */
+START_TEST(identity_intent_spellings)
+{
+    env e;
+    env_init(&e);
+    write_at(e.state, "pulling", "acme/app:1.0", "{}");
+    write_at(e.ro, "pulling", "nginx:1.25", "{}");
+    write_at(e.ro, "pulling", "redis:latest", "{}");
+    expect(decide(&e, "docker.io/acme/app:1.0", REF1, "team-b", NULL), 0, PG_REASON_NO_RECORD);
+    expect(decide(&e, "docker.io/library/nginx:1.25", REF1, "team-b", NULL), 0,
+           PG_REASON_NO_RECORD);
+    expect(decide(&e, "index.docker.io/library/nginx:1.25", REF1, "team-b", NULL), 0,
+           PG_REASON_NO_RECORD);
+    expect(decide(&e, "docker.io/library/redis", REF1, "team-b", NULL), 0, PG_REASON_NO_RECORD);
+    expect(decide(&e, "docker.io/library/nginx:1.26", REF1, "team-b", NULL), 1,
+           PG_REASON_PRELOADED);
+    /* pullgate's own intents are written under both spellings and released together. */
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_record_intent(env_store(&e), "busybox:1.36", &err), PG_OK);
+    expect(decide(&e, "docker.io/library/busybox:1.36", REF2, "team-b", NULL), 0,
+           PG_REASON_NO_RECORD);
+    ck_assert_int_eq(pg_store_record_failed(env_store(&e), "busybox:1.36", &err), PG_OK);
+    expect(decide(&e, "docker.io/library/busybox:1.36", REF2, "team-b", NULL), 1,
+           PG_REASON_PRELOADED);
+    env_free(&e);
+}
+END_TEST
+
+/* Case 4: records under both ID spellings and in both directories: the union decides. */
+START_TEST(identity_union_of_records)
+{
+    env e;
+    env_init(&e);
+    write_record(e.state, REF1, time(NULL), secret_mapping());
+    write_record(e.ro, HEX1, time(NULL), secret_mapping_c());
+    expect(decide(&e, APP ":1.0", REF1, "team-c", CREDS_C), 1, PG_REASON_SECRET_MATCH);
+    expect(decide(&e, APP ":1.0", HEX1, "team-a", CREDS_A), 1, PG_REASON_SECRET_MATCH);
+    expect(decide(&e, APP ":1.0", HEX1, "team-b", NULL), 0, PG_REASON_NO_CREDENTIALS);
+    env_free(&e);
+    env_init(&e);
+    write_record(e.state, REF1, time(NULL), secret_mapping());
+    write_record(e.ro, REF1, time(NULL), secret_mapping_c());
+    expect(decide(&e, APP ":1.0", REF1, "team-c", CREDS_C), 1, PG_REASON_SECRET_MATCH);
+    expect(decide(&e, APP ":1.0", REF1, "team-a", CREDS_A), 1, PG_REASON_SECRET_MATCH);
+    env_free(&e);
+}
+END_TEST
+
+/* Case 5: containerd (no image ID) with only the kubelet's records. */
+START_TEST(identity_containerd_name_union)
+{
+    env e;
+    env_init(&e);
+    write_record(e.ro, REF1, time(NULL), secret_mapping());
+    write_record(e.ro, REF2, time(NULL), secret_mapping_c());
+    expect(decide(&e, APP ":1.0", NULL, "team-a", CREDS_A), 1, PG_REASON_SECRET_MATCH);
+    expect(decide(&e, APP ":2.0", NULL, "team-c", CREDS_C), 1, PG_REASON_SECRET_MATCH);
+    expect(decide(&e, APP ":1.0", NULL, "team-b", NULL), 0, PG_REASON_NO_CREDENTIALS);
+    /* Another image name is not touched by them. */
+    expect(decide(&e, "registry.example.com/other:1", NULL, "team-b", NULL), 1,
+           PG_REASON_PRELOADED);
+    /* A new kubelet record (the directory changed) is seen: the cache is rebuilt. */
+    write_record(e.ro, "sha256:5555555555555555555555555555555555555555555555555555555555555555",
+                 time(NULL), "\"registry.example.com/other\":{\"nodePodsAccessible\":true}");
+    expect(decide(&e, "registry.example.com/other:1", NULL, "team-b", NULL), 1,
+           PG_REASON_NODE_ACCESSIBLE);
+    env_free(&e);
+}
+END_TEST
+
+#define CREDS_ACME                                                                           \
+    "{\"docker.io/acme/app\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":"      \
+    "\"regcred\",\"uid\":\"uid-a\",\"credentialHash\":\"" HASH_A "\"}]}}"
+
+/* Case 5: tag+digest and digest-only spellings resolve through pullgate's index. */
+START_TEST(identity_index_digest_forms)
+{
+    env e;
+    env_init(&e);
+    pg_secret sec = {"team-a", "regcred", "uid-a", HASH_A};
+    pg_pull_credentials creds = {.secrets = &sec, .n_secrets = 1};
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_record_pulled(env_store(&e), "acme/app:1.0@" MANIFEST, REF1, &creds,
+                                            &err), PG_OK);
+    const char *spellings[] = {"docker.io/acme/app@" MANIFEST, "acme/app@" MANIFEST,
+                               "docker.io/acme/app:1.0@" MANIFEST};
+    for (size_t i = 0; i < 3; i++) {
+        char *ref = NULL;
+        ck_assert_msg(pg_store_resolve_image(env_store(&e), spellings[i], &ref, &err) == PG_OK,
+                      "%s: %s", spellings[i], err.message);
+        ck_assert_str_eq(ref, REF1);
+        pg_free(ref);
+        expect(decide(&e, spellings[i], NULL, "team-b", NULL), 0, PG_REASON_NO_CREDENTIALS);
+        expect(decide(&e, spellings[i], NULL, "team-a", CREDS_ACME), 1, PG_REASON_SECRET_MATCH);
+    }
+    env_free(&e);
+}
+END_TEST
+
+/* Case 6: a pinned pattern never overrides a record of a credentialed pull. */
+START_TEST(identity_pinned_needs_no_pull)
+{
+    env e;
+    env_init(&e);
+    env_set(&e, "pinnedImages", "*pause*");
+    const char *helper = "registry.example.com/team-a/pause-helper";
+    char *mapping = tu_sprintf("\"%s\":{\"kubernetesSecrets\":[{\"uid\":\"uid-a\",\"namespace\":"
+                               "\"team-a\",\"name\":\"regcred\",\"credentialHash\":\"" HASH_A
+                               "\"}]}", helper);
+    write_record(e.ro, REF1, time(NULL), mapping);
+    char *image = tu_sprintf("%s:1", helper);
+    expect(decide(&e, image, REF1, "team-b", NULL), 0, PG_REASON_NO_CREDENTIALS);
+    /* Also under containerd, and under another image ID the name still counts. */
+    expect(decide(&e, image, NULL, "team-b", NULL), 0, PG_REASON_NO_CREDENTIALS);
+    expect(decide(&e, image, REF2, "team-b", NULL), 0, PG_REASON_NO_RECORD);
+    /* Nothing says it was pulled: pinned. */
+    expect(decide(&e, "registry.k8s.io/pause:3.10", REF2, "team-b", NULL), 1, PG_REASON_PINNED);
+    free(image);
+    free(mapping);
+    env_free(&e);
+}
+END_TEST
+
+/* Case 7: credentialTTL per credential; future timestamps never authorise. */
+START_TEST(identity_ttl_per_credential)
+{
+    env e;
+    env_init(&e);
+    env_set(&e, "credentialTTL", "1h");
+    write_record(e.state, REF1, time(NULL) - 2 * 3600, secret_mapping());
+    pg_secret sec = {"team-c", "regcred", "uid-c",
+                     "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"};
+    pg_pull_credentials creds = {.secrets = &sec, .n_secrets = 1};
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_record_pulled(env_store(&e), APP ":1.0", REF1, &creds, &err), PG_OK);
+    /* team-c's re-pull refreshed the record, not team-a's credential. */
+    expect(decide(&e, APP ":1.0", REF1, "team-c", CREDS_C), 1, PG_REASON_SECRET_MATCH);
+    expect(decide(&e, APP ":1.0", REF1, "team-a", CREDS_A), 0, PG_REASON_EXPIRED);
+    /* A record dated 70 years ahead: not trusted, with or without a TTL. */
+    write_record(e.ro, REF2, time(NULL) + 70LL * 365 * 86400, secret_mapping());
+    expect(decide(&e, APP ":1.0", REF2, "team-a", CREDS_A), 0, PG_REASON_EXPIRED);
+    env_set(&e, "credentialTTL", "0s");
+    expect(decide(&e, APP ":1.0", REF2, "team-a", CREDS_A), 0, PG_REASON_EXPIRED);
+    env_free(&e);
+}
+END_TEST
+
+/* A malformed annotation denies before any exemption (pinned, allowlisted, preloaded). */
+START_TEST(identity_bad_annotation_before_exemptions)
+{
+    env e;
+    env_init(&e);
+    env_set(&e, "pinnedImages", "*pause*");
+    expect(decide(&e, "registry.k8s.io/pause:3.10", REF2, "team-b", "{broken"), 0,
+           PG_REASON_BAD_ANNOTATION);
+    env_set(&e, "policy", "NeverVerifyAllowlistedImages");
+    env_set(&e, "allowlist", "registry.example.com/*");
+    expect(decide(&e, APP ":1.0", REF2, "team-b", "{broken"), 0, PG_REASON_BAD_ANNOTATION);
+    env_set(&e, "policy", "NeverVerify");
+    expect(decide(&e, APP ":1.0", REF2, "team-b", "{broken"), 1, PG_REASON_NEVER_VERIFY);
+    env_free(&e);
+}
+END_TEST
+
 static Suite *decide_suite(void)
 {
     Suite *s = suite_create("decide");
@@ -497,6 +761,16 @@ static Suite *decide_suite(void)
     tcase_add_test(tc, no_mapping_and_node_accessible);
     tcase_add_test(tc, intent_under_normalised_name);
     tcase_add_test(tc, reason_names_are_stable);
+    tcase_add_test(tc, identity_misspelled_id_denies);
+    tcase_add_test(tc, identity_repo_digest_record);
+    tcase_add_test(tc, identity_alias_index);
+    tcase_add_test(tc, identity_intent_spellings);
+    tcase_add_test(tc, identity_union_of_records);
+    tcase_add_test(tc, identity_containerd_name_union);
+    tcase_add_test(tc, identity_index_digest_forms);
+    tcase_add_test(tc, identity_pinned_needs_no_pull);
+    tcase_add_test(tc, identity_ttl_per_credential);
+    tcase_add_test(tc, identity_bad_annotation_before_exemptions);
     suite_add_tcase(s, tc);
     return s;
 }
