@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The loadable-module entry point: one static, immutable function table. */
+/* The loadable-module entry point: static, immutable function tables, one per ABI. */
 #include "internal.h"
+
+#include <stddef.h>
 
 static const pg_module_v1 module_v1 = {
     .abi = PG_MODULE_ABI_V1,
@@ -17,8 +19,77 @@ static const pg_module_v1 module_v1 = {
     .credential_hash = pg_credential_hash,
 };
 
+static const pg_module_v2 module_v2 = {
+    .abi = PG_MODULE_ABI_V2,
+    .size = sizeof(pg_module_v2),
+    .version = pg_version,
+    .config_new = pg_config_new,
+    .config_load_file = pg_config_load_file,
+    .config_set = pg_config_set,
+    .config_free = pg_config_free,
+    .store_open = pg_store_open,
+    .store_free = pg_store_free,
+    .decide = pg_decide,
+    .record_pulled = pg_store_record_pulled,
+    .credential_hash = pg_credential_hash,
+    .error_clear = pg_error_clear,
+    .code_name = pg_code_name,
+    .mem_free = pg_free,
+    .strv_free = pg_strv_free,
+    .image_name = pg_image_name,
+    .dockerconfig_hashes = pg_dockerconfig_hashes,
+    .config_load_json = pg_config_load_json,
+    .config_clear_list = pg_config_clear_list,
+    .config_to_json = pg_config_to_json,
+    .config_policy = pg_config_policy,
+    .config_mode = pg_config_mode,
+    .config_state_dir = pg_config_state_dir,
+    .config_annotation = pg_config_annotation,
+    .config_dbus = pg_config_dbus,
+    .allowlist_validate = pg_allowlist_validate,
+    .store_open_readonly = pg_store_open_readonly,
+    .record_intent = pg_store_record_intent,
+    .record_failed = pg_store_record_failed,
+    .record_aliases = pg_store_record_aliases,
+    .resolve_image = pg_store_resolve_image,
+    .store_get = pg_store_get,
+    .record_free = pg_record_free,
+    .record_image_ref = pg_record_image_ref,
+    .record_last_updated = pg_record_last_updated,
+    .record_to_json = pg_record_to_json,
+    .store_list = pg_store_list,
+    .store_delete = pg_store_delete,
+    .store_prune = pg_store_prune,
+    .reason_name = pg_reason_name,
+    .notifier_new = pg_notifier_new,
+    .notifier_free = pg_notifier_free,
+    .notifier_last_error = pg_notifier_last_error,
+    .notify_container = pg_notify_container,
+};
+
+/* A v2 table is handed out as a v1 pointer: its prefix must be v1's, member for member. */
+#define PG_SAME_MEMBER(m)                                                                       \
+    _Static_assert(offsetof(pg_module_v1, m) == offsetof(pg_module_v2, m), "v2 prefix: " #m)
+PG_SAME_MEMBER(abi);
+PG_SAME_MEMBER(size);
+PG_SAME_MEMBER(version);
+PG_SAME_MEMBER(config_new);
+PG_SAME_MEMBER(config_load_file);
+PG_SAME_MEMBER(config_set);
+PG_SAME_MEMBER(config_free);
+PG_SAME_MEMBER(store_open);
+PG_SAME_MEMBER(store_free);
+PG_SAME_MEMBER(decide);
+PG_SAME_MEMBER(record_pulled);
+PG_SAME_MEMBER(credential_hash);
+_Static_assert(sizeof(pg_module_v2) > sizeof(pg_module_v1), "v2 extends v1");
+
 /* Hosts ask for the ABI they were built against; later ABIs get new tables. */
 PG_API const pg_module_v1 *pg_module_get(uint32_t abi)
 {
-    return abi == PG_MODULE_ABI_V1 ? &module_v1 : NULL;
+    switch (abi) {
+    case PG_MODULE_ABI_V1: return &module_v1;
+    case PG_MODULE_ABI_V2: return (const pg_module_v1 *)(const void *)&module_v2;
+    default: return NULL;
+    }
 }
