@@ -178,6 +178,12 @@ UID_A="$(cat /proc/sys/kernel/random/uuid)"
 UID_B="$(cat /proc/sys/kernel/random/uuid)"
 HASH_A="$(pg_cred_hash tenant-a "$PASS_A")" || pg_fail "pullgatectl hash"
 HASH_B="$(pg_cred_hash tenant-b "$PASS_B")" || pg_fail "pullgatectl hash"
+# An oracle independent of libpullgate: for ASCII credentials without characters Go escapes,
+# Go's json.Marshal of {username,password} is Python's compact json.dumps (same field order).
+HASH_A_ORACLE="$("$PG_PY" -c 'import hashlib, json, sys
+print(hashlib.sha256(json.dumps({"username": sys.argv[1], "password": sys.argv[2]},
+                                separators=(",", ":")).encode()).hexdigest())' tenant-a "$PASS_A")"
+[[ "$HASH_A" == "$HASH_A_ORACLE" ]] || pg_fail "pullgatectl hash $HASH_A != kubelet hash $HASH_A_ORACLE"
 # The annotations a webhook would write (pullgatectl annotate builds the same value).
 ANN_A="$(ctl annotate --namespace team-a --image "$IMG_APP" --secret "team-a/regcred/$UID_A:$HASH_A")" ||
     pg_fail "pullgatectl annotate (team-a)"
@@ -331,11 +337,17 @@ else
 fi
 kill -CONT "$PG_REG_PID"
 pg_node_proxy_start || pg_fail "pullgate-cri did not restart"
+# team-a's annotation has no entry for this image: the proxy cannot name the secret, so it
+# records the hash under the pod's namespace (fail closed), never nodePodsAccessible.
 if REF_SLOW="$(cri pull --image "$IMG_SLOW" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_A_CFG")"; then
+    M="$(mapping_of "$REF_SLOW" "$(pg_image_name "$IMG_SLOW")")"
     GOT="$(secrets_of "$REF_SLOW" "$(pg_image_name "$IMG_SLOW")")"
-    [[ "$GOT" == "team-a/regcred/$UID_A:$HASH_A" ]] &&
-        pg_check_ok "after the restart the pull is recorded (team-a's secret)" ||
-        pg_check_fail "after the restart: recorded '$GOT'"
+    if [[ "$GOT" == team-a/*":$HASH_A" && "$GOT" != "team-a/regcred/"* && "$GOT" != *" "* &&
+        "$M" != *nodePodsAccessible* ]]; then
+        pg_check_ok "after the restart the pull is recorded; no annotation entry -> team-a + hash only ($GOT)"
+    else
+        pg_check_fail "after the restart: recorded $M"
+    fi
 else
     pg_check_fail "PullImage through the restarted proxy failed"
 fi
