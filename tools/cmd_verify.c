@@ -9,7 +9,7 @@
 #define CMD "verify"
 
 enum { OPT_IMAGE = 256, OPT_IMAGE_REF, OPT_NAMESPACE, OPT_CREDENTIALS, OPT_CREDENTIALS_FILE,
-       OPT_JSON };
+       OPT_JSON, OPT_ALIAS, OPT_HINT };
 
 static const struct option options[] = {
     {"image", required_argument, NULL, OPT_IMAGE},
@@ -18,21 +18,31 @@ static const struct option options[] = {
     {"credentials", required_argument, NULL, OPT_CREDENTIALS},
     {"credentials-file", required_argument, NULL, OPT_CREDENTIALS_FILE},
     {"json", no_argument, NULL, OPT_JSON},
+    {"alias", required_argument, NULL, OPT_ALIAS},
+    {"hint", required_argument, NULL, OPT_HINT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
 typedef struct verify_options {
     const char *image, *image_ref, *namespace_, *credentials, *credentials_file;
     int json, help;
+    /* NULL-terminated; at most one per argument, so argc + 1 entries suffice. */
+    const char **aliases, **hints;
+    size_t n_aliases, n_hints;
 } verify_options;
 
 static void usage(void)
 {
     puts("Usage: " PGCTL_PROG " verify --image IMAGE --image-ref REF --namespace NS\n"
-         "           [--credentials JSON | --credentials-file FILE] [--json]\n"
+         "           [--credentials JSON | --credentials-file FILE] [--alias REF]... [--hint REF]...\n"
+         "           [--json]\n"
          "\nDecides whether a pod in namespace NS may start a container from IMAGE\n"
          "(image ID REF; an empty REF means unknown) presenting the credentials JSON\n"
          "(the value of the credentials annotation; FILE '-' is standard input).\n"
+         "--alias: a further spelling of the image's identity the runtime vouches for\n"
+         "(an image ID or reference, e.g. CRI-O's io.kubernetes.cri-o.Image); its records\n"
+         "may authorise. --hint: one a pod could have injected (e.g. a repo digest): it\n"
+         "can only keep the image verified, never authorise. Both repeatable.\n"
          "Prints 'allow: <reason>' (exit 0) or 'deny: <reason>' (exit 1); with --json\n"
          "{\"allow\":BOOL,\"reason\":\"<code>\",\"message\":\"<text>\"}.");
 }
@@ -49,6 +59,8 @@ static int parse_options(int argc, char **argv, verify_options *o)
         case OPT_CREDENTIALS: o->credentials = optarg; break;
         case OPT_CREDENTIALS_FILE: o->credentials_file = optarg; break;
         case OPT_JSON: o->json = 1; break;
+        case OPT_ALIAS: o->aliases[o->n_aliases++] = optarg; break;
+        case OPT_HINT: o->hints[o->n_hints++] = optarg; break;
         case 'h': o->help = 1; break;
         default: return pgctl_option_error(CMD, c, argv);
         }
@@ -100,7 +112,7 @@ static int decide(const pg_config *cfg, const verify_options *o, const char *cre
                       .image_ref = o->image_ref,
                       .namespace_ = o->namespace_,
                       .credentials = credentials};
-    int allow = pg_decide(cfg, store, &req, &d);
+    int allow = pg_decide_identity(cfg, store, &req, o->aliases, o->hints, &d);
     pg_store_free(store);
     int status = print_decision(&d, o->json);
     if (status != PGCTL_OK)
@@ -108,12 +120,25 @@ static int decide(const pg_config *cfg, const verify_options *o, const char *cre
     return allow ? PGCTL_OK : PGCTL_DENY;
 }
 
+static int run_parsed(const pg_config *cfg, verify_options *o_ptr);
+
 static int run_verify(const pg_config *cfg, int argc, char **argv)
 {
     verify_options o = {0};
-    int status = parse_options(argc, argv, &o);
-    if (status != PGCTL_OK)
-        return status;
+    o.aliases = calloc((size_t)argc + 1, sizeof *o.aliases);
+    o.hints = calloc((size_t)argc + 1, sizeof *o.hints);
+    int status = o.aliases && o.hints ? parse_options(argc, argv, &o) : PGCTL_INTERNAL;
+    if (status == PGCTL_OK)
+        status = run_parsed(cfg, &o);
+    free(o.aliases);
+    free(o.hints);
+    return status;
+}
+
+static int run_parsed(const pg_config *cfg, verify_options *o_ptr)
+{
+    verify_options o = *o_ptr;
+    int status;
     if (o.help) {
         usage();
         return PGCTL_OK;

@@ -6,8 +6,10 @@ the test data README describes (dirs 0700, files 0600,
 pulled/sha256-<sha256(imageRef)>, pulling/sha256-<sha256(image)>, "@now"
 replaced by the current UTC time), a config file with the case's policy,
 allowlist, pinnedImages and credentialTTL, then
-`pullgatectl --config F verify ...`; the exit status (0 allow, 1 deny) and the
-"allow:"/"deny:" prefix must match `expect`.
+`pullgatectl --config F verify --json ...` (request aliases/hints as --alias/--hint);
+the exit status (0 allow, 1 deny) must match `expect` and the reason code
+`expectReason`, so that a deny from a store or configuration error never passes
+for a policy deny.
 
 Usage: ctl_decision_cases.py PULLGATECTL DECISION_CASES_JSON [CASE_NAME...]
 """
@@ -96,6 +98,8 @@ def build_case_dirs(case, root, now):
         write_pulled(read_only, record, now)
     for image in case.get("intents", []):
         write_intent(state, image)
+    for image in case.get("readOnlyIntents", []):
+        write_intent(read_only, image)
     for entry in case.get("rawPulledFiles", []):
         write_raw(state, entry, now)
     return state, read_only
@@ -124,7 +128,11 @@ def verify_command(ctl, config_path, request):
            "--namespace", request["namespace"]]
     if request.get("credentials") is not None:
         cmd += ["--credentials", request["credentials"]]
-    return cmd
+    for alias in request.get("aliases", []):
+        cmd += ["--alias", alias]
+    for hint in request.get("hints", []):
+        cmd += ["--hint", hint]
+    return cmd + ["--json"]
 
 
 def run_case(ctl, case):
@@ -141,7 +149,12 @@ def run_case(ctl, case):
     want_status = 0 if expect == "allow" else 1
     out = proc.stdout.strip()
     detail = "exit %d, stdout %r, stderr %r" % (proc.returncode, out, proc.stderr.strip())
-    ok = proc.returncode == want_status and out.startswith(expect + ": ") and "\n" not in out
+    try:
+        result = json.loads(out)
+    except ValueError:
+        return False, "not JSON: " + detail
+    ok = (proc.returncode == want_status and result.get("allow") == (expect == "allow")
+          and result.get("reason") == case["expectReason"])
     return ok, detail
 
 
@@ -161,7 +174,8 @@ def main(argv):
         except (OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
             ok, detail = False, "harness error: %s" % e
         status = "ok  " if ok else "FAIL"
-        print("%s %-45s expect %-5s %s" % (status, case["name"], case["expect"], detail))
+        print("%s %-45s expect %-5s %-22s %s" % (status, case["name"], case["expect"],
+                                                case.get("expectReason"), detail))
         passed += ok
         failed += not ok
     print("%d passed, %d failed" % (passed, failed))

@@ -269,6 +269,18 @@ static void write_raw_files(const json_t *raws, const char *dir)
     }
 }
 
+/* A JSON array of strings as a NULL-terminated vector (borrowed strings); NULL when absent. */
+static const char **str_list(const json_t *arr)
+{
+    if (!json_is_array(arr))
+        return NULL;
+    const char **v = calloc(json_array_size(arr) + 1, sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (size_t i = 0; i < json_array_size(arr); i++)
+        v[i] = json_string_value(json_array_get(arr, i));
+    return v;
+}
+
 static void run_case(const json_t *c)
 {
     const char *name = str_field(c, "name"), *want = str_field(c, "expect");
@@ -279,12 +291,24 @@ static void run_case(const json_t *c)
     write_pulled_list(json_object_get(c, "pulled"), e.state);
     write_pulled_list(json_object_get(c, "readOnlyPulled"), e.ro);
     write_intents(json_object_get(c, "intents"), e.state);
+    write_intents(json_object_get(c, "readOnlyIntents"), e.ro);
     write_raw_files(json_object_get(c, "rawPulledFiles"), e.state);
     const json_t *req = json_object_get(c, "request");
-    pg_decision d = decide(&e, str_field(req, "image"), str_field(req, "imageRef"),
-                           str_field(req, "namespace"), str_field(req, "credentials"));
-    ck_assert_msg(d.allow == (strcmp(want, "allow") == 0), "case %s: want %s, got %s: %s (%s)",
-                  name, want, d.allow ? "allow" : "deny", pg_reason_name(d.reason), d.text);
+    const char **aliases = str_list(json_object_get(req, "aliases"));
+    const char **hints = str_list(json_object_get(req, "hints"));
+    pg_request r = {.image = str_field(req, "image"), .image_ref = str_field(req, "imageRef"),
+                    .namespace_ = str_field(req, "namespace"),
+                    .credentials = str_field(req, "credentials")};
+    pg_decision d;
+    pg_decide_identity(e.cfg, env_store(&e), &r, aliases, hints, &d);
+    const char *want_reason = str_field(c, "expectReason");
+    ck_assert_msg(want_reason, "case %s has no expectReason", name);
+    ck_assert_msg(d.allow == (strcmp(want, "allow") == 0) &&
+                      strcmp(pg_reason_name(d.reason), want_reason) == 0,
+                  "case %s: want %s/%s, got %s/%s (%s)", name, want, want_reason,
+                  d.allow ? "allow" : "deny", pg_reason_name(d.reason), d.text);
+    free(aliases);
+    free(hints);
     env_free(&e);
 }
 
