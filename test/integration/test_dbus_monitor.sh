@@ -10,7 +10,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib/common.sh
 source "$here/lib/common.sh"
 
-command -v dbus-daemon >/dev/null 2>&1 || pg_skip "dbus-daemon not installed"
+# Every section needs these; a missing one skips the whole test (exit 77, counted
+# by scripts/test.sh) instead of letting a section vanish while the test passes.
+command -v dbus-daemon >/dev/null 2>&1 || pg_skip "dbus-daemon not installed (package dbus)"
+command -v dbus-send >/dev/null 2>&1 || pg_skip "dbus-send not installed (package dbus)"
+command -v python3 >/dev/null 2>&1 || pg_skip "python3 not installed (the hung-bus listener)"
 [[ -n "${PULLGATECTL:-}" && -x "${PULLGATECTL:-}" ]] ||
     pg_fail "pullgatectl not built (PULLGATECTL='${PULLGATECTL:-}')"
 
@@ -165,40 +169,38 @@ fi
 # ------------------------------------------------- a container decision line
 # The human format of ContainerDenied as documented, through a signal sent
 # with dbus-send (the hook emits it; its own tests cover the hook).
-if command -v dbus-send >/dev/null 2>&1; then
-    pg_section "ContainerDenied / ContainerAllowed formats"
-    start_monitor human2 --count 2
-    H2_PID=$MONITOR_PID
-    start_monitor json2 --json --count 2
-    J2_PID=$MONITOR_PID
-    dbus-send --bus="$ADDR" --type=signal /dev/pullgate/PullGate1 \
-        dev.pullgate.PullGate1.ContainerDenied string:c0ffee string:team-a \
-        string:nginx:1.25 string:"$REF" string:no-record
-    dbus-send --bus="$ADDR" --type=signal /dev/pullgate/PullGate1 \
-        dev.pullgate.PullGate1.ContainerAllowed string:beef string:team-b \
-        string:"my image" string: string:secret-match
-    wait_exit "$H2_PID" 15
-    wait_exit "$J2_PID" 15
-    sed -E "s/^$TIME_RE //" "$WORK/human2.out" >"$WORK/human2.got"
-    cat >"$WORK/human2.want" <<EOF
+pg_section "ContainerDenied / ContainerAllowed formats"
+start_monitor human2 --count 2
+H2_PID=$MONITOR_PID
+start_monitor json2 --json --count 2
+J2_PID=$MONITOR_PID
+dbus-send --bus="$ADDR" --type=signal /dev/pullgate/PullGate1 \
+    dev.pullgate.PullGate1.ContainerDenied string:c0ffee string:team-a \
+    string:nginx:1.25 string:"$REF" string:no-record
+dbus-send --bus="$ADDR" --type=signal /dev/pullgate/PullGate1 \
+    dev.pullgate.PullGate1.ContainerAllowed string:beef string:team-b \
+    string:"my image" string: string:secret-match
+wait_exit "$H2_PID" 15
+wait_exit "$J2_PID" 15
+sed -E "s/^$TIME_RE //" "$WORK/human2.out" >"$WORK/human2.got"
+cat >"$WORK/human2.want" <<EOF
 ContainerDenied container=c0ffee namespace=team-a image=nginx:1.25 imageRef=$REF reason=no-record
 ContainerAllowed container=beef namespace=team-b image="my image" imageRef="" reason=secret-match
 EOF
-    if diff -u "$WORK/human2.want" "$WORK/human2.got" >&2; then
-        pg_check_ok "container decision lines (human)"
-    else
-        pg_check_fail "container decision lines (human) differ"
-    fi
-    sed -E "s/^\{\"time\":\"$TIME_RE\",/{/" "$WORK/json2.out" >"$WORK/json2.got"
-    cat >"$WORK/json2.want" <<EOF
+if diff -u "$WORK/human2.want" "$WORK/human2.got" >&2; then
+    pg_check_ok "container decision lines (human)"
+else
+    pg_check_fail "container decision lines (human) differ"
+fi
+sed -E "s/^\{\"time\":\"$TIME_RE\",/{/" "$WORK/json2.out" >"$WORK/json2.got"
+cat >"$WORK/json2.want" <<EOF
 {"signal":"ContainerDenied","containerId":"c0ffee","namespace":"team-a","image":"nginx:1.25","imageRef":"$REF","reason":"no-record"}
 {"signal":"ContainerAllowed","containerId":"beef","namespace":"team-b","image":"my image","imageRef":"","reason":"secret-match"}
 EOF
-    if diff -u "$WORK/json2.want" "$WORK/json2.got" >&2; then
-        pg_check_ok "container decision lines (JSON)"
-    else
-        pg_check_fail "container decision lines (JSON) differ"
-    fi
+if diff -u "$WORK/json2.want" "$WORK/json2.got" >&2; then
+    pg_check_ok "container decision lines (JSON)"
+else
+    pg_check_fail "container decision lines (JSON) differ"
 fi
 
 # --------------------------------------------------------- exits of monitor
@@ -235,27 +237,23 @@ timed "$CTL" --config "$CONFIG" --state-dir "$STATE" \
 [[ "$LAST_STATUS" == 0 ]] && pg_check_ok "missing bus: record-intent succeeds (${TOOK} ms)" ||
     pg_check_fail "missing bus: record-intent exit status $LAST_STATUS"
 
-if command -v python3 >/dev/null 2>&1; then
-    # A listener that accepts the socket and never answers.
-    python3 -c 'import socket, sys, time
+# A listener that accepts the socket and never answers.
+python3 -c 'import socket, sys, time
 s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)
 conns = []
 while True:
     c, _ = s.accept(); conns.append(c)' "$WORK/hung-bus" &
-    HUNG_PID=$!
-    pg_on_exit "pg_kill_wait $HUNG_PID"
-    pg_wait_file "$WORK/hung-bus" 10 || pg_fail "hung listener did not start"
-    timed "$CTL" --config "$CONFIG" --state-dir "$STATE" \
-        --dbus "unix:path=$WORK/hung-bus" record-intent --image "$IMAGE2"
-    # The notifier's bound is pullgatectl's (250 ms) per signal; allow
-    # generous slack for process start-up on a loaded CI machine.
-    if [[ "$LAST_STATUS" == 0 ]] && ((TOOK < 2000)); then
-        pg_check_ok "hung bus: record-intent succeeds in ${TOOK} ms"
-    else
-        pg_check_fail "hung bus: record-intent exit status $LAST_STATUS after ${TOOK} ms"
-    fi
+HUNG_PID=$!
+pg_on_exit "pg_kill_wait $HUNG_PID"
+pg_wait_file "$WORK/hung-bus" 10 || pg_fail "hung listener did not start"
+timed "$CTL" --config "$CONFIG" --state-dir "$STATE" \
+    --dbus "unix:path=$WORK/hung-bus" record-intent --image "$IMAGE2"
+# The notifier's bound is pullgatectl's (250 ms) per signal; allow
+# generous slack for process start-up on a loaded CI machine.
+if [[ "$LAST_STATUS" == 0 ]] && ((TOOK < 2000)); then
+    pg_check_ok "hung bus: record-intent succeeds in ${TOOK} ms"
 else
-    pg_log "python3 missing: hung-bus check not run"
+    pg_check_fail "hung bus: record-intent exit status $LAST_STATUS after ${TOOK} ms"
 fi
 
 pg_summary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Regression: a reader racing an atomic record update (write temp file, rename over the
  * record) must never fail. The reader may open the old inode just before the rename; by
@@ -5,13 +6,17 @@
  * old version, not hard-link aliasing, so PG_READ_SINGLE_LINK must accept it. Found by
  * test/integration/test_soak.sh: a hook denied an authorised container with
  * "... has 0 hard links" while pullgatectl merged a new secret into the same record.
+ * The test proves its own premise: the writer must have been renaming throughout
+ * (it never stopped early, and made progress in every quarter of the reads).
  */
 #include "internal.h"
 #include "testutil.h"
 
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +24,13 @@
 #include <unistd.h>
 
 #define ROUNDS 20000
+#define QUARTERS 4
 
 typedef struct writer_ctx {
     const char *dir;
     atomic_int stop;
+    atomic_long renames; /* completed renames over the record */
+    atomic_int failed;   /* errno of the step that stopped the writer early, or 0 */
 } writer_ctx;
 
 /* Replaces dir/record by rename, as the store does, until told to stop. */
@@ -32,8 +40,11 @@ static void *rename_loop(void *arg)
     char *tmp = tu_sprintf("%s/record.tmp", w->dir), *rec = tu_sprintf("%s/record", w->dir);
     while (!atomic_load(&w->stop)) {
         int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0 || write(fd, "{}", 2) != 2 || close(fd) != 0 || rename(tmp, rec) != 0)
+        if (fd < 0 || write(fd, "{}", 2) != 2 || close(fd) != 0 || rename(tmp, rec) != 0) {
+            atomic_store(&w->failed, errno ? errno : EIO);
             break;
+        }
+        atomic_fetch_add(&w->renames, 1);
     }
     free(tmp);
     free(rec);
@@ -50,9 +61,15 @@ START_TEST(reader_never_sees_a_replaced_record_as_unsafe)
     writer_ctx w = {.dir = dir};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, rename_loop, &w), 0);
+    while (atomic_load(&w.renames) == 0 && !atomic_load(&w.failed))
+        sched_yield(); /* the race is on from the first read */
     int unsafe = 0;
     char first[PG_ERROR_MESSAGE_MAX] = "";
+    long progress[QUARTERS + 1];
+    progress[0] = atomic_load(&w.renames);
     for (int i = 0; i < ROUNDS; i++) {
+        if (i > 0 && i % (ROUNDS / QUARTERS) == 0)
+            progress[i / (ROUNDS / QUARTERS)] = atomic_load(&w.renames);
         char *buf = NULL;
         size_t len = 0;
         pg_error err = {0};
@@ -62,9 +79,16 @@ START_TEST(reader_never_sees_a_replaced_record_as_unsafe)
         ck_assert_msg(rc == PG_OK || rc == PG_ERR_UNSAFE, "round %d: %s", i, err.message);
         free(buf);
     }
+    progress[QUARTERS] = atomic_load(&w.renames);
     atomic_store(&w.stop, 1);
     pthread_join(t, NULL);
     close(dirfd);
+    ck_assert_msg(atomic_load(&w.failed) == 0, "the writer stopped early: %s",
+                  strerror(atomic_load(&w.failed)));
+    for (int q = 0; q < QUARTERS; q++)
+        ck_assert_msg(progress[q + 1] > progress[q],
+                      "the writer made no rename during quarter %d of the reads (%ld renames)",
+                      q + 1, progress[QUARTERS]);
     ck_assert_msg(unsafe == 0, "%d of %d reads refused a record replaced by rename: %s", unsafe,
                   ROUNDS, first);
     tu_rmrf(dir);
