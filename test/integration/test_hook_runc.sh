@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # pullgate-hook under a real `runc run`, at the prestart and the createRuntime stage: an authorized
 # container (CRI-O-shaped annotations) runs, an unauthorized one fails and runc's error carries the
-# hook's denial line.
+# hook's denial line. Another tenant's container with a mis-spelled io.kubernetes.cri-o.ImageRef
+# (issue 10: once taken for a preloaded image) never starts.
 set -euo pipefail
 
 skip() { echo "SKIP: $*"; exit 77; }
@@ -51,14 +52,15 @@ EOF
 
 good_creds="{\"$NAME\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"uid-a\",\"credentialHash\":\"$HASH_A\"}]}}"
 
-# make_bundle DIR STAGE CREDENTIALS: a runc bundle with CRI-O-shaped annotations and the hook.
+# make_bundle DIR STAGE CREDENTIALS [NAMESPACE [IMAGE_REF]]: a runc bundle with CRI-O-shaped
+# annotations and the hook.
 make_bundle() {
-    local dir=$1 stage=$2 creds=$3
+    local dir=$1 stage=$2 creds=$3 ns=${4:-team-a} image_ref=${5:-$REF}
     mkdir -p "$dir"
     (cd "$dir" && "$RUNC" spec)
-    /usr/bin/python3 - "$dir/config.json" "$stage" "$creds" <<EOF
+    /usr/bin/python3 - "$dir/config.json" "$stage" "$creds" "$ns" "$image_ref" <<EOF
 import json, sys
-path, stage, creds = sys.argv[1:4]
+path, stage, creds, ns, image_ref = sys.argv[1:6]
 spec = json.load(open(path))
 spec["root"] = {"path": "$work/rootfs", "readonly": True}
 spec["process"]["terminal"] = False
@@ -72,8 +74,8 @@ ann.update({
     "io.kubernetes.cri-o.ContainerType": "container",
     "io.kubernetes.cri-o.Image": "$REF",
     "io.kubernetes.cri-o.ImageName": "$IMAGE",
-    "io.kubernetes.cri-o.ImageRef": "$REF",
-    "io.kubernetes.pod.namespace": "team-a",
+    "io.kubernetes.cri-o.ImageRef": image_ref,
+    "io.kubernetes.pod.namespace": ns,
     "io.kubernetes.pod.name": "pod-1",
     "io.kubernetes.container.name": "app",
 })
@@ -114,6 +116,21 @@ for stage in prestart createRuntime; do
         fail "$stage: runc's error lacks the reason: $out"
     else
         echo "ok: $stage: unauthorized container denied: $(grep -o 'pullgate: denied[^"]*' <<<"$out" | head -1)"
+    fi
+done
+
+# Issue 10: team-b, no credentials, the image ID spelled so that no lookup finds team-a's record.
+n=0
+for bad_ref in "SHA256:$REF" "sha256:sha256:$REF" "$REF "; do
+    n=$((n + 1))
+    id="pg-hook-misspelled-$n-$$"
+    make_bundle "$work/b-misspelled-$n" createRuntime "" team-b "$bad_ref"
+    if out=$(run_container "$id" "$work/b-misspelled-$n"); then
+        fail "team-b's container with ImageRef '$bad_ref' ran"
+    elif ! grep -q "pullgate: denied container $id (namespace team-b, image $IMAGE): bad request" <<<"$out"; then
+        fail "ImageRef '$bad_ref': runc's error lacks the bad-request denial: $out"
+    else
+        echo "ok: mis-spelled ImageRef '$bad_ref' denied: $(grep -o 'pullgate: denied[^"]*' <<<"$out" | head -1)"
     fi
 done
 
