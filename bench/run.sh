@@ -11,6 +11,8 @@
 #   SCALE_COUNTS="1000 10000 100000"  decision/prune scaling points
 #   WRITE_CALLS=100      durable writes per side
 #   PODMAN_RUNS=40       podman runs per side (0 skips; skipped without podman/runc)
+#   PODMAN_TRACE_RUNS=10 podman runs per side traced with perf sched events, to time
+#                        the hook inside podman (0 or no perf skips)
 #   BIG_SECRETS=1000     secrets in the one-big-record bench
 #   BENCH_WORK=DIR       scratch directory (default: a new /tmp/pullgate-bench.XXXX, removed)
 #   BUILD_DIR=DIR        build directory (default: <repo>/build-bench)
@@ -26,6 +28,7 @@ DECIDE_CALLS=${DECIDE_CALLS:-20000}
 SCALE_COUNTS=${SCALE_COUNTS:-"1000 10000 100000"}
 WRITE_CALLS=${WRITE_CALLS:-100}
 PODMAN_RUNS=${PODMAN_RUNS:-40}
+PODMAN_TRACE_RUNS=${PODMAN_TRACE_RUNS:-10}
 BIG_SECRETS=${BIG_SECRETS:-1000}
 JOBS=${JOBS:-2}
 
@@ -36,7 +39,7 @@ if [ "${SKIP_BUILD:-0}" = 0 ]; then  # SKIP_BUILD unset, empty or 0 builds; 1 re
     cmake -S "$repo" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPG_BUILD_TESTS=OFF \
         -DPG_BUILD_BENCH=ON >/dev/null
     cmake --build "$BUILD_DIR" -j"$JOBS" --target pullgate-hook pg_noop_hook pg_exec_bench \
-        pg_gen_records pg_decide_bench pg_write_bench >/dev/null
+        pg_gen_records pg_decide_bench pg_write_bench pg_record_cache_bench >/dev/null
 fi
 bin=$BUILD_DIR/bench
 hook=$BUILD_DIR/hooks/pullgate-hook
@@ -86,6 +89,7 @@ setup_hook() {
 
 # ---------------------------------------------------------------- 1 + 5
 rss_hook="" rss_noop=""
+declare -A eb_hook eb_noop
 for n in $HOOK_COUNTS; do
     store=$(store_for "$n")
     hd=$(setup_hook "$n" "$store")
@@ -98,6 +102,7 @@ for n in $HOOK_COUNTS; do
     if [ "$(kv "$hk" fail)" != 0 ]; then
         log "WARNING: the hook denied: $(head -c 400 "$hd/run.hook.err")"
     fi
+    eb_hook[$n]=$(kv "$hk" median_us) eb_noop[$n]=$(kv "$noop" median_us)
     r=$(ratio "$(kv "$hk" median_us)" "$(kv "$noop" median_us)")
     row "hook end-to-end, $n records: median" "$(kv "$hk" median_us) µs" \
         "no-op exec $(kv "$noop" median_us) µs" "${r}×" "≤ 1.5×" "$(met "$r" le 1.5)"
@@ -124,6 +129,22 @@ row "pg_decide, $last records: p50" "${dec_p50[$last]} µs" "kubelet ~15 µs (ca
 r=$(ratio "${dec_p99[$last]}" 66)
 row "pg_decide, $last records: p99" "${dec_p99[$last]} µs" "kubelet ~66 µs (from disk)" "${r}×" \
     "p99 ≤ 20 µs" "$(met "${dec_p99[$last]}" le 20)"
+# A long-lived host with the record cache (plugin/record_cache.c), interleaved
+# with a parse per lookup and a fixed loop as long as a cached lookup (noise).
+store=$(store_for "$last")
+log "record cache, $last records, $DECIDE_CALLS lookups per side"
+out=$("$bin/record_cache_bench" "$store" "$last" "$DECIDE_CALLS")
+rc_parse=$(printf '%s\n' "$out" | grep '^lookup_parse_') rc_cache=$(printf '%s\n' "$out" | grep '^lookup_cache_')
+rc_noise=$(printf '%s\n' "$out" | grep '^noise_')
+r=$(ratio "$(kv "$rc_cache" p50_us)" "$(kv "$rc_parse" p50_us)")
+row "decision lookup with the record cache, $last records: p50" "$(kv "$rc_cache" p50_us) µs" \
+    "parse per lookup $(kv "$rc_parse" p50_us) µs" "${r}×" "(info)" "—"
+r=$(ratio "$(kv "$rc_cache" p99_us)" "$(kv "$rc_parse" p99_us)")
+row "decision lookup with the record cache, $last records: p99" "$(kv "$rc_cache" p99_us) µs" \
+    "parse per lookup $(kv "$rc_parse" p99_us) µs" "${r}×" "p99 ≤ 20 µs" "$(met "$(kv "$rc_cache" p99_us)" le 20)"
+r=$(ratio "$(kv "$rc_cache" p99_us)" "$(kv "$rc_noise" p99_us)")
+row "record cache p99 vs machine noise (fixed loop of the same p50)" "$(kv "$rc_cache" p99_us) µs" \
+    "fixed loop p50 $(kv "$rc_noise" p50_us) µs, p99 $(kv "$rc_noise" p99_us) µs" "${r}×" "(info: ≈ 1× = noise-bound)" "—"
 for n in $SCALE_COUNTS; do
     [ "$n" = "$first" ] && continue
     r=$(ratio "${dec_p50[$n]}" "${dec_p50[$first]}")
@@ -168,6 +189,42 @@ row "durable record write (new image) vs raw record + index (2 files)" "$(kv "$l
 # ---------------------------------------------------------------- 4
 # podman parses --annotation as CSV: quote the whole value, double its quotes.
 csvq() { local q='"'; printf '"%s"' "${1//$q/$q$q}"; }
+# The hook's own exec -> exit time inside podman (sched tracepoints, all CPUs),
+# against the same binaries under exec_bench: bench/README.md, "The podman gap".
+podman_trace() {
+    local pd=$1; local -n P_=$2 run_=$3
+    if [ "$PODMAN_TRACE_RUNS" = 0 ] || ! command -v perf >/dev/null; then return; fi
+    log "podman run traced (perf sched events), $PODMAN_TRACE_RUNS runs per hook"
+    perf record -q -a -e sched:sched_process_exec -e sched:sched_process_exit -o "$pd/sched.data" \
+        2>"$pd/perf.err" &
+    local perf_pid=$! k
+    sleep 1 # perf is recording before the first run
+    for ((k = 0; k < PODMAN_TRACE_RUNS; k++)); do
+        "${P_[@]}" --hooks-dir "$pd/hooks" "${run_[@]}" >/dev/null
+        "${P_[@]}" --hooks-dir "$pd/noophooks" "${run_[@]}" >/dev/null
+    done
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" || true
+    if [ ! -s "$pd/sched.data" ]; then
+        log "podman trace skipped: $(head -c 200 "$pd/perf.err")"
+        return 0
+    fi
+    # exec -> exit per process, median per binary (µs)
+    perf script -i "$pd/sched.data" -F pid,time,event,trace 2>/dev/null | awk -v hook="$hook" -v noop="$bin/noop_hook" '
+        { t = $2; sub(":", "", t); t *= 1e6 }
+        /sched_process_exec/ { f = ""; for (i = 1; i <= NF; i++) if ($i ~ /^filename=/) f = substr($i, 10)
+                               if (f == hook || f == noop) { start[$1] = t; name[$1] = (f == hook) ? "hook" : "noop" } }
+        /sched_process_exit/ && ($1 in start) { print name[$1], t - start[$1]; delete start[$1] }' >"$pd/inpodman.txt"
+    local ih in_; ih=$(awk '$1 == "hook" {print $2}' "$pd/inpodman.txt" | sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}')
+    in_=$(awk '$1 == "noop" {print $2}' "$pd/inpodman.txt" | sort -n | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]}')
+    [ -n "$ih" ] && [ -n "$in_" ] || return 0
+    local eb="n/a"
+    [ -n "${eb_hook[10000]:-}" ] && eb=$(awk -v a="${eb_hook[10000]}" -v b="${eb_noop[10000]}" 'BEGIN{printf "+%.0f µs", a-b}')
+    row "inside podman: hook exec→exit median (traced)" "$(awk -v v="$ih" 'BEGIN{printf "%.0f µs", v}')" \
+        "no-op hook $(awk -v v="$in_" 'BEGIN{printf "%.0f µs", v}')" "+$(awk -v a="$ih" -v b="$in_" 'BEGIN{printf "%.0f µs", a-b}')" \
+        "(info: exec_bench, 10k: $eb)" "—"
+}
+
 podman_row() {
     if [ "$PODMAN_RUNS" = 0 ] || ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
         row "podman run, with vs without the hook" "skipped" "—" "—" "≤ 1.02×" "n/a"
@@ -224,6 +281,7 @@ podman_row() {
     r=$(ratio "$w" "$wn")
     row "podman run, pullgate-hook vs no-op hook: median" "$(awk -v v="$w" 'BEGIN{printf "%.1f ms", v/1000}')" \
         "$(awk -v v="$wn" 'BEGIN{printf "no-op hook %.1f ms", v/1000}')" "${r}×" "(info: hooks.d floor)" "—"
+    podman_trace "$pd" P run
     "${P[@]}" rmi -f localhost/pullgate-bench-bb:latest >/dev/null 2>&1 || true
     "${P[@]}" system reset -f >/dev/null 2>&1 || true
 }
