@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# pullgate demo: the whole flow on one machine, narrated.
+# SPDX-License-Identifier: Apache-2.0
+# pullgate demo: the real node flow on one machine, narrated. No pull is recorded by hand.
 #
 #   sudo bash scripts/demo.sh
 #
-# 1. installs what it needs (scripts/install-deps.sh) and builds pullgate into ./build-demo
-# 2. starts a private D-Bus session bus and `pullgatectl monitor` on it
-# 3. starts a private registry with authentication on 127.0.0.1 and pushes a private image
-# 4. tenant A pulls the image with its credentials; the pull is recorded (as CRI-O + kubelet would)
-# 5. tenant A's container starts (pullgate-hook allows it: its pod presents those credentials)
-# 6. tenant B's containers are refused by the hook, with the reason in the runtime's error
-# 7. prints the D-Bus events the monitor captured
+#   Python CRI client (the kubelet's stand-in) ──▶ pullgate-cri ──▶ containerd 1.6 ──▶ runc ──▶ pullgate-hook
 #
-# Podman + runc play CRI-O here (same hooks.d mechanism; the CRI-O annotations are passed
-# explicitly). Nothing touches the host's podman store: everything lives in a temp dir that
-# is removed at exit, with every process the demo started.
+# 1. installs what it needs (scripts/install-deps.sh) and builds pullgate into ./build-demo
+# 2. starts a private D-Bus bus and `pullgatectl monitor` on it
+# 3. starts a private registry with authentication on 127.0.0.1 and pushes a private image
+# 4. starts containerd (own root, state and socket in a temp dir) with pullgate-hook in its
+#    runc handler's base_runtime_spec, and pullgate-cri in front of it
+# 5. tenant A's pod (credentials annotation made by `pullgatectl annotate`, as the webhook
+#    would) pulls the image with A's secret through pullgate-cri, which records the pull
+# 6. tenant A's container starts; tenant B's containers are refused by the hook, with the
+#    reason in StartContainer's gRPC error
+# 7. prints the D-Bus pull and decision events the monitor saw
+#
+# Everything lives in a temp dir removed at exit, with every process the demo started.
 # Exit status: 0 when every expected outcome happened, 1 otherwise (2: setup failed).
 set -uo pipefail
 
@@ -51,70 +55,52 @@ bash "$ROOT/scripts/install-deps.sh" 2>&1 | indent
 header "Build pullgate (cmake, ./build-demo)"
 {
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPG_BUILD_BENCH=OFF \
-        -DPG_BUILD_TESTS=OFF >"$BUILD.cmake.log" 2>&1 &&
-        cmake --build "$BUILD" -j"$(nproc)" --target pullgate-hook pullgatectl >>"$BUILD.cmake.log" 2>&1
+        -DPG_BUILD_TESTS=OFF -DPG_BUILD_CRI=ON >"$BUILD.cmake.log" 2>&1 &&
+        cmake --build "$BUILD" -j"$(nproc)" --target pullgate-hook pullgatectl pullgate-cri \
+            >>"$BUILD.cmake.log" 2>&1
 } || { tail -n 30 "$BUILD.cmake.log" | indent; die "build failed (full log: $BUILD.cmake.log)"; }
 rm -f "$BUILD.cmake.log"
-PULLGATE_HOOK="$(find "$BUILD" -type f -name pullgate-hook -perm -u+x | head -n1)"
-PULLGATECTL="$(find "$BUILD" -type f -name pullgatectl -perm -u+x | head -n1)"
-[[ -x "$PULLGATE_HOOK" && -x "$PULLGATECTL" ]] || die "built binaries not found under $BUILD"
-export PULLGATE_HOOK PULLGATECTL
-say "hook:        $PULLGATE_HOOK"
-say "pullgatectl: $PULLGATECTL"
+T_BUILT=$SECONDS
+PULLGATE_HOOK="$BUILD/hooks/pullgate-hook"
+PULLGATECTL="$BUILD/tools/pullgatectl"
+PULLGATE_CRI="$BUILD/cri/pullgate-cri"
+for b in "$PULLGATE_HOOK" "$PULLGATECTL" "$PULLGATE_CRI"; do
+    [[ -x "$b" ]] || die "built binary not found: $b"
+done
+export PULLGATE_HOOK PULLGATECTL PULLGATE_CRI
+say "hook:         $PULLGATE_HOOK"
+say "pullgatectl:  $PULLGATECTL"
+say "pullgate-cri: $PULLGATE_CRI"
 
-# Test helpers: temp dir + cleanup stack, registry, isolated podman.
+# Helpers shared with the tests: temp dir + cleanup stack, registry, containerd node.
 # shellcheck source=../test/integration/lib/registry.sh
 source "$ROOT/test/integration/lib/registry.sh"
 # shellcheck source=../test/integration/lib/podman.sh
-source "$ROOT/test/integration/lib/podman.sh"
+source "$ROOT/test/integration/lib/podman.sh" # pg_write_config, pg_cred_hash
+# shellcheck source=../test/integration/lib/cri_node.sh
+source "$ROOT/test/integration/lib/cri_node.sh"
 pg_skip() { die "cannot run here: $*"; } # the demo never "skips"
 pg_log() { printf '   %s\n' "$*"; }
+pg_node_require
 
 header "Private D-Bus bus + pullgatectl monitor"
-pg_require_cmd dbus-daemon
-BUS_SOCK="$PG_TMPDIR/bus"
-dbus-daemon --session --nofork --nopidfile --address="unix:path=$BUS_SOCK" \
-    >"$PG_TMPDIR/dbus.log" 2>&1 &
-DBUS_PID=$!
-pg_on_exit "pg_kill_wait $DBUS_PID 3"
-pg_wait_file "$BUS_SOCK" 10 || { cat "$PG_TMPDIR/dbus.log" | indent; die "dbus-daemon did not start"; }
-BUS_ADDR="unix:path=$BUS_SOCK"
-say "bus: $BUS_ADDR (dbus-daemon pid $DBUS_PID)"
-
+pg_node_dbus_start
+say "bus: $PG_BUS_ADDR (dbus-daemon pid $PG_BUS_PID)"
 STATE="$PG_TMPDIR/state"
 mkdir -m 0700 "$STATE"
 CFG="$PG_TMPDIR/pullgate.json"
-pg_write_config "$CFG" "$STATE" NeverVerifyPreloadedImages "$BUS_ADDR"
-say "pullgate config ($CFG):"
+pg_write_config "$CFG" "$STATE" NeverVerifyPreloadedImages "$PG_BUS_ADDR"
+say "pullgate config ($CFG), read by the hook, pullgate-cri and pullgatectl alike:"
 indent <"$CFG"
-if CHECK="$("$PULLGATECTL" --config "$CFG" check-config 2>&1)"; then
-    say "pullgatectl check-config: valid"
-else
-    printf '%s\n' "$CHECK" | indent
-    die "pullgatectl check-config rejected the demo config"
-fi
-PG_CTL_OPTS=(--config "$CFG")
-
+CHECK="$("$PULLGATECTL" --config "$CFG" check-config 2>&1)" ||
+    { printf '%s\n' "$CHECK" | indent; die "pullgatectl check-config rejected the demo config"; }
 MON_LOG="$PG_TMPDIR/monitor.log"
-MON_KIND="pullgatectl monitor"
-run_shown "$(basename "$PULLGATECTL") --config $CFG monitor &"
+run_shown "pullgatectl --config $CFG monitor &"
 "$PULLGATECTL" --config "$CFG" monitor >"$MON_LOG" 2>&1 &
 MON_PID=$!
-sleep 1
-if ! kill -0 "$MON_PID" 2>/dev/null; then
-    wait "$MON_PID" 2>/dev/null
-    say "pullgatectl monitor is not available in this build:"
-    indent <"$MON_LOG"
-    MON_KIND="dbus-monitor"
-    say "falling back to dbus-monitor on the same bus"
-    pg_require_cmd dbus-monitor
-    dbus-monitor --address "$BUS_ADDR" "type='signal',interface='dev.pullgate.PullGate1'" \
-        >"$MON_LOG" 2>&1 &
-    MON_PID=$!
-    sleep 0.5
-fi
-pg_on_exit "pg_kill_wait $MON_PID 3"
-say "monitor: $MON_KIND (pid $MON_PID)"
+pg_on_exit 'pg_kill_wait "$MON_PID" 3'
+sleep 0.5
+kill -0 "$MON_PID" 2>/dev/null || { indent <"$MON_LOG"; die "pullgatectl monitor did not start"; }
 
 header "Private registry with authentication"
 PASS_A="tenant-a-$(head -c 9 /dev/urandom | base64 | tr -d '/+=')"
@@ -127,77 +113,117 @@ pg_image_push "$PG_LAYOUT" app team-a/app:1.0
 IMAGE="$PG_REG_HOST/team-a/app:1.0"
 say "private image: $IMAGE (busybox, built locally with umoci, pushed with skopeo)"
 
-header "Tenant A pulls the image with its credentials (pull recorded)"
-pg_podman_init
-HOOKS_DIR="$(pg_podman_hooks_dir "$CFG")"
-say "hooks.d for the runtime ($HOOKS_DIR/50-pullgate.json):"
-indent <"$HOOKS_DIR/50-pullgate.json"
-if pg_podman_pull --quiet --tls-verify=false "$IMAGE" >"$PG_TMPDIR/anon.out" 2>&1; then
+header "The node: containerd + pullgate-hook, pullgate-cri in front"
+pg_node_containerd_setup "$CFG" "$PG_REG_HOST"
+pg_node_containerd_start || die "containerd's CRI plugin did not come up (log above)"
+say "containerd: $PG_CD_VERSION, socket $PG_CD_SOCK"
+say "its runc handler runs the hook (base_runtime_spec) and passes the pod's credentials annotation:"
+grep -E 'base_runtime_spec|pod_annotations' "$PG_CD_DIR/config.toml" | sed 's/^ *//' | indent
+"$PG_PY" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["hooks"]))' \
+    "$PG_CD_DIR/base-spec.json" | indent
+run_shown "pullgate-cri --config $CFG --listen unix://<tmp>/cri.sock --runtime-endpoint unix://$PG_CD_SOCK &"
+pg_node_proxy_start || die "pullgate-cri did not serve its socket"
+say "pullgate-cri (pid $PG_PROXY_PID) serves CRI on $PG_PROXY_SOCK; the kubelet stand-in talks only to it"
+run_shown "cri_client.py --socket <pullgate-cri> version"
+cri version | indent
+
+header "Tenant A's pod pulls the image with its secret (recorded by pullgate-cri)"
+UID_A="$(cat /proc/sys/kernel/random/uuid)"
+HASH_A="$(pg_cred_hash tenant-a "$PASS_A")" || die "pullgatectl hash"
+run_shown "pullgatectl annotate --namespace team-a --image $IMAGE --secret team-a/regcred/$UID_A:<hash>"
+ANN_A="$("$PULLGATECTL" --config "$CFG" annotate --namespace team-a --image "$IMAGE" \
+    --secret "team-a/regcred/$UID_A:$HASH_A")" || die "pullgatectl annotate"
+say "the annotation the webhook writes on tenant A's pods (pullgate.dev/credentials):"
+printf '%s\n' "$ANN_A" | fold -w 110 | indent
+pg_node_run_pod team-a "$ANN_A" || { pg_node_show_log; die "RunPodSandbox (team-a)"; }
+POD_A="$POD" POD_A_CFG="$POD_CFG" POD_A_LOGDIR="$POD_LOGDIR"
+say "RunPodSandbox team-a -> ${POD_A:0:12}"
+run_shown "cri_client.py pull --image $IMAGE   # anonymous"
+if OUT="$(cri pull --image "$IMAGE" --pod-config "$POD_A_CFG" 2>&1)"; then
     outcome_bad "anonymous pull should have been refused by the registry"
 else
-    say "anonymous pull refused by the registry: $(tail -n1 "$PG_TMPDIR/anon.out" | sed 's/.*: //')"
+    say "refused by the registry: $(printf '%s' "$OUT" | grep -o '401 Unauthorized' | head -n1)"
 fi
-UID_A="$(cat /proc/sys/kernel/random/uuid)"
-run_shown "pullgatectl record-intent --image $IMAGE"
-run_shown "podman pull --creds tenant-a:*** --tls-verify=false $IMAGE"
-run_shown "pullgatectl record-pulled --image $IMAGE --image-ref <image ID> --secret team-a/regcred/$UID_A:<credential hash>"
-pg_podman_pull_and_record "$STATE" "$IMAGE" team-a tenant-a "$PASS_A" regcred "$UID_A"
-HASH_A="$PG_PULLED_HASH"
-outcome_ok "tenant A pulled $IMAGE and the pull is recorded"
-say "records (pullgatectl list):"
-"$PULLGATECTL" --config "$CFG" list 2>&1 | indent
+run_shown "cri_client.py pull --image $IMAGE --username tenant-a --password *** --pod-config <team-a pod>"
+export PG_CRI_PASS="$PASS_A"
+if REF="$(cri pull --image "$IMAGE" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_A_CFG" 2>"$PG_TMPDIR/pull.err")"; then
+    say "PullImage -> $REF"
+else
+    indent <"$PG_TMPDIR/pull.err"
+    die "tenant A's pull failed"
+fi
+unset PG_CRI_PASS
+run_shown "pullgatectl show --image-ref $REF"
+if SHOW="$("$PULLGATECTL" --config "$CFG" show --image-ref "$REF" --json 2>&1)"; then
+    "$PG_PY" -c 'import json, sys
+rec = json.load(sys.stdin); rec.pop("dir", None); print(json.dumps(rec, indent=2))' <<<"$SHOW" | indent
+    if [[ "$SHOW" == *"\"namespace\": \"team-a\""* && "$SHOW" == *"$HASH_A"* && "$SHOW" == *"$UID_A"* ]]; then
+        outcome_ok "pullgate-cri recorded the pull with tenant A's secret (kubelet credential hash)"
+    else
+        outcome_bad "the record does not name tenant A's secret"
+    fi
+else
+    printf '%s\n' "$SHOW" | indent
+    outcome_bad "no pulled record for $REF"
+fi
 
-CREDS_A="$(pg_creds_json "$IMAGE" team-a regcred "$UID_A" "$HASH_A")"
-HASH_B="$(pg_cred_hash tenant-b "tenant-b-password")"
-CREDS_B="$(pg_creds_json "$IMAGE" team-b regcred "$(cat /proc/sys/kernel/random/uuid)" "$HASH_B")"
+# start_container DESC -> CID; StartContainer's output in $OUT; its status returned
+start_container() {
+    local name="app-$RANDOM"
+    CTR_LOG="$POD_LOGDIR/$name.log"
+    CID="$(cri create --pod "$POD" --pod-config "$POD_CFG" --name "$name" --image "$IMAGE" \
+        --log-path "$name.log" -- /bin/sh -c "$1")" || { OUT="CreateContainer failed"; return 2; }
+    OUT="$(cri start --id "$CID" 2>&1)"
+}
 
 header "Tenant A starts a container from the image"
-say "pod namespace team-a, annotation pullgate.dev/credentials:"
-say "  $CREDS_A"
-run_shown "podman run --hooks-dir $HOOKS_DIR --annotation io.kubernetes.pod.namespace=team-a --annotation pullgate.dev/credentials=... $IMAGE"
-PG_HOOKS_DIR="$HOOKS_DIR"
-if OUT="$(pg_podman_run_as_tenant team-a "$CREDS_A" "$IMAGE" 2>&1)" &&
-    [[ "$OUT" == *"hello from the private image"* ]]; then
-    printf '%s\n' "$OUT" | indent
-    outcome_ok "tenant A's container ran (allowed by pullgate)"
+POD="$POD_A" POD_CFG="$POD_A_CFG" POD_LOGDIR="$POD_A_LOGDIR"
+run_shown "CreateContainer + StartContainer (pod team-a, image $IMAGE)"
+if start_container 'cat /etc/pg-marker' && [[ "$(cri wait --id "$CID" --wait-timeout 30)" == 0 ]] &&
+    pg_wait_file "$CTR_LOG" 5 && grep -q "hello from the private image" "$CTR_LOG"; then
+    sed -E 's/^[^ ]+ [^ ]+ [^ ]+ //' "$CTR_LOG" | indent
+    outcome_ok "tenant A's container ran (allowed by pullgate-hook)"
 else
     printf '%s\n' "$OUT" | indent
     outcome_bad "tenant A's container should have run"
 fi
 
-# tenant_b DESC CREDS
+# tenant_b DESC ANNOTATION
 tenant_b() {
-    local desc="$1" creds="$2" out
+    local desc="$1"
     say "$desc"
-    if out="$(pg_podman_run_as_tenant team-b "$creds" "$IMAGE" echo "tenant B got in" 2>&1)"; then
-        printf '%s\n' "$out" | indent
+    pg_node_run_pod team-b "$2" || { outcome_bad "RunPodSandbox (team-b) failed"; return; }
+    if start_container 'echo tenant B got in'; then
         outcome_bad "tenant B's container ($desc) should have been refused"
         return
     fi
-    if [[ "$out" == *"pullgate: denied"* ]]; then
-        printf '%s\n' "$out" | grep -o 'pullgate: denied.*' | head -n1 | fold -s -w 110 | indent
+    if [[ "$OUT" == *"pullgate: denied"* ]]; then
+        printf '%s\n' "$OUT" | grep -o 'pullgate: denied.*' | head -n1 | fold -s -w 110 | indent
         outcome_ok "tenant B refused ($desc)"
     else
-        printf '%s\n' "$out" | indent
+        printf '%s\n' "$OUT" | indent
         outcome_bad "tenant B failed, but not because of pullgate ($desc)"
     fi
 }
 
 header "Tenant B tries to use tenant A's private image"
-say "the image is already on the node, so without pullgate any pod could run it."
+say "the image is already on the node, so without pullgate any pod could run it (IfNotPresent)."
+HASH_B="$(pg_cred_hash tenant-b "tenant-b-password")"
+ANN_B="$("$PULLGATECTL" --config "$CFG" annotate --namespace team-b --image "$IMAGE" \
+    --secret "team-b/regcred/$(cat /proc/sys/kernel/random/uuid):$HASH_B")" || die "pullgatectl annotate"
 tenant_b "pod in team-b with no credentials for the image" ""
-tenant_b "pod in team-b with its own, different credentials" "$CREDS_B"
-tenant_b "pod in team-b presenting tenant A's annotation (copied)" "$CREDS_A"
+tenant_b "pod in team-b with its own, different credentials" "$ANN_B"
+tenant_b "pod in team-b presenting tenant A's annotation (copied)" "$ANN_A"
 
-header "D-Bus events seen by $MON_KIND"
+header "D-Bus events seen by pullgatectl monitor"
 sleep 1
 pg_kill_wait "$MON_PID" 3
 if [[ -s "$MON_LOG" ]]; then
-    indent <"$MON_LOG"
+    cut -c1-200 "$MON_LOG" | indent
 else
     say "(no events captured)"
 fi
-for sig in ContainerAllowed ContainerDenied; do
+for sig in PullIntent ImagePulled PullFailed ContainerAllowed ContainerDenied; do
     if grep -q "$sig" "$MON_LOG"; then
         outcome_ok "D-Bus signal $sig observed"
     else
@@ -207,8 +233,8 @@ done
 
 header "Summary"
 for o in "${OUTCOMES[@]}"; do printf '   %s\n' "$o"; done
-printf '\n   finished in %d s; cleaning up (registry, bus, monitor, containers, temp files)\n' \
-    "$((SECONDS - T_START))"
+printf '\n   finished in %d s (%d s after the build); cleaning up (pods, pullgate-cri, containerd, registry, bus, temp files)\n' \
+    "$((SECONDS - T_START))" "$((SECONDS - T_BUILT))"
 if ((FAILED > 0)); then
     printf '   %s%d expected outcome(s) did not happen%s\n' "$R" "$FAILED" "$N"
     exit 1
