@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The shared library must export exactly the documented API (the functions
 # declared in include/pullgate/pullgate.h), all under version PULLGATE_1.
 set -euo pipefail

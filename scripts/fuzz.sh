@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds every libFuzzer target with clang (ASan + UBSan) and runs each for a
 # bounded time on a copy of its seed corpus. Prints executions per target.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every pullgate test on a fresh Debian 12 machine (as root):
 #   1. release build with -Werror and hardening; unit + integration tests (ctest)
 #   2. ASan + UBSan build; unit tests and the CLI/hook integration tests under it

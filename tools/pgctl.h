@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by pullgatectl's command modules. */
 #ifndef PG_PGCTL_H
 #define PG_PGCTL_H

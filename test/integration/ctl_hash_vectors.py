@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs every credential-hash vector through `pullgatectl hash`.
 
 Each vector is checked through

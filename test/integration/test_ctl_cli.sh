@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # pullgatectl end to end: exit statuses, --help of every command, the record
 # flows (record-intent/record-pulled/record-failed, list, show, prune, verify),
 # check-config, and fail-closed handling of a corrupt record.

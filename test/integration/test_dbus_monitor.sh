@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # D-Bus end to end: a private dbus-daemon, `pullgatectl monitor` (JSON and
 # human) subscribed to dev.pullgate.PullGate1, and the record commands whose
 # store emits PullIntent / ImagePulled / PullFailed / RecordsPruned. Checks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration: defaults, every key valid and invalid, strict loading, file safety. */
 #include "internal.h"
 #include "testutil.h"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Helpers sourced by pullgate's integration tests and scripts/demo.sh.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Podman as a local stand-in for CRI-O's hooks.d path (Debian 12: podman 4.3 + runc).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # A private registry with authentication on 127.0.0.1, and test images built
 # locally (no network): Debian's docker-registry (distribution 2.8) + htpasswd
