@@ -35,6 +35,13 @@ long long wh_now_ms(void)
     return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 }
 
+long long wh_now_us(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+}
+
 static int check_opened(int fd, const char *path, size_t max, int private_, char *msg,
                         size_t msg_size)
 {

@@ -33,7 +33,8 @@ int wh_file_id_equal(const wh_file_id *a, const wh_file_id *b);
 int wh_read_file(const char *path, size_t max, int private_, char **buf, size_t *len, char *msg,
                  size_t msg_size);
 
-/* Monotonic milliseconds. */
+/* Monotonic milliseconds and microseconds. */
 long long wh_now_ms(void);
+long long wh_now_us(void);
 
 #endif

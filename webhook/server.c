@@ -99,7 +99,7 @@ static pg_mac_key *load_key(const char *path, char *msg, size_t msg_size)
 
 static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, const upload *u)
 {
-    long long start = wh_now_ms();
+    long long start = wh_now_us();
     char key_msg[WH_MESSAGE_MAX] = "";
     pg_mac_key *key = NULL;
     if (s->cfg.hmac_key_file && *s->cfg.hmac_key_file)
@@ -115,7 +115,7 @@ static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, cons
     pg_mac_key_free(key);
     if (res.log) {
         json_object_set_new(res.log, "httpStatus", json_integer(res.http_status));
-        json_object_set_new(res.log, "durationMs", json_real((double)(wh_now_ms() - start)));
+        json_object_set_new(res.log, "durationMs", json_real((double)(wh_now_us() - start) / 1000.0));
     }
     wh_log_fields(res.http_status == 200 ? "info" : "warning", "admission review", res.log);
     enum MHD_Result ret = respond(c, (unsigned int)res.http_status, res.content_type, res.body);
