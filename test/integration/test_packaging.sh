@@ -88,6 +88,7 @@ CONFIG=/etc/pullgate/config.json
 LIBDIR=/usr/lib/$MULTIARCH
 INSTALLED=(
     "$HOOK" "$HOOK_JSON" "$CONFIG" /usr/bin/pullgatectl
+    /usr/bin/pullgate-webhook /usr/share/man/man8/pullgate-webhook.8.gz
     /usr/libexec/pullgate/pullgate-prune /usr/lib/tmpfiles.d/pullgate.conf
     /lib/systemd/system/pullgate-prune.service /lib/systemd/system/pullgate-prune.timer
     /usr/share/man/man8/pullgatectl.8.gz /usr/share/man/man8/pullgate-hook.8.gz
@@ -138,7 +139,7 @@ if [[ -d /var/lib/pullgate && "$(stat -c %a /var/lib/pullgate)" == 700 ]]; then
 else
     pg_check_fail "/var/lib/pullgate missing or not 0700"
 fi
-for page in pullgatectl pullgate-hook pullgate.json; do
+for page in pullgatectl pullgate-hook pullgate-webhook pullgate.json; do
     if man -w "$page" >/dev/null 2>&1; then pg_check_ok "man $page"; else pg_check_fail "man $page not found"; fi
 done
 
@@ -252,6 +253,7 @@ sort >"$WORK/rpm-expected" <<EOF
 /etc/pullgate
 /etc/pullgate/config.json
 /usr/bin/pullgatectl
+/usr/bin/pullgate-webhook
 $unitdir/pullgate-prune.service
 $unitdir/pullgate-prune.timer
 $tmpfilesdir/pullgate.conf
@@ -269,6 +271,7 @@ $tmpfilesdir/pullgate.conf
 /usr/share/licenses/pullgate-1.0.0/LICENSE
 /usr/share/man/man5/pullgate.json.5
 /usr/share/man/man8/pullgate-hook.8
+/usr/share/man/man8/pullgate-webhook.8
 /usr/share/man/man8/pullgatectl.8
 $libdir/libpullgate.so.1
 $libdir/libpullgate.so.1.0.0
