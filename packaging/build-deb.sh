@@ -11,6 +11,8 @@
 set -eu
 
 src=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=packaging/stage-tree.sh
+. "$src/packaging/stage-tree.sh"
 outdir=${1:-$src/build-deb}
 mkdir -p "$outdir"
 outdir=$(cd "$outdir" && pwd)
@@ -28,16 +30,7 @@ trap 'exit 1' HUP INT TERM
 
 tree=$tmp/pullgate-$upstream
 mkdir -p "$tree"
-if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    # Tracked and untracked-but-not-ignored files that exist on disk.
-    (cd "$src" && git ls-files --cached --others --exclude-standard |
-        while IFS= read -r f; do
-            if [ -f "$f" ] || [ -L "$f" ]; then printf '%s\n' "$f"; fi
-        done) >"$tmp/files"
-    tar -C "$src" -cf - -T "$tmp/files" | tar -C "$tree" -xf -
-else
-    tar -C "$src" --exclude='./build*' --exclude=./.git -cf - . | tar -C "$tree" -xf -
-fi
+pg_stage_tree "$src" "$tree"
 rm -rf "$tree/debian"
 cp -a "$tree/packaging/debian" "$tree/debian"
 # An upstream tarball, so the 3.0 (quilt) source format is complete.

@@ -11,6 +11,8 @@
 set -eu
 
 src=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=packaging/stage-tree.sh
+. "$src/packaging/stage-tree.sh"
 outdir=${1:-$src/build-rpm}
 mkdir -p "$outdir"
 outdir=$(cd "$outdir" && pwd)
@@ -25,15 +27,7 @@ trap cleanup EXIT
 trap 'exit 1' HUP INT TERM
 mkdir -p "$top/SOURCES" "$top/SPECS" "$top/BUILD" "$top/RPMS" "$top/SRPMS" "$top/stage/pullgate-$version"
 
-if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    (cd "$src" && git ls-files --cached --others --exclude-standard |
-        while IFS= read -r f; do
-            if [ -f "$f" ] || [ -L "$f" ]; then printf '%s\n' "$f"; fi
-        done) >"$top/files"
-    tar -C "$src" -cf - -T "$top/files" | tar -C "$top/stage/pullgate-$version" -xf -
-else
-    tar -C "$src" --exclude='./build*' --exclude=./.git -cf - . | tar -C "$top/stage/pullgate-$version" -xf -
-fi
+pg_stage_tree "$src" "$top/stage/pullgate-$version"
 tar -C "$top/stage" -czf "$top/SOURCES/pullgate-$version.tar.gz" "pullgate-$version"
 cp "$spec" "$top/SPECS/"
 
