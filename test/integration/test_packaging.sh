@@ -87,8 +87,9 @@ HOOK_JSON=/usr/share/containers/oci/hooks.d/pullgate.json
 CONFIG=/etc/pullgate/config.json
 LIBDIR=/usr/lib/$MULTIARCH
 INSTALLED=(
-    "$HOOK" "$HOOK_JSON" "$CONFIG" /usr/bin/pullgatectl
+    "$HOOK" "$HOOK_JSON" "$CONFIG" /usr/bin/pullgatectl /usr/bin/pullgate-cri
     /usr/bin/pullgate-webhook /usr/share/man/man8/pullgate-webhook.8.gz
+    /lib/systemd/system/pullgate-cri.service /usr/share/man/man8/pullgate-cri.8.gz
     /usr/libexec/pullgate/pullgate-prune /usr/lib/tmpfiles.d/pullgate.conf
     /lib/systemd/system/pullgate-prune.service /lib/systemd/system/pullgate-prune.timer
     /usr/share/man/man8/pullgatectl.8.gz /usr/share/man/man8/pullgate-hook.8.gz
@@ -102,6 +103,14 @@ for f in "${INSTALLED[@]}"; do
     if [[ -e "$f" ]]; then pg_check_ok "installed: $f"; else pg_check_fail "missing: $f"; fi
 done
 [[ -x "$HOOK" ]] && pg_check_ok "hook is executable" || pg_check_fail "hook not executable"
+if ldd /usr/bin/pullgate-cri 2>&1 | grep -q 'not found'; then
+    pg_check_fail "pullgate-cri: libraries not found: $(ldd /usr/bin/pullgate-cri 2>&1 | grep 'not found' | xargs)"
+else
+    pg_check_ok "pullgate-cri: every library it links is installed (package dependencies)"
+fi
+grep -qx 'ExecStart=/usr/bin/pullgate-cri' /lib/systemd/system/pullgate-cri.service &&
+    pg_check_ok "pullgate-cri.service runs /usr/bin/pullgate-cri" ||
+    pg_check_fail "pullgate-cri.service: $(grep ExecStart /lib/systemd/system/pullgate-cri.service)"
 if [[ "$(readlink "$LIBDIR/libpullgate.so.1")" == libpullgate.so.1.0.0 ]]; then
     pg_check_ok "SONAME link libpullgate.so.1 -> libpullgate.so.1.0.0"
 else
@@ -139,7 +148,7 @@ if [[ -d /var/lib/pullgate && "$(stat -c %a /var/lib/pullgate)" == 700 ]]; then
 else
     pg_check_fail "/var/lib/pullgate missing or not 0700"
 fi
-for page in pullgatectl pullgate-hook pullgate-webhook pullgate.json; do
+for page in pullgatectl pullgate-hook pullgate-cri pullgate-webhook pullgate.json; do
     if man -w "$page" >/dev/null 2>&1; then pg_check_ok "man $page"; else pg_check_fail "man $page not found"; fi
 done
 
@@ -252,8 +261,10 @@ tmpfilesdir="$(ev '%{?_tmpfilesdir}')"; [[ -n "$tmpfilesdir" ]] || tmpfilesdir=/
 sort >"$WORK/rpm-expected" <<EOF
 /etc/pullgate
 /etc/pullgate/config.json
+/usr/bin/pullgate-cri
 /usr/bin/pullgatectl
 /usr/bin/pullgate-webhook
+$unitdir/pullgate-cri.service
 $unitdir/pullgate-prune.service
 $unitdir/pullgate-prune.timer
 $tmpfilesdir/pullgate.conf
@@ -270,6 +281,7 @@ $tmpfilesdir/pullgate.conf
 /usr/share/licenses/pullgate-1.0.0
 /usr/share/licenses/pullgate-1.0.0/LICENSE
 /usr/share/man/man5/pullgate.json.5
+/usr/share/man/man8/pullgate-cri.8
 /usr/share/man/man8/pullgate-hook.8
 /usr/share/man/man8/pullgate-webhook.8
 /usr/share/man/man8/pullgatectl.8
