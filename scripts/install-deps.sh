@@ -14,6 +14,8 @@ PACKAGES=(
   # daemons: pullgate-cri (gRPC C core, protobuf-c), pullgate-webhook (libmicrohttpd, libcurl)
   libgrpc-dev protobuf-c-compiler libprotobuf-c-dev libmicrohttpd-dev libcurl4-openssl-dev
   python3-protobuf openssl
+  # webhook tests: manifest checks (YAML) and TLS calls as the API server makes them
+  python3-yaml curl
   # packaging
   debhelper devscripts lintian rpm rpmlint fakeroot
 )
