@@ -444,8 +444,9 @@ static int create_temp(int dirfd, const char *name, char *tmp, size_t tmp_size, 
 }
 
 /* Atomic, durable replacement of dir/sub/name by data. */
-static int write_file_atomic(int dirfd, const char *dir, const char *sub, const char *name,
-                             const char *data, size_t len, pg_error *err)
+/* Atomic replacement; durable (file and directory fsync'd) when sync is set. */
+static int write_file_replace(int dirfd, const char *dir, const char *sub, const char *name,
+                              const char *data, size_t len, bool sync, pg_error *err)
 {
     char tmp[FILE_NAME_LEN + 32];
     int fd;
@@ -454,7 +455,7 @@ static int write_file_atomic(int dirfd, const char *dir, const char *sub, const 
     const char *step = NULL;
     if (write_all(fd, data, len) != 0)
         step = "write";
-    else if (fsync_retry(fd) != 0)
+    else if (sync && fsync_retry(fd) != 0)
         step = "fsync";
     int e = errno;
     if (close(fd) != 0 && !step) {
@@ -469,9 +470,15 @@ static int write_file_atomic(int dirfd, const char *dir, const char *sub, const 
         unlinkat(dirfd, tmp, 0);
         return pg_fail_errno(err, e, "%s %s/%s/%s", step, dir, sub, tmp);
     }
-    if (fsync_retry(dirfd) != 0)
+    if (sync && fsync_retry(dirfd) != 0)
         return pg_fail_errno(err, errno, "fsync %s/%s", dir, sub);
     return PG_OK;
+}
+
+static int write_file_atomic(int dirfd, const char *dir, const char *sub, const char *name,
+                             const char *data, size_t len, pg_error *err)
+{
+    return write_file_replace(dirfd, dir, sub, name, data, len, true, err);
 }
 
 /* unlinkat + directory fsync; *removed tells whether anything was there. */
@@ -1583,23 +1590,33 @@ static int scan_names_entry(int dirfd, const record_dir *d, const char *name, vo
     return PG_OK;
 }
 
-static void stamp_of(const record_dir *d, const char *sub, char *out, size_t n)
+/*
+ * A directory changed less than this long ago is not cached: file systems keep
+ * mtime at timer-tick granularity, so a record added in the same tick as the
+ * stamp could otherwise hide behind an unchanged stamp.
+ */
+#define CACHE_QUIET_S 2
+
+static void stamp_of(const record_dir *d, const char *sub, char *out, size_t n, bool *recent)
 {
     struct stat st;
     if (fstatat(d->fd, sub, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         snprintf(out, n, "-");
         return;
     }
+    if (st.st_mtim.tv_sec >= time(NULL) - CACHE_QUIET_S)
+        *recent = true;
     snprintf(out, n, "%ju:%ju:%lld.%09ld", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
              (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
 }
 
 /* The first line of a cache: what the directory looked like before the scan. */
-static void dir_stamp(const record_dir *d, char *out, size_t n)
+static void dir_stamp(const record_dir *d, char *out, size_t n, bool *recent)
 {
     char pulled[96], pulling[96];
-    stamp_of(d, SUB_PULLED, pulled, sizeof pulled);
-    stamp_of(d, SUB_PULLING, pulling, sizeof pulling);
+    *recent = false;
+    stamp_of(d, SUB_PULLED, pulled, sizeof pulled, recent);
+    stamp_of(d, SUB_PULLING, pulling, sizeof pulling, recent);
     snprintf(out, n, "%s%s %s\n", CACHE_MAGIC, pulled, pulling);
 }
 
@@ -1607,7 +1624,8 @@ static void dir_stamp(const record_dir *d, char *out, size_t n)
 static int dir_names(const pg_store *s, const record_dir *d, char **text_out, pg_error *err)
 {
     char stamp[256];
-    dir_stamp(d, stamp, sizeof stamp);
+    bool recent;
+    dir_stamp(d, stamp, sizeof stamp, &recent);
     file_name cache_name;
     int rc = pg_record_file_name(d->path, cache_name, err);
     int cache_fd = -1;
@@ -1630,7 +1648,7 @@ static int dir_names(const pg_store *s, const record_dir *d, char **text_out, pg
         rc = walk_records(d, SUB_PULLED, scan_names_entry, &b, err);
     if (rc == PG_OK && b.failed)
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (rc == PG_OK && cache_fd >= 0) /* best effort: a cache we cannot write means a rescan */
+    if (rc == PG_OK && cache_fd >= 0 && !recent) /* best effort: no cache means a rescan */
         write_file_atomic(cache_fd, s->dirs[0].path, SUB_DIRCACHE, cache_name, b.p, b.len, NULL);
     if (cache_fd >= 0)
         close(cache_fd);
@@ -1799,8 +1817,11 @@ static int names_write_groups(const pg_store *s, int fd, char **lines, size_t n,
         for (size_t k = 0; b.p && k < b.len; k++)
             if (!(b.p[k] == ' ' && k + 1 < b.len && b.p[k + 1] == '\n'))
                 b.p[w++] = b.p[k];
+        /* Not fsync'd one by one (a rebuild may write 100k files): the caller
+         * removed the .complete marker first and syncs before restoring it. */
         rc = b.failed ? pg_fail(err, PG_ERR_NOMEM, "out of memory")
-                      : write_file_atomic(fd, s->dirs[0].path, SUB_NAMES, name, b.p, w, err);
+                      : write_file_replace(fd, s->dirs[0].path, SUB_NAMES, name, b.p, w, false,
+                                           err);
         free(b.p);
         i = j;
     }
@@ -1863,10 +1884,18 @@ static int names_rebuild_locked(const pg_store *s, pg_error *err)
     int fd = -1;
     if (rc == PG_OK)
         rc = open_subdir(d, SUB_NAMES, &fd, err);
+    /* Until the rebuilt index is on disk, a crash must leave it marked incomplete
+     * (lookups then scan): marker off, write, syncfs, marker on. */
+    if (rc == PG_OK && unlinkat(d->fd, NAMES_COMPLETE, 0) != 0 && errno != ENOENT)
+        rc = pg_fail_errno(err, errno, "remove %s/%s", d->path, NAMES_COMPLETE);
+    if (rc == PG_OK && fsync_retry(fd) != 0)
+        rc = pg_fail_errno(err, errno, "fsync %s/%s", d->path, SUB_NAMES);
     if (rc == PG_OK) {
         qsort(lines, n, sizeof *lines, cmp_lines);
         rc = names_write_groups(s, fd, lines, n, err);
     }
+    if (rc == PG_OK && syncfs(fd) != 0)
+        rc = pg_fail_errno(err, errno, "syncfs %s/%s", d->path, SUB_NAMES);
     if (rc == PG_OK) {
         names_remove_unused(fd, lines, n);
         names_mark_complete(d);

@@ -1,5 +1,6 @@
 /* Unit tests of plugin/store.c: record directories, intents, index, hostile files. */
 #include "internal.h"
+#include "store_lookup.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -691,6 +692,132 @@ START_TEST(record_aliases)
 }
 END_TEST
 
+START_TEST(name_index)
+{
+    pg_store *s = open_store();
+    pg_error err = {0};
+    char *marker = tu_sprintf("%s/pullgate-names/.complete", fx.state);
+    ck_assert_int_eq(access(marker, F_OK), 0); /* a new, empty state dir is complete */
+    pulled_with_secret(s, APP, REF1, "team-a");
+    pulled_with_secret(s, APP_NAME ":2.0", REF2, "team-a");
+    char *names = record_path(fx.state, "pullgate-names", APP_NAME);
+    size_t len;
+    char *text = tu_read_file(names, &len);
+    ck_assert_ptr_nonnull(text);
+    char f1[7 + PG_HASH_HEX_LEN + 1], f2[7 + PG_HASH_HEX_LEN + 1];
+    pg_record_file_name(REF1, f1, NULL);
+    pg_record_file_name(REF2, f2, NULL);
+    ck_assert_msg(strstr(text, f1) && strstr(text, f2), "name index: %s", text);
+    free(text);
+    pg_record **recs = NULL;
+    size_t n = 0;
+    bool unknown = true;
+    ck_assert_int_eq(pg_store_records_mapping(s, APP_NAME, &recs, &n, &unknown, &err), PG_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert(!unknown);
+    for (size_t i = 0; i < n; i++)
+        pg_record_free(recs[i]);
+    free(recs);
+    ck_assert_int_eq(pg_store_records_mapping(s, "registry.example.com/other", NULL, &n, &unknown,
+                                              &err), PG_OK);
+    ck_assert_uint_eq(n, 0);
+    /* Prune rebuilds the index from the records that remain (REF1 kept, REF2 pruned). */
+    ck_assert_int_eq(unlink(names), 0);
+    const char *in_use[] = {REF1, NULL};
+    unsigned pruned = 0;
+    ck_assert_int_eq(pg_store_prune(s, in_use, 0, &pruned, &err), PG_OK);
+    ck_assert_uint_eq(pruned, 1);
+    text = tu_read_file(names, &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strstr(text, f1) && !strstr(text, f2), "rebuilt name index: %s", text);
+    ck_assert_int_eq(access(marker, F_OK), 0);
+    free(text);
+    free(names);
+    free(marker);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(name_cache_of_read_only_dir)
+{
+    /* A kubelet directory: its names come from a scan, cached, rescanned when it changes. */
+    make_ro_dir();
+    char *rec = record_text(PG_API_V1ALPHA1, REF1);
+    char *path = place_record(fx.ro, REF1, rec, 0600);
+    /* A directory quiet for a while (one changed within the last seconds is never cached). */
+    struct timespec old[2] = {{time(NULL) - 120, 0}, {time(NULL) - 120, 0}};
+    char *sub = tu_sprintf("%s/pulled", fx.ro);
+    ck_assert_int_eq(utimensat(AT_FDCWD, sub, old, 0), 0);
+    free(sub);
+    sub = tu_sprintf("%s/pulling", fx.ro);
+    ck_assert_int_eq(utimensat(AT_FDCWD, sub, old, 0), 0);
+    free(sub);
+    pg_store *s = open_store();
+    pg_error err = {0};
+    size_t n = 0;
+    bool unknown = false;
+    ck_assert_int_eq(pg_store_records_mapping(s, APP_NAME, NULL, &n, &unknown, &err), PG_OK);
+    ck_assert_uint_eq(n, 1);
+    char *cache = record_path(fx.state, "pullgate-dircache", fx.ro);
+    ck_assert_int_eq(access(cache, F_OK), 0);
+    ck_assert_int_eq(unlink(path), 0); /* the directory changed: the cache is stale */
+    ck_assert_int_eq(pg_store_records_mapping(s, APP_NAME, NULL, &n, &unknown, &err), PG_OK);
+    ck_assert_uint_eq(n, 0);
+    /* An unreadable record may map any name. */
+    tu_write_file(path, "garbage", -1, 0600);
+    ck_assert_int_eq(pg_store_records_mapping(s, "registry.example.com/x", NULL, &n, &unknown,
+                                              &err), PG_OK);
+    ck_assert(unknown);
+    free(cache);
+    free(rec);
+    free(path);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(credential_times)
+{
+    pg_store *s = open_store();
+    pg_error err = {0};
+    pulled_with_secret(s, APP, REF1, "team-a");
+    pg_record *rec = NULL;
+    ck_assert_int_eq(pg_store_get(s, REF1, &rec, &err), PG_OK);
+    const pg_rec_mapping *m = pg_record_find(rec, APP_NAME);
+    ck_assert_ptr_nonnull(m);
+    time_t t = 0;
+    ck_assert_int_eq(pg_store_credential_time(s, rec, APP_NAME, &m->secrets[0], NULL, &t, &err),
+                     PG_OK);
+    ck_assert_msg(t >= time(NULL) - 5 && t <= time(NULL), "time %lld", (long long)t);
+    char *side = record_path(fx.state, "pullgate-credtimes", REF1);
+    ck_assert_int_eq(access(side, F_OK), 0);
+    /* A side file that is not ours fails closed. */
+    tu_write_file(side, "{\"imageRef\":\"sha256:other\",\"times\":{}}", -1, 0600);
+    ck_assert_int_ne(pg_store_credential_time(s, rec, APP_NAME, &m->secrets[0], NULL, &t, &err),
+                     PG_OK);
+    free(side);
+    pg_record_free(rec);
+    pg_store_free(s);
+}
+END_TEST
+
+START_TEST(intents_under_both_spellings)
+{
+    pg_store *s = open_store();
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_record_intent(s, "nginx:1.25", &err), PG_OK);
+    char *short_path = record_path(fx.state, "pulling", "nginx:1.25");
+    char *long_path = record_path(fx.state, "pulling", "docker.io/library/nginx:1.25");
+    ck_assert_int_eq(access(short_path, F_OK), 0);
+    ck_assert_int_eq(access(long_path, F_OK), 0);
+    pulled_with_secret(s, "nginx:1.25", REF1, "team-a");
+    ck_assert_int_ne(access(short_path, F_OK), 0);
+    ck_assert_int_ne(access(long_path, F_OK), 0);
+    free(short_path);
+    free(long_path);
+    pg_store_free(s);
+}
+END_TEST
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("store");
@@ -706,6 +833,10 @@ static Suite *store_suite(void)
     tcase_add_test(basic, prune_removes_stale_temps_and_keeps_bad_files);
     tcase_add_test(basic, resolve_image);
     tcase_add_test(basic, record_aliases);
+    tcase_add_test(basic, name_index);
+    tcase_add_test(basic, name_cache_of_read_only_dir);
+    tcase_add_test(basic, credential_times);
+    tcase_add_test(basic, intents_under_both_spellings);
     tcase_add_test(basic, intent_reference_counting);
     tcase_add_test(basic, intent_in_read_only_dir);
     tcase_add_test(basic, read_only_dirs);
