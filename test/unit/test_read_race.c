@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ROUNDS 20000
@@ -51,6 +52,23 @@ static void *rename_loop(void *arg)
     return NULL;
 }
 
+/*
+ * At each quarter of the reads, the writer must have renamed since the last one.
+ * A loaded machine may deschedule it for a while, so give it up to 10 s rather
+ * than fail on scheduling; a writer that stopped never catches up.
+ */
+static long await_progress(writer_ctx *w, long since)
+{
+    for (int waited_ms = 0; waited_ms < 10000; waited_ms++) {
+        long now = atomic_load(&w->renames);
+        if (now > since || atomic_load(&w->failed))
+            return now;
+        struct timespec ms = {0, 1000 * 1000};
+        nanosleep(&ms, NULL);
+    }
+    return atomic_load(&w->renames);
+}
+
 START_TEST(reader_never_sees_a_replaced_record_as_unsafe)
 {
     char *dir = tu_mkdtemp();
@@ -68,8 +86,9 @@ START_TEST(reader_never_sees_a_replaced_record_as_unsafe)
     long progress[QUARTERS + 1];
     progress[0] = atomic_load(&w.renames);
     for (int i = 0; i < ROUNDS; i++) {
+        int q = i / (ROUNDS / QUARTERS);
         if (i > 0 && i % (ROUNDS / QUARTERS) == 0)
-            progress[i / (ROUNDS / QUARTERS)] = atomic_load(&w.renames);
+            progress[q] = await_progress(&w, progress[q - 1]);
         char *buf = NULL;
         size_t len = 0;
         pg_error err = {0};
@@ -79,7 +98,7 @@ START_TEST(reader_never_sees_a_replaced_record_as_unsafe)
         ck_assert_msg(rc == PG_OK || rc == PG_ERR_UNSAFE, "round %d: %s", i, err.message);
         free(buf);
     }
-    progress[QUARTERS] = atomic_load(&w.renames);
+    progress[QUARTERS] = await_progress(&w, progress[QUARTERS - 1]);
     atomic_store(&w.stop, 1);
     pthread_join(t, NULL);
     close(dirfd);
