@@ -1891,7 +1891,8 @@ static int names_rebuild_locked(const pg_store *s, pg_error *err)
     if (rc == PG_OK && fsync_retry(fd) != 0)
         rc = pg_fail_errno(err, errno, "fsync %s/%s", d->path, SUB_NAMES);
     if (rc == PG_OK) {
-        qsort(lines, n, sizeof *lines, cmp_lines);
+        if (n) /* qsort's base must not be NULL, even for 0 elements */
+            qsort(lines, n, sizeof *lines, cmp_lines);
         rc = names_write_groups(s, fd, lines, n, err);
     }
     if (rc == PG_OK && syncfs(fd) != 0)
