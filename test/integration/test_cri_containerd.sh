@@ -205,6 +205,8 @@ code_of() { sed -n 's/^rpc error: code = \([A-Z_]*\) .*/\1/p' <<<"$1" | head -n1
     pg_check_ok "the same status code as containerd's own answer ($(code_of "$OUT_DIRECT"))" ||
     pg_check_fail "status differs: proxy '$OUT_PROXY' direct '$OUT_DIRECT'"
 pg_expect_contains "the runtime's error reaches the client" "$OUT_PROXY" "401 Unauthorized"
+[[ "$OUT_PROXY" == "$OUT_DIRECT" ]] && pg_check_ok "the same status message as containerd's own answer" ||
+    pg_check_fail "messages differ: proxy '$OUT_PROXY' direct '$OUT_DIRECT'"
 [[ -z "$(ls -A "$STATE/pulled" 2>/dev/null)" ]] && pg_check_ok "no pulled record after the failed pull" ||
     pg_check_fail "pulled/ is not empty after a failed pull: $(ls "$STATE/pulled")"
 expect_signal "PullFailed signal" PullFailed "image=$IMG_APP"
