@@ -1701,25 +1701,23 @@ typedef struct name_hits {
 static int hit_load(const pg_store *s, size_t i, const char *file, const char *image_name,
                     name_hits *h, pg_error *err)
 {
+    if (!h->load) {
+        /* Counting (the preloaded proof): the record file existing is enough. A
+         * record never loses a mapping (merges only add), and anything at that
+         * name, even unreadable, errs on the strict side. A stale line is skipped. */
+        char path[sizeof SUB_PULLED + FILE_NAME_LEN + 1];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", SUB_PULLED, file);
+        if (fstatat(s->dirs[i].fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+            h->n++;
+        return PG_OK;
+    }
     pg_record *rec;
-    pg_error why = {0};
-    int rc = get_from_dir(&s->dirs[i], file, &rec, &why);
+    int rc = get_from_dir(&s->dirs[i], file, &rec, err);
     if (rc == PG_ERR_NOT_FOUND) /* a stale line: the record is gone */
         return PG_OK;
-    if (rc != PG_OK && !h->load) { /* counting: an unusable record may map the name */
-        h->unknown = true;
-        return PG_OK;
-    }
-    if (rc != PG_OK) {
-        if (err)
-            *err = why;
+    if (rc != PG_OK)
         return rc;
-    }
-    if (!h->load) {
-        h->n += pg_record_find(rec, image_name) != NULL;
-        pg_record_free(rec);
-        return PG_OK;
-    }
     if (!pg_record_find(rec, image_name)) {
         pg_record_free(rec);
         return PG_OK;
@@ -1747,6 +1745,8 @@ static int hits_from_text(const pg_store *s, size_t i, const char *text, const c
         const char *end = strchr(p, '\n');
         size_t n = end ? (size_t)(end - p) : strlen(p);
         char file[FILE_NAME_LEN + 1];
+        if (!h->load && h->n)
+            break; /* counting stops at the first record: one is proof enough */
         if (n == PG_HASH_HEX_LEN + 1 + FILE_NAME_LEN && memcmp(p, hex, PG_HASH_HEX_LEN) == 0) {
             memcpy(file, p + PG_HASH_HEX_LEN + 1, FILE_NAME_LEN);
             file[FILE_NAME_LEN] = '\0';
@@ -1772,7 +1772,7 @@ int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_r
     if (rc == PG_OK)
         rc = pg_sha256_hex(image_name, strlen(image_name), hex, err);
     name_hits h = {recs != NULL, NULL, 0, 0, false};
-    for (size_t i = 0; rc == PG_OK && i < store->n_dirs; i++) {
+    for (size_t i = 0; rc == PG_OK && i < store->n_dirs && (h.load || !h.n); i++) {
         char *text = NULL;
         if (i == 0 && store->writable && names_complete(&store->dirs[0]))
             rc = own_names(store, image_name, hex, &text, err);
