@@ -385,5 +385,15 @@ for p in "${PG_NODE_PODS[@]}"; do
     cri remove-pod --id "$p" >/dev/null 2>&1 || pg_check_fail "RemovePodSandbox $p"
 done
 PG_NODE_PODS=()
+# SIGTERM drains and exits 0; a sanitizer build (PULLGATE_CRI from an ASan build) reports here.
+kill -TERM "$PG_PROXY_PID"
+wait "$PG_PROXY_PID"
+RC=$?
+PG_PROXY_PID=""
+[[ "$RC" == 0 ]] && pg_check_ok "pullgate-cri exits 0 on SIGTERM" || pg_check_fail "pullgate-cri exit status $RC on SIGTERM"
+if grep -q 'Sanitizer' "$PG_CD_DIR/pullgate-cri.log"; then
+    pg_check_fail "sanitizer report in pullgate-cri's log"
+    grep -A20 'Sanitizer' "$PG_CD_DIR/pullgate-cri.log" | head -n 40 | sed 's/^/       | /' >&2
+fi
 pg_log "elapsed: $((SECONDS - T0)) s"
 pg_summary
