@@ -37,8 +37,8 @@ int pg_cred_hash(const pg_cred *c, char out[PG_HASH_HEX_LEN + 1], pg_error *err)
     go_json_field(&b, &first, "password", c->pass, c->pass_len);
     go_json_field(&b, &first, "email", c->email, c->email_len);
     pg_buf_append(&b, "}", 1);
-    int rc = b.oom ? pg_fail(err, PG_ERR_NOMEM, "out of memory")
-                   : pg_sha256_hex(b.p, b.len, out, err);
+    int rc =
+        b.oom ? pg_fail(err, PG_ERR_NOMEM, "out of memory") : pg_sha256_hex(b.p, b.len, out, err);
     free(b.p);
     return rc;
 }
@@ -66,4 +66,3 @@ PG_API int pg_credential_hash(const char *username, const char *password, const 
         rc = bounded_len(email, "email", &c.email_len, err);
     return rc == PG_OK ? pg_cred_hash(&c, out, err) : rc;
 }
-

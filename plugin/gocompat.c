@@ -154,8 +154,7 @@ static bool b64_padding_ok(const char *s, size_t n, size_t i, int have)
  * DecodeString: non-strict, so unused trailing bits are ignored. out must
  * hold n bytes. Returns false on corrupt input.
  */
-bool pg_go_base64_decode(const char *s, size_t n, bool padded, unsigned char *out,
-                             size_t *out_len)
+bool pg_go_base64_decode(const char *s, size_t n, bool padded, unsigned char *out, size_t *out_len)
 {
     uint32_t acc = 0;
     int have = 0;
@@ -578,4 +577,3 @@ bool pg_go_path_match(const char *pattern, const char *name)
     }
     return true;
 }
-

@@ -27,8 +27,7 @@ bool pg_go_json_key_matches(const char *key, const char *field);
 
 /* base64.StdEncoding (padded) / RawStdEncoding DecodeString of s[:n] into out
  * (room for n bytes). false on corrupt input. */
-bool pg_go_base64_decode(const char *s, size_t n, bool padded, unsigned char *out,
-                         size_t *out_len);
+bool pg_go_base64_decode(const char *s, size_t n, bool padded, unsigned char *out, size_t *out_len);
 /* strings.HasSuffix(strings.TrimSpace(s), "="): the kubelet's choice of decoder. */
 bool pg_go_base64_is_padded(const char *s, size_t n);
 

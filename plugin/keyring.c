@@ -17,9 +17,9 @@
 /* ===================================================== dockerconfig entries */
 
 typedef struct entry {
-    char *key;      /* keyring index key, NULL when the location does not parse */
+    char *key; /* keyring index key, NULL when the location does not parse */
     char hash[PG_HASH_HEX_LEN + 1];
-    size_t order;   /* position in the document: ties keep document order */
+    size_t order; /* position in the document: ties keep document order */
 } entry;
 
 typedef struct entries {
@@ -70,15 +70,16 @@ static int read_entry_fields(json_t *obj, pg_cred *c, const char **auth, size_t 
 }
 
 /* decodeDockerConfigFieldAuth: base64 "user:pass" replaces username/password. */
-static int hash_with_auth(pg_cred *c, const char *auth, size_t auth_len, char out[PG_HASH_HEX_LEN + 1],
-                          pg_error *err)
+static int hash_with_auth(pg_cred *c, const char *auth, size_t auth_len,
+                          char out[PG_HASH_HEX_LEN + 1], pg_error *err)
 {
     unsigned char *dec = malloc(auth_len + 1);
     if (!dec)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     size_t dec_len = 0;
     int rc = PG_OK;
-    if (!pg_go_base64_decode(auth, auth_len, pg_go_base64_is_padded(auth, auth_len), dec, &dec_len)) {
+    if (!pg_go_base64_decode(auth, auth_len, pg_go_base64_is_padded(auth, auth_len), dec,
+                             &dec_len)) {
         rc = pg_fail(err, PG_ERR_INVALID, "dockerconfig: \"auth\" is not valid base64");
     } else {
         const unsigned char *colon = memchr(dec, ':', dec_len);
@@ -273,7 +274,8 @@ static int keyring_lookup(const entries *e, const char *image_name, pg_strv *out
     if (rc != PG_OK || out->n > 0 || !is_default_registry_match(image_name))
         return rc;
     for (size_t i = 0; i < e->n; i++) /* Docker Hub fallback */
-        if (strcmp(e->v[i].key, "index.docker.io") == 0 && pg_strv_push(out, e->v[i].hash, NULL) != PG_OK)
+        if (strcmp(e->v[i].key, "index.docker.io") == 0 &&
+            pg_strv_push(out, e->v[i].hash, NULL) != PG_OK)
             return PG_ERR_NOMEM;
     return PG_OK;
 }
@@ -429,4 +431,3 @@ PG_API int pg_dockerconfig_hashes(const char *json, size_t len, const char *imag
     *hashes_out = out.v;
     return PG_OK;
 }
-

@@ -4,34 +4,23 @@
 
 #include <stddef.h>
 
+/* The members ABI 1 defined: every table starts with them, in this order. */
+#define PG_MODULE_V1_MEMBERS                                                                       \
+    .version = pg_version, .config_new = pg_config_new, .config_load_file = pg_config_load_file,   \
+    .config_set = pg_config_set, .config_free = pg_config_free, .store_open = pg_store_open,       \
+    .store_free = pg_store_free, .decide = pg_decide, .record_pulled = pg_store_record_pulled,     \
+    .credential_hash = pg_credential_hash
+
 static const pg_module_v1 module_v1 = {
     .abi = PG_MODULE_ABI_V1,
     .size = sizeof(pg_module_v1),
-    .version = pg_version,
-    .config_new = pg_config_new,
-    .config_load_file = pg_config_load_file,
-    .config_set = pg_config_set,
-    .config_free = pg_config_free,
-    .store_open = pg_store_open,
-    .store_free = pg_store_free,
-    .decide = pg_decide,
-    .record_pulled = pg_store_record_pulled,
-    .credential_hash = pg_credential_hash,
+    PG_MODULE_V1_MEMBERS,
 };
 
 static const pg_module_v2 module_v2 = {
     .abi = PG_MODULE_ABI_V2,
     .size = sizeof(pg_module_v2),
-    .version = pg_version,
-    .config_new = pg_config_new,
-    .config_load_file = pg_config_load_file,
-    .config_set = pg_config_set,
-    .config_free = pg_config_free,
-    .store_open = pg_store_open,
-    .store_free = pg_store_free,
-    .decide = pg_decide,
-    .record_pulled = pg_store_record_pulled,
-    .credential_hash = pg_credential_hash,
+    PG_MODULE_V1_MEMBERS,
     .error_clear = pg_error_clear,
     .code_name = pg_code_name,
     .mem_free = pg_free,
@@ -68,7 +57,7 @@ static const pg_module_v2 module_v2 = {
 };
 
 /* A v2 table is handed out as a v1 pointer: its prefix must be v1's, member for member. */
-#define PG_SAME_MEMBER(m)                                                                       \
+#define PG_SAME_MEMBER(m)                                                                          \
     _Static_assert(offsetof(pg_module_v1, m) == offsetof(pg_module_v2, m), "v2 prefix: " #m)
 PG_SAME_MEMBER(abi);
 PG_SAME_MEMBER(size);

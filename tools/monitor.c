@@ -44,12 +44,18 @@ typedef struct signal_spec {
 
 static const signal_spec signal_specs[] = {
     {PG_SIGNAL_PULL_INTENT, "s", {"image"}, {"image"}},
-    {PG_SIGNAL_IMAGE_PULLED, "sss", {"image", "imageRef", "credentialKind"},
+    {PG_SIGNAL_IMAGE_PULLED,
+     "sss",
+     {"image", "imageRef", "credentialKind"},
      {"image", "imageRef", "credentialKind"}},
     {PG_SIGNAL_PULL_FAILED, "s", {"image"}, {"image"}},
-    {PG_SIGNAL_CONTAINER_ALLOWED, "sssss", {"containerId", "namespace", "image", "imageRef", "reason"},
+    {PG_SIGNAL_CONTAINER_ALLOWED,
+     "sssss",
+     {"containerId", "namespace", "image", "imageRef", "reason"},
      {"container", "namespace", "image", "imageRef", "reason"}},
-    {PG_SIGNAL_CONTAINER_DENIED, "sssss", {"containerId", "namespace", "image", "imageRef", "reason"},
+    {PG_SIGNAL_CONTAINER_DENIED,
+     "sssss",
+     {"containerId", "namespace", "image", "imageRef", "reason"},
      {"container", "namespace", "image", "imageRef", "reason"}},
     {PG_SIGNAL_RECORDS_PRUNED, "u", {"count"}, {"count"}},
 };

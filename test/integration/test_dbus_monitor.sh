@@ -10,6 +10,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib/common.sh
 source "$here/lib/common.sh"
+# shellcheck source=lib/dbus.sh
+source "$here/lib/dbus.sh"
 
 # Every section needs these; a missing one skips the whole test (exit 77, counted
 # by scripts/test.sh) instead of letting a section vanish while the test passes.
@@ -34,30 +36,8 @@ HASH_A=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 SA_UID=5a000000-0000-0000-0000-0000000000bb
 
 # ------------------------------------------------------------ the bus
-cat >"$WORK/bus.conf" <<EOF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=$WORK/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-EOF
-dbus-daemon --config-file="$WORK/bus.conf" --nofork --print-address=3 \
-    3>"$WORK/bus.address" 2>"$WORK/bus.log" &
-BUS_PID=$!
-pg_on_exit "pg_kill_wait $BUS_PID"
-for _ in $(seq 1 100); do
-    [[ -s "$WORK/bus.address" ]] && break
-    sleep 0.1
-done
-ADDR="$(head -n1 "$WORK/bus.address")"
-[[ -n "$ADDR" ]] || pg_fail "dbus-daemon did not start: $(cat "$WORK/bus.log")"
+pg_dbus_daemon_start
+ADDR=$PG_BUS_ADDR
 pg_log "private bus at $ADDR"
 
 ctl() { "$CTL" --config "$CONFIG" --state-dir "$STATE" --dbus "$ADDR" "$@"; }

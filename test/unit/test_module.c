@@ -81,8 +81,8 @@ START_TEST(record_then_decide)
                                   "[{\"namespace\":\"team-a\",\"name\":\"mine\",\"uid\":\"u\","
                                   "\"credentialHash\":\"%s\"}]}}",
                                   hash);
-    pg_request req = {.image = IMAGE, .image_ref = REF, .namespace_ = "team-a",
-                      .credentials = annotation};
+    pg_request req = {
+        .image = IMAGE, .image_ref = REF, .namespace_ = "team-a", .credentials = annotation};
     pg_decision d;
     ck_assert_msg(m->decide(cfg, store, &req, &d) == 1, "%d %s", d.reason, d.text);
     ck_assert_int_eq(d.reason, PG_REASON_SECRET_MATCH);
@@ -164,11 +164,11 @@ START_TEST(v2_full_lifecycle)
     /* The pull, as a runtime reports it: intent, pulled with a secret, the ID alias. */
     char hash[PG_HASH_HEX_LEN + 1];
     ck_assert_int_eq(m2->credential_hash("alice", "s3cret", NULL, hash, &err), PG_OK);
-    const char *dockerconfig = "{\"auths\":{\"registry.example.com\":{\"auth\":\"YWxpY2U6czNjcmV0\"}}}";
+    const char *dockerconfig =
+        "{\"auths\":{\"registry.example.com\":{\"auth\":\"YWxpY2U6czNjcmV0\"}}}";
     char **hashes = NULL;
-    ck_assert_int_eq(m2->dockerconfig_hashes(dockerconfig, strlen(dockerconfig), IMAGE, &hashes,
-                                             &err),
-                     PG_OK);
+    ck_assert_int_eq(
+        m2->dockerconfig_hashes(dockerconfig, strlen(dockerconfig), IMAGE, &hashes, &err), PG_OK);
     ck_assert_str_eq(hashes[0], hash); /* auth "alice:s3cret" hashes like the plain fields */
     ck_assert_ptr_null(hashes[1]);
     m2->strv_free(hashes);
@@ -206,12 +206,13 @@ START_TEST(v2_full_lifecycle)
     ck_assert_int_eq(records, 1);
 
     /* Decisions: the owner's namespace allows, another namespace and no credentials deny. */
-    char *annotation = tu_sprintf("{\"registry.example.com/team-a/app\":{\"kubernetesSecrets\":"
-                                  "[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"uid-1\","
-                                  "\"credentialHash\":\"%s\"}]}}",
-                                  hash);
-    pg_request req = {.image = IMAGE, .image_ref = REF, .namespace_ = "team-a",
-                      .credentials = annotation};
+    char *annotation =
+        tu_sprintf("{\"registry.example.com/team-a/app\":{\"kubernetesSecrets\":"
+                   "[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"uid-1\","
+                   "\"credentialHash\":\"%s\"}]}}",
+                   hash);
+    pg_request req = {
+        .image = IMAGE, .image_ref = REF, .namespace_ = "team-a", .credentials = annotation};
     pg_decision d;
     ck_assert_msg(m2->decide(cfg, store, &req, &d) == 1, "%d %s", d.reason, d.text);
     ck_assert_str_eq(m2->reason_name(d.reason), "secret-match");

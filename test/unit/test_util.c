@@ -14,7 +14,8 @@ START_TEST(error_prefix_keeps_code_and_adds_context)
     pg_fail(&err, PG_ERR_UNSAFE, "pulled/sha256-ab: is a symlink");
     pg_error_prefix(&err, "record directory %s", "/var/lib/pullgate");
     ck_assert_int_eq(err.code, PG_ERR_UNSAFE);
-    ck_assert_str_eq(err.message, "record directory /var/lib/pullgate: pulled/sha256-ab: is a symlink");
+    ck_assert_str_eq(err.message,
+                     "record directory /var/lib/pullgate: pulled/sha256-ab: is a symlink");
     pg_error_prefix(&err, "outer");
     ck_assert_str_eq(err.message,
                      "outer: record directory /var/lib/pullgate: pulled/sha256-ab: is a symlink");
@@ -71,13 +72,15 @@ END_TEST
 START_TEST(utf8_valid_len)
 {
     ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"a"), 1);
-    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xc3\xa9"), 2);          /* é */
-    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xe2\x80\xa8"), 3);      /* U+2028 */
-    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xf0\x9f\x98\x80"), 4);  /* U+1F600 */
-    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xc0\xaf"), 0);          /* overlong */
-    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xed\xa0\x80"), 0);      /* surrogate */
-    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xf4\x90\x80\x80"), 0);  /* > U+10FFFF */
-    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xe2\x80"), 0);          /* truncated */
+    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xc3\xa9"), 2);     /* é */
+    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xe2\x80\xa8"), 3); /* U+2028 */
+    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xf0\x9f\x98\x80"),
+                      4);                                                           /* U+1F600 */
+    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xc0\xaf"), 0);     /* overlong */
+    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xed\xa0\x80"), 0); /* surrogate */
+    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xf4\x90\x80\x80"),
+                      0);                                                       /* > U+10FFFF */
+    ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xe2\x80"), 0); /* truncated */
     ck_assert_uint_eq(pg_utf8_valid_len((const unsigned char *)"\xff"), 0);
 }
 END_TEST
