@@ -67,6 +67,7 @@ EOF
     dbus-daemon --config-file="$dir/bus.conf" --nofork --print-address=3 \
         3>"$dir/bus.address" 2>"$dir/bus.log" &
     PG_BUS_PID=$!
+    # shellcheck disable=SC2016  # expanded at exit: the pid of the time
     pg_on_exit 'pg_kill_wait "$PG_BUS_PID" 3'
     pg_wait_file "$dir/bus" 10 && [[ -s "$dir/bus.address" ]] ||
         { sleep 0.5; [[ -s "$dir/bus.address" ]] || pg_fail "dbus-daemon did not start: $(cat "$dir/bus.log")"; }
@@ -77,6 +78,7 @@ EOF
 pg_node_monitor_start() {
     "$PULLGATECTL" --config "$PG_NODE_CFG" monitor --json >"$1" 2>"$1.err" &
     PG_MON_PID=$!
+    # shellcheck disable=SC2016  # expanded at exit: the pid of the time
     pg_on_exit 'pg_kill_wait "$PG_MON_PID" 3'
     sleep 0.5
     kill -0 "$PG_MON_PID" 2>/dev/null || pg_fail "pullgatectl monitor exited: $(cat "$1.err")"

@@ -220,6 +220,7 @@ EOF
         sed 's/^/  registry | /' "$dir/registry.log" >&2
         pg_fail "docker-registry (open) did not start"
     }
+    # shellcheck disable=SC2016  # expanded at exit: the pid of the time
     pg_on_exit 'pg_kill_wait "$PG_OPEN_REG_PID" 5'
     PG_OPEN_REG_HOST="127.0.0.1:$port"
     pg_log "open registry on $PG_OPEN_REG_HOST (no authentication), pid $PG_OPEN_REG_PID"
