@@ -159,6 +159,8 @@ void pg_error_prefix(pg_error *err, const char *fmt, ...) __attribute__((format(
 void pg_hex_encode(const void *bytes, size_t n, char *out);
 /* Value of one hex digit (either case), or -1. */
 int pg_hex_value(unsigned char c);
+/* The n bytes at s (no terminator needed) are all lowercase hex digits. */
+bool pg_lower_hex_run(const char *s, size_t n);
 /* s is exactly n lowercase hex digits (NUL after them); NULL-safe. */
 bool pg_is_lower_hex(const char *s, size_t n);
 /* s is a credentialHash / SHA-256 hex: exactly 64 lowercase hex digits. */

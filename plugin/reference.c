@@ -50,8 +50,7 @@ static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 static bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || is_digit(c); }
 static bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
 static bool is_alnum(char c) { return is_lower_alnum(c) || is_upper(c); }
-static bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-static bool is_lower_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f'); }
+static bool is_hex(char c) { return pg_hex_value((unsigned char)c) >= 0; }
 static bool is_word(char c) { return is_alnum(c) || c == '_'; }
 
 static bool has_upper(span s)
@@ -240,9 +239,8 @@ static int check_digest(span d, pg_error *err)
             continue;
         if (hex.n != algorithms[k].hex_len)
             return pg_fail(err, PG_ERR_INVALID, "invalid checksum digest length");
-        for (size_t i = 0; i < hex.n; i++)
-            if (!is_lower_hex(hex.p[i]))
-                return pg_fail(err, PG_ERR_INVALID, "invalid checksum digest format");
+        if (!pg_lower_hex_run(hex.p, hex.n))
+            return pg_fail(err, PG_ERR_INVALID, "invalid checksum digest format");
         return PG_OK;
     }
     return pg_fail(err, PG_ERR_INVALID, "unsupported digest algorithm");
@@ -322,15 +320,7 @@ static int parse_reference(span s, ref_parts *out, pg_error *err)
     return PG_OK;
 }
 
-static bool is_identifier(span s)
-{
-    if (s.n != 64)
-        return false;
-    for (size_t i = 0; i < s.n; i++)
-        if (!is_lower_hex(s.p[i]))
-            return false;
-    return true;
-}
+static bool is_identifier(span s) { return s.n == PG_HASH_HEX_LEN && pg_lower_hex_run(s.p, s.n); }
 
 /* normalize.go splitDockerDomain. */
 typedef struct split_name {

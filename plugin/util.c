@@ -364,14 +364,17 @@ int pg_hex_value(unsigned char c)
     return -1;
 }
 
-bool pg_is_lower_hex(const char *s, size_t n)
+bool pg_lower_hex_run(const char *s, size_t n)
 {
-    if (!s || strnlen(s, n + 1) != n)
-        return false;
     for (size_t i = 0; i < n; i++)
         if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
             return false;
     return true;
+}
+
+bool pg_is_lower_hex(const char *s, size_t n)
+{
+    return s && strnlen(s, n + 1) == n && pg_lower_hex_run(s, n);
 }
 
 bool pg_is_hex64(const char *s) { return pg_is_lower_hex(s, PG_HASH_HEX_LEN); }

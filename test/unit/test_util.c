@@ -64,6 +64,9 @@ START_TEST(hex_helpers)
     h64[63] = '\0'; /* 63 digits */
     ck_assert(!pg_is_hex64(h64));
     ck_assert(!pg_is_hex64(NULL));
+    ck_assert(pg_lower_hex_run("00ffZZ", 4)); /* a run inside a longer string */
+    ck_assert(!pg_lower_hex_run("00Ff", 4));
+    ck_assert(pg_lower_hex_run("", 0));
     ck_assert(pg_is_lower_hex("00ff", 4));
     ck_assert(!pg_is_lower_hex("00ff0", 4)); /* longer than n */
 }
