@@ -27,21 +27,29 @@ static const char *const SA_JSON =
     "\"imagePullSecrets\":[{\"name\":\"regcred\"},{\"name\":\"legacy\"},{\"name\":\"gone\"}]}";
 
 /* Names pick the answer: "gone*" 404, "fail*" an API failure, the rest fixed objects. */
-static wh_lookup stub_get(void *ctx, const char *resource, const char *ns, const char *name,
-                          long timeout_ms, json_t **obj, char *msg, size_t msg_size)
+static void stub_get_one(wh_get_req *req)
+{
+    if (strncmp(req->name, "gone", 4) == 0) {
+        req->result = WH_NOT_FOUND;
+        return;
+    }
+    if (strncmp(req->name, "fail", 4) == 0) {
+        snprintf(req->msg, sizeof req->msg, "HTTP 500");
+        req->result = WH_FAILED;
+        return;
+    }
+    const char *text = strcmp(req->resource, "serviceaccounts") == 0 ? SA_JSON
+                       : strncmp(req->name, "legacy", 6) == 0         ? LEGACY_JSON
+                                                                      : SECRET_JSON;
+    req->obj = json_loads(text, 0, NULL);
+    req->result = req->obj ? WH_FOUND : WH_FAILED;
+}
+
+static void stub_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, long timeout_ms)
 {
     (void)ctx, (void)ns, (void)timeout_ms;
-    if (strncmp(name, "gone", 4) == 0)
-        return WH_NOT_FOUND;
-    if (strncmp(name, "fail", 4) == 0) {
-        snprintf(msg, msg_size, "HTTP 500");
-        return WH_FAILED;
-    }
-    const char *text = strcmp(resource, "serviceaccounts") == 0 ? SA_JSON
-                       : strncmp(name, "legacy", 6) == 0         ? LEGACY_JSON
-                                                                 : SECRET_JSON;
-    *obj = json_loads(text, 0, NULL);
-    return *obj ? WH_FOUND : WH_FAILED;
+    for (size_t i = 0; i < n; i++)
+        stub_get_one(&reqs[i]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

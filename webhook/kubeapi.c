@@ -21,6 +21,8 @@ struct wh_kubeapi {
     wh_file_id token_id;
     CURL *idle[IDLE_HANDLES];
     size_t n_idle;
+    CURLM *idle_multi[IDLE_HANDLES]; /* each keeps its own pool of API connections */
+    size_t n_idle_multi;
     int ready;
     long long ready_at_ms;
     char ready_msg[WH_MESSAGE_MAX];
@@ -93,6 +95,8 @@ void wh_kubeapi_free(wh_kubeapi *api)
         return;
     for (size_t i = 0; i < api->n_idle; i++)
         curl_easy_cleanup(api->idle[i]);
+    for (size_t i = 0; i < api->n_idle_multi; i++)
+        curl_multi_cleanup(api->idle_multi[i]);
     if (api->token)
         OPENSSL_cleanse(api->token, strlen(api->token));
     free(api->token);
@@ -187,6 +191,26 @@ static void return_handle(wh_kubeapi *api, CURL *h)
         curl_easy_cleanup(h);
 }
 
+/* The options of every GET: TLS verified against the CA and the server name, https only. */
+static void setup_handle(wh_kubeapi *api, CURL *h, const char *url, struct curl_slist *headers,
+                         long timeout_ms, body *b, char *errbuf)
+{
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
+    curl_easy_setopt(h, CURLOPT_CAINFO, api->ca_file);
+    curl_easy_setopt(h, CURLOPT_CA_CACHE_TIMEOUT, CA_CACHE_SECONDS);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM for DNS timeouts */
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "pullgate-webhook/" PG_WEBHOOK_VERSION);
+}
+
 /* One GET; *status gets the HTTP status (0 when none). */
 static int http_get(wh_kubeapi *api, const char *path, long timeout_ms, body *b, long *status,
                     char *msg, size_t msg_size)
@@ -201,20 +225,7 @@ static int http_get(wh_kubeapi *api, const char *path, long timeout_ms, body *b,
     char errbuf[CURL_ERROR_SIZE] = "";
     CURLcode rc = CURLE_OUT_OF_MEMORY;
     if (h) {
-        curl_easy_setopt(h, CURLOPT_URL, url);
-        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
-        curl_easy_setopt(h, CURLOPT_CAINFO, api->ca_file);
-        curl_easy_setopt(h, CURLOPT_CA_CACHE_TIMEOUT, CA_CACHE_SECONDS);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM for DNS timeouts */
-        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-        curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
-        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-        curl_easy_setopt(h, CURLOPT_USERAGENT, "pullgate-webhook/" PG_WEBHOOK_VERSION);
+        setup_handle(api, h, url, headers, timeout_ms, b, errbuf);
         rc = curl_easy_perform(h);
         if (rc == CURLE_OK)
             curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
@@ -266,31 +277,146 @@ static wh_lookup interpret(long status, json_t *obj, const char *resource, const
     return WH_FAILED;
 }
 
-wh_lookup wh_kubeapi_get(void *ctx, const char *resource, const char *ns, const char *name,
-                         long timeout_ms, json_t **obj, char *msg, size_t msg_size)
+static CURLM *take_multi(wh_kubeapi *api)
+{
+    pthread_mutex_lock(&api->lock);
+    CURLM *m = api->n_idle_multi ? api->idle_multi[--api->n_idle_multi] : NULL;
+    pthread_mutex_unlock(&api->lock);
+    return m ? m : curl_multi_init();
+}
+
+static void return_multi(wh_kubeapi *api, CURLM *m)
+{
+    pthread_mutex_lock(&api->lock);
+    if (api->n_idle_multi < IDLE_HANDLES) {
+        api->idle_multi[api->n_idle_multi++] = m;
+        m = NULL;
+    }
+    pthread_mutex_unlock(&api->lock);
+    if (m)
+        curl_multi_cleanup(m);
+}
+
+/* One transfer of a concurrent round. */
+typedef struct transfer {
+    CURL *h;
+    body b;
+    char errbuf[CURL_ERROR_SIZE];
+    CURLcode rc;
+    int done;
+} transfer;
+
+static void fail_all(wh_get_req *reqs, size_t n, const char *msg)
+{
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].result = WH_FAILED;
+        snprintf(reqs[i].msg, sizeof reqs[i].msg, "%s", msg);
+    }
+}
+
+/* Adds one easy handle per request to m; -1 when a request is invalid or memory runs out. */
+static int start_transfers(wh_kubeapi *api, CURLM *m, const char *ns, wh_get_req *reqs, size_t n,
+                           transfer *t, struct curl_slist *headers, long timeout_ms)
+{
+    for (size_t i = 0; i < n; i++) {
+        if ((strcmp(reqs[i].resource, "secrets") != 0 &&
+             strcmp(reqs[i].resource, "serviceaccounts") != 0) ||
+            !wh_is_dns_label(ns) || !wh_is_dns_subdomain(reqs[i].name)) {
+            fail_all(reqs, n, "refusing to look up an invalid object name");
+            return -1;
+        }
+        char url[1024];
+        snprintf(url, sizeof url, "%s/api/v1/namespaces/%s/%s/%s", api->server, ns,
+                 reqs[i].resource, reqs[i].name);
+        if (!(t[i].h = curl_easy_init())) {
+            fail_all(reqs, n, "out of memory");
+            return -1;
+        }
+        setup_handle(api, t[i].h, url, headers, timeout_ms, &t[i].b, t[i].errbuf);
+        curl_easy_setopt(t[i].h, CURLOPT_PRIVATE, (void *)&t[i]);
+        curl_multi_add_handle(m, t[i].h);
+    }
+    return 0;
+}
+
+/* Drives the round until every transfer finished (each is bounded by its own timeout). */
+static void run_transfers(CURLM *m, long timeout_ms)
+{
+    long long until = wh_now_ms() + timeout_ms + 100;
+    int running = 1;
+    while (running && wh_now_ms() < until) {
+        if (curl_multi_perform(m, &running) != CURLM_OK)
+            break;
+        if (running)
+            curl_multi_poll(m, NULL, 0, 50, NULL);
+    }
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(m, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        transfer *t = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+        if (t) {
+            t->rc = msg->data.result;
+            t->done = 1;
+        }
+    }
+}
+
+static void finish_transfer(wh_kubeapi *api, transfer *t, const char *ns, wh_get_req *req)
+{
+    long status = 0;
+    if (!t->done) {
+        snprintf(req->msg, sizeof req->msg, "API server %s: time limit exceeded", api->server);
+        return;
+    }
+    if (t->rc != CURLE_OK) {
+        snprintf(req->msg, sizeof req->msg, "API server %s: %s", api->server,
+                 t->errbuf[0] ? t->errbuf : curl_easy_strerror(t->rc));
+        return;
+    }
+    curl_easy_getinfo(t->h, CURLINFO_RESPONSE_CODE, &status);
+    json_t *parsed = t->b.data ? json_loadb(t->b.data, t->b.len, JSON_REJECT_DUPLICATES, NULL)
+                               : NULL;
+    req->result = interpret(status, parsed, req->resource, ns, req->name, req->msg,
+                            sizeof req->msg);
+    if (req->result == WH_FOUND)
+        req->obj = parsed;
+    else
+        json_decref(parsed); /* a Status: no secret material */
+}
+
+void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, long timeout_ms)
 {
     wh_kubeapi *api = ctx;
-    *obj = NULL;
-    if ((strcmp(resource, "secrets") != 0 && strcmp(resource, "serviceaccounts") != 0) ||
-        !wh_is_dns_label(ns) || !wh_is_dns_subdomain(name)) {
-        snprintf(msg, msg_size, "refusing to look up an invalid object name");
-        return WH_FAILED;
+    char msg[WH_MESSAGE_MAX] = "";
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].result = WH_FAILED;
+        reqs[i].obj = NULL;
+        reqs[i].msg[0] = '\0';
     }
-    char path[512];
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/%s/%s", ns, resource, name);
-    body b = {0};
-    long status;
-    wh_lookup res = WH_FAILED;
-    if (http_get(api, path, timeout_ms, &b, &status, msg, msg_size) == 0) {
-        json_t *parsed = b.data ? json_loadb(b.data, b.len, JSON_REJECT_DUPLICATES, NULL) : NULL;
-        res = interpret(status, parsed, resource, ns, name, msg, msg_size);
-        if (res == WH_FOUND)
-            *obj = parsed;
-        else
-            json_decref(parsed); /* a Status: no secret material */
+    struct curl_slist *headers = auth_headers(api, msg, sizeof msg);
+    CURLM *m = headers ? take_multi(api) : NULL;
+    transfer *t = m ? calloc(n, sizeof *t) : NULL;
+    if (!t) {
+        fail_all(reqs, n, msg[0] ? msg : "out of memory");
+    } else if (start_transfers(api, m, ns, reqs, n, t, headers, timeout_ms) == 0) {
+        run_transfers(m, timeout_ms);
+        for (size_t i = 0; i < n; i++)
+            finish_transfer(api, &t[i], ns, &reqs[i]);
     }
-    body_wipe(&b);
-    return res;
+    for (size_t i = 0; t && i < n; i++) {
+        if (t[i].h) {
+            curl_multi_remove_handle(m, t[i].h);
+            curl_easy_cleanup(t[i].h);
+        }
+        body_wipe(&t[i].b);
+    }
+    free(t);
+    if (m)
+        return_multi(api, m);
+    free_headers(headers);
 }
 
 int wh_kubeapi_ready(wh_kubeapi *api, long long cache_ms, char *msg, size_t msg_size)

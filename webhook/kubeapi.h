@@ -21,9 +21,9 @@ wh_kubeapi *wh_kubeapi_new(const char *server, const char *ca_file, const char *
                            char *msg, size_t msg_size);
 void wh_kubeapi_free(wh_kubeapi *api);
 
-/* A wh_get_fn; ctx is the wh_kubeapi. */
-wh_lookup wh_kubeapi_get(void *ctx, const char *resource, const char *ns, const char *name,
-                         long timeout_ms, json_t **obj, char *msg, size_t msg_size);
+/* A wh_get_fn; ctx is the wh_kubeapi. The GETs of one call run concurrently
+ * (libcurl multi interface), over connections kept open between calls. */
+void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, long timeout_ms);
 
 /* 1 when GET /version answered 200 within a second; the answer is cached for cache_ms. */
 int wh_kubeapi_ready(wh_kubeapi *api, long long cache_ms, char *msg, size_t msg_size);

@@ -238,26 +238,37 @@ static int collect_secret_names(review *r, const json_t *refs, const char *where
 
 /* -------------------------------------------------------- API lookups */
 
-static wh_lookup lookup(review *r, const char *resource, const char *name, json_t **obj)
+/* One round of GETs within what is left of the review's budget. */
+static int fetch(review *r, wh_get_req *reqs, size_t n)
 {
     long left = remaining_ms(r);
-    if (left <= 0) {
-        refuse(r, 500, "time limit exceeded before reading %s \"%.64s\"", resource, name);
+    if (left <= 0)
+        return refuse(r, 500, "time limit exceeded before reading %s \"%.64s\"", reqs[0].resource,
+                      reqs[0].name);
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].result = WH_FAILED;
+        reqs[i].obj = NULL;
+        reqs[i].msg[0] = '\0';
+    }
+    r->cfg->get(r->cfg->get_ctx, r->ns, reqs, n, left);
+    return 0;
+}
+
+/* The outcome of one GET: WH_FAILED refuses the pod with the request's message. */
+static wh_lookup outcome_of(review *r, wh_get_req *req)
+{
+    if (req->result == WH_FOUND && !json_is_object(req->obj)) {
+        json_decref(req->obj);
+        req->obj = NULL;
+        snprintf(req->msg, sizeof req->msg, "not an object");
+        req->result = WH_FAILED;
+    }
+    if (req->result == WH_FAILED || (req->result != WH_FOUND && req->result != WH_NOT_FOUND)) {
+        refuse(r, 500, "cannot read %s %s/%.64s: %.300s", req->resource, r->ns, req->name,
+               req->msg[0] ? req->msg : "lookup failed");
         return WH_FAILED;
     }
-    char msg[WH_MESSAGE_MAX];
-    msg[0] = '\0';
-    wh_lookup res = r->cfg->get(r->cfg->get_ctx, resource, r->ns, name, left, obj, msg, sizeof msg);
-    if (res == WH_FAILED)
-        refuse(r, 500, "cannot read %s %s/%.64s: %s", resource, r->ns, name,
-               msg[0] ? msg : "lookup failed");
-    else if (res == WH_FOUND && !json_is_object(*obj)) {
-        json_decref(*obj);
-        *obj = NULL;
-        refuse(r, 500, "cannot read %s %s/%.64s: not an object", resource, r->ns, name);
-        res = WH_FAILED;
-    }
-    return res;
+    return req->result;
 }
 
 /* The object's metadata.uid; the API always sets one. */
@@ -276,7 +287,7 @@ typedef struct service_account {
     const char *name, *uid;
 } service_account;
 
-static int read_service_account(review *r, service_account *sa)
+static int service_account_name(review *r, service_account *sa)
 {
     const json_t *spec = json_object_get(r->pod, "spec");
     sa->name = string_at(spec, "serviceAccountName");
@@ -287,11 +298,19 @@ static int read_service_account(review *r, service_account *sa)
     if (!wh_is_dns_subdomain(sa->name))
         return refuse(r, 400, "malformed pod: service account name \"%.64s\" is not a valid object "
                               "name", sa->name);
-    wh_lookup res = lookup(r, "serviceaccounts", sa->name, &sa->obj);
+    return 0;
+}
+
+/* Takes the fetched service account (or its absence) into sa. */
+static int use_service_account(review *r, wh_get_req *req, service_account *sa)
+{
+    wh_lookup res = outcome_of(r, req);
     if (res == WH_FAILED)
         return -1;
     if (res == WH_NOT_FOUND)
         return 0;
+    sa->obj = req->obj;
+    req->obj = NULL;
     sa->uid = object_uid(r, sa->obj, "service account", sa->name);
     return sa->uid ? 0 : -1;
 }
@@ -320,16 +339,19 @@ static int secret_dockerconfig(review *r, json_t *secret, const char *name, unsi
     return 0;
 }
 
-static int add_secret(review *r, pg_annotation *a, const char *name)
+/* Adds the fetched secret's credentials; a missing secret or another type is skipped. */
+static int use_secret(review *r, pg_annotation *a, wh_get_req *req)
 {
-    json_t *secret = NULL;
-    wh_lookup res = lookup(r, "secrets", name, &secret);
+    const char *name = req->name;
+    wh_lookup res = outcome_of(r, req);
     if (res == WH_FAILED)
         return -1;
     if (res == WH_NOT_FOUND) {
         json_array_append_new(json_object_get(r->log, "skippedSecrets"), json_string(name));
         return 0;
     }
+    json_t *secret = req->obj;
+    req->obj = NULL;
     unsigned char *text = NULL;
     size_t len = 0;
     int skip = 0, rc = 0;
@@ -349,6 +371,16 @@ static int add_secret(review *r, pg_annotation *a, const char *name)
     wipe_secret(secret);
     json_decref(secret);
     return rc;
+}
+
+/* Releases what a round left behind (objects after a failure), wiped. */
+static void release(wh_get_req *reqs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        wipe_secret(reqs[i].obj);
+        json_decref(reqs[i].obj);
+        reqs[i].obj = NULL;
+    }
 }
 
 /* ------------------------------------------------------- the patch */
@@ -399,28 +431,68 @@ static json_t *annotation_patch(review *r, const char *value)
 
 /* ------------------------------------------------------- decisions */
 
+/* GETs of one review: the service account, then the secrets (one slot each). */
+typedef struct fetch_plan {
+    wh_get_req reqs[1 + WH_MAX_PULL_SECRETS];
+    size_t n;
+} fetch_plan;
+
+static void plan_secrets(fetch_plan *plan, const json_t *names)
+{
+    size_t i;
+    const json_t *name;
+    json_array_foreach(names, i, name) plan->reqs[plan->n++] =
+        (wh_get_req){.resource = "secrets", .name = json_string_value(name)};
+}
+
+/*
+ * Reads the service account and the pull secrets. When the pod lists its own
+ * pull secrets everything is fetched in one concurrent round; otherwise the
+ * service account comes first, because its imagePullSecrets are the list.
+ */
+static int read_credentials(review *r, pg_annotation *a, service_account *sa, json_t *names,
+                            fetch_plan *plan)
+{
+    const json_t *spec = json_object_get(r->pod, "spec");
+    plan->reqs[0] = (wh_get_req){.resource = "serviceaccounts", .name = sa->name};
+    plan->n = 1;
+    int rc = collect_secret_names(r, json_object_get(spec, "imagePullSecrets"), "pod", names);
+    int own = json_array_size(names) > 0;
+    if (rc == 0 && own)
+        plan_secrets(plan, names);
+    if (rc == 0)
+        rc = fetch(r, plan->reqs, plan->n);
+    if (rc == 0)
+        rc = use_service_account(r, &plan->reqs[0], sa);
+    /* Only when the pod lists none, as the ServiceAccount admission plugin does. */
+    if (rc == 0 && !own && sa->obj) {
+        rc = collect_secret_names(r, json_object_get(sa->obj, "imagePullSecrets"),
+                                  "service account", names);
+        if (rc == 0) /* names holds at most WH_MAX_PULL_SECRETS now */
+            plan_secrets(plan, names);
+        if (rc == 0 && plan->n > 1)
+            rc = fetch(r, plan->reqs + 1, plan->n - 1);
+    }
+    for (size_t i = 1; rc == 0 && i < plan->n; i++)
+        rc = use_secret(r, a, &plan->reqs[i]);
+    release(plan->reqs, plan->n);
+    return rc;
+}
+
 static int compute_annotation(review *r, char **value)
 {
     pg_error err = {0};
     pg_annotation *a = pg_annotation_new(r->ns, &err);
     service_account sa = {0};
     json_t *names = json_array();
-    int rc = a && names ? 0 : refuse(r, 500, "out of memory");
+    fetch_plan *plan = calloc(1, sizeof *plan);
+    int rc = a && names && plan ? 0 : refuse(r, 500, "out of memory");
     if (rc == 0)
         rc = for_each_image(r, all_containers, add_image, a);
     if (rc == 0)
-        rc = read_service_account(r, &sa);
+        rc = service_account_name(r, &sa);
     if (rc == 0)
-        rc = collect_secret_names(r, json_object_get(json_object_get(r->pod, "spec"),
-                                                     "imagePullSecrets"), "pod", names);
-    /* Only when the pod lists none, as the ServiceAccount admission plugin does. */
-    if (rc == 0 && json_array_size(names) == 0 && sa.obj)
-        rc = collect_secret_names(r, json_object_get(sa.obj, "imagePullSecrets"),
-                                  "service account", names);
-    size_t i;
-    const json_t *name;
-    json_array_foreach(names, i, name) if (rc == 0) rc =
-        add_secret(r, a, json_string_value(name));
+        rc = read_credentials(r, a, &sa, names, plan);
     json_object_set(r->log, "pullSecrets", names);
     if (rc == 0 && sa.uid &&
         pg_annotation_add_service_account(a, NULL, r->ns, sa.name, sa.uid, &err) != PG_OK)
@@ -429,6 +501,7 @@ static int compute_annotation(review *r, char **value)
         rc = refuse(r, 500, "cannot sign the annotation: %s", err.message);
     if (rc == 0 && !(*value = pg_annotation_dump(a, &err)))
         rc = refuse(r, 500, "out of memory");
+    free(plan);
     json_decref(names);
     json_decref(sa.obj);
     pg_annotation_free(a);

@@ -22,12 +22,20 @@ typedef enum wh_lookup {
     WH_FAILED = 2     /* anything else; msg says what */
 } wh_lookup;
 
+/* One GET /api/v1/namespaces/NS/RESOURCE/NAME ("secrets" or "serviceaccounts"). */
+typedef struct wh_get_req {
+    const char *resource, *name; /* in */
+    wh_lookup result;            /* out */
+    json_t *obj;                 /* out, WH_FOUND: the object (caller decrefs, after wiping) */
+    char msg[WH_MESSAGE_MAX];    /* out, WH_FAILED: why */
+} wh_get_req;
+
 /*
- * GET /api/v1/namespaces/NS/RESOURCE/NAME ("secrets" or "serviceaccounts"),
- * within timeout_ms. The object may hold secret material: callers wipe it.
+ * Performs the n GETs in namespace ns, concurrently where the client can, all
+ * within timeout_ms; fills every request's result. Objects may hold secret
+ * material: callers wipe them.
  */
-typedef wh_lookup (*wh_get_fn)(void *ctx, const char *resource, const char *ns, const char *name,
-                               long timeout_ms, json_t **obj, char *msg, size_t msg_size);
+typedef void (*wh_get_fn)(void *ctx, const char *ns, wh_get_req *reqs, size_t n, long timeout_ms);
 
 typedef struct wh_review_config {
     const char *annotation_key; /* e.g. pullgate.dev/credentials */

@@ -111,7 +111,10 @@ TOKEN_1 = "token-one-" + uuid.uuid4().hex
 TOKEN_2 = "token-two-" + uuid.uuid4().hex
 STATE = {"tokens": [TOKEN_1], "objects": OBJECTS,
          "fail": {path("team-a", "secrets", "broken500"): 500,
-                  path("team-a", "secrets", "forbidden"): 401}}
+                  path("team-a", "secrets", "forbidden"): 401},
+         "delayMs": {path("team-a", "secrets", "slow"): 4000}}
+OBJECTS[path("team-a", "secrets", "slow")] = dockerconfigjson(
+    "team-a", "slow", "uid-slow", {"registry.example.com": auth_entry("plain")})
 
 
 def write_atomic(p, text, mode=0o644):
@@ -396,6 +399,11 @@ def case_failures():
             "malformed dockerconfigjson")
     refused(E["WH_PLAIN"], review(pod(containers=["Not A Valid//Ref"])), "image",
             "invalid image reference")
+    t0 = time.monotonic()
+    refused(E["WH_PLAIN"], review(pod(pull_secrets=["regcred", "slow"])), "timed out",
+            "API slower than the review budget")
+    took = time.monotonic() - t0
+    check(took < 2.9, f"the budget holds the answer inside timeoutSeconds 3 ({took:.2f} s)")
     bad_sa = pod()
     bad_sa["spec"]["serviceAccountName"] = "../../secrets/x"
     refused(E["WH_PLAIN"], review(bad_sa), "service account", "path-injection attempt")
