@@ -6,7 +6,7 @@ Starts the Kubernetes API stand-in of the tests (test/integration/webhook_apiser
 bearer token, keep-alive) and one pullgate-webhook with the annotation HMAC on, then sends
 AdmissionReviews for a pod with SECRETS pull secrets (1 + SECRETS API lookups per review) over
 keep-alive TLS connections from CONCURRENCY client threads. The same clients also time GET /healthz
-on the same server in the same run: the TLS + HTTP floor of this machine, so the review cost is
+on the same server, in rounds alternating with the reviews: the TLS + HTTP floor of this machine, so the review cost is
 reported as a ratio to it as well as in milliseconds. RSS is the webhook's VmHWM/VmRSS at the end.
 
 usage: webhook_bench.py WEBHOOK_BINARY [--requests N] [--concurrency C] [--secrets K]
@@ -119,6 +119,7 @@ def client(port, ca, body, n, out, errors, method):
 
 
 def measure(port, ca, body, requests, concurrency, method):
+    """Latencies (s) of requests spread over concurrency clients, and the wall time."""
     lat, errors, threads = [], [], []
     per = max(1, requests // concurrency)
     t0 = time.perf_counter()
@@ -128,9 +129,24 @@ def measure(port, ca, body, requests, concurrency, method):
         threads.append(t)
     for t in threads:
         t.join()
-    wall = time.perf_counter() - t0
-    lat.sort()
-    return {"n": len(lat), "errors": len(errors), "per_s": len(lat) / wall,
+    return lat, errors, time.perf_counter() - t0
+
+
+def interleaved(port, ca, body, requests, concurrency, rounds=20):
+    """Reviews and the /healthz floor in alternating rounds, so both see the same machine load."""
+    out = {m: {"lat": [], "errors": 0, "wall": 0.0} for m in ("POST", "GET")}
+    for _ in range(rounds):
+        for m in ("GET", "POST"):
+            lat, errors, wall = measure(port, ca, body, requests // rounds, concurrency, m)
+            out[m]["lat"] += lat
+            out[m]["errors"] += len(errors)
+            out[m]["wall"] += wall
+    return [summary(out[m]) for m in ("POST", "GET")]
+
+
+def summary(m):
+    lat = sorted(m["lat"])
+    return {"n": len(lat), "errors": m["errors"], "per_s": len(lat) / m["wall"],
             "p50_ms": lat[len(lat) // 2] * 1000,
             "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000,
             "mean_ms": statistics.fmean(lat) * 1000}
@@ -188,8 +204,7 @@ def main():
         body = review(a.secrets)
         ca = f"{d}/wh-ca.crt"
         measure(wh_port, ca, body, 100, 1, "POST")  # warm-up: connections to the API, caches
-        floor = measure(wh_port, ca, body, a.requests, a.concurrency, "GET")
-        rev = measure(wh_port, ca, body, a.requests, a.concurrency, "POST")
+        rev, floor = interleaved(wh_port, ca, body, a.requests, a.concurrency)
         mem = rss_kib(wh.pid)
         server = server_side(f"{d}/webhook.log", rev["n"])
         print(f"| webhook review ({a.secrets} pull secrets, {1 + a.secrets} API GETs, HMAC, "
