@@ -226,12 +226,14 @@ wh_server *wh_server_start(const struct sockaddr *addr, int ipv6, const wh_serve
     unsigned int flags = MHD_USE_TLS | MHD_USE_THREAD_PER_CONNECTION |
                          MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
                          MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
+    /* The logger first: libmicrohttpd uses its own until it has seen this option. */
     s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, addr,
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, addr,
         MHD_OPTION_HTTPS_CERT_CALLBACK, wh_tls_retrieve, MHD_OPTION_HTTPS_PRIORITIES,
         TLS_PRIORITIES, MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
         MHD_OPTION_CONNECTION_LIMIT, CONNECTION_LIMIT, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        NULL, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+        NULL, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(msg, msg_size, "cannot start the HTTPS server (address in use or TLS setup)");
         free(s);
@@ -244,7 +246,7 @@ void wh_server_stop(wh_server *s, long grace_ms)
 {
     if (!s)
         return;
-    MHD_quiesce_daemon(s->daemon); /* no new connections; the listen socket stays ours */
+    MHD_socket listener = MHD_quiesce_daemon(s->daemon); /* no new connections */
     long long until = wh_now_ms() + grace_ms;
     while (wh_now_ms() < until) {
         const union MHD_DaemonInfo *info =
@@ -254,5 +256,7 @@ void wh_server_stop(wh_server *s, long grace_ms)
         usleep(20000);
     }
     MHD_stop_daemon(s->daemon);
+    if (listener != MHD_INVALID_SOCKET) /* quiescing handed it to us */
+        close(listener);
     free(s);
 }

@@ -125,8 +125,30 @@ if command -v podman >/dev/null && command -v runc >/dev/null && [ "$(id -u)" = 
         out=$(timeout 60 podman run --rm --network none --ulimit nofile=1024:1024 \
             --ulimit nproc=1024:1024 --runtime runc --cgroup-manager cgroupfs \
             --events-backend file "$TAG" --version 2>&1) || true
-        [[ "$out" == "pullgate-webhook "* ]] && pass "the image runs pullgate-webhook: $out" ||
+        if [[ "$out" == "pullgate-webhook "* ]]; then
+            pass "the image runs pullgate-webhook: $out"
+            # Serve TLS from the image (GnuTLS and libcurl without a base image), as uid 65532.
+            mkdir -p "$WORK/ctr"
+            cp "$C/tls.crt" "$C/tls.key" "$WORK/token" "$WORK/ctr/"
+            chown 65532:65532 "$WORK/ctr/tls.key" && chmod 0600 "$WORK/ctr/tls.key"
+            chmod 0644 "$WORK/ctr/token" "$WORK/ctr/tls.crt" && chmod 0755 "$WORK/ctr"
+            CPORT=$(pg_free_port)
+            podman run -d --name "pg-wh-$$" --network host --ulimit nofile=1024:1024 \
+                --ulimit nproc=1024:1024 --runtime runc --cgroup-manager cgroupfs \
+                --events-backend file -v "$WORK/ctr:/certs:ro" "$TAG" --listen "127.0.0.1:$CPORT" \
+                --tls-cert /certs/tls.crt --tls-key /certs/tls.key --api-server https://127.0.0.1:1 \
+                --api-ca /certs/tls.crt --api-token-file /certs/token >/dev/null
+            pg_on_exit "podman rm -f pg-wh-$$"
+            if pg_wait_port "$CPORT" 10 && curl -sS --max-time 5 --cacert "$C/ca.crt" \
+                --resolve "$SVC:$CPORT:127.0.0.1" "https://$SVC:$CPORT/healthz" | grep -qx ok; then
+                pass "the container serves HTTPS as uid 65532"
+            else
+                fail "the container does not serve: $(podman logs "pg-wh-$$" 2>&1 | tail -3)"
+            fi
+            podman rm -f "pg-wh-$$" >/dev/null 2>&1 || true
+        else
             echo "note: podman cannot run containers here ($out); image built but not run"
+        fi
         user=$(podman image inspect --format '{{.Config.User}}' "$TAG")
         [ "$user" = 65532:65532 ] && pass "image user 65532 (runAsNonRoot)" || fail "image user $user"
         podman rmi -f "$TAG" >/dev/null 2>&1 || true
