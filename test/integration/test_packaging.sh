@@ -108,6 +108,13 @@ if ldd /usr/bin/pullgate-cri 2>&1 | grep -q 'not found'; then
 else
     pg_check_ok "pullgate-cri: every library it links is installed (package dependencies)"
 fi
+if ldd /usr/bin/pullgate-webhook 2>&1 | grep -q 'not found'; then
+    pg_check_fail "pullgate-webhook: libraries not found: $(ldd /usr/bin/pullgate-webhook 2>&1 | grep 'not found' | xargs)"
+elif /usr/bin/pullgate-webhook --version | grep -q '^pullgate-webhook '; then
+    pg_check_ok "pullgate-webhook: its libraries are installed and it runs"
+else
+    pg_check_fail "pullgate-webhook --version: $(/usr/bin/pullgate-webhook --version 2>&1)"
+fi
 grep -qx 'ExecStart=/usr/bin/pullgate-cri' /lib/systemd/system/pullgate-cri.service &&
     pg_check_ok "pullgate-cri.service runs /usr/bin/pullgate-cri" ||
     pg_check_fail "pullgate-cri.service: $(grep ExecStart /lib/systemd/system/pullgate-cri.service)"
