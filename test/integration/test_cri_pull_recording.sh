@@ -40,7 +40,8 @@ drive() { $PY "$HERE/cri_pull_recording.py" "$@"; }
 show() { ctl show --image-ref "$1" --json |
     $PY -c 'import json, sys; print(json.dumps(json.load(sys.stdin), separators=(",", ":"), sort_keys=True))'; }
 
-drive serve "$RT_SOCK" "$STATE" "$EVENTS" &
+# Started directly (not through the shell function) so RT_PID is python's own pid.
+$PY "$HERE/cri_pull_recording.py" serve "$RT_SOCK" "$STATE" "$EVENTS" &
 RT_PID=$!
 pg_on_exit 'pg_kill_wait "$RT_PID" 5'
 pg_wait_file "$RT_SOCK" 15 || pg_fail "fake runtime did not start"
