@@ -96,7 +96,7 @@ INSTALLED=(
     /usr/share/man/man5/pullgate.json.5.gz
     /usr/share/dbus-1/interfaces/dev.pullgate.PullGate1.xml
     "$LIBDIR/libpullgate.so.1.0.0" "$LIBDIR/libpullgate.so.1" "$LIBDIR/libpullgate.so"
-    /usr/include/pullgate/pullgate.h "$LIBDIR/pkgconfig/pullgate.pc"
+    /usr/include/pullgate/pullgate.h /usr/include/pullgate/version.h "$LIBDIR/pkgconfig/pullgate.pc"
     "$LIBDIR/cmake/Pullgate/PullgateConfig.cmake"
 )
 for f in "${INSTALLED[@]}"; do
@@ -296,6 +296,7 @@ $libdir/libpullgate.so.1
 $libdir/libpullgate.so.1.0.0
 /usr/include/pullgate
 /usr/include/pullgate/pullgate.h
+/usr/include/pullgate/version.h
 $libdir/libpullgate.so
 $libdir/pkgconfig/pullgate.pc
 $libdir/cmake/Pullgate
