@@ -20,10 +20,7 @@ void cri_log_set_level(const char *name)
             atomic_store(&log_threshold, i);
 }
 
-int cri_log_enabled(cri_log_level level)
-{
-    return (int)level <= atomic_load(&log_threshold);
-}
+int cri_log_enabled(cri_log_level level) { return (int)level <= atomic_load(&log_threshold); }
 
 typedef struct line {
     char buf[LINE_MAX_BYTES];

@@ -40,11 +40,10 @@ typedef struct args {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: pullgate-cri [--config FILE] [--listen unix:///run/pullgate/cri.sock]\n"
-            "                    [--runtime-endpoint unix:///run/containerd/containerd.sock]\n"
-            "Serves CRI on --listen, forwards every call to --runtime-endpoint, and records\n"
-            "each PullImage in pullgate's record store (see pullgate-cri(8)).\n");
+    fprintf(out, "usage: pullgate-cri [--config FILE] [--listen unix:///run/pullgate/cri.sock]\n"
+                 "                    [--runtime-endpoint unix:///run/containerd/containerd.sock]\n"
+                 "Serves CRI on --listen, forwards every call to --runtime-endpoint, and records\n"
+                 "each PullImage in pullgate's record store (see pullgate-cri(8)).\n");
 }
 
 /* 0 to run, 1 after --help/--version, 2 on a usage error. */
@@ -249,8 +248,8 @@ int main(int argc, char **argv)
             pg_config_cri_runtime_endpoint(d.cfg), "stateDir", pg_config_state_dir(d.cfg),
             "version", pg_version(), NULL);
     int sig = wait_for_stop_signal();
-    cri_log(CRI_LOG_INFO, "stopping: draining calls", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM",
-            NULL);
+    cri_log(CRI_LOG_INFO, "stopping: draining calls", "signal",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", NULL);
     if (stop(&d))
         grpc_shutdown();
     cri_log(CRI_LOG_INFO, "stopped", NULL);

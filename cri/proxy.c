@@ -92,8 +92,8 @@ typedef struct call {
     char method[METHOD_LOG_MAX];
     int64_t start_ms;
     pull_state *pull; /* PullImage only */
-    tag t_up_sent_md, t_up_recv_md, t_up_status, t_down_closed, t_down_msg, t_up_sent_msg,
-        t_up_msg, t_down_sent_msg, t_down_sent_md, t_up_sent_close, t_down_sent_final;
+    tag t_up_sent_md, t_up_recv_md, t_up_status, t_down_closed, t_down_msg, t_up_sent_msg, t_up_msg,
+        t_down_sent_msg, t_down_sent_md, t_up_sent_close, t_down_sent_final;
 } call;
 
 struct pull_state {
@@ -112,11 +112,22 @@ static void call_unref(call *c);
 
 static const char *status_name(grpc_status_code s)
 {
-    static const char *const names[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
-                                        "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-                                        "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                                        "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-                                        "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+    static const char *const names[] = {"OK",
+                                        "CANCELLED",
+                                        "UNKNOWN",
+                                        "INVALID_ARGUMENT",
+                                        "DEADLINE_EXCEEDED",
+                                        "NOT_FOUND",
+                                        "ALREADY_EXISTS",
+                                        "PERMISSION_DENIED",
+                                        "RESOURCE_EXHAUSTED",
+                                        "FAILED_PRECONDITION",
+                                        "ABORTED",
+                                        "OUT_OF_RANGE",
+                                        "UNIMPLEMENTED",
+                                        "INTERNAL",
+                                        "UNAVAILABLE",
+                                        "DATA_LOSS",
                                         "UNAUTHENTICATED"};
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
 }
@@ -134,15 +145,23 @@ static bool slice_eq(grpc_slice s, const char *text)
  */
 static bool forwardable(grpc_slice key)
 {
-    static const char *const hop[] = {"te", "content-type", "user-agent", "host",
-                                      "grpc-timeout", "grpc-encoding", "grpc-accept-encoding",
-                                      "accept-encoding", "content-encoding", "grpc-status",
-                                      "grpc-message", "grpc-previous-rpc-attempts",
-                                      "grpc-retry-pushback-ms", NULL};
+    static const char *const hop[] = {"te",
+                                      "content-type",
+                                      "user-agent",
+                                      "host",
+                                      "grpc-timeout",
+                                      "grpc-encoding",
+                                      "grpc-accept-encoding",
+                                      "accept-encoding",
+                                      "content-encoding",
+                                      "grpc-status",
+                                      "grpc-message",
+                                      "grpc-previous-rpc-attempts",
+                                      "grpc-retry-pushback-ms",
+                                      NULL};
     if (GRPC_SLICE_LENGTH(key) == 0 || GRPC_SLICE_START_PTR(key)[0] == ':')
         return false;
-    if (GRPC_SLICE_LENGTH(key) > 14 &&
-        memcmp(GRPC_SLICE_START_PTR(key), "grpc-internal-", 14) == 0)
+    if (GRPC_SLICE_LENGTH(key) > 14 && memcmp(GRPC_SLICE_START_PTR(key), "grpc-internal-", 14) == 0)
         return false;
     for (size_t i = 0; hop[i]; i++)
         if (slice_eq(key, hop[i]))
@@ -222,10 +241,7 @@ static void call_free(call *c)
     free(c);
 }
 
-static void call_ref(call *c)
-{
-    atomic_fetch_add(&c->refs, 1);
-}
+static void call_ref(call *c) { atomic_fetch_add(&c->refs, 1); }
 
 static void call_unref(call *c)
 {
@@ -489,8 +505,8 @@ static int image_status(call *c, const char *image_ref, int timeout_ms, grpc_sli
     if (cri_image_status_request_encode(image_ref, &req, &len, NULL) != PG_OK)
         return -1;
     grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                         gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+    gpr_timespec deadline =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
     grpc_slice method = grpc_slice_from_static_string(c->pull->image_status_method);
     grpc_call *gc = grpc_channel_create_call(c->px->channel, NULL, GRPC_PROPAGATE_DEFAULTS, cq,
                                              method, NULL, deadline, NULL);
@@ -502,9 +518,9 @@ static int image_status(call *c, const char *image_ref, int timeout_ms, grpc_sli
     grpc_metadata_array_init(&initial);
     grpc_metadata_array_init(&trailing);
     grpc_slice details = grpc_empty_slice();
-    grpc_op ops[6] = {op(GRPC_OP_SEND_INITIAL_METADATA), op(GRPC_OP_SEND_MESSAGE),
+    grpc_op ops[6] = {op(GRPC_OP_SEND_INITIAL_METADATA),  op(GRPC_OP_SEND_MESSAGE),
                       op(GRPC_OP_SEND_CLOSE_FROM_CLIENT), op(GRPC_OP_RECV_INITIAL_METADATA),
-                      op(GRPC_OP_RECV_MESSAGE), op(GRPC_OP_RECV_STATUS_ON_CLIENT)};
+                      op(GRPC_OP_RECV_MESSAGE),           op(GRPC_OP_RECV_STATUS_ON_CLIENT)};
     ops[1].data.send_message.send_message = send;
     ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
     ops[4].data.recv_message.recv_message = &recv;
@@ -599,8 +615,8 @@ static void record_success(call *c, const cri_pull_request *req, int64_t deadlin
         log_record_failure("pulled", req->image, &e);
     else
         cri_log(CRI_LOG_INFO, "pull recorded", "image", req->image, "imageRef", image_ref,
-                "credentials", source, "detail", detail, "namespace", req->pod_namespace,
-                "pod", req->pod_name, NULL);
+                "credentials", source, "detail", detail, "namespace", req->pod_namespace, "pod",
+                req->pod_name, NULL);
     index_aliases(c, req, image_ref, deadline);
     free(image_ref);
 }
@@ -613,8 +629,8 @@ static void record_result(call *c, const cri_pull_request *req)
     } else if (c->status == GRPC_STATUS_CANCELLED || c->status == GRPC_STATUS_DEADLINE_EXCEEDED ||
                c->status == GRPC_STATUS_OK) {
         /* Outcome unknown (the runtime may have finished the pull): keep the intent. */
-        cri_log(CRI_LOG_WARNING, "pull outcome unknown; intent kept", "image", req->image,
-                "status", status_name(c->status), NULL);
+        cri_log(CRI_LOG_WARNING, "pull outcome unknown; intent kept", "image", req->image, "status",
+                status_name(c->status), NULL);
     } else {
         pg_error e = {0};
         if (cri_record_failed(c->px->opts.recorder, req->image, deadline, &e) != PG_OK)
@@ -633,8 +649,8 @@ static bool record_intent(call *c, cri_pull_request *req)
     grpc_slice_unref(body);
     if (rc != PG_OK) {
         /* Nothing to record without an image; the runtime will refuse it too. */
-        cri_log(CRI_LOG_WARNING, "PullImage request not understood; forwarded unrecorded",
-                "method", c->method, "error", e.message, NULL);
+        cri_log(CRI_LOG_WARNING, "PullImage request not understood; forwarded unrecorded", "method",
+                c->method, "error", e.message, NULL);
         return false;
     }
     rc = cri_record_intent(o->recorder, req->image, cri_now_ms() + o->intent_budget_ms, &e);
@@ -818,8 +834,8 @@ static void *loop_main(void *arg)
 {
     cri_proxy *px = arg;
     for (;;) {
-        grpc_event ev = grpc_completion_queue_next(px->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC),
-                                                   NULL);
+        grpc_event ev =
+            grpc_completion_queue_next(px->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             break;
         if (ev.type == GRPC_OP_COMPLETE) {

@@ -54,8 +54,8 @@ static void wipe_field(ProtobufCBinaryData *f)
 
 static bool is_b64_char(unsigned char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '+' || c == '/';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
 }
 
 /*
@@ -136,8 +136,8 @@ static int hash_auth(const Runtime__V1__AuthConfig *a, cri_pull_request *out, pg
         pg_error e = {0};
         if (dup_field(&a->username, CRI_MAX_CREDENTIAL_BYTES, "username", &user, &e) != PG_OK ||
             dup_field(&a->password, CRI_MAX_CREDENTIAL_BYTES, "password", &pass, &e) != PG_OK)
-            out->auth_problem = e.code == PG_ERR_NOMEM ? "out of memory"
-                                                       : "username or password contains NUL";
+            out->auth_problem =
+                e.code == PG_ERR_NOMEM ? "out of memory" : "username or password contains NUL";
     }
     if (!out->auth_problem) {
         pg_error e = {0};
@@ -205,8 +205,7 @@ int cri_pull_request_decode(const uint8_t *buf, size_t len, const char *annotati
     memset(out, 0, sizeof *out);
     if (!annotation_key)
         return pg_fail(err, PG_ERR_INVALID, "no annotation key");
-    Runtime__V1__PullImageRequest *req =
-        runtime__v1__pull_image_request__unpack(NULL, len, buf);
+    Runtime__V1__PullImageRequest *req = runtime__v1__pull_image_request__unpack(NULL, len, buf);
     if (!req)
         return pg_fail(err, PG_ERR_INVALID, "not a PullImageRequest (%zu bytes)", len);
     int rc = read_request(req, annotation_key, out, err);
@@ -283,8 +282,7 @@ static int add_secret(cri_pull_creds *c, const char *ns, const char *name, const
     return PG_OK;
 }
 
-static int unverified(const cri_pull_request *r, const char *why, cri_pull_creds *c,
-                      pg_error *err)
+static int unverified(const cri_pull_request *r, const char *why, cri_pull_creds *c, pg_error *err)
 {
     char name[sizeof CRI_UNVERIFIED_NAME_PREFIX + PG_HASH_HEX_LEN];
     snprintf(name, sizeof name, "%s%s", CRI_UNVERIFIED_NAME_PREFIX, r->credential_hash);
@@ -295,8 +293,8 @@ static int unverified(const cri_pull_request *r, const char *why, cri_pull_creds
 }
 
 /* Looks the hash up in the pod's annotation entry for the pulled image. */
-static int from_annotation(const cri_pull_request *r, const pg_presented *p,
-                           const char *image_name, cri_pull_creds *c, pg_error *err)
+static int from_annotation(const cri_pull_request *r, const pg_presented *p, const char *image_name,
+                           cri_pull_creds *c, pg_error *err)
 {
     const pg_rec_secret *secrets;
     const pg_rec_sa *sas;
@@ -388,8 +386,7 @@ int cri_pull_credentials(const cri_pull_request *r, const pg_mac_key *mac_key, b
 int cri_pull_response_decode(const uint8_t *buf, size_t len, char **image_ref, pg_error *err)
 {
     *image_ref = NULL;
-    Runtime__V1__PullImageResponse *resp =
-        runtime__v1__pull_image_response__unpack(NULL, len, buf);
+    Runtime__V1__PullImageResponse *resp = runtime__v1__pull_image_response__unpack(NULL, len, buf);
     if (!resp)
         return pg_fail(err, PG_ERR_INVALID, "not a PullImageResponse (%zu bytes)", len);
     int rc = dup_field(&resp->image_ref, PG_MAX_IMAGE_LEN, "image_ref", image_ref, err);
@@ -469,8 +466,7 @@ static int strv_add_field(strv *l, const ProtobufCBinaryData *f, pg_error *err)
     return rc;
 }
 
-static int collect_aliases(const Runtime__V1__Image *img, const char *also, strv *l,
-                           pg_error *err)
+static int collect_aliases(const Runtime__V1__Image *img, const char *also, strv *l, pg_error *err)
 {
     int rc = strv_add_field(l, &img->id, err);
     for (size_t i = 0; rc == PG_OK && i < img->n_repo_tags; i++)

@@ -39,10 +39,10 @@ typedef struct cri_pull_request {
     char *pod_namespace; /* sandbox_config.metadata.namespace, NULL when absent/empty */
     char *pod_name;
     char *pod_uid;
-    char *annotation;    /* the credentials annotation's value, NULL when absent */
+    char *annotation; /* the credentials annotation's value, NULL when absent */
     size_t annotation_len;
-    bool has_auth;       /* any AuthConfig field non-empty */
-    bool auth_usable;    /* the hash below is the kubelet's hash of these credentials */
+    bool has_auth;    /* any AuthConfig field non-empty */
+    bool auth_usable; /* the hash below is the kubelet's hash of these credentials */
     char credential_hash[PG_HASH_HEX_LEN + 1];
     const char *auth_problem; /* why auth_usable is false (static text), or NULL */
 } cri_pull_request;
@@ -61,10 +61,10 @@ void cri_pull_request_clear(cri_pull_request *r);
 
 /* Why a pull is recorded with the credentials it is (for logs; never secret). */
 typedef enum cri_cred_source {
-    CRI_CREDS_NONE = 0,       /* no auth: nodePodsAccessible */
-    CRI_CREDS_POD_SECRET,     /* found in the pod's annotation by hash */
-    CRI_CREDS_NODE_WIDE,      /* the pod's valid entry does not list them: nodePodsAccessible */
-    CRI_CREDS_UNVERIFIED      /* cannot tell: hash only, under the pod's namespace */
+    CRI_CREDS_NONE = 0,   /* no auth: nodePodsAccessible */
+    CRI_CREDS_POD_SECRET, /* found in the pod's annotation by hash */
+    CRI_CREDS_NODE_WIDE,  /* the pod's valid entry does not list them: nodePodsAccessible */
+    CRI_CREDS_UNVERIFIED  /* cannot tell: hash only, under the pod's namespace */
 } cri_cred_source;
 
 /* The credentials to record for one pull; owns every string it points to. */
@@ -72,7 +72,7 @@ typedef struct cri_pull_creds {
     pg_pull_credentials creds; /* view for pg_store_record_pulled */
     pg_secret *secrets;        /* creds.secrets; strings below are owned */
     cri_cred_source source;
-    char detail[256];          /* e.g. "no annotation", "secret team-a/regcred" */
+    char detail[256]; /* e.g. "no annotation", "secret team-a/regcred" */
 } cri_pull_creds;
 
 /*

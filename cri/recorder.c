@@ -27,8 +27,8 @@ struct cri_recorder {
     pg_store *store;
     pthread_t thread;
     pthread_mutex_t lock;
-    pthread_cond_t work;  /* queue not empty, or stopping */
-    pthread_cond_t done;  /* a job finished, or the writer exited */
+    pthread_cond_t work; /* queue not empty, or stopping */
+    pthread_cond_t done; /* a job finished, or the writer exited */
     job *head, *tail;
     size_t queued;
     bool stopping;
@@ -237,8 +237,8 @@ int cri_record_failed(cri_recorder *r, const char *image, int64_t deadline_ms, p
     return j ? submit_and_wait(r, j, deadline_ms, err) : PG_ERR_NOMEM;
 }
 
-int cri_record_aliases(cri_recorder *r, const char *image_ref, char **aliases,
-                       int64_t deadline_ms, pg_error *err)
+int cri_record_aliases(cri_recorder *r, const char *image_ref, char **aliases, int64_t deadline_ms,
+                       pg_error *err)
 {
     job *j = new_job(JOB_ALIASES, NULL, image_ref, err);
     if (!j) {

@@ -39,7 +39,7 @@ int cri_record_pulled(cri_recorder *r, const char *image, const char *image_ref,
                       cri_pull_creds *creds, int64_t deadline_ms, pg_error *err);
 int cri_record_failed(cri_recorder *r, const char *image, int64_t deadline_ms, pg_error *err);
 /* Takes ownership of aliases (NULL-terminated, pg_strv_free). */
-int cri_record_aliases(cri_recorder *r, const char *image_ref, char **aliases,
-                       int64_t deadline_ms, pg_error *err);
+int cri_record_aliases(cri_recorder *r, const char *image_ref, char **aliases, int64_t deadline_ms,
+                       pg_error *err);
 
 #endif

@@ -54,8 +54,7 @@ static void load_vectors(void)
             strlen(p) != json_string_length(json_object_get(v, "password")))
             continue;
         vector *out = &vectors[n_vectors++];
-        snprintf(out->name, sizeof out->name, "%s",
-                 json_string_value(json_object_get(v, "name")));
+        snprintf(out->name, sizeof out->name, "%s", json_string_value(json_object_get(v, "name")));
         snprintf(out->username, sizeof out->username, "%s", u);
         snprintf(out->password, sizeof out->password, "%s", p);
         snprintf(out->hash, sizeof out->hash, "%s", h);
@@ -136,8 +135,7 @@ static void resolve(const req_spec *s, cri_pull_request *req, cri_pull_creds *cr
     pg_error err = {0};
     ck_assert_msg(cri_pull_request_decode(buf, len, KEY, req, &err) == PG_OK, "%s", err.message);
     free(buf);
-    ck_assert_msg(cri_pull_credentials(req, NULL, false, creds, &err) == PG_OK, "%s",
-                  err.message);
+    ck_assert_msg(cri_pull_credentials(req, NULL, false, creds, &err) == PG_OK, "%s", err.message);
 }
 
 static char *base64(const char *text, bool padded)
@@ -257,8 +255,11 @@ START_TEST(hash_in_annotation_names_the_secret)
 {
     const vector *v = plain_vector();
     char *a = annotation_with("team-a", v->hash, true);
-    req_spec s = {.username = v->username, .password = v->password, .sandbox = true,
-                  .ns = "team-a", .annotation = a};
+    req_spec s = {.username = v->username,
+                  .password = v->password,
+                  .sandbox = true,
+                  .ns = "team-a",
+                  .annotation = a};
     cri_pull_request req;
     cri_pull_creds c;
     resolve(&s, &req, &c);
@@ -280,8 +281,11 @@ START_TEST(valid_entry_without_the_hash_is_node_wide)
 {
     const vector *v = plain_vector();
     char *a = annotation_with("team-a", OTHER_HASH, true);
-    req_spec s = {.username = v->username, .password = v->password, .sandbox = true,
-                  .ns = "team-a", .annotation = a};
+    req_spec s = {.username = v->username,
+                  .password = v->password,
+                  .sandbox = true,
+                  .ns = "team-a",
+                  .annotation = a};
     cri_pull_request req;
     cri_pull_creds c;
     resolve(&s, &req, &c);
@@ -303,11 +307,19 @@ START_TEST(cannot_tell_is_pod_namespace_hash_only)
              "{\"registry.example.com/team-a/other\":{\"kubernetesSecrets\":[{\"namespace\":"
              "\"team-a\",\"name\":\"regcred\",\"uid\":\"uid-1\",\"credentialHash\":\"%s\"}]}}",
              v->hash);
-    const char *cases[] = {NULL, "", "{not json", "[]", other_ns, other_image,
+    const char *cases[] = {NULL,
+                           "",
+                           "{not json",
+                           "[]",
+                           other_ns,
+                           other_image,
                            "{\"" IMAGE_NAME "\":{\"unknownKey\":[]}}"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        req_spec s = {.username = v->username, .password = v->password, .sandbox = true,
-                      .ns = "team-a", .annotation = cases[i]};
+        req_spec s = {.username = v->username,
+                      .password = v->password,
+                      .sandbox = true,
+                      .ns = "team-a",
+                      .annotation = cases[i]};
         cri_pull_request req;
         cri_pull_creds c;
         resolve(&s, &req, &c);
@@ -337,8 +349,11 @@ START_TEST(hmac_required_without_key_is_unverified)
 {
     const vector *v = plain_vector();
     char *a = annotation_with("team-a", v->hash, true);
-    req_spec s = {.username = v->username, .password = v->password, .sandbox = true,
-                  .ns = "team-a", .annotation = a};
+    req_spec s = {.username = v->username,
+                  .password = v->password,
+                  .sandbox = true,
+                  .ns = "team-a",
+                  .annotation = a};
     size_t len;
     uint8_t *buf = pack_request(&s, &len);
     cri_pull_request req;
@@ -434,9 +449,11 @@ START_TEST(pull_response_and_image_status)
 
     Runtime__V1__Image img = RUNTIME__V1__IMAGE__INIT;
     ProtobufCBinaryData tags[3] = {bin("registry.example.com/team-a/app:1.0"),
-                                   bin("not a reference!"), bin("registry.example.com/team-a/app:1.0")};
-    ProtobufCBinaryData digests[1] = {bin("registry.example.com/team-a/app@sha256:"
-                                          "1111111111111111111111111111111111111111111111111111111111111111")};
+                                   bin("not a reference!"),
+                                   bin("registry.example.com/team-a/app:1.0")};
+    ProtobufCBinaryData digests[1] = {
+        bin("registry.example.com/team-a/app@sha256:"
+            "1111111111111111111111111111111111111111111111111111111111111111")};
     img.id = bin(id);
     img.repo_tags = tags;
     img.n_repo_tags = 3;
@@ -446,9 +463,9 @@ START_TEST(pull_response_and_image_status)
     sr.image = &img;
     len = runtime__v1__image_status_response__pack(&sr, buf);
     char **aliases = NULL;
-    ck_assert_int_eq(cri_image_status_aliases(buf, len, "registry.example.com/team-a/app:1.0",
-                                              &aliases, NULL),
-                     PG_OK);
+    ck_assert_int_eq(
+        cri_image_status_aliases(buf, len, "registry.example.com/team-a/app:1.0", &aliases, NULL),
+        PG_OK);
     size_t n = 0;
     while (aliases[n])
         n++;

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pullgate-cri's store writer: operations run in order, a caller waits only
+ * until its deadline even when another process holds the store's lock, and
+ * what it gave up on still lands, in order, once the lock is free. Also the
+ * two configuration keys of pullgate-cri.
+ */
+#include "recorder.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define REF "sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"
+
+typedef struct env {
+    char dir[64];
+    pg_config *cfg;
+    pg_store *store;
+    cri_recorder *rec;
+} env;
+
+static void env_up(env *e)
+{
+    snprintf(e->dir, sizeof e->dir, "/tmp/pg-cri-rec.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(e->dir));
+    pg_error err = {0};
+    e->cfg = pg_config_new(&err);
+    ck_assert_ptr_nonnull(e->cfg);
+    ck_assert_int_eq(pg_config_set(e->cfg, "stateDir", e->dir, &err), PG_OK);
+    ck_assert_int_eq(pg_config_clear_list(e->cfg, "readOnlyRecordDirs", &err), PG_OK);
+    e->store = pg_store_open(e->cfg, NULL, &err);
+    ck_assert_msg(e->store != NULL, "%s", err.message);
+    e->rec = cri_recorder_new(e->store, &err);
+    ck_assert_ptr_nonnull(e->rec);
+}
+
+static void env_down(env *e)
+{
+    ck_assert_int_eq(cri_recorder_stop(e->rec, 5000), 1);
+    pg_store_free(e->store);
+    pg_config_free(e->cfg);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static bool intent_exists(const env *e, const char *image)
+{
+    char name[7 + PG_HASH_HEX_LEN + 1], path[256];
+    ck_assert_int_eq(pg_record_file_name(image, name, NULL), PG_OK);
+    snprintf(path, sizeof path, "%s/pulling/%s", e->dir, name);
+    return access(path, F_OK) == 0;
+}
+
+static cri_pull_creds secret_creds(const char *ns, const char *hash)
+{
+    cri_pull_creds c;
+    memset(&c, 0, sizeof c);
+    c.secrets = calloc(1, sizeof *c.secrets);
+    ck_assert_ptr_nonnull(c.secrets);
+    c.secrets[0].namespace_ = pg_strdup(ns);
+    c.secrets[0].name = pg_strdup("regcred");
+    c.secrets[0].uid = pg_strdup("uid-1");
+    c.secrets[0].credential_hash = pg_strdup(hash);
+    c.creds.secrets = c.secrets;
+    c.creds.n_secrets = 1;
+    c.source = CRI_CREDS_POD_SECRET;
+    return c;
+}
+
+START_TEST(records_in_order)
+{
+    env e;
+    env_up(&e);
+    pg_error err = {0};
+    int64_t deadline = cri_now_ms() + 5000;
+    ck_assert_int_eq(cri_record_intent(e.rec, "busybox:1.36", deadline, &err), PG_OK);
+    ck_assert(intent_exists(&e, "busybox:1.36"));
+    cri_pull_creds c =
+        secret_creds("team-a", "84e602bef66066d26999b4f32a2afb963a80f8384d3cdf9145038d3c3da62d2b");
+    ck_assert_int_eq(cri_record_pulled(e.rec, "busybox:1.36", REF, &c, deadline, &err), PG_OK);
+    ck_assert_ptr_null(c.secrets);                 /* ownership moved to the job */
+    ck_assert(!intent_exists(&e, "busybox:1.36")); /* released by the pulled record */
+    pg_record *r = NULL;
+    ck_assert_int_eq(pg_store_get(e.store, REF, &r, &err), PG_OK);
+    char *json = pg_record_to_json(r, &err);
+    ck_assert_ptr_nonnull(strstr(json, "\"namespace\":\"team-a\""));
+    pg_free(json);
+    pg_record_free(r);
+    /* A failed pull releases its intent; an invalid alias list is refused whole. */
+    ck_assert_int_eq(cri_record_intent(e.rec, "nginx:1.25", deadline, &err), PG_OK);
+    ck_assert_int_eq(cri_record_failed(e.rec, "nginx:1.25", deadline, &err), PG_OK);
+    ck_assert(!intent_exists(&e, "nginx:1.25"));
+    char **aliases = calloc(3, sizeof *aliases);
+    aliases[0] = pg_strdup("docker.io/library/busybox:1.36");
+    aliases[1] = pg_strdup("not a reference!");
+    ck_assert_int_ne(cri_record_aliases(e.rec, REF, aliases, deadline, &err), PG_OK);
+    env_down(&e);
+}
+END_TEST
+
+START_TEST(held_lock_bounds_the_wait_and_work_lands_later)
+{
+    env e;
+    env_up(&e);
+    char lock_path[128];
+    snprintf(lock_path, sizeof lock_path, "%s/.pullgate.lock", e.dir);
+    /* Another open file description: the store's flock() waits for this one. */
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(flock(fd, LOCK_EX), 0);
+
+    pg_error err = {0};
+    int64_t t0 = cri_now_ms();
+    ck_assert_int_eq(cri_record_intent(e.rec, "held:1", t0 + 300, &err), CRI_RECORD_TIMEOUT);
+    int64_t waited = cri_now_ms() - t0;
+    ck_assert_msg(waited >= 250 && waited < 2000, "waited %lld ms", (long long)waited);
+    ck_assert(!intent_exists(&e, "held:1"));
+    cri_pull_creds c =
+        secret_creds("team-b", "eccd54b36aa3a995266c57ea482272c142abc94251c7c4300c6fe2950fc05302");
+    ck_assert_int_eq(cri_record_pulled(e.rec, "held:1", REF, &c, cri_now_ms() + 100, &err),
+                     CRI_RECORD_TIMEOUT);
+
+    close(fd); /* the lock holder goes away: both queued operations run, in order */
+    pg_record *r = NULL;
+    for (int i = 0; i < 200 && pg_store_get(e.store, REF, &r, NULL) != PG_OK; i++)
+        usleep(25000);
+    ck_assert_ptr_nonnull(r);
+    pg_record_free(r);
+    for (int i = 0; i < 200 && intent_exists(&e, "held:1"); i++)
+        usleep(25000);
+    ck_assert(!intent_exists(&e, "held:1")); /* intent written, then released by the pull */
+    env_down(&e);
+}
+END_TEST
+
+START_TEST(config_keys)
+{
+    pg_error err = {0};
+    pg_config *cfg = pg_config_new(&err);
+    ck_assert_str_eq(pg_config_cri_listen(cfg), "unix:///run/pullgate/cri.sock");
+    ck_assert_str_eq(pg_config_cri_runtime_endpoint(cfg), "unix:///run/containerd/containerd.sock");
+    ck_assert_int_eq(
+        pg_config_set(cfg, "criRuntimeEndpoint", "unix:///var/run/crio/crio.sock", &err), PG_OK);
+    ck_assert_str_eq(pg_config_cri_runtime_endpoint(cfg), "unix:///var/run/crio/crio.sock");
+    const char *bad[] = {"/run/x.sock", "unix://relative", "tcp://127.0.0.1:1", "unix:///a\nb",
+                         ("unix:///0123456789012345678901234567890123456789012345678901234567890123"
+                          "4567890123456789012345678901234567890123456789")};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(pg_config_set(cfg, "criListen", bad[i], &err) == PG_ERR_CONFIG, "accepted %s",
+                      bad[i]);
+        ck_assert_ptr_nonnull(strstr(err.message, "criListen"));
+    }
+    const char json[] = "{\"criListen\":\"unix:///run/p/c.sock\",\"policy\":\"AlwaysVerify\"}";
+    ck_assert_int_eq(pg_config_load_json(cfg, json, sizeof json - 1, &err), PG_OK);
+    ck_assert_str_eq(pg_config_cri_listen(cfg), "unix:///run/p/c.sock");
+    char *text = pg_config_to_json(cfg, &err);
+    ck_assert_ptr_nonnull(strstr(text, "\"criListen\":\"unix:///run/p/c.sock\""));
+    ck_assert_ptr_nonnull(
+        strstr(text, "\"criRuntimeEndpoint\":\"unix:///var/run/crio/crio.sock\""));
+    pg_free(text);
+    pg_config_free(cfg);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cri_recorder");
+    TCase *tc = tcase_create("recorder");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, records_in_order);
+    tcase_add_test(tc, held_lock_bounds_the_wait_and_work_lands_later);
+    tcase_add_test(tc, config_keys);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
