@@ -663,14 +663,22 @@ static void *pull_main(void *arg)
 {
     call *c = arg;
     cri_pull_request req;
+    int64_t t0 = cri_now_ms();
     bool recording = record_intent(c, &req);
+    int64_t intent_ms = cri_now_ms() - t0;
     send_up_msg(c); /* whatever happened: the pull itself is never held up */
     pthread_mutex_lock(&c->pull->lock);
     while (!c->pull->upstream_finished)
         pthread_cond_wait(&c->pull->cond, &c->pull->lock);
     pthread_mutex_unlock(&c->pull->lock);
     if (recording) {
+        int64_t t1 = cri_now_ms();
         record_result(c, &req);
+        char a[24], b[24];
+        snprintf(a, sizeof a, "%lld", (long long)intent_ms);
+        snprintf(b, sizeof b, "%lld", (long long)(cri_now_ms() - t1));
+        cri_log(CRI_LOG_DEBUG, "pull recording time", "image", req.image, "intentMs", a,
+                "resultMs", b, NULL);
         cri_pull_request_clear(&req);
     }
     send_final(c, c->pull->response);
