@@ -490,6 +490,59 @@ START_TEST(pull_response_and_image_status)
 }
 END_TEST
 
+/* An annotation whose entry for IMAGE_NAME is signed for sign_ns under key. */
+static char *signed_annotation(const pg_mac_key *key, const char *sign_ns, const char *hash)
+{
+    char *plain = annotation_with("team-a", hash, true);
+    json_t *root = json_loads(plain, 0, NULL);
+    free(plain);
+    ck_assert_ptr_nonnull(root);
+    json_t *entry = json_object_get(root, IMAGE_NAME);
+    char mac[PG_MAC_HEX_LEN + 1];
+    pg_error err = {0};
+    ck_assert_msg(pg_annotation_mac_of_entry(key, sign_ns, IMAGE_NAME, entry, mac, &err) == PG_OK,
+                  "%s", err.message);
+    json_object_set_new(entry, PG_MAC_FIELD, json_string(mac));
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return text;
+}
+
+START_TEST(hmac_signed_entry_verifies_only_for_its_namespace)
+{
+    const vector *v = plain_vector();
+    static const char key_bytes[] = "0123456789abcdef0123456789abcdef-node-key";
+    pg_mac_key *key = NULL;
+    ck_assert_int_eq(pg_mac_key_from_bytes(key_bytes, sizeof key_bytes - 1, &key, NULL), PG_OK);
+    const char *signed_for[] = {"team-a", "team-b"};
+    cri_cred_source expected[] = {CRI_CREDS_POD_SECRET, CRI_CREDS_UNVERIFIED};
+    for (int i = 0; i < 2; i++) {
+        /* The pod is in team-a; the second annotation was signed for team-b (a replay). */
+        char *a = signed_annotation(key, signed_for[i], v->hash);
+        req_spec s = {.username = v->username,
+                      .password = v->password,
+                      .sandbox = true,
+                      .ns = "team-a",
+                      .annotation = a};
+        size_t len;
+        uint8_t *buf = pack_request(&s, &len);
+        cri_pull_request req;
+        cri_pull_creds c;
+        ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), PG_OK);
+        ck_assert_int_eq(cri_pull_credentials(&req, key, true, &c, NULL), PG_OK);
+        ck_assert_msg(c.source == expected[i], "signed for %s: %s (%s)", signed_for[i],
+                      cri_cred_source_name(c.source), c.detail);
+        if (expected[i] == CRI_CREDS_UNVERIFIED)
+            assert_unverified(&c, "team-a", v->hash);
+        cri_pull_creds_clear(&c);
+        cri_pull_request_clear(&req);
+        free(buf);
+        free(a);
+    }
+    pg_mac_key_free(key);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cri_pull");
@@ -503,6 +556,7 @@ static Suite *suite(void)
     tcase_add_test(tc, cannot_tell_is_pod_namespace_hash_only);
     tcase_add_test(tc, no_sandbox_is_unknown_namespace_hash_only);
     tcase_add_test(tc, hmac_required_without_key_is_unverified);
+    tcase_add_test(tc, hmac_signed_entry_verifies_only_for_its_namespace);
     tcase_add_test(tc, hostile_requests_are_refused);
     tcase_add_test(tc, last_annotation_entry_wins);
     tcase_add_test(tc, pull_response_and_image_status);
