@@ -92,7 +92,7 @@ typedef struct call {
     char method[METHOD_LOG_MAX];
     int64_t start_ms;
     pull_state *pull; /* PullImage only */
-    tag t_up_sent_md, t_up_recv_md, t_up_status, t_down_closed, t_down_msg, t_up_sent_msg, t_up_msg,
+    tag t_up_recv_md, t_up_status, t_down_closed, t_down_msg, t_up_sent_msg, t_up_msg,
         t_down_sent_msg, t_down_sent_md, t_up_sent_close, t_down_sent_final;
 } call;
 
@@ -677,8 +677,8 @@ static void *pull_main(void *arg)
         char a[24], b[24];
         snprintf(a, sizeof a, "%lld", (long long)intent_ms);
         snprintf(b, sizeof b, "%lld", (long long)(cri_now_ms() - t1));
-        cri_log(CRI_LOG_DEBUG, "pull recording time", "image", req.image, "intentMs", a,
-                "resultMs", b, NULL);
+        cri_log(CRI_LOG_DEBUG, "pull recording time", "image", req.image, "intentMs", a, "resultMs",
+                b, NULL);
         cri_pull_request_clear(&req);
     }
     send_final(c, c->pull->response);
@@ -737,16 +737,14 @@ static void start_call(cri_proxy *px, call *c)
                                      c->details.method, host, c->details.deadline, NULL);
     filter_md(&c->client_md, &c->fwd_md, &c->n_fwd_md);
 
-    grpc_op o = op(GRPC_OP_SEND_INITIAL_METADATA);
-    o.data.send_initial_metadata.count = c->n_fwd_md;
-    o.data.send_initial_metadata.metadata = c->fwd_md;
-    start_batch(c, c->up, &o, 1, &c->t_up_sent_md);
+    /* One batch: the headers go up, and it completes when the runtime's come back. */
+    grpc_op md_ops[2] = {op(GRPC_OP_SEND_INITIAL_METADATA), op(GRPC_OP_RECV_INITIAL_METADATA)};
+    md_ops[0].data.send_initial_metadata.count = c->n_fwd_md;
+    md_ops[0].data.send_initial_metadata.metadata = c->fwd_md;
+    md_ops[1].data.recv_initial_metadata.recv_initial_metadata = &c->up_initial_md;
+    start_batch(c, c->up, md_ops, 2, &c->t_up_recv_md);
 
-    o = op(GRPC_OP_RECV_INITIAL_METADATA);
-    o.data.recv_initial_metadata.recv_initial_metadata = &c->up_initial_md;
-    start_batch(c, c->up, &o, 1, &c->t_up_recv_md);
-
-    o = op(GRPC_OP_RECV_STATUS_ON_CLIENT);
+    grpc_op o = op(GRPC_OP_RECV_STATUS_ON_CLIENT);
     o.data.recv_status_on_client.trailing_metadata = &c->up_trailing_md;
     o.data.recv_status_on_client.status = &c->status;
     o.data.recv_status_on_client.status_details = &c->status_details;
@@ -770,7 +768,6 @@ static call *call_new(cri_proxy *px)
     c->status_details = grpc_empty_slice();
     grpc_metadata_array_init(&c->up_initial_md);
     grpc_metadata_array_init(&c->up_trailing_md);
-    set_tag(&c->t_up_sent_md, on_simple_done, c);
     set_tag(&c->t_up_recv_md, on_up_recv_md, c);
     set_tag(&c->t_up_status, on_up_status, c);
     set_tag(&c->t_down_closed, on_down_closed, c);
