@@ -19,6 +19,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -73,6 +74,8 @@ class FakeImageService(grpc.GenericRpcHandler):
         image = req.image.image.decode()
         intent = os.path.join(self.state_dir, "pulling", "sha256-" + sha(image))
         self.event("pull %s intent-%s" % (image, "present" if os.path.exists(intent) else "missing"))
+        if "slow" in image:  # a pull in flight long enough to kill the proxy under it
+            time.sleep(3)
         if "denied" in image:
             context.abort(grpc.StatusCode.UNKNOWN,
                           "failed to pull and unpack image \"%s\": 401 Unauthorized" % image)

@@ -118,6 +118,39 @@ DESC="pull v1alpha2"; expect_ok_pull v1alpha2 registry.example.com/team-a/legacy
 pg_expect_ok "v1alpha2 pull recorded" show "$REF"
 pg_expect_contains "with team-a's secret" "$PG_OUT" "\"name\":\"regcred\""
 
+pg_section "a held store lock does not hold up the pull"
+command -v flock >/dev/null || pg_skip "flock(1) missing"
+touch "$STATE/.pullgate.lock" && chmod 0600 "$STATE/.pullgate.lock"
+flock "$STATE/.pullgate.lock" sleep 8 &
+LOCK_PID=$!
+pg_on_exit 'pg_kill_wait "$LOCK_PID" 2'
+sleep 0.3
+LOCKED=registry.example.com/team-a/locked:1.0
+t0=$(date +%s%N)
+DESC="pull while another process holds the store lock"
+expect_ok_pull v1 "$LOCKED" team-a "$(annotation team-a regcred uid-a "$HASH_A" registry.example.com/team-a/locked)" alice s3cret ""
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+((ms < 6000)) && pg_check_ok "answered in $ms ms (recording waits are bounded: 1 s + 2 s)" ||
+    pg_check_fail "answered only after $ms ms"
+pg_expect_fail "not recorded yet" ctl show --image-ref "$REF"
+pg_kill_wait "$LOCK_PID" 2
+for _ in $(seq 1 100); do show "$REF" >/dev/null 2>&1 && break; sleep 0.1; done
+pg_expect_ok "recorded once the lock is free" show "$REF"
+pg_expect_contains "with team-a's secret" "$PG_OUT" "\"name\":\"regcred\""
+
+pg_section "proxy killed during a pull"
+SLOW=registry.example.com/team-a/slow:1.0
+drive pull "$PROXY_SOCK" v1 "$SLOW" team-a "$ANN_A" alice s3cret "" >"$T/slow.out" 2>&1 &
+PULL_PID=$!
+for _ in $(seq 1 50); do grep -q "pull $SLOW" "$EVENTS" && break; sleep 0.1; done
+kill -KILL "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null; PROXY_PID=""
+wait "$PULL_PID"
+pg_expect_contains "the kubelet sees the call fail" "$(cat "$T/slow.out")" "UNAVAILABLE"
+[[ -f "$STATE/pulling/sha256-$(printf %s "$SLOW" | sha256sum | cut -d' ' -f1)" ]] &&
+    pg_check_ok "the intent stays (the image is verified, not preloaded)" || pg_check_fail "intent lost"
+if ls "$STATE"/*/*.tmp >/dev/null 2>&1; then pg_check_fail "temporary files left: $(ls "$STATE"/*/*.tmp)"
+else pg_check_ok "nothing half-written"; fi
+
 if grep -qE 's3cret|hunter2|YWxpY2U6czNjcmV0' "$T/proxy.log"; then pg_check_fail "the log shows credentials"
 else pg_check_ok "no credentials in the log"; fi
 grep -q 'msg="pull recorded"' "$T/proxy.log" && pg_check_ok "pulls logged" || pg_check_fail "no pull log"
