@@ -43,6 +43,7 @@
  */
 #include "image_identity.h"
 #include "internal.h"
+#include "store_impl.h"
 #include "store_lookup.h"
 
 #include <dirent.h>
@@ -58,41 +59,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SUB_PULLING "pulling"
-#define SUB_PULLED "pulled"
-#define SUB_INTENTS "pullgate-intents"
-#define SUB_IMAGES "pullgate-images"
-#define SUB_NAMES "pullgate-names"
-#define SUB_CREDTIMES "pullgate-credtimes"
-#define SUB_DIRCACHE "pullgate-dircache"
-#define LOCK_FILE ".pullgate.lock"
-#define NAME_PREFIX "sha256-"
-#define TMP_SUFFIX ".tmp"
-#define FILE_NAME_LEN (7 + PG_HASH_HEX_LEN)
-#define MAX_INDEX_BYTES (2 * PG_MAX_IMAGE_LEN + 4096)
-#define MAX_COUNT_BYTES 64
-
-typedef char file_name[FILE_NAME_LEN + 1];
-
-typedef struct record_dir {
-    char *path;
-    int fd;
-    int pulled_fd; /* pulled/, opened and checked at store open; -1: open per lookup */
-} record_dir;
-
-struct pg_store {
-    record_dir *dirs; /* dirs[0] is the writable one when writable */
-    size_t n_dirs;
-    bool writable;
-    char *api_version;
-    char **pinned; /* NULL-terminated copy of pinnedImages */
-    pg_notifier *notifier;
-};
-
 /* ------------------------------------------------------------ helpers */
 
 /* Prefixes err's message with "dir/sub/name: " (dropping a leading "name: "). */
-static int prefix_error(pg_error *err, int code, const char *dir, const char *sub,
+int pg_st_prefix_error(pg_error *err, int code, const char *dir, const char *sub,
                         const char *name)
 {
     if (!err)
@@ -106,14 +76,14 @@ static int prefix_error(pg_error *err, int code, const char *dir, const char *su
     return pg_fail(err, code, "%s/%s/%s: %s", dir, sub, name, msg);
 }
 
-static bool is_record_name(const char *name)
+bool pg_st_is_record_name(const char *name)
 {
     size_t n = strlen(name);
     return strncmp(name, NAME_PREFIX, strlen(NAME_PREFIX)) == 0 &&
            !(n >= strlen(TMP_SUFFIX) && strcmp(name + n - strlen(TMP_SUFFIX), TMP_SUFFIX) == 0);
 }
 
-static int check_input(const char *what, const char *s, pg_error *err)
+int pg_st_check_input(const char *what, const char *s, pg_error *err)
 {
     if (!s || !*s)
         return pg_fail(err, PG_ERR_INVALID, "empty %s", what);
@@ -131,7 +101,7 @@ static int require_writable(const pg_store *store, pg_error *err)
     return PG_OK;
 }
 
-static int fsync_retry(int fd)
+int pg_st_fsync_retry(int fd)
 {
     int rc;
     while ((rc = fsync(fd)) != 0 && errno == EINTR)
@@ -193,7 +163,7 @@ static int open_dir_at(int base, const char *name, const char *shown, int *fd_ou
     return PG_OK;
 }
 
-static int open_subdir(const record_dir *d, const char *sub, int *fd_out, pg_error *err)
+int pg_st_open_subdir(const record_dir *d, const char *sub, int *fd_out, pg_error *err)
 {
     char shown[PATH_MAX];
     snprintf(shown, sizeof shown, "%s/%s", d->path, sub);
@@ -324,7 +294,6 @@ static int add_read_only_dirs(pg_store *s, const pg_config *cfg, pg_error *err)
     return PG_OK;
 }
 
-static void names_mark_complete_if_empty(const record_dir *d);
 
 static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
 {
@@ -337,7 +306,7 @@ static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
         rc = make_subdirs(&s->dirs[0], err);
     s->writable = rc == PG_OK;
     if (rc == PG_OK)
-        names_mark_complete_if_empty(&s->dirs[0]);
+        pg_st_names_mark_complete_if_empty(&s->dirs[0]);
     return rc;
 }
 
@@ -349,7 +318,7 @@ static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
 static void open_pulled_fds(pg_store *s)
 {
     for (size_t i = 0; i < s->n_dirs; i++)
-        if (open_subdir(&s->dirs[i], SUB_PULLED, &s->dirs[i].pulled_fd, NULL) != PG_OK)
+        if (pg_st_open_subdir(&s->dirs[i], SUB_PULLED, &s->dirs[i].pulled_fd, NULL) != PG_OK)
             s->dirs[i].pulled_fd = -1;
 }
 
@@ -445,7 +414,7 @@ static int create_temp(int dirfd, const char *name, char *tmp, size_t tmp_size, 
 
 /* Atomic, durable replacement of dir/sub/name by data. */
 /* Atomic replacement; durable (file and directory fsync'd) when sync is set. */
-static int write_file_replace(int dirfd, const char *dir, const char *sub, const char *name,
+int pg_st_write_file_replace(int dirfd, const char *dir, const char *sub, const char *name,
                               const char *data, size_t len, bool sync, pg_error *err)
 {
     char tmp[FILE_NAME_LEN + 32];
@@ -455,7 +424,7 @@ static int write_file_replace(int dirfd, const char *dir, const char *sub, const
     const char *step = NULL;
     if (write_all(fd, data, len) != 0)
         step = "write";
-    else if (sync && fsync_retry(fd) != 0)
+    else if (sync && pg_st_fsync_retry(fd) != 0)
         step = "fsync";
     int e = errno;
     if (close(fd) != 0 && !step) {
@@ -470,15 +439,15 @@ static int write_file_replace(int dirfd, const char *dir, const char *sub, const
         unlinkat(dirfd, tmp, 0);
         return pg_fail_errno(err, e, "%s %s/%s/%s", step, dir, sub, tmp);
     }
-    if (sync && fsync_retry(dirfd) != 0)
+    if (sync && pg_st_fsync_retry(dirfd) != 0)
         return pg_fail_errno(err, errno, "fsync %s/%s", dir, sub);
     return PG_OK;
 }
 
-static int write_file_atomic(int dirfd, const char *dir, const char *sub, const char *name,
+int pg_st_write_file_atomic(int dirfd, const char *dir, const char *sub, const char *name,
                              const char *data, size_t len, pg_error *err)
 {
-    return write_file_replace(dirfd, dir, sub, name, data, len, true, err);
+    return pg_st_write_file_replace(dirfd, dir, sub, name, data, len, true, err);
 }
 
 /* unlinkat + directory fsync; *removed tells whether anything was there. */
@@ -492,19 +461,19 @@ static int remove_file(int dirfd, const char *dir, const char *sub, const char *
         return pg_fail_errno(err, errno, "remove %s/%s/%s", dir, sub, name);
     }
     *removed = true;
-    if (fsync_retry(dirfd) != 0)
+    if (pg_st_fsync_retry(dirfd) != 0)
         return pg_fail_errno(err, errno, "fsync %s/%s", dir, sub);
     return PG_OK;
 }
 
 /* ------------------------------------------------------------ reading */
 
-static int read_strict(int dirfd, const record_dir *d, const char *sub, const char *name,
+int pg_st_read_strict(int dirfd, const record_dir *d, const char *sub, const char *name,
                        size_t max, char **buf, size_t *len, pg_error *err)
 {
     int rc = pg_read_file_at(dirfd, name, max, PG_READ_STRICT, buf, len, err);
     if (rc != PG_OK && rc != PG_ERR_NOT_FOUND)
-        prefix_error(err, rc, d->path, sub, name);
+        pg_st_prefix_error(err, rc, d->path, sub, name);
     return rc;
 }
 
@@ -517,20 +486,20 @@ static int mismatch(pg_error *err, const record_dir *d, const char *sub, const c
 }
 
 /* Reads and checks pulled/<name>. PG_ERR_NOT_FOUND when absent. */
-static int read_record_at(int pulled_fd, const record_dir *d, const char *name,
+int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name,
                           pg_record **out, pg_error *err)
 {
     char *buf;
     size_t len;
     *out = NULL; /* defined on every path, so callers never read garbage */
-    int rc = read_strict(pulled_fd, d, SUB_PULLED, name, PG_MAX_RECORD_BYTES, &buf, &len, err);
+    int rc = pg_st_read_strict(pulled_fd, d, SUB_PULLED, name, PG_MAX_RECORD_BYTES, &buf, &len, err);
     if (rc != PG_OK)
         return rc;
     pg_record *rec;
     rc = pg_record_parse(buf, len, &rec, err);
     free(buf);
     if (rc != PG_OK)
-        return prefix_error(err, rc, d->path, SUB_PULLED, name);
+        return pg_st_prefix_error(err, rc, d->path, SUB_PULLED, name);
     file_name expected;
     rc = pg_record_file_name(rec->image_ref, expected, err);
     if (rc == PG_OK && strcmp(expected, name) != 0)
@@ -545,15 +514,15 @@ static int read_record_at(int pulled_fd, const record_dir *d, const char *name,
     return PG_OK;
 }
 
-static int get_from_dir(const record_dir *d, const char *name, pg_record **out, pg_error *err)
+int pg_st_get_from_dir(const record_dir *d, const char *name, pg_record **out, pg_error *err)
 {
     if (d->pulled_fd >= 0)
-        return read_record_at(d->pulled_fd, d, name, out, err);
+        return pg_st_read_record_at(d->pulled_fd, d, name, out, err);
     int fd;
-    int rc = open_subdir(d, SUB_PULLED, &fd, err);
+    int rc = pg_st_open_subdir(d, SUB_PULLED, &fd, err);
     if (rc != PG_OK)
         return rc;
-    rc = read_record_at(fd, d, name, out, err);
+    rc = pg_st_read_record_at(fd, d, name, out, err);
     close(fd);
     return rc;
 }
@@ -562,14 +531,14 @@ PG_API int pg_store_get(const pg_store *store, const char *image_ref, pg_record 
                         pg_error *err)
 {
     *out = NULL;
-    int rc = store ? check_input("imageRef", image_ref, err) : pg_fail(err, PG_ERR_INVALID, "no store");
+    int rc = store ? pg_st_check_input("imageRef", image_ref, err) : pg_fail(err, PG_ERR_INVALID, "no store");
     file_name name;
     if (rc == PG_OK)
         rc = pg_record_file_name(image_ref, name, err);
     if (rc != PG_OK)
         return rc;
     for (size_t i = 0; i < store->n_dirs; i++) {
-        rc = get_from_dir(&store->dirs[i], name, out, err);
+        rc = pg_st_get_from_dir(&store->dirs[i], name, out, err);
         if (rc != PG_ERR_NOT_FOUND) /* found, or a bad file: fail closed */
             return rc;
     }
@@ -580,7 +549,7 @@ PG_API int pg_store_get(const pg_store *store, const char *image_ref, pg_record 
 int pg_store_record_exists(const pg_store *store, const char *image_ref)
 {
     file_name name;
-    if (!store || check_input("imageRef", image_ref, NULL) != PG_OK ||
+    if (!store || pg_st_check_input("imageRef", image_ref, NULL) != PG_OK ||
         pg_record_file_name(image_ref, name, NULL) != PG_OK)
         return 0;
     for (size_t i = 0; i < store->n_dirs; i++) {
@@ -604,7 +573,7 @@ static int read_count(int fd, const record_dir *d, const char *name, long *count
 {
     char *buf;
     *count = 0;
-    int rc = read_strict(fd, d, SUB_INTENTS, name, MAX_COUNT_BYTES, &buf, NULL, err);
+    int rc = pg_st_read_strict(fd, d, SUB_INTENTS, name, MAX_COUNT_BYTES, &buf, NULL, err);
     if (rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
         return PG_OK;
     if (rc != PG_OK)
@@ -622,10 +591,10 @@ static int write_count(int fd, const record_dir *d, const char *name, long count
 {
     char text[32];
     int n = snprintf(text, sizeof text, "%ld\n", count);
-    return write_file_atomic(fd, d->path, SUB_INTENTS, name, text, (size_t)n, err);
+    return pg_st_write_file_atomic(fd, d->path, SUB_INTENTS, name, text, (size_t)n, err);
 }
 
-static bool exists_at(int dirfd, const char *name)
+bool pg_st_exists_at(int dirfd, const char *name)
 {
     struct stat st;
     return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
@@ -634,14 +603,14 @@ static bool exists_at(int dirfd, const char *name)
 static int write_intent(const pg_store *s, int pulling_fd, const char *image, const char *name,
                         pg_error *err)
 {
-    if (exists_at(pulling_fd, name))
+    if (pg_st_exists_at(pulling_fd, name))
         return PG_OK;
     char *text = pg_intent_serialize(image, s->api_version, err);
     if (!text)
         return err ? err->code : PG_ERR_INVALID;
     size_t len = strlen(text);
     text[len] = '\n'; /* json_dumps' buffer: replace the NUL, Go's encoder ends with "\n" */
-    int rc = write_file_atomic(pulling_fd, s->dirs[0].path, SUB_PULLING, name, text, len + 1, err);
+    int rc = pg_st_write_file_atomic(pulling_fd, s->dirs[0].path, SUB_PULLING, name, text, len + 1, err);
     free(text);
     return rc;
 }
@@ -653,9 +622,9 @@ typedef struct intent_dirs {
 static int open_intent_dirs(const pg_store *s, intent_dirs *fds, pg_error *err)
 {
     fds->pulling = fds->intents = -1;
-    int rc = open_subdir(&s->dirs[0], SUB_PULLING, &fds->pulling, err);
+    int rc = pg_st_open_subdir(&s->dirs[0], SUB_PULLING, &fds->pulling, err);
     if (rc == PG_OK)
-        rc = open_subdir(&s->dirs[0], SUB_INTENTS, &fds->intents, err);
+        rc = pg_st_open_subdir(&s->dirs[0], SUB_INTENTS, &fds->intents, err);
     return rc;
 }
 
@@ -754,7 +723,7 @@ PG_API int pg_store_record_intent(pg_store *store, const char *image, pg_error *
 {
     int rc = require_writable(store, err);
     if (rc == PG_OK)
-        rc = check_input("image", image, err);
+        rc = pg_st_check_input("image", image, err);
     if (rc == PG_OK)
         rc = with_lock(store, take_intents, image, err);
     if (rc == PG_OK && store->notifier)
@@ -766,7 +735,7 @@ PG_API int pg_store_record_failed(pg_store *store, const char *image, pg_error *
 {
     int rc = require_writable(store, err);
     if (rc == PG_OK)
-        rc = check_input("image", image, err);
+        rc = pg_st_check_input("image", image, err);
     if (rc == PG_OK)
         rc = with_lock(store, release_intents, image, err);
     if (rc == PG_OK && store->notifier)
@@ -777,7 +746,7 @@ PG_API int pg_store_record_failed(pg_store *store, const char *image, pg_error *
 static int intent_in_dir(const record_dir *d, const char *name, pg_error *err)
 {
     int fd;
-    int rc = open_subdir(d, SUB_PULLING, &fd, err);
+    int rc = pg_st_open_subdir(d, SUB_PULLING, &fd, err);
     if (rc == PG_ERR_NOT_FOUND)
         return 0;
     if (rc != PG_OK)
@@ -797,7 +766,7 @@ static int intent_in_dir(const record_dir *d, const char *name, pg_error *err)
 int pg_store_intent_exists(const pg_store *store, const char *image, pg_error *err)
 {
     file_name name;
-    int rc = store ? check_input("image", image, err) : pg_fail(err, PG_ERR_INVALID, "no store");
+    int rc = store ? pg_st_check_input("image", image, err) : pg_fail(err, PG_ERR_INVALID, "no store");
     if (rc == PG_OK)
         rc = pg_record_file_name(image, name, err);
     if (rc != PG_OK)
@@ -833,11 +802,11 @@ static int write_index(const pg_store *s, int fd, const char *key, const char *i
         return pg_fail(err, PG_ERR_INVALID, "cannot serialise the image index entry of \"%.200s\"",
                        key);
     char *old = NULL;
-    rc = read_strict(fd, &s->dirs[0], SUB_IMAGES, name, MAX_INDEX_BYTES, &old, NULL, err);
+    rc = pg_st_read_strict(fd, &s->dirs[0], SUB_IMAGES, name, MAX_INDEX_BYTES, &old, NULL, err);
     if (rc == PG_OK && strcmp(old, text) == 0)
         rc = PG_OK;
     else if (rc == PG_OK || rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
-        rc = write_file_atomic(fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
+        rc = pg_st_write_file_atomic(fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
     free(old);
     free(text);
     return rc;
@@ -848,7 +817,7 @@ static int update_index(const pg_store *s, const char *image, const char *normal
                         const char *digest_only, const char *image_ref, pg_error *err)
 {
     int fd;
-    int rc = open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
+    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
     if (rc != PG_OK)
         return rc;
     rc = write_index(s, fd, normalised, image_ref, err);
@@ -878,22 +847,22 @@ static int parse_index(const char *buf, size_t len, const record_dir *d, const c
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     json_decref(o);
     if (rc == PG_ERR_CORRUPT && err && strncmp(err->message, "record ", 7) != 0)
-        prefix_error(err, rc, d->path, SUB_IMAGES, name);
+        pg_st_prefix_error(err, rc, d->path, SUB_IMAGES, name);
     return rc;
 }
 
-static int resolve_in_dir(const record_dir *d, const char *key, char **ref_out, pg_error *err)
+int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, pg_error *err)
 {
     file_name name;
     int fd;
     int rc = pg_record_file_name(key, name, err);
     if (rc == PG_OK)
-        rc = open_subdir(d, SUB_IMAGES, &fd, err);
+        rc = pg_st_open_subdir(d, SUB_IMAGES, &fd, err);
     if (rc != PG_OK)
         return rc;
     char *buf;
     size_t len;
-    rc = read_strict(fd, d, SUB_IMAGES, name, MAX_INDEX_BYTES, &buf, &len, err);
+    rc = pg_st_read_strict(fd, d, SUB_IMAGES, name, MAX_INDEX_BYTES, &buf, &len, err);
     close(fd);
     if (rc != PG_OK)
         return rc;
@@ -906,7 +875,7 @@ PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char
                                   pg_error *err)
 {
     *ref_out = NULL;
-    int rc = store ? check_input("image", image, err) : pg_fail(err, PG_ERR_INVALID, "no store");
+    int rc = store ? pg_st_check_input("image", image, err) : pg_fail(err, PG_ERR_INVALID, "no store");
     if (rc != PG_OK)
         return rc;
     pg_ref *ref = pg_ref_parse(image, NULL);
@@ -915,7 +884,7 @@ PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char
     rc = PG_ERR_NOT_FOUND;
     for (size_t i = 0; rc == PG_ERR_NOT_FOUND && i < store->n_dirs; i++)
         for (size_t k = 0; rc == PG_ERR_NOT_FOUND && k < n_keys; k++)
-            rc = resolve_in_dir(&store->dirs[i], keys[k], ref_out, err);
+            rc = pg_st_resolve_in_dir(&store->dirs[i], keys[k], ref_out, err);
     pg_ref_free(ref);
     if (rc == PG_ERR_NOT_FOUND)
         return pg_fail(err, PG_ERR_NOT_FOUND, "no imageRef recorded for \"%.200s\"", image);
@@ -950,7 +919,7 @@ static int add_key(alias_keys *k, const char *key, pg_error *err)
 static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
 {
     pg_ref *ref = NULL;
-    int rc = check_input("alias", alias, err);
+    int rc = pg_st_check_input("alias", alias, err);
     if (rc == PG_OK)
         rc = pg_identity_check(alias, &ref, err);
     if (rc == PG_OK)
@@ -971,7 +940,7 @@ static int record_aliases_locked(const pg_store *s, const char *image_ref, const
                                  pg_error *err)
 {
     int fd;
-    int rc = open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
+    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
     if (rc != PG_OK)
         return rc;
     for (size_t i = 0; rc == PG_OK && i < k->n; i++)
@@ -986,7 +955,7 @@ PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
     alias_keys k = {NULL, 0};
     int rc = require_writable(store, err);
     if (rc == PG_OK)
-        rc = check_input("imageRef", image_ref, err);
+        rc = pg_st_check_input("imageRef", image_ref, err);
     /* Every alias is validated before anything is written: all or nothing. */
     for (size_t i = 0; rc == PG_OK && aliases && aliases[i]; i++)
         rc = alias_spellings(&k, aliases[i], err);
@@ -1002,24 +971,12 @@ PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
 
 /* ------------------------------------------------------ record_pulled */
 
-struct pull;
-static int credtimes_update_locked(const pg_store *s, const pg_record *rec, const char *file,
-                                   const struct pull *p, time_t previous, pg_error *err);
-static int names_add_locked(const pg_store *s, const pg_record *rec, const char *file,
-                            pg_error *err);
 
-typedef struct pull {
-    const char *image, *image_ref;
-    const pg_pull_credentials *creds;
-    char *image_name; /* normalised, no tag/digest: the credentialMapping key */
-    char *full_name;  /* normalised with tag/digest: the index key */
-    char *digest_only; /* "name@digest" when a digest is given, else NULL */
-} pull;
 
 static int load_or_new(const pg_store *s, int pulled_fd, const char *name, const char *image_ref,
                        pg_record **out, bool *existed, pg_error *err)
 {
-    int rc = read_record_at(pulled_fd, &s->dirs[0], name, out, err);
+    int rc = pg_st_read_record_at(pulled_fd, &s->dirs[0], name, out, err);
     *existed = rc == PG_OK;
     if (rc == PG_ERR_NOT_FOUND) {
         *out = pg_record_new(image_ref, err);
@@ -1054,7 +1011,7 @@ static int write_record(const pg_store *s, int pulled_fd, const char *name, cons
         return err ? err->code : PG_ERR_INVALID;
     size_t len = strlen(text);
     text[len] = '\n'; /* Go's json.Encoder ends with "\n"; the NUL is no longer needed */
-    int rc = write_file_atomic(pulled_fd, s->dirs[0].path, SUB_PULLED, name, text, len + 1, err);
+    int rc = pg_st_write_file_atomic(pulled_fd, s->dirs[0].path, SUB_PULLED, name, text, len + 1, err);
     free(text);
     return rc;
 }
@@ -1066,7 +1023,7 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
     int fd;
     int rc = pg_record_file_name(p->image_ref, name, err);
     if (rc == PG_OK)
-        rc = open_subdir(&s->dirs[0], SUB_PULLED, &fd, err);
+        rc = pg_st_open_subdir(&s->dirs[0], SUB_PULLED, &fd, err);
     if (rc != PG_OK)
         return rc;
     pg_record *rec = NULL;
@@ -1079,11 +1036,11 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
         rc = set_now(rec, s->api_version, err);
     /* The side files first: a record is never durable without its credential times. */
     if (rc == PG_OK)
-        rc = credtimes_update_locked(s, rec, name, p, existed ? previous : rec->last_updated, err);
+        rc = pg_st_credtimes_update_locked(s, rec, name, p, existed ? previous : rec->last_updated, err);
     if (rc == PG_OK)
         rc = write_record(s, fd, name, rec, err);
     if (rc == PG_OK)
-        rc = names_add_locked(s, rec, name, err);
+        rc = pg_st_names_add_locked(s, rec, name, err);
     pg_record_free(rec);
     close(fd);
     /* Only once the record is durable may the intent go. */
@@ -1133,9 +1090,9 @@ PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char
     pull p = {image, image_ref, creds, NULL, NULL, NULL};
     int rc = require_writable(store, err);
     if (rc == PG_OK)
-        rc = check_input("image", image, err);
+        rc = pg_st_check_input("image", image, err);
     if (rc == PG_OK)
-        rc = check_input("imageRef", image_ref, err);
+        rc = pg_st_check_input("imageRef", image_ref, err);
     if (rc == PG_OK)
         rc = normalise_pull(&p, err);
     int lock_fd = -1;
@@ -1154,14 +1111,14 @@ PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char
 
 /* ------------------------------------------------------- list / prune */
 
-typedef int (*entry_fn)(int dirfd, const record_dir *d, const char *name, void *ud);
+typedef int (*pg_st_entry_fn)(int dirfd, const record_dir *d, const char *name, void *ud);
 
 /* Calls fn for each record-named entry of d/sub. A missing sub is empty. */
-static int walk_records(const record_dir *d, const char *sub, entry_fn fn, void *ud,
+int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, void *ud,
                         pg_error *err)
 {
     int fd;
-    int rc = open_subdir(d, sub, &fd, err);
+    int rc = pg_st_open_subdir(d, sub, &fd, err);
     if (rc == PG_ERR_NOT_FOUND)
         return PG_OK;
     if (rc != PG_OK)
@@ -1178,7 +1135,7 @@ static int walk_records(const record_dir *d, const char *sub, entry_fn fn, void 
     struct dirent *de;
     rc = PG_OK;
     while (rc == PG_OK && (de = readdir(dir)) != NULL)
-        if (is_record_name(de->d_name))
+        if (pg_st_is_record_name(de->d_name))
             rc = fn(fd, d, de->d_name, ud);
     closedir(dir);
     close(fd);
@@ -1197,7 +1154,7 @@ static int list_entry(int dirfd, const record_dir *d, const char *name, void *ud
     list_ctx *c = ud;
     pg_error why = {0};
     pg_record *rec;
-    if (read_record_at(dirfd, d, name, &rec, &why) != PG_OK) {
+    if (pg_st_read_record_at(dirfd, d, name, &rec, &why) != PG_OK) {
         if (c->bad_cb) {
             char path[PATH_MAX];
             snprintf(path, sizeof path, "%s/%s/%s", d->path, SUB_PULLED, name);
@@ -1217,7 +1174,7 @@ PG_API int pg_store_list(const pg_store *store, pg_record_cb cb, pg_bad_record_c
         return pg_fail(err, PG_ERR_INVALID, "no store");
     list_ctx c = {cb, bad_cb, ud, 0};
     for (size_t i = 0; i < store->n_dirs; i++) {
-        int rc = walk_records(&store->dirs[i], SUB_PULLED, list_entry, &c, err);
+        int rc = pg_st_walk_records(&store->dirs[i], SUB_PULLED, list_entry, &c, err);
         if (c.stop)
             return c.stop;
         if (rc != PG_OK)
@@ -1233,7 +1190,7 @@ static int delete_locked(const pg_store *s, const char *image_ref, pg_error *err
     bool removed = false;
     int rc = pg_record_file_name(image_ref, name, err);
     if (rc == PG_OK)
-        rc = open_subdir(&s->dirs[0], SUB_PULLED, &fd, err);
+        rc = pg_st_open_subdir(&s->dirs[0], SUB_PULLED, &fd, err);
     if (rc != PG_OK)
         return rc;
     rc = remove_file(fd, s->dirs[0].path, SUB_PULLED, name, &removed, err);
@@ -1248,7 +1205,7 @@ PG_API int pg_store_delete(pg_store *store, const char *image_ref, pg_error *err
 {
     int rc = require_writable(store, err);
     if (rc == PG_OK)
-        rc = check_input("imageRef", image_ref, err);
+        rc = pg_st_check_input("imageRef", image_ref, err);
     if (rc == PG_OK)
         rc = with_lock(store, delete_locked, image_ref, err);
     return rc;
@@ -1298,7 +1255,7 @@ static int prune_entry(int dirfd, const record_dir *d, const char *name, void *u
     prune_ctx *c = ud;
     pg_record *rec;
     pg_error ignored = {0};
-    if (read_record_at(dirfd, d, name, &rec, &ignored) != PG_OK)
+    if (pg_st_read_record_at(dirfd, d, name, &rec, &ignored) != PG_OK)
         return PG_OK;
     bool keep = must_keep(c, rec);
     pg_record_free(rec);
@@ -1322,7 +1279,7 @@ static void remove_stale_temps(const record_dir *d)
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         int fd;
         pg_error ignored;
-        if (open_subdir(d, subs[i], &fd, &ignored) != PG_OK)
+        if (pg_st_open_subdir(d, subs[i], &fd, &ignored) != PG_OK)
             continue;
         int dup_fd = dup(fd);
         DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
@@ -1341,18 +1298,17 @@ static void remove_stale_temps(const record_dir *d)
     }
 }
 
-static int names_rebuild_locked(const pg_store *s, pg_error *err);
 
 static int prune_locked(prune_ctx *c)
 {
     const record_dir *d = &c->store->dirs[0];
     remove_stale_temps(d);
-    int rc = walk_records(d, SUB_PULLED, prune_entry, c, c->err);
+    int rc = pg_st_walk_records(d, SUB_PULLED, prune_entry, c, c->err);
     if (rc == PG_OK)
-        rc = names_rebuild_locked(c->store, c->err);
+        rc = pg_st_names_rebuild_locked(c->store, c->err);
     int fd;
-    if (c->pruned && open_subdir(d, SUB_PULLED, &fd, NULL) == PG_OK) {
-        if (fsync_retry(fd) != 0 && rc == PG_OK)
+    if (c->pruned && pg_st_open_subdir(d, SUB_PULLED, &fd, NULL) == PG_OK) {
+        if (pg_st_fsync_retry(fd) != 0 && rc == PG_OK)
             rc = pg_fail_errno(c->err, errno, "fsync %s/%s", d->path, SUB_PULLED);
         close(fd);
     }
@@ -1379,680 +1335,3 @@ PG_API int pg_store_prune(pg_store *store, const char *const *in_use, time_t bef
     return rc;
 }
 
-/* ------------------------------------------------- per-directory lookups */
-
-size_t pg_store_dir_count(const pg_store *store) { return store ? store->n_dirs : 0; }
-
-static const char *entry_sub(pg_entry_kind kind)
-{
-    switch (kind) {
-    case PG_ENTRY_PULLED: return SUB_PULLED;
-    case PG_ENTRY_INTENT: return SUB_PULLING;
-    default: return SUB_IMAGES;
-    }
-}
-
-int pg_store_entry_exists(const pg_store *store, size_t i, pg_entry_kind kind, const char *key)
-{
-    file_name name;
-    if (!store || i >= store->n_dirs || check_input("key", key, NULL) != PG_OK ||
-        pg_record_file_name(key, name, NULL) != PG_OK)
-        return 0;
-    char path[32 + FILE_NAME_LEN];
-    snprintf(path, sizeof path, "%s/%s", entry_sub(kind), name);
-    struct stat st;
-    /* One fstatat relative to the directory's descriptor: the hook's common path. */
-    return fstatat(store->dirs[i].fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
-}
-
-int pg_store_get_in(const pg_store *store, size_t i, const char *image_ref, pg_record **out,
-                    pg_error *err)
-{
-    file_name name;
-    *out = NULL;
-    int rc = check_input("imageRef", image_ref, err);
-    if (rc == PG_OK)
-        rc = pg_record_file_name(image_ref, name, err);
-    if (rc == PG_OK && !pg_store_entry_exists(store, i, PG_ENTRY_PULLED, image_ref))
-        return PG_ERR_NOT_FOUND;
-    return rc == PG_OK ? get_from_dir(&store->dirs[i], name, out, err) : rc;
-}
-
-int pg_store_index_in(const pg_store *store, size_t i, const char *key, char **ref_out,
-                      pg_error *err)
-{
-    *ref_out = NULL;
-    int rc = check_input("image", key, err);
-    if (rc == PG_OK && !pg_store_entry_exists(store, i, PG_ENTRY_INDEX, key))
-        return PG_ERR_NOT_FOUND;
-    return rc == PG_OK ? resolve_in_dir(&store->dirs[i], key, ref_out, err) : rc;
-}
-
-/* ------------------------------------------------------------ name index */
-
-/*
- * "Preloaded" must be proven, which includes: no record in any directory maps
- * the image's normalised name. Scanning every record per decision would cost
- * O(records), so:
- *  - the writable directory keeps pullgate-names/<hash(name)>: the record file
- *    names that map name, one a line, written under the lock with the record
- *    and rebuilt by prune. An entry may be stale (record since deleted): that
- *    errs on the strict side and lookups skip missing records.
- *  - a read-only directory (the kubelet's) gets a cache in the writable one,
- *    pullgate-dircache/<hash(path)>: a stamp of its pulled/ and pulling/
- *    directories (dev, inode, mtime ns), taken BEFORE the scan, then one line
- *    "<hex(name)> <record file>" per mapping, "? <record file>" for a record
- *    that could not be read (its names are unknown: it may map any name).
- *    A changed stamp means a rescan; without a writable directory, every
- *    lookup scans.
- */
-
-#define MAX_NAMES_BYTES (16u << 20)
-/*
- * pullgate-names/ covers every record of pulled/ only from the moment this
- * marker exists: written when the layout is new (pulled/ empty) and by prune's
- * rebuild. Without it (records from before the name index, or placed by hand)
- * the writable directory is treated like a read-only one: scanned, cached.
- */
-#define NAMES_COMPLETE SUB_NAMES "/.complete"
-
-static bool names_complete(const record_dir *d) { return exists_at(d->fd, NAMES_COMPLETE); }
-
-static void names_mark_complete(const record_dir *d)
-{
-    int fd = openat(d->fd, NAMES_COMPLETE, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        close(fd);
-}
-
-static bool has_no_records(const record_dir *d)
-{
-    int fd;
-    if (open_subdir(d, SUB_PULLED, &fd, NULL) != PG_OK)
-        return false;
-    DIR *dir = fdopendir(fd);
-    if (!dir) {
-        close(fd);
-        return false;
-    }
-    struct dirent *de;
-    bool empty = true;
-    while (empty && (de = readdir(dir)) != NULL)
-        empty = !is_record_name(de->d_name);
-    closedir(dir);
-    return empty;
-}
-
-static void names_mark_complete_if_empty(const record_dir *d)
-{
-    if (!names_complete(d) && has_no_records(d))
-        names_mark_complete(d);
-}
-#define CACHE_MAGIC "pullgate-dircache 1 "
-
-static bool line_present(const char *text, const char *line, size_t n)
-{
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (strncmp(p, line, n) == 0 && (p[n] == '\n' || p[n] == '\0'))
-            return true;
-    return false;
-}
-
-/* Adds the line file to pullgate-names/<name> unless present. */
-static int name_add_file(const pg_store *s, int fd, const char *name, const char *file,
-                         pg_error *err)
-{
-    char *old = NULL;
-    size_t len = 0;
-    int rc = read_strict(fd, &s->dirs[0], SUB_NAMES, name, MAX_NAMES_BYTES, &old, &len, err);
-    if (rc == PG_ERR_NOT_FOUND)
-        rc = PG_OK;
-    if (rc != PG_OK || (old && line_present(old, file, strlen(file)))) {
-        free(old);
-        return rc;
-    }
-    size_t n = len + strlen(file) + 2;
-    char *text = malloc(n);
-    if (!text) {
-        free(old);
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
-    int w = snprintf(text, n, "%s%s\n", old ? old : "", file);
-    rc = write_file_atomic(fd, s->dirs[0].path, SUB_NAMES, name, text, (size_t)w, err);
-    free(text);
-    free(old);
-    return rc;
-}
-
-static int names_add_locked(const pg_store *s, const pg_record *rec, const char *file,
-                            pg_error *err)
-{
-    int fd;
-    int rc = open_subdir(&s->dirs[0], SUB_NAMES, &fd, err);
-    if (rc != PG_OK)
-        return rc;
-    for (size_t i = 0; rc == PG_OK && i < rec->n_maps; i++) {
-        file_name name;
-        rc = pg_record_file_name(rec->maps[i].image_name, name, err);
-        if (rc == PG_OK)
-            rc = name_add_file(s, fd, name, file, err);
-    }
-    close(fd);
-    return rc;
-}
-
-/* A growable text buffer. */
-typedef struct text_buf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-} text_buf;
-
-static void buf_add(text_buf *b, const char *a, const char *c)
-{
-    size_t need = strlen(a) + strlen(c) + 3;
-    if (b->failed)
-        return;
-    if (b->len + need > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + need)
-            cap *= 2;
-        char *grown = realloc(b->p, cap);
-        if (!grown) {
-            b->failed = true;
-            return;
-        }
-        b->p = grown;
-        b->cap = cap;
-    }
-    b->len += (size_t)snprintf(b->p + b->len, b->cap - b->len, "%s %s\n", a, c);
-}
-
-/* Collects "<hex(name)> <file>" (or "? <file>") lines of every record of a directory. */
-static int scan_names_entry(int dirfd, const record_dir *d, const char *name, void *ud)
-{
-    text_buf *b = ud;
-    pg_record *rec;
-    pg_error ignored = {0};
-    if (read_record_at(dirfd, d, name, &rec, &ignored) != PG_OK) {
-        buf_add(b, "?", name);
-        return PG_OK;
-    }
-    for (size_t i = 0; i < rec->n_maps; i++) {
-        char hex[PG_HASH_HEX_LEN + 1];
-        const char *n = rec->maps[i].image_name;
-        if (pg_sha256_hex(n, strlen(n), hex, NULL) == PG_OK)
-            buf_add(b, hex, name);
-        else
-            buf_add(b, "?", name);
-    }
-    pg_record_free(rec);
-    return PG_OK;
-}
-
-/*
- * A directory changed less than this long ago is not cached: file systems keep
- * mtime at timer-tick granularity, so a record added in the same tick as the
- * stamp could otherwise hide behind an unchanged stamp.
- */
-#define CACHE_QUIET_S 2
-
-static void stamp_of(const record_dir *d, const char *sub, char *out, size_t n, bool *recent)
-{
-    struct stat st;
-    if (fstatat(d->fd, sub, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        snprintf(out, n, "-");
-        return;
-    }
-    if (st.st_mtim.tv_sec >= time(NULL) - CACHE_QUIET_S)
-        *recent = true;
-    snprintf(out, n, "%ju:%ju:%lld.%09ld", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
-             (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
-}
-
-/* The first line of a cache: what the directory looked like before the scan. */
-static void dir_stamp(const record_dir *d, char *out, size_t n, bool *recent)
-{
-    char pulled[96], pulling[96];
-    *recent = false;
-    stamp_of(d, SUB_PULLED, pulled, sizeof pulled, recent);
-    stamp_of(d, SUB_PULLING, pulling, sizeof pulling, recent);
-    snprintf(out, n, "%s%s %s\n", CACHE_MAGIC, pulled, pulling);
-}
-
-/* The name lines of read-only directory d: from the cache when its stamp is current. */
-static int dir_names(const pg_store *s, const record_dir *d, char **text_out, pg_error *err)
-{
-    char stamp[256];
-    bool recent;
-    dir_stamp(d, stamp, sizeof stamp, &recent);
-    file_name cache_name;
-    int rc = pg_record_file_name(d->path, cache_name, err);
-    int cache_fd = -1;
-    if (rc == PG_OK && s->writable && open_subdir(&s->dirs[0], SUB_DIRCACHE, &cache_fd, NULL) != PG_OK)
-        cache_fd = -1;
-    if (rc == PG_OK && cache_fd >= 0) {
-        char *cached = NULL;
-        if (pg_read_file_at(cache_fd, cache_name, MAX_NAMES_BYTES, PG_READ_STRICT, &cached, NULL,
-                            NULL) == PG_OK &&
-            strncmp(cached, stamp, strlen(stamp)) == 0) {
-            close(cache_fd);
-            *text_out = cached;
-            return PG_OK;
-        }
-        free(cached);
-    }
-    text_buf b = {0};
-    buf_add(&b, stamp, ""); /* "stamp \n": the stamp line carries its own newline */
-    if (rc == PG_OK)
-        rc = walk_records(d, SUB_PULLED, scan_names_entry, &b, err);
-    if (rc == PG_OK && b.failed)
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (rc == PG_OK && cache_fd >= 0 && !recent) /* best effort: no cache means a rescan */
-        write_file_atomic(cache_fd, s->dirs[0].path, SUB_DIRCACHE, cache_name, b.p, b.len, NULL);
-    if (cache_fd >= 0)
-        close(cache_fd);
-    if (rc != PG_OK) {
-        free(b.p);
-        return rc;
-    }
-    *text_out = b.p;
-    return PG_OK;
-}
-
-/* The writable directory's index as the same line format, from pullgate-names/. */
-static int own_names(const pg_store *s, const char *image_name, const char *hex, char **text_out,
-                     pg_error *err)
-{
-    file_name name;
-    int fd;
-    *text_out = NULL;
-    int rc = pg_record_file_name(image_name, name, err);
-    if (rc == PG_OK && (rc = open_subdir(&s->dirs[0], SUB_NAMES, &fd, err)) == PG_ERR_NOT_FOUND)
-        return PG_OK;
-    if (rc != PG_OK)
-        return rc;
-    char *files = NULL;
-    rc = read_strict(fd, &s->dirs[0], SUB_NAMES, name, MAX_NAMES_BYTES, &files, NULL, err);
-    close(fd);
-    if (rc == PG_ERR_NOT_FOUND)
-        return PG_OK;
-    if (rc != PG_OK)
-        return rc;
-    text_buf b = {0};
-    for (char *line = strtok(files, "\n"); line; line = strtok(NULL, "\n"))
-        buf_add(&b, hex, line);
-    free(files);
-    if (b.failed) {
-        free(b.p);
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
-    *text_out = b.p;
-    return PG_OK;
-}
-
-typedef struct name_hits {
-    bool load; /* false: count only */
-    pg_record **recs;
-    size_t n, cap;
-    bool unknown;
-} name_hits;
-
-static int hit_load(const pg_store *s, size_t i, const char *file, const char *image_name,
-                    name_hits *h, pg_error *err)
-{
-    if (!h->load) {
-        /* Counting (the preloaded proof): the record file existing is enough. A
-         * record never loses a mapping (merges only add), and anything at that
-         * name, even unreadable, errs on the strict side. A stale line is skipped. */
-        char path[sizeof SUB_PULLED + FILE_NAME_LEN + 1];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s", SUB_PULLED, file);
-        if (fstatat(s->dirs[i].fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
-            h->n++;
-        return PG_OK;
-    }
-    pg_record *rec;
-    int rc = get_from_dir(&s->dirs[i], file, &rec, err);
-    if (rc == PG_ERR_NOT_FOUND) /* a stale line: the record is gone */
-        return PG_OK;
-    if (rc != PG_OK)
-        return rc;
-    if (!pg_record_find(rec, image_name)) {
-        pg_record_free(rec);
-        return PG_OK;
-    }
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 8;
-        pg_record **grown = realloc(h->recs, cap * sizeof *grown);
-        if (!grown) {
-            pg_record_free(rec);
-            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        }
-        h->recs = grown;
-        h->cap = cap;
-    }
-    h->recs[h->n++] = rec;
-    return PG_OK;
-}
-
-/* Applies the lines of text that name hex (or "?") to h. */
-static int hits_from_text(const pg_store *s, size_t i, const char *text, const char *hex,
-                          const char *image_name, name_hits *h, pg_error *err)
-{
-    int rc = PG_OK;
-    for (const char *p = text; rc == PG_OK && p && *p;) {
-        const char *end = strchr(p, '\n');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        char file[FILE_NAME_LEN + 1];
-        if (!h->load && h->n)
-            break; /* counting stops at the first record: one is proof enough */
-        if (n == PG_HASH_HEX_LEN + 1 + FILE_NAME_LEN && memcmp(p, hex, PG_HASH_HEX_LEN) == 0) {
-            memcpy(file, p + PG_HASH_HEX_LEN + 1, FILE_NAME_LEN);
-            file[FILE_NAME_LEN] = '\0';
-            if (is_record_name(file))
-                rc = hit_load(s, i, file, image_name, h, err);
-        } else if (n > 2 && p[0] == '?' && p[1] == ' ') {
-            h->unknown = true;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return rc;
-}
-
-int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_record ***recs,
-                             size_t *n_out, bool *unknown_out, pg_error *err)
-{
-    *n_out = 0;
-    *unknown_out = false;
-    if (recs)
-        *recs = NULL;
-    char hex[PG_HASH_HEX_LEN + 1];
-    int rc = store ? check_input("image name", image_name, err) : pg_fail(err, PG_ERR_INVALID, "no store");
-    if (rc == PG_OK)
-        rc = pg_sha256_hex(image_name, strlen(image_name), hex, err);
-    name_hits h = {recs != NULL, NULL, 0, 0, false};
-    for (size_t i = 0; rc == PG_OK && i < store->n_dirs && (h.load || !h.n); i++) {
-        char *text = NULL;
-        if (i == 0 && store->writable && names_complete(&store->dirs[0]))
-            rc = own_names(store, image_name, hex, &text, err);
-        else
-            rc = dir_names(store, &store->dirs[i], &text, err);
-        if (rc == PG_OK && text)
-            rc = hits_from_text(store, i, text, hex, image_name, &h, err);
-        free(text);
-    }
-    if (rc != PG_OK) {
-        for (size_t i = 0; h.recs && i < h.n; i++)
-            pg_record_free(h.recs[i]);
-        free(h.recs);
-        return rc;
-    }
-    *n_out = h.n;
-    *unknown_out = h.unknown;
-    if (recs)
-        *recs = h.recs;
-    return PG_OK;
-}
-
-static int cmp_lines(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Writes pullgate-names/ files from sorted "<hex(name)> <file>" lines; one file per name. */
-static int names_write_groups(const pg_store *s, int fd, char **lines, size_t n, pg_error *err)
-{
-    int rc = PG_OK;
-    for (size_t i = 0; rc == PG_OK && i < n;) {
-        size_t j = i;
-        text_buf b = {0};
-        for (; j < n && memcmp(lines[j], lines[i], PG_HASH_HEX_LEN) == 0; j++)
-            if (j == i || strcmp(lines[j], lines[j - 1]) != 0)
-                buf_add(&b, lines[j] + PG_HASH_HEX_LEN + 1, "");
-        char name[FILE_NAME_LEN + 1];
-        snprintf(name, sizeof name, "%s%.*s", NAME_PREFIX, PG_HASH_HEX_LEN, lines[i]);
-        /* buf_add wrote "file \n": drop the blank before each newline */
-        size_t w = 0;
-        for (size_t k = 0; b.p && k < b.len; k++)
-            if (!(b.p[k] == ' ' && k + 1 < b.len && b.p[k + 1] == '\n'))
-                b.p[w++] = b.p[k];
-        /* Not fsync'd one by one (a rebuild may write 100k files): the caller
-         * removed the .complete marker first and syncs before restoring it. */
-        rc = b.failed ? pg_fail(err, PG_ERR_NOMEM, "out of memory")
-                      : write_file_replace(fd, s->dirs[0].path, SUB_NAMES, name, b.p, w, false,
-                                           err);
-        free(b.p);
-        i = j;
-    }
-    return rc;
-}
-
-/* Removes name files no line names (only after the new ones are durable). */
-static void names_remove_unused(int fd, char **lines, size_t n)
-{
-    int dup_fd = dup(fd);
-    DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    struct dirent *de;
-    while (dir && (de = readdir(dir)) != NULL) {
-        if (!is_record_name(de->d_name) || strlen(de->d_name) != FILE_NAME_LEN)
-            continue;
-        const char *hex = de->d_name + strlen(NAME_PREFIX);
-        bool used = false;
-        for (size_t lo = 0, hi = n; lo < hi && !used;) {
-            size_t mid = lo + (hi - lo) / 2;
-            int c = memcmp(lines[mid], hex, PG_HASH_HEX_LEN);
-            used = c == 0;
-            if (c < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (!used)
-            unlinkat(fd, de->d_name, 0);
-    }
-    if (dir)
-        closedir(dir);
-    else if (dup_fd >= 0)
-        close(dup_fd);
-}
-
-/* Prune: the name index from the records that remain. */
-static int names_rebuild_locked(const pg_store *s, pg_error *err)
-{
-    const record_dir *d = &s->dirs[0];
-    text_buf b = {0};
-    int rc = walk_records(d, SUB_PULLED, scan_names_entry, &b, err);
-    if (rc == PG_OK && b.failed)
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    size_t n = 0, cap = 0;
-    char **lines = NULL;
-    for (char *line = rc == PG_OK && b.p ? strtok(b.p, "\n") : NULL; rc == PG_OK && line;
-         line = strtok(NULL, "\n")) {
-        if (strlen(line) != PG_HASH_HEX_LEN + 1 + FILE_NAME_LEN)
-            continue; /* "?" lines: an unreadable record maps no name we know */
-        if (n == cap) {
-            char **grown = realloc(lines, (cap = cap ? cap * 2 : 64) * sizeof *grown);
-            if (!grown) {
-                rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-                break;
-            }
-            lines = grown;
-        }
-        lines[n++] = line;
-    }
-    int fd = -1;
-    if (rc == PG_OK)
-        rc = open_subdir(d, SUB_NAMES, &fd, err);
-    /* Until the rebuilt index is on disk, a crash must leave it marked incomplete
-     * (lookups then scan): marker off, write, syncfs, marker on. */
-    if (rc == PG_OK && unlinkat(d->fd, NAMES_COMPLETE, 0) != 0 && errno != ENOENT)
-        rc = pg_fail_errno(err, errno, "remove %s/%s", d->path, NAMES_COMPLETE);
-    if (rc == PG_OK && fsync_retry(fd) != 0)
-        rc = pg_fail_errno(err, errno, "fsync %s/%s", d->path, SUB_NAMES);
-    if (rc == PG_OK) {
-        if (n) /* qsort's base must not be NULL, even for 0 elements */
-            qsort(lines, n, sizeof *lines, cmp_lines);
-        rc = names_write_groups(s, fd, lines, n, err);
-    }
-    if (rc == PG_OK && syncfs(fd) != 0)
-        rc = pg_fail_errno(err, errno, "syncfs %s/%s", d->path, SUB_NAMES);
-    if (rc == PG_OK) {
-        names_remove_unused(fd, lines, n);
-        names_mark_complete(d);
-    }
-    if (fd >= 0)
-        close(fd);
-    free(lines);
-    free(b.p);
-    return rc;
-}
-
-/* ------------------------------------------------- per-credential times */
-
-/*
- * credentialTTL applies per credential, but the kubelet's format has one
- * lastUpdatedTime per record. pullgate keeps, beside each record it writes,
- * pullgate-credtimes/<record file>: {"imageRef":..,"times":{<credential>:<unix s>}}.
- * Kubelet records stay byte-compatible; records without the side file use
- * their lastUpdatedTime.
- */
-#define MAX_CREDTIMES_BYTES (16u << 20)
-
-static char *credential_key(const char *image_name, const pg_rec_secret *s, const pg_rec_sa *sa)
-{
-    char *key = NULL;
-    int n = s ? asprintf(&key, "secret\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", image_name, s->namespace_,
-                         s->name, s->uid, s->credential_hash ? s->credential_hash : "")
-              : asprintf(&key, "serviceAccount\x1f%s\x1f%s\x1f%s\x1f%s", image_name,
-                         sa->namespace_, sa->name, sa->uid);
-    return n < 0 ? NULL : key;
-}
-
-/* times object of the side file (new reference); NULL times = none or unusable. */
-static int credtimes_read(int fd, const record_dir *d, const char *file, const char *image_ref,
-                          json_t **times, pg_error *err)
-{
-    char *buf;
-    size_t len;
-    *times = NULL;
-    int rc = read_strict(fd, d, SUB_CREDTIMES, file, MAX_CREDTIMES_BYTES, &buf, &len, err);
-    if (rc != PG_OK)
-        return rc;
-    json_t *o = pg_json_parse(buf, len, "credential times", err);
-    free(buf);
-    const char *ref = NULL;
-    json_t *t = NULL;
-    if (!o || json_unpack(o, "{s:s, s:o}", "imageRef", &ref, "times", &t) != 0 ||
-        !json_is_object(t) || strcmp(ref, image_ref) != 0) {
-        json_decref(o);
-        return prefix_error(err, pg_fail(err, PG_ERR_CORRUPT, "not the credential times of %.200s",
-                                         image_ref), d->path, SUB_CREDTIMES, file);
-    }
-    *times = json_incref(t);
-    json_decref(o);
-    return PG_OK;
-}
-
-static bool same(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
-
-/* Whether this credential is one of the pull being recorded. */
-static bool pulled_now(const struct pull *p, const char *image_name, const pg_rec_secret *s,
-                       const pg_rec_sa *sa)
-{
-    const pg_pull_credentials *c = p->creds;
-    if (!c || strcmp(image_name, p->image_name) != 0)
-        return false;
-    for (size_t i = 0; s && i < c->n_secrets; i++)
-        if (same(c->secrets[i].namespace_, s->namespace_) && same(c->secrets[i].name, s->name) &&
-            same(c->secrets[i].uid, s->uid) &&
-            same(c->secrets[i].credential_hash, s->credential_hash))
-            return true;
-    for (size_t i = 0; sa && i < c->n_service_accounts; i++)
-        if (same(c->service_accounts[i].namespace_, sa->namespace_) &&
-            same(c->service_accounts[i].name, sa->name) && same(c->service_accounts[i].uid, sa->uid))
-            return true;
-    return false;
-}
-
-static int credtimes_add(json_t *out, const json_t *old, const struct pull *p,
-                         const char *image_name, const pg_rec_secret *s, const pg_rec_sa *sa,
-                         time_t now, time_t previous)
-{
-    char *key = credential_key(image_name, s, sa);
-    if (!key)
-        return PG_ERR_NOMEM;
-    json_t *was = old ? json_object_get(old, key) : NULL;
-    json_int_t t = pulled_now(p, image_name, s, sa) ? (json_int_t)now
-                   : json_is_integer(was)            ? json_integer_value(was)
-                                                     : (json_int_t)previous;
-    int rc = json_object_set_new(out, key, json_integer(t)) == 0 ? PG_OK : PG_ERR_NOMEM;
-    free(key);
-    return rc;
-}
-
-static int credtimes_update_locked(const pg_store *s, const pg_record *rec, const char *file,
-                                   const struct pull *p, time_t previous, pg_error *err)
-{
-    int fd;
-    int rc = open_subdir(&s->dirs[0], SUB_CREDTIMES, &fd, err);
-    if (rc != PG_OK)
-        return rc;
-    json_t *old = NULL;
-    pg_error ignored = {0};
-    /* An unusable old side file is replaced: its times fall back to the record's. */
-    credtimes_read(fd, &s->dirs[0], file, rec->image_ref, &old, &ignored);
-    json_t *times = json_object();
-    rc = times ? PG_OK : PG_ERR_NOMEM;
-    for (size_t m = 0; rc == PG_OK && m < rec->n_maps; m++) {
-        const pg_rec_mapping *map = &rec->maps[m];
-        for (size_t i = 0; rc == PG_OK && i < map->n_secrets; i++)
-            rc = credtimes_add(times, old, p, map->image_name, &map->secrets[i], NULL,
-                               rec->last_updated, previous);
-        for (size_t i = 0; rc == PG_OK && i < map->n_sas; i++)
-            rc = credtimes_add(times, old, p, map->image_name, NULL, &map->sas[i],
-                               rec->last_updated, previous);
-    }
-    json_t *o = rc == PG_OK ? json_pack("{s:s, s:O}", "imageRef", rec->image_ref, "times", times) : NULL;
-    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    if (!text)
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    else
-        rc = write_file_atomic(fd, s->dirs[0].path, SUB_CREDTIMES, file, text, strlen(text), err);
-    free(text);
-    json_decref(o);
-    json_decref(times);
-    json_decref(old);
-    close(fd);
-    return rc;
-}
-
-int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
-                             const pg_rec_secret *secret, const pg_rec_sa *sa, time_t *out,
-                             pg_error *err)
-{
-    *out = rec->last_updated;
-    if (!store || !store->writable || !rec->dir || strcmp(rec->dir, store->dirs[0].path) != 0)
-        return PG_OK;
-    file_name file;
-    int fd;
-    int rc = pg_record_file_name(rec->image_ref, file, err);
-    if (rc == PG_OK && (rc = open_subdir(&store->dirs[0], SUB_CREDTIMES, &fd, err)) == PG_ERR_NOT_FOUND)
-        return PG_OK;
-    if (rc != PG_OK)
-        return rc;
-    json_t *times = NULL;
-    rc = credtimes_read(fd, &store->dirs[0], file, rec->image_ref, &times, err);
-    close(fd);
-    if (rc == PG_ERR_NOT_FOUND)
-        return PG_OK;
-    char *key = rc == PG_OK ? credential_key(image_name, secret, sa) : NULL;
-    if (rc == PG_OK && !key)
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    json_t *t = key ? json_object_get(times, key) : NULL;
-    if (json_is_integer(t))
-        *out = (time_t)json_integer_value(t);
-    free(key);
-    json_decref(times);
-    return rc;
-}
