@@ -239,10 +239,11 @@ pg_section "team-a's container runs; team-b's are denied"
 POD="$POD_A" POD_CFG="$POD_A_CFG" POD_LOGDIR="$POD_A_LOGDIR"
 expect_runs "team-a with its annotation" "$IMG_APP"
 CID_A="$CID"
-expect_signal "ContainerAllowed signal" ContainerAllowed "namespace=team-a"
+# containerd names no image ID; the hook names the one pullgate-cri indexed.
+expect_signal "ContainerAllowed signal" ContainerAllowed "namespace=team-a" "imageRef=$REF_APP"
 pg_node_run_pod team-b "" || pg_fail "RunPodSandbox (team-b)"
 expect_denied "team-b without credentials" "$IMG_APP"
-expect_signal "ContainerDenied signal" ContainerDenied "namespace=team-b"
+expect_signal "ContainerDenied signal" ContainerDenied "namespace=team-b" "imageRef=$REF_APP"
 pg_node_run_pod team-b "$ANN_A" || pg_fail "RunPodSandbox (team-b, copied annotation)"
 expect_denied "team-b presenting team-a's annotation" "$IMG_APP"
 
