@@ -39,6 +39,9 @@
 
 typedef void (*handler_fn)(void *arg, int ok);
 
+struct call;
+typedef struct call *call_list_head;
+
 /* A completion-queue tag: what to run when an operation completes. */
 typedef struct tag {
     handler_fn fn;
@@ -57,6 +60,7 @@ struct cri_proxy {
     grpc_call *new_call;
     grpc_call_details new_details;
     grpc_metadata_array new_md;
+    call_list_head dirty; /* calls to flush once the ready completions are handled (loop only) */
     tag new_call_tag;
     tag shutdown_tag;
     atomic_bool stopping;
@@ -67,6 +71,15 @@ struct cri_proxy {
 };
 
 typedef struct pull_state pull_state;
+
+/* Messages received from one side, waiting for the other; sending is the one in flight. */
+#define MAX_BUFFERED_MESSAGES 2
+typedef struct msg_queue {
+    grpc_byte_buffer *queued[MAX_BUFFERED_MESSAGES];
+    size_t count;
+    grpc_byte_buffer *sending;
+    bool batch_inflight; /* one send batch at a time per direction keeps the order plain */
+} msg_queue;
 
 typedef struct call {
     cri_proxy *px;
@@ -92,8 +105,17 @@ typedef struct call {
     char method[METHOD_LOG_MAX];
     int64_t start_ms;
     pull_state *pull; /* PullImage only */
+    /* Every other call ("plain"): coalesced sends, see flush_call(). A queue of
+     * messages per direction; at most MAX_BUFFERED_MESSAGES per direction are
+     * held in the proxy (queued, sending or being received). */
+    msg_queue to_up, to_down;
+    bool plain, up_md_sent, up_md_received, up_close_sent, down_eos, up_eos, up_broken, down_broken;
+    bool down_recv_inflight, up_recv_inflight;
+    bool dirty;               /* on the event loop's list of calls to flush */
+    struct call *dirty_next;
     tag t_up_recv_md, t_up_status, t_down_closed, t_down_msg, t_up_sent_msg, t_up_msg,
-        t_down_sent_msg, t_down_sent_md, t_up_sent_close, t_down_sent_final;
+        t_down_sent_msg, t_down_sent_md, t_up_sent_close, t_down_sent_final, t_plain_down_msg,
+        t_plain_up_msg, t_plain_up_sent, t_plain_down_sent;
 } call;
 
 struct pull_state {
@@ -219,8 +241,20 @@ static void pull_state_free(pull_state *ps)
     free(ps);
 }
 
+static void msg_queue_clear(msg_queue *q)
+{
+    for (size_t i = 0; i < q->count; i++)
+        grpc_byte_buffer_destroy(q->queued[i]);
+    q->count = 0;
+    if (q->sending)
+        grpc_byte_buffer_destroy(q->sending);
+    q->sending = NULL;
+}
+
 static void call_free(call *c)
 {
+    msg_queue_clear(&c->to_up);
+    msg_queue_clear(&c->to_down);
     if (c->down_msg)
         grpc_byte_buffer_destroy(c->down_msg);
     if (c->up_msg)
@@ -242,6 +276,17 @@ static void call_free(call *c)
 }
 
 static void call_ref(call *c) { atomic_fetch_add(&c->refs, 1); }
+
+/* Plain calls only, on the event loop: flush_call() runs once the ready completions are handled. */
+static void mark_dirty(call *c)
+{
+    if (c->dirty)
+        return;
+    c->dirty = true;
+    call_ref(c);
+    c->dirty_next = c->px->dirty;
+    c->px->dirty = c;
+}
 
 static void call_unref(call *c)
 {
@@ -383,10 +428,17 @@ static void on_down_sent_md(void *arg, int ok)
     call_unref(arg);
 }
 
+static void plain_on_up_recv_md(call *c, int ok);
+
 static void on_up_recv_md(void *arg, int ok)
 {
     call *c = arg;
     filter_md(&c->up_initial_md, &c->fwd_initial, &c->n_fwd_initial);
+    if (c->plain) {
+        plain_on_up_recv_md(c, ok);
+        call_unref(c);
+        return;
+    }
     /* Headers with content go down at once (a streaming client may wait for
      * them); empty ones wait for the first message or the status. */
     if (ok && c->n_fwd_initial > 0 && !c->pull) {
@@ -411,7 +463,10 @@ static void on_up_status(void *arg, int ok)
     (void)ok; /* RECV_STATUS_ON_CLIENT always delivers a status */
     filter_md(&c->up_trailing_md, &c->fwd_trailing, &c->n_fwd_trailing);
     c->up_status_received = true;
-    maybe_finish(c);
+    if (c->plain)
+        mark_dirty(c);
+    else
+        maybe_finish(c);
     call_unref(c);
 }
 
@@ -717,9 +772,251 @@ static bool start_pull_thread(call *c)
     return true;
 }
 
+/* ------------------------------------------------------- plain calls */
+
+/*
+ * Every call but PullImage. Sends are coalesced: a handler only records what
+ * arrived (and asks for the next message at once), and the event loop, once
+ * it has handled every completion that is ready, flushes each touched call
+ * with as few batches as it can. A unary call, whose request, half-close and
+ * answer arrive together, then costs one write each way: headers, message and
+ * half-close go up in one batch, and headers, message and status come down in
+ * one, as a direct peer would send them. Nothing waits for more input than is
+ * already there, so a stream's message is never held back for the next one.
+ */
+
+static bool queue_has_room(const msg_queue *q)
+{
+    return q->count + (q->sending ? 1 : 0) < MAX_BUFFERED_MESSAGES;
+}
+
+static void queue_push(msg_queue *q, grpc_byte_buffer *m) { q->queued[q->count++] = m; }
+
+static grpc_byte_buffer *queue_pop(msg_queue *q)
+{
+    grpc_byte_buffer *m = q->queued[0];
+    for (size_t i = 1; i < q->count; i++)
+        q->queued[i - 1] = q->queued[i];
+    q->count--;
+    return m;
+}
+
+static void plain_recv_down(call *c)
+{
+    if (c->down_recv_inflight || c->down_eos || c->up_broken || !queue_has_room(&c->to_up))
+        return;
+    c->down_recv_inflight = true;
+    grpc_op o = op(GRPC_OP_RECV_MESSAGE);
+    o.data.recv_message.recv_message = &c->down_msg;
+    start_batch(c, c->down, &o, 1, &c->t_plain_down_msg);
+}
+
+static void plain_recv_up(call *c)
+{
+    if (c->up_recv_inflight || c->up_eos || c->down_broken || !queue_has_room(&c->to_down))
+        return;
+    c->up_recv_inflight = true;
+    grpc_op o = op(GRPC_OP_RECV_MESSAGE);
+    o.data.recv_message.recv_message = &c->up_msg;
+    start_batch(c, c->up, &o, 1, &c->t_plain_up_msg);
+}
+
+static void on_plain_down_msg(void *arg, int ok)
+{
+    call *c = arg;
+    c->down_recv_inflight = false;
+    if (ok && c->down_msg && !c->up_broken) {
+        queue_push(&c->to_up, c->down_msg);
+    } else {
+        if (c->down_msg)
+            grpc_byte_buffer_destroy(c->down_msg);
+        c->down_eos = true;
+    }
+    c->down_msg = NULL;
+    plain_recv_down(c);
+    mark_dirty(c);
+    call_unref(c);
+}
+
+static void on_plain_up_msg(void *arg, int ok)
+{
+    call *c = arg;
+    c->up_recv_inflight = false;
+    if (ok && c->up_msg && !c->down_broken) {
+        queue_push(&c->to_down, c->up_msg);
+    } else {
+        if (c->up_msg)
+            grpc_byte_buffer_destroy(c->up_msg);
+        c->up_eos = true;
+    }
+    c->up_msg = NULL;
+    plain_recv_up(c);
+    mark_dirty(c);
+    call_unref(c);
+}
+
+static void plain_on_up_recv_md(call *c, int ok)
+{
+    c->up_md_received = true;
+    if (ok)
+        plain_recv_up(c);
+    else
+        c->up_eos = true; /* the call failed; its status follows */
+    mark_dirty(c);
+}
+
+/* A send batch finished; a failed one means that side is gone (its cancellation propagates). */
+static void on_plain_sent(call *c, msg_queue *q, int ok, bool *broken)
+{
+    if (q->sending)
+        grpc_byte_buffer_destroy(q->sending);
+    q->sending = NULL;
+    q->batch_inflight = false;
+    if (!ok) {
+        *broken = true;
+        msg_queue_clear(q);
+    }
+    mark_dirty(c);
+}
+
+static void on_plain_up_sent(void *arg, int ok)
+{
+    call *c = arg;
+    on_plain_sent(c, &c->to_up, ok, &c->up_broken);
+    if (c->up_broken)
+        c->down_eos = c->down_eos || !c->down_recv_inflight;
+    plain_recv_down(c);
+    call_unref(c);
+}
+
+static void on_plain_down_sent(void *arg, int ok)
+{
+    call *c = arg;
+    on_plain_sent(c, &c->to_down, ok, &c->down_broken);
+    if (c->down_broken)
+        c->up_eos = c->up_eos || !c->up_recv_inflight;
+    plain_recv_up(c);
+    call_unref(c);
+}
+
+/* Headers, the next message and the half-close, in one batch towards the runtime. */
+static void flush_up(call *c)
+{
+    msg_queue *q = &c->to_up;
+    if (q->batch_inflight || c->up_close_sent || c->up_broken)
+        return;
+    grpc_op ops[3];
+    size_t n = 0;
+    if (!c->up_md_sent) {
+        ops[n] = op(GRPC_OP_SEND_INITIAL_METADATA);
+        ops[n].data.send_initial_metadata.count = c->n_fwd_md;
+        ops[n].data.send_initial_metadata.metadata = c->fwd_md;
+        n++;
+        c->up_md_sent = true;
+    }
+    if (q->count > 0) {
+        q->sending = queue_pop(q);
+        ops[n] = op(GRPC_OP_SEND_MESSAGE);
+        ops[n].data.send_message.send_message = q->sending;
+        n++;
+    }
+    if (c->down_eos && q->count == 0) {
+        ops[n++] = op(GRPC_OP_SEND_CLOSE_FROM_CLIENT);
+        c->up_close_sent = true;
+    }
+    if (n == 0)
+        return;
+    q->batch_inflight = true;
+    start_batch(c, c->up, ops, n, &c->t_plain_up_sent);
+    plain_recv_down(c);
+}
+
+/* Headers, the next message and, once the runtime is done, the status, in one batch down. */
+static void flush_down(call *c)
+{
+    msg_queue *q = &c->to_down;
+    if (q->batch_inflight || c->final_started)
+        return;
+    bool message = q->count > 0;
+    bool final = c->up_eos && c->up_status_received && q->count <= 1;
+    bool headers = c->up_md_received && c->n_fwd_initial > 0;
+    if (!message && !final && (c->down_md_sent || !headers))
+        return;
+    grpc_op ops[3];
+    size_t n = 0;
+    if (!c->down_md_sent) {
+        ops[n] = op(GRPC_OP_SEND_INITIAL_METADATA);
+        ops[n].data.send_initial_metadata.count = c->n_fwd_initial;
+        ops[n].data.send_initial_metadata.metadata = c->fwd_initial;
+        n++;
+        c->down_md_sent = true;
+    }
+    if (message) {
+        q->sending = queue_pop(q);
+        ops[n] = op(GRPC_OP_SEND_MESSAGE);
+        ops[n].data.send_message.send_message = q->sending;
+        n++;
+    }
+    if (final) {
+        ops[n] = op(GRPC_OP_SEND_STATUS_FROM_SERVER);
+        ops[n].data.send_status_from_server.status = c->status;
+        ops[n].data.send_status_from_server.status_details = &c->status_details;
+        ops[n].data.send_status_from_server.trailing_metadata_count = c->n_fwd_trailing;
+        ops[n].data.send_status_from_server.trailing_metadata = c->fwd_trailing;
+        n++;
+        c->final_started = true;
+        start_batch(c, c->down, ops, n, &c->t_down_sent_final);
+        return;
+    }
+    q->batch_inflight = true;
+    start_batch(c, c->down, ops, n, &c->t_plain_down_sent);
+    plain_recv_up(c);
+}
+
+static void flush_call(call *c)
+{
+    flush_up(c);
+    flush_down(c);
+}
+
+/* Runs on the event loop after the ready completions: every touched call sends what it can. */
+static void flush_dirty(cri_proxy *px)
+{
+    while (px->dirty) {
+        call *c = px->dirty;
+        px->dirty = c->dirty_next;
+        c->dirty_next = NULL;
+        c->dirty = false;
+        flush_call(c);
+        call_unref(c);
+    }
+}
+
 /* ------------------------------------------------------------ new calls */
 
 static void request_call(cri_proxy *px);
+
+/* The headers go up with the first flush, with the request when it is already there. */
+static void start_plain_call(call *c)
+{
+    c->plain = true;
+    grpc_op o = op(GRPC_OP_RECV_INITIAL_METADATA);
+    o.data.recv_initial_metadata.recv_initial_metadata = &c->up_initial_md;
+    start_batch(c, c->up, &o, 1, &c->t_up_recv_md);
+
+    o = op(GRPC_OP_RECV_STATUS_ON_CLIENT);
+    o.data.recv_status_on_client.trailing_metadata = &c->up_trailing_md;
+    o.data.recv_status_on_client.status = &c->status;
+    o.data.recv_status_on_client.status_details = &c->status_details;
+    start_batch(c, c->up, &o, 1, &c->t_up_status);
+
+    o = op(GRPC_OP_RECV_CLOSE_ON_SERVER);
+    o.data.recv_close_on_server.cancelled = &c->down_cancelled;
+    start_batch(c, c->down, &o, 1, &c->t_down_closed);
+
+    plain_recv_down(c);
+    mark_dirty(c);
+}
 
 static void start_call(cri_proxy *px, call *c)
 {
@@ -736,6 +1033,10 @@ static void start_call(cri_proxy *px, call *c)
     c->up = grpc_channel_create_call(px->channel, c->down, GRPC_PROPAGATE_DEFAULTS, px->cq,
                                      c->details.method, host, c->details.deadline, NULL);
     filter_md(&c->client_md, &c->fwd_md, &c->n_fwd_md);
+    if (!c->pull) {
+        start_plain_call(c);
+        return;
+    }
 
     /* One batch: the headers go up, and it completes when the runtime's come back. */
     grpc_op md_ops[2] = {op(GRPC_OP_SEND_INITIAL_METADATA), op(GRPC_OP_RECV_INITIAL_METADATA)};
@@ -778,6 +1079,10 @@ static call *call_new(cri_proxy *px)
     set_tag(&c->t_down_sent_md, on_down_sent_md, c);
     set_tag(&c->t_up_sent_close, on_simple_done, c);
     set_tag(&c->t_down_sent_final, on_down_sent_final, c);
+    set_tag(&c->t_plain_down_msg, on_plain_down_msg, c);
+    set_tag(&c->t_plain_up_msg, on_plain_up_msg, c);
+    set_tag(&c->t_plain_up_sent, on_plain_up_sent, c);
+    set_tag(&c->t_plain_down_sent, on_plain_down_sent, c);
     return c;
 }
 
@@ -835,18 +1140,32 @@ static void on_server_down(void *arg, int ok)
     pthread_mutex_unlock(&px->lock);
 }
 
+/*
+ * Waits for a completion, then handles every completion that is ready without
+ * waiting, then flushes the calls they touched: what arrived together leaves
+ * together (see flush_call).
+ */
 static void *loop_main(void *arg)
 {
     cri_proxy *px = arg;
+    gpr_timespec wait = gpr_inf_future(GPR_CLOCK_MONOTONIC);
     for (;;) {
-        grpc_event ev =
-            grpc_completion_queue_next(px->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        grpc_event ev = grpc_completion_queue_next(px->cq, wait, NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
             break;
         if (ev.type == GRPC_OP_COMPLETE) {
             tag *t = ev.tag;
             t->fn(t->arg, ev.success);
+            wait = gpr_inf_past(GPR_CLOCK_MONOTONIC);
+        } else {
+            flush_dirty(px);
+            wait = gpr_inf_future(GPR_CLOCK_MONOTONIC);
         }
+    }
+    while (px->dirty) { /* every call is over: nothing left to send */
+        call *c = px->dirty;
+        px->dirty = c->dirty_next;
+        call_unref(c);
     }
     return NULL;
 }
