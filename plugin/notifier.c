@@ -30,8 +30,16 @@
  *   4. Flush with dbus_connection_read_write(conn, time_left) until the
  *      outgoing queue is empty or the deadline passes.
  *
- * Any failure marks the notifier dead: later signals are dropped at once and
- * pg_notifier_last_error() says why.
+ * A failure drops the connection and records why (pg_notifier_last_error());
+ * signals are then dropped at once until a back-off period has passed (1 s,
+ * doubling up to 30 s while the bus stays unusable, back to 1 s after a
+ * successful connection), and the next signal after it connects afresh. So a
+ * long-lived daemon survives a bus restart or outage, while a dead or hung bus
+ * costs at most one bounded attempt per back-off period and nothing between.
+ * Before each signal on an established connection, what the bus sent is read
+ * without waiting: a bus that went away since the last signal shows up as
+ * end-of-file, and the signal goes out on a fresh connection instead of being
+ * lost on the dead one.
  *
  * Global state of libdbus (unavoidable, documented here): libdbus keeps
  * process-wide locks and caches, initialised by itself since 1.7; it is
@@ -60,13 +68,17 @@
 
 #define PG_NOTIFIER_TIMEOUT_MAX 600000 /* 10 minutes: anything larger is a mistake */
 #define PG_NOTIFIER_ERROR_MAX 512
+#define PG_NOTIFIER_RETRY_FIRST_MS 1000 /* back-off after the first failure */
+#define PG_NOTIFIER_RETRY_MAX_MS 30000  /* ... doubling up to this while the bus stays down */
+#define PG_NOTIFIER_ERRORS_KEPT 16      /* distinct error texts kept (see intern_error) */
 #define PG_SIGNAL_ARGS_MAX 5
 
 typedef enum notifier_state {
     NOTIFIER_OFF,       /* bus "none": signals are dropped silently */
-    NOTIFIER_IDLE,      /* not connected yet: connect on the first signal */
+    NOTIFIER_DEAD,      /* unusable for good (no libdbus, bad address): signals dropped */
+    NOTIFIER_IDLE,      /* not connected: the next signal connects */
     NOTIFIER_CONNECTED, /* registered on the bus */
-    NOTIFIER_DEAD       /* a failure happened: signals are dropped, error kept */
+    NOTIFIER_DOWN       /* an attempt failed: signals dropped until retry_at_ms, then IDLE */
 } notifier_state;
 
 struct pg_notifier {
@@ -76,7 +88,15 @@ struct pg_notifier {
     int timeout_ms;
     DBusConnection *conn; /* private connection, NULL until connected */
     bool dbus_loaded;     /* libdbus is loaded (set at creation, then immutable) */
-    char error[PG_NOTIFIER_ERROR_MAX];
+    int64_t retry_at_ms;  /* NOTIFIER_DOWN: monotonic time of the next attempt */
+    int backoff_ms;       /* wait after the next failure */
+    /* Error texts are immutable once recorded, so the pointer that
+     * pg_notifier_last_error() returns stays valid (until free) while other
+     * threads keep emitting; last_error points into errors[] or at a
+     * string constant. */
+    char *errors[PG_NOTIFIER_ERRORS_KEPT];
+    size_t n_errors;
+    const char *last_error;
 };
 
 /* -------------------------------------------------------------- time */
@@ -90,16 +110,43 @@ static int ms_left(int64_t deadline)
 
 /* ------------------------------------------------------------ errors */
 
+/* Makes text the last error. A notifier retries for the life of a daemon,
+ * so texts repeat: each distinct one is stored once, and a bounded number are
+ * kept (a bus failing in more than PG_NOTIFIER_ERRORS_KEPT distinct ways gets
+ * a generic text rather than unbounded memory). */
+static void intern_error(pg_notifier *n, const char *text)
+{
+    for (size_t i = 0; i < n->n_errors; i++) {
+        if (strcmp(n->errors[i], text) == 0) {
+            n->last_error = n->errors[i];
+            return;
+        }
+    }
+    if (n->n_errors == PG_NOTIFIER_ERRORS_KEPT) {
+        n->last_error = "D-Bus: delivery failed (too many distinct errors to keep the text)";
+        return;
+    }
+    char *copy = strdup(text);
+    if (!copy) {
+        n->last_error = "D-Bus: delivery failed (out of memory recording why)";
+        return;
+    }
+    n->errors[n->n_errors++] = copy;
+    n->last_error = copy;
+}
+
 static void vset_error(pg_notifier *n, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 
 static void vset_error(pg_notifier *n, const char *fmt, va_list ap)
 {
-    vsnprintf(n->error, sizeof n->error, fmt, ap);
+    char text[PG_NOTIFIER_ERROR_MAX];
+    vsnprintf(text, sizeof text, fmt, ap);
     /* One line: libdbus messages or addresses must not split a log line. */
-    for (char *p = n->error; *p; p++)
+    for (char *p = text; *p; p++)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
+    intern_error(n, text);
 }
 
 static void set_error(pg_notifier *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -123,23 +170,29 @@ static void drop_connection(pg_notifier *n)
     }
 }
 
-/* Records why and stops emitting for good. */
-static void mark_dead(pg_notifier *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Records why this attempt failed, closes the connection, and drops signals
+ * until the back-off period has passed; each failure in a row doubles the
+ * period (capped), so a bus that stays down or hung costs one bounded attempt
+ * per period and nothing in between. */
+static void mark_down(pg_notifier *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void mark_dead(pg_notifier *n, const char *fmt, ...)
+static void mark_down(pg_notifier *n, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vset_error(n, fmt, ap);
     va_end(ap);
     drop_connection(n);
-    n->state = NOTIFIER_DEAD;
+    n->state = NOTIFIER_DOWN;
+    n->retry_at_ms = pg_monotonic_ms() + n->backoff_ms;
+    n->backoff_ms = n->backoff_ms >= PG_NOTIFIER_RETRY_MAX_MS / 2 ? PG_NOTIFIER_RETRY_MAX_MS
+                                                                  : n->backoff_ms * 2;
 }
 
 /* ------------------------------------------------- address resolution */
 
 /* "system" / "session" / an address -> the address to use, or NULL with
- * n->error set (session bus without DBUS_SESSION_BUS_ADDRESS). */
+ * the error recorded (session bus without DBUS_SESSION_BUS_ADDRESS). */
 static char *resolve_bus_address(pg_notifier *n, const char *bus)
 {
     if (strcmp(bus, "system") == 0) {
@@ -300,7 +353,7 @@ static char *pick_reachable_entry(pg_notifier *n, int64_t deadline)
         size_t len = strcspn(p, ";");
         char *one = strndup(p, len);
         if (!one) {
-            mark_dead(n, "out of memory");
+            mark_down(n, "out of memory");
             return NULL;
         }
         DBusError derr;
@@ -319,7 +372,7 @@ static char *pick_reachable_entry(pg_notifier *n, int64_t deadline)
     }
     if (ms_left(deadline) == 0)
         snprintf(why, sizeof why, "timed out connecting");
-    mark_dead(n, "D-Bus %s: %s", n->address, why);
+    mark_down(n, "D-Bus %s: %s", n->address, why);
     return NULL;
 }
 
@@ -341,16 +394,16 @@ static int flush_before(pg_notifier *n, int64_t deadline)
     while (dbus_connection_has_messages_to_send(n->conn)) {
         int wait_ms = ms_left(deadline);
         if (wait_ms == 0) {
-            mark_dead(n, "D-Bus %s: timed out writing to the bus", n->address);
+            mark_down(n, "D-Bus %s: timed out writing to the bus", n->address);
             return -1;
         }
         if (!dbus_connection_read_write(n->conn, wait_ms)) {
-            mark_dead(n, "D-Bus %s: disconnected", n->address);
+            mark_down(n, "D-Bus %s: disconnected", n->address);
             return -1;
         }
     }
     if (!dbus_connection_get_is_connected(n->conn)) {
-        mark_dead(n, "D-Bus %s: disconnected", n->address);
+        mark_down(n, "D-Bus %s: disconnected", n->address);
         return -1;
     }
     return 0;
@@ -364,11 +417,11 @@ static int authenticate_before(pg_notifier *n, int64_t deadline)
     while (!dbus_connection_get_is_authenticated(n->conn)) {
         int wait_ms = ms_left(deadline);
         if (wait_ms == 0) {
-            mark_dead(n, "D-Bus %s: timed out authenticating", n->address);
+            mark_down(n, "D-Bus %s: timed out authenticating", n->address);
             return -1;
         }
         if (!dbus_connection_read_write(n->conn, wait_ms)) {
-            mark_dead(n, "D-Bus %s: authentication failed", n->address);
+            mark_down(n, "D-Bus %s: authentication failed", n->address);
             return -1;
         }
     }
@@ -388,11 +441,11 @@ static DBusMessage *reply_before(pg_notifier *n, dbus_uint32_t serial, int64_t d
         }
         int wait_ms = ms_left(deadline);
         if (wait_ms == 0) {
-            mark_dead(n, "D-Bus %s: timed out waiting for the bus", n->address);
+            mark_down(n, "D-Bus %s: timed out waiting for the bus", n->address);
             return NULL;
         }
         if (!dbus_connection_read_write(n->conn, wait_ms)) {
-            mark_dead(n, "D-Bus %s: disconnected", n->address);
+            mark_down(n, "D-Bus %s: disconnected", n->address);
             return NULL;
         }
     }
@@ -410,7 +463,7 @@ static int register_on_bus(pg_notifier *n, int64_t deadline)
     if (hello)
         dbus_message_unref(hello);
     if (!queued) {
-        mark_dead(n, "out of memory");
+        mark_down(n, "out of memory");
         return -1;
     }
     if (flush_before(n, deadline) < 0)
@@ -425,7 +478,7 @@ static int register_on_bus(pg_notifier *n, int64_t deadline)
              dbus_message_get_args(reply, &derr, DBUS_TYPE_STRING, &unique, DBUS_TYPE_INVALID) &&
              dbus_bus_set_unique_name(n->conn, unique);
     if (!ok)
-        mark_dead(n, "D-Bus %s: registration failed: %s", n->address,
+        mark_down(n, "D-Bus %s: registration failed: %s", n->address,
                   dbus_error_is_set(&derr) ? derr.message : "out of memory");
     dbus_error_free(&derr);
     dbus_message_unref(reply);
@@ -451,7 +504,7 @@ static int connect_bus(pg_notifier *n, int64_t deadline)
     n->conn = dbus_connection_open_private(entry, &derr);
     free(entry);
     if (!n->conn) {
-        mark_dead(n, "D-Bus %s: %s", n->address,
+        mark_down(n, "D-Bus %s: %s", n->address,
                   dbus_error_is_set(&derr) ? derr.message : "cannot open connection");
         dbus_error_free(&derr);
         return -1;
@@ -462,21 +515,42 @@ static int connect_bus(pg_notifier *n, int64_t deadline)
     if (authenticate_before(n, deadline) < 0 || register_on_bus(n, deadline) < 0)
         return -1;
     n->state = NOTIFIER_CONNECTED;
+    n->backoff_ms = PG_NOTIFIER_RETRY_FIRST_MS; /* the bus works: the next outage starts short */
     return 0;
 }
 
 /* ------------------------------------------------------------ sending */
 
+/* Reads what the bus sent, without waiting. A bus that went away since the
+ * last signal (restart, crash) shows up here as end-of-file: the connection is
+ * dropped without a back-off (it worked until now), so this signal goes out
+ * on a fresh one instead of being lost on the dead one. */
+static void drop_if_disconnected(pg_notifier *n)
+{
+    (void)dbus_connection_read_write(n->conn, 0);
+    discard_incoming(n->conn);
+    if (!dbus_connection_get_is_connected(n->conn)) {
+        set_error(n, "D-Bus %s: disconnected", n->address);
+        drop_connection(n);
+        n->state = NOTIFIER_IDLE;
+    }
+}
+
 static int emit_locked(pg_notifier *n, DBusMessage *msg, int64_t deadline)
 {
-    if (n->state == NOTIFIER_CONNECTED && !dbus_connection_get_is_connected(n->conn))
-        mark_dead(n, "D-Bus %s: disconnected", n->address);
+    if (n->state == NOTIFIER_DOWN) {
+        if (pg_monotonic_ms() < n->retry_at_ms)
+            return -1; /* backing off: drop at once */
+        n->state = NOTIFIER_IDLE;
+    }
+    if (n->state == NOTIFIER_CONNECTED)
+        drop_if_disconnected(n);
     if (n->state == NOTIFIER_IDLE && connect_bus(n, deadline) < 0)
         return -1;
     if (n->state != NOTIFIER_CONNECTED)
         return -1;
     if (!dbus_connection_send(n->conn, msg, NULL)) {
-        mark_dead(n, "D-Bus %s: out of memory queueing a signal", n->address);
+        mark_down(n, "D-Bus %s: out of memory queueing a signal", n->address);
         return -1;
     }
     int rc = flush_before(n, deadline);
@@ -502,7 +576,7 @@ static void emit(pg_notifier *n, DBusMessage *msg, int64_t deadline)
     if (lock_before(n, deadline) < 0)
         return; /* another thread held the notifier past our bound: drop */
     /* Waiting for the lock used up our time: drop this signal, but do not
-     * blame the bus for it (the notifier stays usable). */
+     * blame the bus for it (no error, no back-off). */
     if (n->state != NOTIFIER_OFF && n->state != NOTIFIER_DEAD && ms_left(deadline) > 0)
         emit_locked(n, msg, deadline);
     pthread_mutex_unlock(&n->lock);
@@ -587,6 +661,7 @@ PG_API pg_notifier *pg_notifier_new(const char *bus, int timeout_ms, pg_error *e
         return NULL;
     }
     n->timeout_ms = timeout_ms;
+    n->backoff_ms = PG_NOTIFIER_RETRY_FIRST_MS;
     if (strcmp(bus, "none") == 0) {
         n->state = NOTIFIER_OFF;
         return n;
@@ -600,7 +675,7 @@ PG_API pg_notifier *pg_notifier_new(const char *bus, int timeout_ms, pg_error *e
     }
     n->dbus_loaded = true;
     n->address = resolve_bus_address(n, bus);
-    if (!n->address && !n->error[0]) {
+    if (!n->address && !n->last_error) {
         pg_notifier_free(n);
         pg_fail(err, PG_ERR_NOMEM, "notifier: out of memory");
         return NULL;
@@ -617,6 +692,8 @@ PG_API void pg_notifier_free(pg_notifier *n)
         return;
     drop_connection(n);
     free(n->address);
+    for (size_t i = 0; i < n->n_errors; i++)
+        free(n->errors[i]);
     pthread_mutex_destroy(&n->lock);
     free(n);
 }
@@ -628,7 +705,7 @@ PG_API const char *pg_notifier_last_error(const pg_notifier *n)
     /* The mutex is not part of the notifier's logical value. */
     pthread_mutex_t *lock = (pthread_mutex_t *)&n->lock;
     pthread_mutex_lock(lock);
-    const char *msg = n->error[0] ? n->error : NULL;
+    const char *msg = n->last_error;
     pthread_mutex_unlock(lock);
     return msg;
 }

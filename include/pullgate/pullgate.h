@@ -356,11 +356,16 @@ int pg_decide_identity(const pg_config *cfg, const pg_store *store, const pg_req
  * address. Connecting and every send is bounded by timeout_ms in total per
  * call; failures are recorded, never reported as errors of the caller's
  * operation. pg_notifier_new() never fails except for PG_ERR_NOMEM / a bad
- * argument; an unreachable bus yields a notifier that drops signals.
+ * argument; an unreachable bus yields a notifier that drops signals. After a
+ * delivery failure signals are dropped at once for a back-off period (1 s,
+ * doubling up to 30 s while the bus stays unusable), then the next signal
+ * reconnects: a long-lived process survives a bus restart or outage with the
+ * same notifier (docs/dbus.md).
  */
 pg_notifier *pg_notifier_new(const char *bus, int timeout_ms, pg_error *err);
 void pg_notifier_free(pg_notifier *n);
-/* Last delivery error, or NULL; owned by n. */
+/* Most recent delivery error (kept after a later reconnect), or NULL; owned
+ * by n and valid until pg_notifier_free(), even while other threads emit. */
 const char *pg_notifier_last_error(const pg_notifier *n);
 
 void pg_notify_pull_intent(pg_notifier *n, const char *image);

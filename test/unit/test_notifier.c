@@ -127,13 +127,10 @@ static char *read_address(int fd)
     return strdup(buf);
 }
 
-static void bus_start(test_bus *bus)
+/* Starts dbus-daemon on bus->dir/bus (config already written). */
+static void bus_spawn(test_bus *bus)
 {
-    bus->dir = tu_mkdtemp();
     char *config = tu_sprintf("%s/bus.conf", bus->dir);
-    char *text = tu_sprintf(BUS_CONFIG_FMT, bus->dir);
-    tu_write_file(config, text, -1, 0600);
-    free(text);
     int fds[2];
     ck_assert_int_eq(pipe(fds), 0);
     bus->pid = fork();
@@ -149,9 +146,37 @@ static void bus_start(test_bus *bus)
     }
     free(config);
     close(fds[1]);
+    free(bus->address);
     bus->address = read_address(fds[0]);
     close(fds[0]);
     ck_assert_msg(bus->address != NULL, "dbus-daemon did not print its address");
+}
+
+static void bus_start(test_bus *bus)
+{
+    bus->dir = tu_mkdtemp();
+    char *config = tu_sprintf("%s/bus.conf", bus->dir);
+    char *text = tu_sprintf(BUS_CONFIG_FMT, bus->dir);
+    tu_write_file(config, text, -1, 0600);
+    free(text);
+    free(config);
+    bus_spawn(bus);
+}
+
+/* The daemon dies at once (no clean shutdown); its socket file stays. */
+static void bus_kill(test_bus *bus)
+{
+    kill(bus->pid, SIGKILL);
+    waitpid(bus->pid, NULL, 0);
+    bus->pid = 0;
+}
+
+/* The bus's address without its guid=: a new daemon at the same path has
+ * another guid, and libdbus refuses a server whose guid differs from the
+ * address's. (Configured addresses, like the system bus's, carry none.) */
+static char *bus_stable_address(const test_bus *bus)
+{
+    return tu_sprintf("unix:path=%s/bus", bus->dir);
 }
 
 static void bus_stop(test_bus *bus)
@@ -399,7 +424,8 @@ START_TEST(bus_going_away_is_bounded)
     kill(bus.pid, SIGKILL);
     waitpid(bus.pid, NULL, 0);
     bus.pid = 0;
-    assert_bounded_failure(n, "disconnected");
+    /* The old connection is found at end-of-file and a new one is refused. */
+    assert_bounded_failure(n, "refused");
     pg_notifier_free(n);
     bus_stop(&bus);
 }
@@ -437,6 +463,152 @@ START_TEST(stopped_daemon_is_bounded)
     pg_notifier_free(connected);
 
     kill(bus.pid, SIGCONT);
+    bus_stop(&bus);
+}
+END_TEST
+
+/* ------------------------------------- tests: reconnecting (daemons) */
+
+/* Emits PullIntent(image) and returns how long it took. */
+static double timed_intent(pg_notifier *n, const char *image)
+{
+    double start = now_ms();
+    pg_notify_pull_intent(n, image);
+    return now_ms() - start;
+}
+
+static void assert_intent(DBusConnection *listener, const char *image)
+{
+    const char *want[] = {image};
+    assert_string_signal(listener_next(listener, 5000), "PullIntent", want, 1);
+}
+
+static void sleep_until(double when_ms)
+{
+    double left;
+    while ((left = when_ms - now_ms()) > 0)
+        (void)poll(NULL, 0, (int)left + 1);
+}
+
+#define FIRST_BACKOFF_MS 1000 /* the notifier's first back-off (docs/dbus.md) */
+
+START_TEST(reconnects_after_bus_restart)
+{
+    test_bus bus = {0};
+    bus_start(&bus);
+    char *address = bus_stable_address(&bus);
+    DBusConnection *listener = listener_open(bus.address);
+    pg_notifier *n = notifier_or_fail(address, TIMEOUT_MS);
+    pg_notify_pull_intent(n, "before");
+    assert_intent(listener, "before");
+    listener_close(listener);
+
+    /* Restart between two signals: the next one finds the old connection at
+     * end-of-file and goes out on a new one, at once. */
+    bus_kill(&bus);
+    bus_spawn(&bus);
+    listener = listener_open(bus.address);
+    double took = timed_intent(n, "after-restart");
+    ck_assert_msg(took <= TIMEOUT_MS + SLACK_MS, "reconnect took %.1f ms", took);
+    assert_intent(listener, "after-restart");
+    listener_close(listener);
+    fprintf(stderr, "  restart between signals: delivered, %.1f ms\n", took);
+
+    /* Outage while signals are emitted: bounded and dropped, then back-off. */
+    bus_kill(&bus);
+    double dropped = timed_intent(n, "during-outage");
+    double failed_at = now_ms();
+    ck_assert_msg(dropped <= TIMEOUT_MS + SLACK_MS, "emission on a dead bus took %.1f ms", dropped);
+    const char *error = pg_notifier_last_error(n);
+    ck_assert_msg(error && strstr(error, "refused"), "last_error: %s", error ? error : "NULL");
+    double instant = timed_intent(n, "in-backoff-1");
+    ck_assert_msg(instant <= INSTANT_MS, "emission during back-off took %.1f ms", instant);
+
+    bus_spawn(&bus);
+    listener = listener_open(bus.address);
+    if (now_ms() < failed_at + FIRST_BACKOFF_MS - 300) {
+        /* Still backing off: dropped at once, even though the bus is back. */
+        instant = timed_intent(n, "in-backoff-2");
+        ck_assert_msg(instant <= INSTANT_MS, "emission during back-off took %.1f ms", instant);
+    }
+    sleep_until(failed_at + FIRST_BACKOFF_MS + 100);
+    took = timed_intent(n, "after-backoff");
+    ck_assert_msg(took <= TIMEOUT_MS + SLACK_MS, "reconnect took %.1f ms", took);
+    /* The same notifier delivers again; nothing dropped comes late. */
+    assert_intent(listener, "after-backoff");
+    ck_assert_ptr_null(listener_next(listener, 200));
+    /* The error text read earlier is still valid (texts are immutable). */
+    ck_assert_ptr_nonnull(strstr(error, "refused"));
+    fprintf(stderr, "  outage: %.1f ms to drop, then delivered after the back-off (%.1f ms)\n",
+            dropped, took);
+
+    listener_close(listener);
+    pg_notifier_free(n);
+    free(address);
+    bus_stop(&bus);
+}
+END_TEST
+
+START_TEST(hung_bus_is_retried_bounded_then_recovers)
+{
+    test_bus bus = {0};
+    bus_start(&bus);
+    char *address = bus_stable_address(&bus);
+    DBusConnection *listener = listener_open(bus.address);
+    pg_notifier *n = notifier_or_fail(address, TIMEOUT_MS);
+    pg_notify_pull_intent(n, "before");
+    assert_intent(listener, "before");
+
+    /* Hang the bus; a signal larger than the socket buffer cannot be written
+     * and times out. */
+    kill(bus.pid, SIGSTOP);
+    size_t big = 8u << 20;
+    char *image = malloc(big + 1);
+    ck_assert_ptr_nonnull(image);
+    memset(image, 'a', big);
+    image[big] = '\0';
+    double took = timed_intent(n, image);
+    double failed_at = now_ms();
+    free(image);
+    ck_assert_msg(took <= TIMEOUT_MS + SLACK_MS, "blocked write took %.1f ms", took);
+    ck_assert_ptr_nonnull(pg_notifier_last_error(n));
+
+    /* While it stays hung: every emission bounded, and exactly one of them
+     * (the retry after the first back-off) pays the timeout; the next retry
+     * is two back-off periods later. */
+    int slow = 0, calls = 0;
+    double worst = 0;
+    while (now_ms() < failed_at + FIRST_BACKOFF_MS + 1500) {
+        double t = timed_intent(n, "while-hung");
+        calls++;
+        worst = t > worst ? t : worst;
+        slow += t >= TIMEOUT_MS / 2; /* an attempt on a hung bus costs the timeout */
+        sleep_until(now_ms() + 20);
+    }
+    ck_assert_msg(worst <= TIMEOUT_MS + SLACK_MS, "an emission took %.1f ms", worst);
+    ck_assert_msg(slow == 1, "%d of %d emissions paid for a hung bus (want exactly 1)", slow,
+                  calls);
+    const char *error = pg_notifier_last_error(n);
+    ck_assert_msg(error && strstr(error, "timed out"), "last_error: %s", error ? error : "NULL");
+    fprintf(stderr, "  hung bus: %d emissions in 2.5 s, 1 attempt (worst %.1f ms)\n", calls, worst);
+
+    /* The bus comes back: after the (doubled) back-off, delivered again. */
+    kill(bus.pid, SIGCONT);
+    double deadline = now_ms() + 2 * FIRST_BACKOFF_MS + 2000;
+    int delivered = 0;
+    while (!delivered && now_ms() < deadline) {
+        pg_notify_pull_intent(n, "recovered");
+        DBusMessage *msg = listener_next(listener, 100);
+        if (msg) {
+            assert_string_signal(msg, "PullIntent", (const char *[]){"recovered"}, 1);
+            delivered = 1;
+        }
+    }
+    ck_assert_msg(delivered, "no signal delivered after the bus resumed");
+
+    listener_close(listener);
+    pg_notifier_free(n);
+    free(address);
     bus_stop(&bus);
 }
 END_TEST
@@ -701,6 +873,8 @@ static Suite *notifier_suite(void)
         tcase_add_test(online, threads_share_one_notifier);
         tcase_add_test(online, bus_going_away_is_bounded);
         tcase_add_test(online, stopped_daemon_is_bounded);
+        tcase_add_test(online, reconnects_after_bus_restart);
+        tcase_add_test(online, hung_bus_is_retried_bounded_then_recovers);
         suite_add_tcase(s, online);
     } else {
         fprintf(stderr, "test_notifier: dbus-daemon not installed, bus tests skipped\n");
