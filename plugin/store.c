@@ -59,153 +59,13 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------------ helpers */
-
-/* Prefixes err's message with "dir/sub/name: " (dropping a leading "name: "). */
-int pg_st_prefix_error(pg_error *err, int code, const char *dir, const char *sub,
-                        const char *name)
-{
-    if (!err)
-        return code;
-    char msg[PG_ERROR_MESSAGE_MAX];
-    const char *m = err->message;
-    size_t nl = strlen(name);
-    if (strncmp(m, name, nl) == 0 && m[nl] == ':' && m[nl + 1] == ' ')
-        m += nl + 2;
-    snprintf(msg, sizeof msg, "%s", m);
-    return pg_fail(err, code, "%s/%s/%s: %s", dir, sub, name, msg);
-}
-
-bool pg_st_is_record_name(const char *name)
-{
-    size_t n = strlen(name);
-    return strncmp(name, NAME_PREFIX, strlen(NAME_PREFIX)) == 0 &&
-           !(n >= strlen(TMP_SUFFIX) && strcmp(name + n - strlen(TMP_SUFFIX), TMP_SUFFIX) == 0);
-}
-
-int pg_st_check_input(const char *what, const char *s, pg_error *err)
-{
-    if (!s || !*s)
-        return pg_fail(err, PG_ERR_INVALID, "empty %s", what);
-    if (strlen(s) > PG_MAX_IMAGE_LEN)
-        return pg_fail(err, PG_ERR_LIMIT, "%s longer than %d bytes", what, PG_MAX_IMAGE_LEN);
-    return PG_OK;
-}
-
-static int require_writable(const pg_store *store, pg_error *err)
-{
-    if (!store)
-        return pg_fail(err, PG_ERR_INVALID, "no store");
-    if (!store->writable)
-        return pg_fail(err, PG_ERR_INVALID, "the store was opened read-only");
-    return PG_OK;
-}
-
-int pg_st_fsync_retry(int fd)
-{
-    int rc;
-    while ((rc = fsync(fd)) != 0 && errno == EINTR)
-        ;
-    return rc;
-}
-
-static int write_all(int fd, const char *data, size_t len)
-{
-    while (len) {
-        ssize_t w = write(fd, data, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        data += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------- directories */
-
-/* A record directory must be ours: owned by root/euid, not writable by others. */
-static int check_dir_fd(int fd, const char *path, pg_error *err)
-{
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return pg_fail_errno(err, errno, "stat %s", path);
-    if (!S_ISDIR(st.st_mode))
-        return pg_fail(err, PG_ERR_UNSAFE, "%s: not a directory", path);
-    if (st.st_uid != 0 && st.st_uid != geteuid())
-        return pg_fail(err, PG_ERR_UNSAFE, "%s: owned by uid %u, not root", path,
-                       (unsigned)st.st_uid);
-    if (st.st_mode & (S_IWGRP | S_IWOTH))
-        return pg_fail(err, PG_ERR_UNSAFE, "%s: writable by group or others (mode %04o)", path,
-                       (unsigned)(st.st_mode & 07777));
-    return PG_OK;
-}
-
-/* Opens base/name as a safe directory. Missing: PG_ERR_NOT_FOUND. */
-static int open_dir_at(int base, const char *name, const char *shown, int *fd_out, pg_error *err)
-{
-    int fd = openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT)
-            return pg_fail(err, PG_ERR_NOT_FOUND, "%s: not found", shown);
-        if (e == ELOOP || e == ENOTDIR)
-            return pg_fail(err, PG_ERR_UNSAFE, "%s: a symbolic link or not a directory", shown);
-        return pg_fail_errno(err, e, "open %s", shown);
-    }
-    int rc = check_dir_fd(fd, shown, err);
-    if (rc != PG_OK) {
-        close(fd);
-        return rc;
-    }
-    *fd_out = fd;
-    return PG_OK;
-}
-
-int pg_st_open_subdir(const record_dir *d, const char *sub, int *fd_out, pg_error *err)
-{
-    char shown[PATH_MAX];
-    snprintf(shown, sizeof shown, "%s/%s", d->path, sub);
-    return open_dir_at(d->fd, sub, shown, fd_out, err);
-}
-
-/* mkdir -p with mode 0700 for the components that are missing. */
-static int make_dirs(const char *path, pg_error *err)
-{
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return pg_fail(err, PG_ERR_LIMIT, "state directory path too long");
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char saved = *p;
-        *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return pg_fail_errno(err, errno, "mkdir %s", buf);
-        *p = saved;
-        if (!saved)
-            return PG_OK;
-    }
-}
-
-static int make_subdirs(const record_dir *d, pg_error *err)
-{
-    static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS,  SUB_IMAGES,
-                                       SUB_NAMES,   SUB_CREDTIMES, SUB_DIRCACHE};
-    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
-        if (mkdirat(d->fd, subs[i], 0700) != 0 && errno != EEXIST)
-            return pg_fail_errno(err, errno, "mkdir %s/%s", d->path, subs[i]);
-    return PG_OK;
-}
-
 /* Appends a directory opened by path. *skipped set when missing and optional. */
 static int add_dir(pg_store *s, const char *path, bool optional, pg_error *err)
 {
     if (!path || !*path)
         return pg_fail(err, PG_ERR_CONFIG, "empty record directory path");
     int fd;
-    int rc = open_dir_at(AT_FDCWD, path, path, &fd, err);
+    int rc = pg_st_open_dir_at(AT_FDCWD, path, path, &fd, err);
     if (rc == PG_ERR_NOT_FOUND && optional)
         return PG_OK;
     if (rc != PG_OK)
@@ -294,16 +154,15 @@ static int add_read_only_dirs(pg_store *s, const pg_config *cfg, pg_error *err)
     return PG_OK;
 }
 
-
 static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
 {
     if (!path || !*path)
         return pg_fail(err, PG_ERR_CONFIG, "stateDir: empty");
-    int rc = make_dirs(path, err);
+    int rc = pg_st_make_dirs(path, err);
     if (rc == PG_OK)
         rc = add_dir(s, path, false, err);
     if (rc == PG_OK)
-        rc = make_subdirs(&s->dirs[0], err);
+        rc = pg_st_make_subdirs(&s->dirs[0], err);
     s->writable = rc == PG_OK;
     if (rc == PG_OK)
         pg_st_names_mark_complete_if_empty(&s->dirs[0]);
@@ -348,151 +207,16 @@ PG_API pg_store *pg_store_open_readonly(const pg_config *cfg, pg_error *err)
     return s;
 }
 
-/* ------------------------------------------------------------ locking */
-
-static int lock_store(const pg_store *s, int *lock_fd, pg_error *err)
-{
-    const record_dir *d = &s->dirs[0];
-    int fd = openat(d->fd, LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
-    if (fd < 0)
-        return pg_fail_errno(err, errno, "open %s/%s", d->path, LOCK_FILE);
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno != EINTR) {
-            int e = errno;
-            close(fd);
-            return pg_fail_errno(err, e, "lock %s/%s", d->path, LOCK_FILE);
-        }
-    }
-    *lock_fd = fd;
-    return PG_OK;
-}
-
-static void unlock_store(int lock_fd)
-{
-    if (lock_fd >= 0)
-        close(lock_fd); /* releases the flock */
-}
-
-/* ------------------------------------------------------------ writing */
-
-static void random_suffix(char out[17])
-{
-    unsigned char r[8];
-    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
-        /* No entropy yet (early boot): uniqueness is all we need, O_EXCL checks it. */
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        unsigned long long v = (unsigned long long)ts.tv_nsec ^
-                               ((unsigned long long)getpid() << 32) ^ (uintptr_t)&ts;
-        memcpy(r, &v, sizeof r);
-    }
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < sizeof r; i++) {
-        out[2 * i] = hex[r[i] >> 4];
-        out[2 * i + 1] = hex[r[i] & 15];
-    }
-    out[16] = '\0';
-}
-
-static int create_temp(int dirfd, const char *name, char *tmp, size_t tmp_size, int *fd_out)
-{
-    for (int attempt = 0; attempt < 16; attempt++) {
-        char rnd[17];
-        random_suffix(rnd);
-        snprintf(tmp, tmp_size, "%s.%s%s", name, rnd, TMP_SUFFIX);
-        int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            *fd_out = fd;
-            return 0;
-        }
-        if (errno != EEXIST)
-            return -1;
-    }
-    errno = EEXIST;
-    return -1;
-}
-
-/* Atomic, durable replacement of dir/sub/name by data. */
-/* Atomic replacement; durable (file and directory fsync'd) when sync is set. */
-int pg_st_write_file_replace(int dirfd, const char *dir, const char *sub, const char *name,
-                              const char *data, size_t len, bool sync, pg_error *err)
-{
-    char tmp[FILE_NAME_LEN + 32];
-    int fd;
-    if (create_temp(dirfd, name, tmp, sizeof tmp, &fd) != 0)
-        return pg_fail_errno(err, errno, "create a temporary file in %s/%s", dir, sub);
-    const char *step = NULL;
-    if (write_all(fd, data, len) != 0)
-        step = "write";
-    else if (sync && pg_st_fsync_retry(fd) != 0)
-        step = "fsync";
-    int e = errno;
-    if (close(fd) != 0 && !step) {
-        step = "close";
-        e = errno;
-    }
-    if (!step && renameat(dirfd, tmp, dirfd, name) != 0) {
-        step = "rename";
-        e = errno;
-    }
-    if (step) {
-        unlinkat(dirfd, tmp, 0);
-        return pg_fail_errno(err, e, "%s %s/%s/%s", step, dir, sub, tmp);
-    }
-    if (sync && pg_st_fsync_retry(dirfd) != 0)
-        return pg_fail_errno(err, errno, "fsync %s/%s", dir, sub);
-    return PG_OK;
-}
-
-int pg_st_write_file_atomic(int dirfd, const char *dir, const char *sub, const char *name,
-                             const char *data, size_t len, pg_error *err)
-{
-    return pg_st_write_file_replace(dirfd, dir, sub, name, data, len, true, err);
-}
-
-/* unlinkat + directory fsync; *removed tells whether anything was there. */
-static int remove_file(int dirfd, const char *dir, const char *sub, const char *name,
-                       bool *removed, pg_error *err)
-{
-    *removed = false;
-    if (unlinkat(dirfd, name, 0) != 0) {
-        if (errno == ENOENT)
-            return PG_OK;
-        return pg_fail_errno(err, errno, "remove %s/%s/%s", dir, sub, name);
-    }
-    *removed = true;
-    if (pg_st_fsync_retry(dirfd) != 0)
-        return pg_fail_errno(err, errno, "fsync %s/%s", dir, sub);
-    return PG_OK;
-}
-
 /* ------------------------------------------------------------ reading */
-
-int pg_st_read_strict(int dirfd, const record_dir *d, const char *sub, const char *name,
-                       size_t max, char **buf, size_t *len, pg_error *err)
-{
-    int rc = pg_read_file_at(dirfd, name, max, PG_READ_STRICT, buf, len, err);
-    if (rc != PG_OK && rc != PG_ERR_NOT_FOUND)
-        pg_st_prefix_error(err, rc, d->path, sub, name);
-    return rc;
-}
-
-static int mismatch(pg_error *err, const record_dir *d, const char *sub, const char *name,
-                    const char *field, const char *value)
-{
-    return pg_fail(err, PG_ERR_CORRUPT,
-                   "record %s/%s/%s does not match its file name (%s \"%.200s\")", d->path, sub,
-                   name, field, value);
-}
-
 /* Reads and checks pulled/<name>. PG_ERR_NOT_FOUND when absent. */
-int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name,
-                          pg_record **out, pg_error *err)
+int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name, pg_record **out,
+                         pg_error *err)
 {
     char *buf;
     size_t len;
     *out = NULL; /* defined on every path, so callers never read garbage */
-    int rc = pg_st_read_strict(pulled_fd, d, SUB_PULLED, name, PG_MAX_RECORD_BYTES, &buf, &len, err);
+    int rc =
+        pg_st_read_strict(pulled_fd, d, SUB_PULLED, name, PG_MAX_RECORD_BYTES, &buf, &len, err);
     if (rc != PG_OK)
         return rc;
     pg_record *rec;
@@ -503,7 +227,7 @@ int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name,
     file_name expected;
     rc = pg_record_file_name(rec->image_ref, expected, err);
     if (rc == PG_OK && strcmp(expected, name) != 0)
-        rc = mismatch(err, d, SUB_PULLED, name, "imageRef", rec->image_ref);
+        rc = pg_st_mismatch(err, d, SUB_PULLED, name, "imageRef", rec->image_ref);
     if (rc == PG_OK && !(rec->dir = strdup(d->path)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     if (rc != PG_OK) {
@@ -531,7 +255,8 @@ PG_API int pg_store_get(const pg_store *store, const char *image_ref, pg_record 
                         pg_error *err)
 {
     *out = NULL;
-    int rc = store ? pg_st_check_input("imageRef", image_ref, err) : pg_fail(err, PG_ERR_INVALID, "no store");
+    int rc = store ? pg_st_check_input("imageRef", image_ref, err)
+                   : pg_fail(err, PG_ERR_INVALID, "no store");
     file_name name;
     if (rc == PG_OK)
         rc = pg_record_file_name(image_ref, name, err);
@@ -562,416 +287,7 @@ int pg_store_record_exists(const pg_store *store, const char *image_ref)
     return 0;
 }
 
-/* ------------------------------------------------------------ intents */
-
-/*
- * The reference count is only bookkeeping: the intent file is the security
- * relevant bit. An unreadable count (not unsafe, merely garbage) therefore
- * self-heals instead of blocking pulls: it counts as 0.
- */
-static int read_count(int fd, const record_dir *d, const char *name, long *count, pg_error *err)
-{
-    char *buf;
-    *count = 0;
-    int rc = pg_st_read_strict(fd, d, SUB_INTENTS, name, MAX_COUNT_BYTES, &buf, NULL, err);
-    if (rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
-        return PG_OK;
-    if (rc != PG_OK)
-        return rc;
-    char *end;
-    errno = 0;
-    long v = strtol(buf, &end, 10);
-    if (!errno && end != buf && (*end == '\0' || *end == '\n') && v > 0)
-        *count = v;
-    free(buf);
-    return PG_OK;
-}
-
-static int write_count(int fd, const record_dir *d, const char *name, long count, pg_error *err)
-{
-    char text[32];
-    int n = snprintf(text, sizeof text, "%ld\n", count);
-    return pg_st_write_file_atomic(fd, d->path, SUB_INTENTS, name, text, (size_t)n, err);
-}
-
-bool pg_st_exists_at(int dirfd, const char *name)
-{
-    struct stat st;
-    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
-static int write_intent(const pg_store *s, int pulling_fd, const char *image, const char *name,
-                        pg_error *err)
-{
-    if (pg_st_exists_at(pulling_fd, name))
-        return PG_OK;
-    char *text = pg_intent_serialize(image, s->api_version, err);
-    if (!text)
-        return err ? err->code : PG_ERR_INVALID;
-    size_t len = strlen(text);
-    text[len] = '\n'; /* json_dumps' buffer: replace the NUL, Go's encoder ends with "\n" */
-    int rc = pg_st_write_file_atomic(pulling_fd, s->dirs[0].path, SUB_PULLING, name, text, len + 1, err);
-    free(text);
-    return rc;
-}
-
-typedef struct intent_dirs {
-    int pulling, intents;
-} intent_dirs;
-
-static int open_intent_dirs(const pg_store *s, intent_dirs *fds, pg_error *err)
-{
-    fds->pulling = fds->intents = -1;
-    int rc = pg_st_open_subdir(&s->dirs[0], SUB_PULLING, &fds->pulling, err);
-    if (rc == PG_OK)
-        rc = pg_st_open_subdir(&s->dirs[0], SUB_INTENTS, &fds->intents, err);
-    return rc;
-}
-
-static void close_intent_dirs(intent_dirs *fds)
-{
-    if (fds->pulling >= 0)
-        close(fds->pulling);
-    if (fds->intents >= 0)
-        close(fds->intents);
-}
-
-/* Under the lock: count++ then the intent file. */
-static int take_intent(const pg_store *s, const char *image, pg_error *err)
-{
-    file_name name;
-    intent_dirs fds = {-1, -1};
-    long count = 0;
-    int rc = pg_record_file_name(image, name, err);
-    if (rc == PG_OK)
-        rc = open_intent_dirs(s, &fds, err);
-    if (rc == PG_OK)
-        rc = read_count(fds.intents, &s->dirs[0], name, &count, err);
-    if (rc == PG_OK)
-        rc = write_count(fds.intents, &s->dirs[0], name, count + 1, err);
-    if (rc == PG_OK)
-        rc = write_intent(s, fds.pulling, image, name, err);
-    close_intent_dirs(&fds);
-    return rc;
-}
-
-/*
- * Under the lock: count-- (floor 0); at 0 remove the count then the intent.
- * That order means a crash in between leaves an intent without a count, which
- * the next release of the image cleans up, and meanwhile errs on the strict side.
- */
-static int release_intent(const pg_store *s, const char *image, pg_error *err)
-{
-    file_name name;
-    intent_dirs fds = {-1, -1};
-    long count = 0;
-    bool removed;
-    int rc = pg_record_file_name(image, name, err);
-    if (rc == PG_OK)
-        rc = open_intent_dirs(s, &fds, err);
-    if (rc == PG_OK)
-        rc = read_count(fds.intents, &s->dirs[0], name, &count, err);
-    if (rc == PG_OK && count > 1)
-        rc = write_count(fds.intents, &s->dirs[0], name, count - 1, err);
-    else if (rc == PG_OK) {
-        rc = remove_file(fds.intents, s->dirs[0].path, SUB_INTENTS, name, &removed, err);
-        if (rc == PG_OK)
-            rc = remove_file(fds.pulling, s->dirs[0].path, SUB_PULLING, name, &removed, err);
-    }
-    close_intent_dirs(&fds);
-    return rc;
-}
-
-typedef int (*locked_op)(const pg_store *s, const char *image, pg_error *err);
-
-/*
- * pullgate's own intents go under the image as requested AND its normalised
- * reference, so that a lookup under either spelling finds them.
- */
-static int for_both_spellings(const pg_store *s, locked_op op, const char *image, pg_error *err)
-{
-    int rc = op(s, image, err);
-    pg_ref *ref = rc == PG_OK ? pg_ref_parse(image, NULL) : NULL;
-    if (ref && strcmp(pg_ref_string(ref), image) != 0)
-        rc = op(s, pg_ref_string(ref), err);
-    pg_ref_free(ref);
-    return rc;
-}
-
-static int take_intents(const pg_store *s, const char *image, pg_error *err)
-{
-    return for_both_spellings(s, take_intent, image, err);
-}
-
-static int release_intents(const pg_store *s, const char *image, pg_error *err)
-{
-    return for_both_spellings(s, release_intent, image, err);
-}
-
-static int with_lock(const pg_store *s, locked_op op, const char *image, pg_error *err)
-{
-    int lock_fd;
-    int rc = lock_store(s, &lock_fd, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = op(s, image, err);
-    unlock_store(lock_fd);
-    return rc;
-}
-
-PG_API int pg_store_record_intent(pg_store *store, const char *image, pg_error *err)
-{
-    int rc = require_writable(store, err);
-    if (rc == PG_OK)
-        rc = pg_st_check_input("image", image, err);
-    if (rc == PG_OK)
-        rc = with_lock(store, take_intents, image, err);
-    if (rc == PG_OK && store->notifier)
-        pg_notify_pull_intent(store->notifier, image);
-    return rc;
-}
-
-PG_API int pg_store_record_failed(pg_store *store, const char *image, pg_error *err)
-{
-    int rc = require_writable(store, err);
-    if (rc == PG_OK)
-        rc = pg_st_check_input("image", image, err);
-    if (rc == PG_OK)
-        rc = with_lock(store, release_intents, image, err);
-    if (rc == PG_OK && store->notifier)
-        pg_notify_pull_failed(store->notifier, image);
-    return rc;
-}
-
-static int intent_in_dir(const record_dir *d, const char *name, pg_error *err)
-{
-    int fd;
-    int rc = pg_st_open_subdir(d, SUB_PULLING, &fd, err);
-    if (rc == PG_ERR_NOT_FOUND)
-        return 0;
-    if (rc != PG_OK)
-        return -rc;
-    struct stat st;
-    rc = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 1 : 0;
-    if (!rc && errno != ENOENT)
-        rc = -pg_fail_errno(err, errno, "stat %s/%s/%s", d->path, SUB_PULLING, name);
-    close(fd);
-    return rc;
-}
-
-/*
- * Existence is what counts: whatever sits at pulling/<name> (even a file we
- * would refuse to read) makes the image "pulled by us", the strict side.
- */
-int pg_store_intent_exists(const pg_store *store, const char *image, pg_error *err)
-{
-    file_name name;
-    int rc = store ? pg_st_check_input("image", image, err) : pg_fail(err, PG_ERR_INVALID, "no store");
-    if (rc == PG_OK)
-        rc = pg_record_file_name(image, name, err);
-    if (rc != PG_OK)
-        return -rc;
-    for (size_t i = 0; i < store->n_dirs; i++) {
-        rc = intent_in_dir(&store->dirs[i], name, err);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* -------------------------------------------------------------- index */
-
-static char *index_json(const char *image, const char *image_ref)
-{
-    json_t *o = json_pack("{s:s, s:s}", "image", image, "imageRef", image_ref);
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return text;
-}
-
-/* images/<hash(key)> = {"image":key,"imageRef":ref}; unchanged entries are not rewritten. */
-static int write_index(const pg_store *s, int fd, const char *key, const char *image_ref,
-                       pg_error *err)
-{
-    file_name name;
-    int rc = pg_record_file_name(key, name, err);
-    if (rc != PG_OK)
-        return rc;
-    char *text = index_json(key, image_ref);
-    if (!text)
-        return pg_fail(err, PG_ERR_INVALID, "cannot serialise the image index entry of \"%.200s\"",
-                       key);
-    char *old = NULL;
-    rc = pg_st_read_strict(fd, &s->dirs[0], SUB_IMAGES, name, MAX_INDEX_BYTES, &old, NULL, err);
-    if (rc == PG_OK && strcmp(old, text) == 0)
-        rc = PG_OK;
-    else if (rc == PG_OK || rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
-        rc = pg_st_write_file_atomic(fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
-    free(old);
-    free(text);
-    return rc;
-}
-
-/* Index keys: as written, normalised, and name@digest (a tag beside a digest is decoration). */
-static int update_index(const pg_store *s, const char *image, const char *normalised,
-                        const char *digest_only, const char *image_ref, pg_error *err)
-{
-    int fd;
-    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = write_index(s, fd, normalised, image_ref, err);
-    if (rc == PG_OK && strcmp(image, normalised) != 0)
-        rc = write_index(s, fd, image, image_ref, err);
-    if (rc == PG_OK && digest_only && strcmp(digest_only, normalised) != 0)
-        rc = write_index(s, fd, digest_only, image_ref, err);
-    close(fd);
-    return rc;
-}
-
-static int parse_index(const char *buf, size_t len, const record_dir *d, const char *name,
-                       char **ref_out, pg_error *err)
-{
-    static const char *const keys[] = {"image", "imageRef", NULL};
-    json_t *o = pg_json_parse(buf, len, "image index entry", err);
-    int rc = o ? PG_OK : PG_ERR_CORRUPT;
-    const char *image = NULL, *ref = NULL;
-    if (rc == PG_OK && (!json_is_object(o) || pg_json_only_keys(o, keys, "image index entry", err) ||
-                        json_unpack(o, "{s:s, s:s}", "image", &image, "imageRef", &ref) != 0 || !*ref))
-        rc = pg_fail(err, PG_ERR_CORRUPT, "not an image index entry");
-    file_name expected;
-    if (rc == PG_OK && (rc = pg_record_file_name(image, expected, err)) == PG_OK &&
-        strcmp(expected, name) != 0)
-        rc = mismatch(err, d, SUB_IMAGES, name, "image", image);
-    else if (rc == PG_OK && !(*ref_out = strdup(ref)))
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    json_decref(o);
-    if (rc == PG_ERR_CORRUPT && err && strncmp(err->message, "record ", 7) != 0)
-        pg_st_prefix_error(err, rc, d->path, SUB_IMAGES, name);
-    return rc;
-}
-
-int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, pg_error *err)
-{
-    file_name name;
-    int fd;
-    int rc = pg_record_file_name(key, name, err);
-    if (rc == PG_OK)
-        rc = pg_st_open_subdir(d, SUB_IMAGES, &fd, err);
-    if (rc != PG_OK)
-        return rc;
-    char *buf;
-    size_t len;
-    rc = pg_st_read_strict(fd, d, SUB_IMAGES, name, MAX_INDEX_BYTES, &buf, &len, err);
-    close(fd);
-    if (rc != PG_OK)
-        return rc;
-    rc = parse_index(buf, len, d, name, ref_out, err);
-    free(buf);
-    return rc;
-}
-
-PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char **ref_out,
-                                  pg_error *err)
-{
-    *ref_out = NULL;
-    int rc = store ? pg_st_check_input("image", image, err) : pg_fail(err, PG_ERR_INVALID, "no store");
-    if (rc != PG_OK)
-        return rc;
-    pg_ref *ref = pg_ref_parse(image, NULL);
-    const char *keys[2] = {ref ? pg_ref_string(ref) : image, image};
-    size_t n_keys = ref && strcmp(keys[0], image) != 0 ? 2 : 1;
-    rc = PG_ERR_NOT_FOUND;
-    for (size_t i = 0; rc == PG_ERR_NOT_FOUND && i < store->n_dirs; i++)
-        for (size_t k = 0; rc == PG_ERR_NOT_FOUND && k < n_keys; k++)
-            rc = pg_st_resolve_in_dir(&store->dirs[i], keys[k], ref_out, err);
-    pg_ref_free(ref);
-    if (rc == PG_ERR_NOT_FOUND)
-        return pg_fail(err, PG_ERR_NOT_FOUND, "no imageRef recorded for \"%.200s\"", image);
-    return rc;
-}
-
-/* ------------------------------------------------------------ aliases */
-
-/* Up to two index keys per alias: as written and its other spelling. */
-typedef struct alias_keys {
-    char **keys; /* NULL-terminated */
-    size_t n;
-} alias_keys;
-
-static int add_key(alias_keys *k, const char *key, pg_error *err)
-{
-    for (size_t i = 0; i < k->n; i++)
-        if (strcmp(k->keys[i], key) == 0)
-            return PG_OK;
-    char **grown = realloc(k->keys, (k->n + 2) * sizeof *grown);
-    if (grown)
-        k->keys = grown;
-    char *copy = grown ? strdup(key) : NULL;
-    if (!copy)
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    k->keys[k->n++] = copy;
-    k->keys[k->n] = NULL;
-    return PG_OK;
-}
-
-/* An ID under both spellings; a reference as written and normalised. */
-static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
-{
-    pg_ref *ref = NULL;
-    int rc = pg_st_check_input("alias", alias, err);
-    if (rc == PG_OK)
-        rc = pg_identity_check(alias, &ref, err);
-    if (rc == PG_OK)
-        rc = add_key(k, alias, err);
-    const char *hex = rc == PG_OK ? pg_image_id_hex(alias) : NULL;
-    if (hex) {
-        char prefixed[sizeof PG_ID_PREFIX + PG_ID_HEX_LEN];
-        snprintf(prefixed, sizeof prefixed, "%s%s", PG_ID_PREFIX, hex);
-        rc = add_key(k, hex == alias ? prefixed : hex, err);
-    } else if (rc == PG_OK) {
-        rc = add_key(k, pg_ref_string(ref), err);
-    }
-    pg_ref_free(ref);
-    return rc;
-}
-
-static int record_aliases_locked(const pg_store *s, const char *image_ref, const alias_keys *k,
-                                 pg_error *err)
-{
-    int fd;
-    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
-    if (rc != PG_OK)
-        return rc;
-    for (size_t i = 0; rc == PG_OK && i < k->n; i++)
-        rc = write_index(s, fd, k->keys[i], image_ref, err);
-    close(fd);
-    return rc;
-}
-
-PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
-                                   const char *const *aliases, pg_error *err)
-{
-    alias_keys k = {NULL, 0};
-    int rc = require_writable(store, err);
-    if (rc == PG_OK)
-        rc = pg_st_check_input("imageRef", image_ref, err);
-    /* Every alias is validated before anything is written: all or nothing. */
-    for (size_t i = 0; rc == PG_OK && aliases && aliases[i]; i++)
-        rc = alias_spellings(&k, aliases[i], err);
-    int lock_fd = -1;
-    if (rc == PG_OK && k.n)
-        rc = lock_store(store, &lock_fd, err);
-    if (rc == PG_OK && k.n)
-        rc = record_aliases_locked(store, image_ref, &k, err);
-    unlock_store(lock_fd);
-    pg_strv_free(k.keys);
-    return rc;
-}
-
 /* ------------------------------------------------------ record_pulled */
-
-
 
 static int load_or_new(const pg_store *s, int pulled_fd, const char *name, const char *image_ref,
                        pg_record **out, bool *existed, pg_error *err)
@@ -1011,7 +327,8 @@ static int write_record(const pg_store *s, int pulled_fd, const char *name, cons
         return err ? err->code : PG_ERR_INVALID;
     size_t len = strlen(text);
     text[len] = '\n'; /* Go's json.Encoder ends with "\n"; the NUL is no longer needed */
-    int rc = pg_st_write_file_atomic(pulled_fd, s->dirs[0].path, SUB_PULLED, name, text, len + 1, err);
+    int rc =
+        pg_st_write_file_atomic(pulled_fd, s->dirs[0].path, SUB_PULLED, name, text, len + 1, err);
     free(text);
     return rc;
 }
@@ -1036,7 +353,8 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
         rc = set_now(rec, s->api_version, err);
     /* The side files first: a record is never durable without its credential times. */
     if (rc == PG_OK)
-        rc = pg_st_credtimes_update_locked(s, rec, name, p, existed ? previous : rec->last_updated, err);
+        rc = pg_st_credtimes_update_locked(s, rec, name, p, existed ? previous : rec->last_updated,
+                                           err);
     if (rc == PG_OK)
         rc = write_record(s, fd, name, rec, err);
     if (rc == PG_OK)
@@ -1045,9 +363,9 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
     close(fd);
     /* Only once the record is durable may the intent go. */
     if (rc == PG_OK)
-        rc = update_index(s, p->image, p->full_name, p->digest_only, p->image_ref, err);
+        rc = pg_st_update_index(s, p->image, p->full_name, p->digest_only, p->image_ref, err);
     if (rc == PG_OK)
-        rc = release_intents(s, p->image, err);
+        rc = pg_st_release_intents(s, p->image, err);
     return rc;
 }
 
@@ -1058,8 +376,8 @@ static int normalise_pull(pull *p, pg_error *err)
         return err ? err->code : PG_ERR_INVALID;
     p->image_name = pg_strdup(pg_ref_name(ref));
     p->full_name = pg_strdup(pg_ref_string(ref));
-    if (pg_ref_digest(ref) && asprintf(&p->digest_only, "%s@%s", pg_ref_name(ref),
-                                       pg_ref_digest(ref)) < 0)
+    if (pg_ref_digest(ref) &&
+        asprintf(&p->digest_only, "%s@%s", pg_ref_name(ref), pg_ref_digest(ref)) < 0)
         p->digest_only = NULL;
     bool digest_missing = pg_ref_digest(ref) && !p->digest_only;
     pg_ref_free(ref);
@@ -1088,7 +406,7 @@ PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char
                                   const pg_pull_credentials *creds, pg_error *err)
 {
     pull p = {image, image_ref, creds, NULL, NULL, NULL};
-    int rc = require_writable(store, err);
+    int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("image", image, err);
     if (rc == PG_OK)
@@ -1097,10 +415,10 @@ PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char
         rc = normalise_pull(&p, err);
     int lock_fd = -1;
     if (rc == PG_OK)
-        rc = lock_store(store, &lock_fd, err);
+        rc = pg_st_lock_store(store, &lock_fd, err);
     if (rc == PG_OK)
         rc = record_pulled_locked(store, &p, err);
-    unlock_store(lock_fd);
+    pg_st_unlock_store(lock_fd);
     free(p.image_name);
     free(p.full_name);
     free(p.digest_only);
@@ -1110,37 +428,6 @@ PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char
 }
 
 /* ------------------------------------------------------- list / prune */
-
-typedef int (*pg_st_entry_fn)(int dirfd, const record_dir *d, const char *name, void *ud);
-
-/* Calls fn for each record-named entry of d/sub. A missing sub is empty. */
-int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, void *ud,
-                        pg_error *err)
-{
-    int fd;
-    int rc = pg_st_open_subdir(d, sub, &fd, err);
-    if (rc == PG_ERR_NOT_FOUND)
-        return PG_OK;
-    if (rc != PG_OK)
-        return rc;
-    int dup_fd = dup(fd); /* closedir closes its own fd; keep fd for openat */
-    DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    if (!dir) {
-        int e = errno;
-        if (dup_fd >= 0)
-            close(dup_fd);
-        close(fd);
-        return pg_fail_errno(err, e, "list %s/%s", d->path, sub);
-    }
-    struct dirent *de;
-    rc = PG_OK;
-    while (rc == PG_OK && (de = readdir(dir)) != NULL)
-        if (pg_st_is_record_name(de->d_name))
-            rc = fn(fd, d, de->d_name, ud);
-    closedir(dir);
-    close(fd);
-    return rc;
-}
 
 typedef struct list_ctx {
     pg_record_cb cb;
@@ -1167,8 +454,8 @@ static int list_entry(int dirfd, const record_dir *d, const char *name, void *ud
     return c->stop ? -1 : PG_OK;
 }
 
-PG_API int pg_store_list(const pg_store *store, pg_record_cb cb, pg_bad_record_cb bad_cb,
-                         void *ud, pg_error *err)
+PG_API int pg_store_list(const pg_store *store, pg_record_cb cb, pg_bad_record_cb bad_cb, void *ud,
+                         pg_error *err)
 {
     if (!store)
         return pg_fail(err, PG_ERR_INVALID, "no store");
@@ -1193,7 +480,7 @@ static int delete_locked(const pg_store *s, const char *image_ref, pg_error *err
         rc = pg_st_open_subdir(&s->dirs[0], SUB_PULLED, &fd, err);
     if (rc != PG_OK)
         return rc;
-    rc = remove_file(fd, s->dirs[0].path, SUB_PULLED, name, &removed, err);
+    rc = pg_st_remove_file(fd, s->dirs[0].path, SUB_PULLED, name, &removed, err);
     close(fd);
     if (rc == PG_OK && !removed)
         rc = pg_fail(err, PG_ERR_NOT_FOUND, "no pulled record for \"%.200s\" in %s", image_ref,
@@ -1203,11 +490,11 @@ static int delete_locked(const pg_store *s, const char *image_ref, pg_error *err
 
 PG_API int pg_store_delete(pg_store *store, const char *image_ref, pg_error *err)
 {
-    int rc = require_writable(store, err);
+    int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("imageRef", image_ref, err);
     if (rc == PG_OK)
-        rc = with_lock(store, delete_locked, image_ref, err);
+        rc = pg_st_with_lock(store, delete_locked, image_ref, err);
     return rc;
 }
 
@@ -1274,7 +561,7 @@ static int prune_entry(int dirfd, const record_dir *d, const char *name, void *u
  */
 static void remove_stale_temps(const record_dir *d)
 {
-    static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS,  SUB_IMAGES,
+    static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS, SUB_IMAGES,
                                        SUB_NAMES,   SUB_CREDTIMES, SUB_DIRCACHE};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         int fd;
@@ -1298,7 +585,6 @@ static void remove_stale_temps(const record_dir *d)
     }
 }
 
-
 static int prune_locked(prune_ctx *c)
 {
     const record_dir *d = &c->store->dirs[0];
@@ -1320,18 +606,17 @@ PG_API int pg_store_prune(pg_store *store, const char *const *in_use, time_t bef
 {
     if (pruned_out)
         *pruned_out = 0;
-    int rc = require_writable(store, err);
+    int rc = pg_st_require_writable(store, err);
     int lock_fd = -1;
     if (rc == PG_OK)
-        rc = lock_store(store, &lock_fd, err);
+        rc = pg_st_lock_store(store, &lock_fd, err);
     prune_ctx c = {store, in_use, before, 0, err};
     if (rc == PG_OK)
         rc = prune_locked(&c);
-    unlock_store(lock_fd);
+    pg_st_unlock_store(lock_fd);
     if (pruned_out)
         *pruned_out = c.pruned;
     if (c.pruned && store->notifier)
         pg_notify_records_pruned(store->notifier, c.pruned);
     return rc;
 }
-

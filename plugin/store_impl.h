@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The record store's private parts, shared by plugin/store.c (directories,
- * reads, atomic writes, intents, index, records, prune) and
- * plugin/store_identity.c (per-directory identity lookups, the name index and
- * read-only name caches, per-credential times). Not installed; nothing outside
- * the store includes it.
+ * The record store's private parts, shared by its files:
+ *   store.c          open/free, pulled records (read, record_pulled), list, prune
+ *   store_fs.c       safe-filesystem primitives: directory checks, strict reads,
+ *                    atomic durable writes, the lock, directory walks
+ *   store_intent.c   intents and their reference counts
+ *   store_index.c    the image -> imageRef index and aliases
+ *   store_names.c    the name index and the read-only directories' name caches
+ *   store_identity.c per-directory lookups for the decision, per-credential times
+ * Not installed; nothing outside the store includes it.
  */
 #ifndef PULLGATE_STORE_IMPL_H
 #define PULLGATE_STORE_IMPL_H
@@ -49,48 +53,84 @@ struct pg_store {
 typedef struct pull {
     const char *image, *image_ref;
     const pg_pull_credentials *creds;
-    char *image_name; /* normalised, no tag/digest: the credentialMapping key */
-    char *full_name;  /* normalised with tag/digest: the index key */
+    char *image_name;  /* normalised, no tag/digest: the credentialMapping key */
+    char *full_name;   /* normalised with tag/digest: the index key */
     char *digest_only; /* "name@digest" when a digest is given, else NULL */
 } pull;
 
-/* ------------------------------------------------------ store.c helpers */
+/* ------------------------------------------------------------ store_fs.c */
 
 /* Prefixes err's message with "dir/sub/name: " (dropping a leading "name: "). */
-int pg_st_prefix_error(pg_error *err, int code, const char *dir, const char *sub,
-                       const char *name);
+int pg_st_prefix_error(pg_error *err, int code, const char *dir, const char *sub, const char *name);
 /* "sha256-..." and not a temporary file. */
 bool pg_st_is_record_name(const char *name);
 /* Non-empty and at most PG_MAX_IMAGE_LEN. */
 int pg_st_check_input(const char *what, const char *s, pg_error *err);
+/* INVALID unless store was opened writable. */
+int pg_st_require_writable(const pg_store *store, pg_error *err);
 int pg_st_fsync_retry(int fd);
+/* Opens base/name as a safe directory (ours, not group/other writable, no
+ * symlink); shown names it in errors. Missing: PG_ERR_NOT_FOUND. */
+int pg_st_open_dir_at(int base, const char *name, const char *shown, int *fd_out, pg_error *err);
 /* Opens d/sub as a safe directory. Missing: PG_ERR_NOT_FOUND. */
 int pg_st_open_subdir(const record_dir *d, const char *sub, int *fd_out, pg_error *err);
+/* mkdir -p, mode 0700. */
+int pg_st_make_dirs(const char *path, pg_error *err);
+/* Every subdirectory of the layout in d (mode 0700). */
+int pg_st_make_subdirs(const record_dir *d, pg_error *err);
+/* flock(LOCK_EX) on the writable directory's lock file; release with unlock. */
+int pg_st_lock_store(const pg_store *s, int *lock_fd, pg_error *err);
+void pg_st_unlock_store(int lock_fd);
+typedef int (*pg_st_locked_op)(const pg_store *s, const char *key, pg_error *err);
+/* op(s, key) under the store lock. */
+int pg_st_with_lock(const pg_store *s, pg_st_locked_op op, const char *key, pg_error *err);
 /* Atomic replacement of dir/sub/name; durable (file and directory fsync'd) when sync. */
 int pg_st_write_file_replace(int dirfd, const char *dir, const char *sub, const char *name,
                              const char *data, size_t len, bool sync, pg_error *err);
 int pg_st_write_file_atomic(int dirfd, const char *dir, const char *sub, const char *name,
                             const char *data, size_t len, pg_error *err);
+/* unlinkat + directory fsync; *removed tells whether anything was there. */
+int pg_st_remove_file(int dirfd, const char *dir, const char *sub, const char *name, bool *removed,
+                      pg_error *err);
 /* pg_read_file_at with PG_READ_STRICT, errors prefixed with the path. */
-int pg_st_read_strict(int dirfd, const record_dir *d, const char *sub, const char *name,
-                      size_t max, char **buf, size_t *len, pg_error *err);
-/* Reads and checks pulled/<name> (content must match the name). NOT_FOUND when absent. */
-int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name, pg_record **out,
-                         pg_error *err);
-int pg_st_get_from_dir(const record_dir *d, const char *name, pg_record **out, pg_error *err);
+int pg_st_read_strict(int dirfd, const record_dir *d, const char *sub, const char *name, size_t max,
+                      char **buf, size_t *len, pg_error *err);
+/* PG_ERR_CORRUPT: the content of d/sub/name does not hash to its name. */
+int pg_st_mismatch(pg_error *err, const record_dir *d, const char *sub, const char *name,
+                   const char *field, const char *value);
 bool pg_st_exists_at(int dirfd, const char *name);
-/* The index entry of key in d: *ref_out caller frees. */
-int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, pg_error *err);
 /* Calls fn for each record-named entry of d/sub. A missing sub is empty. */
 typedef int (*pg_st_entry_fn)(int dirfd, const record_dir *d, const char *name, void *ud);
 int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, void *ud,
                        pg_error *err);
+
+/* --------------------------------------------------------------- store.c */
+
+/* Reads and checks pulled/<name> (content must match the name). NOT_FOUND when absent. */
+int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name, pg_record **out,
+                         pg_error *err);
+int pg_st_get_from_dir(const record_dir *d, const char *name, pg_record **out, pg_error *err);
+
+/* -------------------------------------------------------- store_intent.c */
+
+/* Under the lock: count-- of image's intents (both spellings); at 0 they go. */
+int pg_st_release_intents(const pg_store *s, const char *image, pg_error *err);
+
+/* --------------------------------------------------------- store_index.c */
+
+/* Under the lock: the index entries of a pull (as written, normalised, name@digest). */
+int pg_st_update_index(const pg_store *s, const char *image, const char *normalised,
+                       const char *digest_only, const char *image_ref, pg_error *err);
+/* The index entry of key in d: *ref_out caller frees. */
+int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, pg_error *err);
 
 /* -------------------------------------------------- store_identity.c */
 
 /* Under the lock: the per-credential times of rec (record file `file`) after pull p. */
 int pg_st_credtimes_update_locked(const pg_store *s, const pg_record *rec, const char *file,
                                   const pull *p, time_t previous, pg_error *err);
+/* --------------------------------------------------------- store_names.c */
+
 /* Under the lock: adds `file` to the name index of every name rec maps. */
 int pg_st_names_add_locked(const pg_store *s, const pg_record *rec, const char *file,
                            pg_error *err);

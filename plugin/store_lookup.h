@@ -2,7 +2,8 @@
 /*
  * Per-directory lookups of the record store, used by the decision to gather
  * everything every record directory says about one image (docs/design.md,
- * "Image identity"). Internal to the engine; implemented in plugin/store.c.
+ * "Image identity"). Internal to the engine; implemented in plugin/store_identity.c
+ * and plugin/store_names.c.
  */
 #ifndef PULLGATE_STORE_LOOKUP_H
 #define PULLGATE_STORE_LOOKUP_H

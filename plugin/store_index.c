@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The image -> imageRef index of the record store (pullgate-images/): one
+ * entry per spelling of an image (as written, normalised, name@digest) and per
+ * alias (an image ID or another reference of the same image).
+ */
+#include "image_identity.h"
+#include "internal.h"
+#include "store_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* -------------------------------------------------------------- index */
+
+static char *index_json(const char *image, const char *image_ref)
+{
+    json_t *o = json_pack("{s:s, s:s}", "image", image, "imageRef", image_ref);
+    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return text;
+}
+
+/* images/<hash(key)> = {"image":key,"imageRef":ref}; unchanged entries are not rewritten. */
+static int write_index(const pg_store *s, int fd, const char *key, const char *image_ref,
+                       pg_error *err)
+{
+    file_name name;
+    int rc = pg_record_file_name(key, name, err);
+    if (rc != PG_OK)
+        return rc;
+    char *text = index_json(key, image_ref);
+    if (!text)
+        return pg_fail(err, PG_ERR_INVALID, "cannot serialise the image index entry of \"%.200s\"",
+                       key);
+    char *old = NULL;
+    rc = pg_st_read_strict(fd, &s->dirs[0], SUB_IMAGES, name, MAX_INDEX_BYTES, &old, NULL, err);
+    if (rc == PG_OK && strcmp(old, text) == 0)
+        rc = PG_OK;
+    else if (rc == PG_OK || rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
+        rc =
+            pg_st_write_file_atomic(fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
+    free(old);
+    free(text);
+    return rc;
+}
+
+/* Index keys: as written, normalised, and name@digest (a tag beside a digest is decoration). */
+int pg_st_update_index(const pg_store *s, const char *image, const char *normalised,
+                       const char *digest_only, const char *image_ref, pg_error *err)
+{
+    int fd;
+    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
+    if (rc != PG_OK)
+        return rc;
+    rc = write_index(s, fd, normalised, image_ref, err);
+    if (rc == PG_OK && strcmp(image, normalised) != 0)
+        rc = write_index(s, fd, image, image_ref, err);
+    if (rc == PG_OK && digest_only && strcmp(digest_only, normalised) != 0)
+        rc = write_index(s, fd, digest_only, image_ref, err);
+    close(fd);
+    return rc;
+}
+
+static int parse_index(const char *buf, size_t len, const record_dir *d, const char *name,
+                       char **ref_out, pg_error *err)
+{
+    static const char *const keys[] = {"image", "imageRef", NULL};
+    json_t *o = pg_json_parse(buf, len, "image index entry", err);
+    int rc = o ? PG_OK : PG_ERR_CORRUPT;
+    const char *image = NULL, *ref = NULL;
+    if (rc == PG_OK &&
+        (!json_is_object(o) || pg_json_only_keys(o, keys, "image index entry", err) ||
+         json_unpack(o, "{s:s, s:s}", "image", &image, "imageRef", &ref) != 0 || !*ref))
+        rc = pg_fail(err, PG_ERR_CORRUPT, "not an image index entry");
+    file_name expected;
+    if (rc == PG_OK && (rc = pg_record_file_name(image, expected, err)) == PG_OK &&
+        strcmp(expected, name) != 0)
+        rc = pg_st_mismatch(err, d, SUB_IMAGES, name, "image", image);
+    else if (rc == PG_OK && !(*ref_out = strdup(ref)))
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    json_decref(o);
+    if (rc == PG_ERR_CORRUPT && err && strncmp(err->message, "record ", 7) != 0)
+        pg_st_prefix_error(err, rc, d->path, SUB_IMAGES, name);
+    return rc;
+}
+
+int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, pg_error *err)
+{
+    file_name name;
+    int fd;
+    int rc = pg_record_file_name(key, name, err);
+    if (rc == PG_OK)
+        rc = pg_st_open_subdir(d, SUB_IMAGES, &fd, err);
+    if (rc != PG_OK)
+        return rc;
+    char *buf;
+    size_t len;
+    rc = pg_st_read_strict(fd, d, SUB_IMAGES, name, MAX_INDEX_BYTES, &buf, &len, err);
+    close(fd);
+    if (rc != PG_OK)
+        return rc;
+    rc = parse_index(buf, len, d, name, ref_out, err);
+    free(buf);
+    return rc;
+}
+
+PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char **ref_out,
+                                  pg_error *err)
+{
+    *ref_out = NULL;
+    int rc =
+        store ? pg_st_check_input("image", image, err) : pg_fail(err, PG_ERR_INVALID, "no store");
+    if (rc != PG_OK)
+        return rc;
+    pg_ref *ref = pg_ref_parse(image, NULL);
+    const char *keys[2] = {ref ? pg_ref_string(ref) : image, image};
+    size_t n_keys = ref && strcmp(keys[0], image) != 0 ? 2 : 1;
+    rc = PG_ERR_NOT_FOUND;
+    for (size_t i = 0; rc == PG_ERR_NOT_FOUND && i < store->n_dirs; i++)
+        for (size_t k = 0; rc == PG_ERR_NOT_FOUND && k < n_keys; k++)
+            rc = pg_st_resolve_in_dir(&store->dirs[i], keys[k], ref_out, err);
+    pg_ref_free(ref);
+    if (rc == PG_ERR_NOT_FOUND)
+        return pg_fail(err, PG_ERR_NOT_FOUND, "no imageRef recorded for \"%.200s\"", image);
+    return rc;
+}
+
+/* ------------------------------------------------------------ aliases */
+
+/* Up to two index keys per alias: as written and its other spelling. */
+typedef struct alias_keys {
+    char **keys; /* NULL-terminated */
+    size_t n;
+} alias_keys;
+
+static int add_key(alias_keys *k, const char *key, pg_error *err)
+{
+    for (size_t i = 0; i < k->n; i++)
+        if (strcmp(k->keys[i], key) == 0)
+            return PG_OK;
+    char **grown = realloc(k->keys, (k->n + 2) * sizeof *grown);
+    if (grown)
+        k->keys = grown;
+    char *copy = grown ? strdup(key) : NULL;
+    if (!copy)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    k->keys[k->n++] = copy;
+    k->keys[k->n] = NULL;
+    return PG_OK;
+}
+
+/* An ID under both spellings; a reference as written and normalised. */
+static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
+{
+    pg_ref *ref = NULL;
+    int rc = pg_st_check_input("alias", alias, err);
+    if (rc == PG_OK)
+        rc = pg_identity_check(alias, &ref, err);
+    if (rc == PG_OK)
+        rc = add_key(k, alias, err);
+    const char *hex = rc == PG_OK ? pg_image_id_hex(alias) : NULL;
+    if (hex) {
+        char prefixed[sizeof PG_ID_PREFIX + PG_ID_HEX_LEN];
+        snprintf(prefixed, sizeof prefixed, "%s%s", PG_ID_PREFIX, hex);
+        rc = add_key(k, hex == alias ? prefixed : hex, err);
+    } else if (rc == PG_OK) {
+        rc = add_key(k, pg_ref_string(ref), err);
+    }
+    pg_ref_free(ref);
+    return rc;
+}
+
+static int record_aliases_locked(const pg_store *s, const char *image_ref, const alias_keys *k,
+                                 pg_error *err)
+{
+    int fd;
+    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
+    if (rc != PG_OK)
+        return rc;
+    for (size_t i = 0; rc == PG_OK && i < k->n; i++)
+        rc = write_index(s, fd, k->keys[i], image_ref, err);
+    close(fd);
+    return rc;
+}
+
+PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
+                                   const char *const *aliases, pg_error *err)
+{
+    alias_keys k = {NULL, 0};
+    int rc = pg_st_require_writable(store, err);
+    if (rc == PG_OK)
+        rc = pg_st_check_input("imageRef", image_ref, err);
+    /* Every alias is validated before anything is written: all or nothing. */
+    for (size_t i = 0; rc == PG_OK && aliases && aliases[i]; i++)
+        rc = alias_spellings(&k, aliases[i], err);
+    int lock_fd = -1;
+    if (rc == PG_OK && k.n)
+        rc = pg_st_lock_store(store, &lock_fd, err);
+    if (rc == PG_OK && k.n)
+        rc = record_aliases_locked(store, image_ref, &k, err);
+    pg_st_unlock_store(lock_fd);
+    pg_strv_free(k.keys);
+    return rc;
+}
