@@ -3,7 +3,9 @@
  * The D-Bus notifier against a private dbus-daemon (every signal and
  * argument, lazy connection, threads, bus going away) and against buses that
  * are missing, refuse, or accept the socket and never answer: those must cost
- * at most timeout_ms (+ slack for scheduling) and leave last_error set.
+ * at most timeout_ms (+ slack for scheduling) and leave last_error set. The
+ * same notifier delivers again after the bus is restarted or resumes (the
+ * back-off of docs/dbus.md), including while several threads emit.
  */
 #include "pullgate/pullgate.h"
 #include "testutil.h"
@@ -613,6 +615,71 @@ START_TEST(hung_bus_is_retried_bounded_then_recovers)
 }
 END_TEST
 
+typedef struct restart_worker {
+    pg_notifier *n;
+    double until_ms;
+    double worst_ms;
+    int calls;
+} restart_worker;
+
+/* Emits until until_ms, recording the slowest call; reads last_error as a
+ * logging thread would while the others keep emitting. */
+static void *emit_through_restart(void *arg)
+{
+    restart_worker *w = arg;
+    while (now_ms() < w->until_ms) {
+        double start = now_ms();
+        pg_notify_records_pruned(w->n, (uint32_t)w->calls);
+        double took = now_ms() - start;
+        w->worst_ms = took > w->worst_ms ? took : w->worst_ms;
+        w->calls++;
+        const char *error = pg_notifier_last_error(w->n);
+        if (error)
+            ck_assert_int_gt((int)strlen(error), 0);
+        sleep_until(now_ms() + 5);
+    }
+    return NULL;
+}
+
+START_TEST(threads_emit_through_a_restart)
+{
+    test_bus bus = {0};
+    bus_start(&bus);
+    char *address = bus_stable_address(&bus);
+    pg_notifier *n = notifier_or_fail(address, TIMEOUT_MS);
+    restart_worker workers[THREADS];
+    pthread_t threads[THREADS];
+    double until = now_ms() + 1500;
+    for (int i = 0; i < THREADS; i++) {
+        workers[i] = (restart_worker){.n = n, .until_ms = until};
+        ck_assert_int_eq(pthread_create(&threads[i], NULL, emit_through_restart, &workers[i]), 0);
+    }
+    sleep_until(now_ms() + 300);
+    bus_kill(&bus);
+    sleep_until(now_ms() + 300);
+    bus_spawn(&bus);
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(threads[i], NULL);
+        ck_assert_msg(workers[i].worst_ms <= TIMEOUT_MS + SLACK_MS,
+                      "thread %d: an emission took %.1f ms", i, workers[i].worst_ms);
+        ck_assert_int_gt(workers[i].calls, 10);
+    }
+    /* The same notifier delivers again once its back-off has passed. */
+    DBusConnection *listener = listener_open(bus.address);
+    double deadline = now_ms() + 2 * FIRST_BACKOFF_MS + 2000;
+    DBusMessage *msg = NULL;
+    while (!msg && now_ms() < deadline) {
+        pg_notify_records_pruned(n, 7);
+        msg = listener_next(listener, 100);
+    }
+    assert_pruned_signal(msg, 7);
+    listener_close(listener);
+    pg_notifier_free(n);
+    free(address);
+    bus_stop(&bus);
+}
+END_TEST
+
 /* --------------------------------------- tests: buses that do not work */
 
 START_TEST(none_drops_silently)
@@ -875,6 +942,7 @@ static Suite *notifier_suite(void)
         tcase_add_test(online, stopped_daemon_is_bounded);
         tcase_add_test(online, reconnects_after_bus_restart);
         tcase_add_test(online, hung_bus_is_retried_bounded_then_recovers);
+        tcase_add_test(online, threads_emit_through_a_restart);
         suite_add_tcase(s, online);
     } else {
         fprintf(stderr, "test_notifier: dbus-daemon not installed, bus tests skipped\n");
