@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """pullgate-cri overhead, as same-run ratios (bench/README.md rules: no timed asserts).
 
-  bench/cri_bench.py PATH/TO/pullgate-cri [N]
+  bench/cri_bench.py PATH/TO/pullgate-cri [N] [--baseline OTHER/pullgate-cri] [--work-us U]
+                     [--no-pulls]
 
 Starts a fake runtime (Python gRPC, generic handlers, on a unix socket) and
 pullgate-cri in front of it, then measures, interleaved call by call:
@@ -10,10 +11,15 @@ pullgate-cri in front of it, then measures, interleaved call by call:
   - PullImage through the proxy (intent + pulled record + ImageStatus + aliases, all
     written durably before the answer) vs the same-size unary call through the proxy:
     the difference is the recording overhead a pull pays;
-and the proxy's resident memory (VmRSS, VmHWM) afterwards. Pulls are measured twice:
+and the proxy's resident memory (VmRSS, VmHWM) afterwards. --baseline starts a second
+proxy (e.g. an older build) on the same runtime and interleaves it too, so a change is
+measured against its predecessor in the same run. --work-us adds a call whose runtime side
+burns U microseconds of CPU (a runtime doing real work, as containerd does: ListImages, Version
+and the like cost it a millisecond or more), measured the same way. Pulls are measured twice:
 with the record directory on the disk (what a node pays: the store's fsyncs) and on
 tmpfs (/dev/shm: pullgate-cri's own work, decoding, ImageStatus and the writer thread).
 """
+import argparse
 import hashlib
 import importlib
 import os
@@ -41,18 +47,27 @@ def load_proto(tmp):
 
 
 class Fake(grpc.GenericRpcHandler):
-    def __init__(self, pb):
+    def __init__(self, pb, work_us):
         self.pb = pb
+        self.work_us = work_us
 
     def service(self, details):
         m = details.method
         if m == "/bench/Echo":
             return grpc.unary_unary_rpc_method_handler(lambda req, ctx: req)
+        if m == "/bench/Work":
+            return grpc.unary_unary_rpc_method_handler(self.work)
         if m.endswith("/PullImage"):
             return grpc.unary_unary_rpc_method_handler(self.pull)
         if m.endswith("/ImageStatus"):
             return grpc.unary_unary_rpc_method_handler(self.status)
         return None
+
+    def work(self, req, ctx):
+        until = time.perf_counter_ns() + self.work_us * 1000
+        while time.perf_counter_ns() < until:
+            pass
+        return req
 
     def pull(self, raw, ctx):
         image = self.pb.PullImageRequest.FromString(raw).image.image
@@ -102,33 +117,115 @@ def start_proxy(cri, tmp, state, sock, rt_sock):
     return proc
 
 
+def interleaved(n, payload, sides):
+    """Calls every side in turn, n rounds, rotating who goes first; latencies in us per side."""
+    out = [[] for _ in sides]
+    for i in range(n):
+        for k in range(len(sides)):
+            j = (i + k) % len(sides)
+            out[j].append(timed(lambda: sides[j](payload, timeout=5)))
+    return out
+
+
+def report(title, names, results):
+    print(title)
+    for name, us in zip(names, results):
+        print(summary("  " + name, us))
+    base = results[0]
+    for name, us in zip(names[1:], results[1:]):
+        print("  ratio %s/%s: median %.2fx  p99 %.2fx" % (
+            name, names[0], statistics.median(us) / statistics.median(base),
+            pct(us, 0.99) / pct(base, 0.99)))
+
+
+def noise(us):
+    """Spread of one side's medians over 5 consecutive slices: how far run-to-run drift goes."""
+    k = max(1, len(us) // 5)
+    meds = [statistics.median(us[i:i + k]) for i in range(0, k * 5, k)]
+    return "slice medians %s us" % " ".join("%.0f" % m for m in meds)
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cri")
+    ap.add_argument("n", nargs="?", type=int, default=2000)
+    ap.add_argument("--baseline", help="another pullgate-cri, interleaved in the same run")
+    ap.add_argument("--work-us", type=int, default=0, help="also measure a call costing the runtime U us")
+    ap.add_argument("--no-pulls", action="store_true", help="skip the PullImage measurements")
+    ap.add_argument("--runtime", metavar="SOCK",
+                    help="a real CRI runtime's socket (e.g. containerd's): measure its Version and "
+                         "ListImages direct vs proxied, nothing else")
+    return ap.parse_args(argv)
+
+
+def bench_runtime(args, tmp):
+    """Version and ListImages (empty requests) on a real runtime, direct vs through the proxy."""
+    rt = args.runtime
+    procs = [start_proxy(args.cri, tmp, os.path.join(tmp, "state"), os.path.join(tmp, "run", "cri.sock"), rt)]
+    names, socks = ["direct", "proxied"], [rt, os.path.join(tmp, "run", "cri.sock")]
+    if args.baseline:
+        socks.append(os.path.join(tmp, "run3", "cri.sock"))
+        procs.append(start_proxy(args.baseline, tmp, os.path.join(tmp, "state3"), socks[-1], rt))
+        names.append("baseline")
+    try:
+        chans = [grpc.insecure_channel("unix:" + s) for s in socks]
+        for method in ("/runtime.v1.RuntimeService/Version", "/runtime.v1.ImageService/ListImages"):
+            calls = [c.unary_unary(method) for c in chans]
+            interleaved(100, b"", calls)
+            res = interleaved(args.n, b"", calls)
+            report("%s against %s (%d rounds):" % (method, rt, args.n), names, res)
+            print("  noise: direct %s; proxied %s" % (noise(res[0]), noise(res[1])))
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=20)
+
+
 def main():
-    cri = sys.argv[1]
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+    args = parse_args(sys.argv[1:])
+    cri, n = args.cri, args.n
     tmp = tempfile.mkdtemp(prefix="cri-bench-")
+    if args.runtime:
+        try:
+            bench_runtime(args, tmp)
+        finally:
+            subprocess.run(["rm", "-rf", tmp])
+        return
     pb = load_proto(tmp)
     rt_sock, px_sock = os.path.join(tmp, "rt.sock"), os.path.join(tmp, "run", "cri.sock")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    server.add_generic_rpc_handlers((Fake(pb),))
+    server.add_generic_rpc_handlers((Fake(pb, args.work_us),))
     server.add_insecure_port("unix:" + rt_sock)
     server.start()
     shm = tempfile.mkdtemp(prefix="cri-bench-", dir="/dev/shm") if os.path.isdir("/dev/shm") else None
     proxy = start_proxy(cri, tmp, os.path.join(tmp, "state"), px_sock, rt_sock)
     tmpfs_sock = os.path.join(tmp, "run2", "cri.sock")
-    tmpfs_proxy = start_proxy(cri, tmp, os.path.join(shm, "state"), tmpfs_sock, rt_sock) if shm else None
+    tmpfs_proxy = None
+    if shm and not args.no_pulls:
+        tmpfs_proxy = start_proxy(cri, tmp, os.path.join(shm, "state"), tmpfs_sock, rt_sock)
+    base_proxy, base_sock = None, os.path.join(tmp, "run3", "cri.sock")
+    if args.baseline:
+        base_proxy = start_proxy(args.baseline, tmp, os.path.join(tmp, "state3"), base_sock, rt_sock)
     try:
-        direct = grpc.insecure_channel("unix:" + rt_sock).unary_unary("/bench/Echo")
-        ch = grpc.insecure_channel("unix:" + px_sock)
-        proxied = ch.unary_unary("/bench/Echo")
-        pull = ch.unary_unary("/runtime.v1.ImageService/PullImage")
+        names = ["direct", "proxied"] + (["baseline"] if base_proxy else [])
+        socks = [rt_sock, px_sock] + ([base_sock] if base_proxy else [])
+        chans = [grpc.insecure_channel("unix:" + s) for s in socks]
+        echo = [c.unary_unary("/bench/Echo") for c in chans]
+        direct, proxied = echo[0], echo[1]
+        pull = chans[1].unary_unary("/runtime.v1.ImageService/PullImage")
         payload = os.urandom(1024)
-        for _ in range(200):  # warm up both paths and the connections
-            direct(payload, timeout=5)
-            proxied(payload, timeout=5)
-        d, p = [], []
-        for _ in range(n):
-            d.append(timed(lambda: direct(payload, timeout=5)))
-            p.append(timed(lambda: proxied(payload, timeout=5)))
+        interleaved(200, payload, echo)  # warm up every path and its connections
+        res = interleaved(n, payload, echo)
+        d, p = res[0], res[1]
+        print("pullgate-cri bench: %d interleaved rounds (%s)" % (n, ", ".join(names)))
+        report("unary 1 KiB echo:", names, res)
+        print("  noise: direct %s; proxied %s" % (noise(d), noise(p)))
+        if args.work_us:
+            work = [c.unary_unary("/bench/Work") for c in chans]
+            report("unary 1 KiB, the runtime working %d us per call:" % args.work_us, names,
+                   interleaved(max(200, n // 4), payload, work))
+        if args.no_pulls:
+            return
         pull_tmpfs = None
         if tmpfs_proxy:
             pull_tmpfs = grpc.insecure_channel("unix:" + tmpfs_sock).unary_unary(
@@ -141,11 +238,7 @@ def main():
             same.append(timed(lambda: proxied(req, timeout=10)))
             if pull_tmpfs:
                 pulls_tmpfs.append(timed(lambda: pull_tmpfs(req, timeout=10)))
-        print("pullgate-cri bench: %d interleaved unary calls per side, %d pulls" % (n, len(pulls)))
-        print(summary("unary direct", d))
-        print(summary("unary through pullgate-cri", p))
-        print("  ratio proxied/direct: median %.2fx  p99 %.2fx" % (
-            statistics.median(p) / statistics.median(d), pct(p, 0.99) / pct(d, 0.99)))
+        print("%d pulls:" % len(pulls))
         print(summary("same-size unary through the proxy", same))
         print(summary("PullImage through the proxy", pulls))
         print("  recording overhead per pull (median difference): %.2f ms" % (
@@ -157,7 +250,7 @@ def main():
         print("  proxy memory: VmRSS %d KiB, VmHWM %d KiB" % (
             proc_kib(proxy.pid, "VmRSS"), proc_kib(proxy.pid, "VmHWM")))
     finally:
-        for p in (proxy, tmpfs_proxy):
+        for p in (proxy, tmpfs_proxy, base_proxy):
             if p:
                 p.terminate()
                 p.wait(timeout=20)
