@@ -64,7 +64,7 @@ static bool matches(const pg_record *rec, const req_buf *b)
     pg_presented *p = NULL;
     if (!m || pg_presented_parse(b->ann, strlen(b->ann), b->ns, &p, NULL) != PG_OK)
         return false;
-    const pg_rec_secret *given;
+    const pg_pod_cred *given;
     size_t n = pg_presented_secrets(p, b->image_name, &given);
     bool ok = false;
     for (size_t i = 0; i < n && !ok; i++)

@@ -296,8 +296,8 @@ static int unverified(const cri_pull_request *r, const char *why, cri_pull_creds
 static int from_annotation(const cri_pull_request *r, const pg_presented *p, const char *image_name,
                            cri_pull_creds *c, pg_error *err)
 {
-    const pg_rec_secret *secrets;
-    const pg_rec_sa *sas;
+    const pg_pod_cred *secrets;
+    const pg_pod_cred *sas;
     size_t n_secrets = pg_presented_secrets(p, image_name, &secrets);
     size_t n_sas = pg_presented_sas(p, image_name, &sas);
     if (pg_presented_rejected(p, image_name))

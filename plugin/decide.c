@@ -8,6 +8,7 @@
 #include "annotation_mac.h"
 #include "image_identity.h"
 #include "internal.h"
+#include "store_credidx.h"
 #include "store_lookup.h"
 
 #include <inttypes.h>
@@ -261,13 +262,18 @@ static int add_record(decide_ctx *c, pg_record *rec)
     return PG_OK;
 }
 
-/* Records of key in every directory. A file that exists but is unusable: error. */
+/*
+ * Records of key in every directory. A file that exists but is unusable: error.
+ * Focused (store_credidx.h): only the image's mapping and the recorded
+ * credentials that match presented ones, which is all the later steps read.
+ */
 static int gather_records(decide_ctx *c, const char *key, pg_error *err)
 {
     int rc = PG_OK;
+    const pg_record_focus focus = {c->name, c->presented};
     for (size_t i = 0; rc == PG_OK && i < pg_store_dir_count(c->store); i++) {
         pg_record *rec = NULL;
-        rc = pg_store_get_in(c->store, i, key, &rec, err);
+        rc = pg_store_get_focused_in(c->store, i, key, &focus, &rec, err);
         if (rc == PG_OK)
             rc = add_record(c, rec);
         else if (rc == PG_ERR_NOT_FOUND)
@@ -480,22 +486,6 @@ static bool step_node_accessible(decide_ctx *c)
     return false;
 }
 
-static bool secret_matches(const pg_rec_secret *presented, const pg_rec_secret *recorded)
-{
-    const char *ph = presented->credential_hash, *rh = recorded->credential_hash;
-    if (ph && rh && *ph && *rh && strcmp(ph, rh) == 0)
-        return true;
-    return strcmp(presented->namespace_, recorded->namespace_) == 0 &&
-           strcmp(presented->name, recorded->name) == 0 &&
-           strcmp(presented->uid, recorded->uid) == 0;
-}
-
-static bool sa_matches(const pg_rec_sa *p, const pg_rec_sa *r)
-{
-    return strcmp(p->namespace_, r->namespace_) == 0 && strcmp(p->name, r->name) == 0 &&
-           strcmp(p->uid, r->uid) == 0;
-}
-
 #define PG_FUTURE_SKEW_S 60 /* clock skew tolerated for a lastUpdatedTime ahead of now */
 
 /* What a match found so far, over every record and credential. */
@@ -508,12 +498,13 @@ typedef struct match_state {
 } match_state;
 
 /* Judges one matching credential's time; returns false on a store error (settled). */
-static bool judge_time(decide_ctx *c, match_state *m, const pg_record *rec, const pg_rec_secret *s,
-                       const pg_rec_sa *sa)
+static bool judge_time(decide_ctx *c, match_state *m, const pg_record *rec, const pg_pod_cred *cred,
+                       bool secret)
 {
     time_t when;
     pg_error err = {0};
-    if (pg_store_credential_time(c->store, rec, c->name, s, sa, &when, &err) != PG_OK) {
+    if (pg_store_credential_time(c->store, rec, c->name, secret ? cred : NULL,
+                                 secret ? NULL : cred, &when, &err) != PG_OK) {
         store_error(c, &err);
         return false;
     }
@@ -529,43 +520,48 @@ static bool judge_time(decide_ctx *c, match_state *m, const pg_record *rec, cons
     if (!future && !expired && !m->fresh) {
         m->fresh = true;
         m->image_ref = rec->image_ref;
-        m->ns = s ? s->namespace_ : sa->namespace_;
-        m->who = s ? s->name : sa->name;
+        m->ns = cred->namespace_;
+        m->who = cred->name;
     }
     return true;
 }
 
-static const char *secret_kind(const pg_rec_secret *p, const pg_rec_secret *r)
+static const char *match_kind(const pg_pod_cred *p, const pg_pod_cred *r, bool secret)
 {
-    const char *ph = p->credential_hash, *rh = r->credential_hash;
-    return ph && rh && *ph && *rh && strcmp(ph, rh) == 0 ? "secret (by credentialHash)"
-                                                         : "secret (by namespace/name/uid)";
+    if (!secret)
+        return "service account";
+    return pg_pod_cred_same_hash(p, r) ? "secret (by credentialHash)"
+                                   : "secret (by namespace/name/uid)";
 }
 
-/* Over the union: any presented secret (or, sa, service account) matching any record. */
+/* The recorded credentials of one kind in rec's mapping for the image. */
+static size_t recorded_creds(const decide_ctx *c, const pg_record *rec, bool secrets,
+                             const pg_pod_cred **out)
+{
+    const pg_rec_mapping *map = pg_record_find(rec, c->name);
+    *out = !map ? NULL : secrets ? map->secrets : map->sas;
+    return !map ? 0 : secrets ? map->n_secrets : map->n_sas;
+}
+
+/* Over the union: any presented secret (or, !secrets, service account) matching any record. */
 static bool find_matches(decide_ctx *c, bool secrets, match_state *m)
 {
-    const pg_rec_secret *ps = NULL;
-    const pg_rec_sa *psa = NULL;
-    size_t n = secrets ? pg_presented_secrets(c->presented, c->name, &ps)
-                       : pg_presented_sas(c->presented, c->name, &psa);
+    const pg_pod_cred *pres = NULL, *rec_creds = NULL;
+    size_t n = secrets ? pg_presented_secrets(c->presented, c->name, &pres)
+                       : pg_presented_sas(c->presented, c->name, &pres);
     for (size_t r = 0; r < c->n_recs; r++) {
-        const pg_rec_mapping *map = pg_record_find(c->recs[r], c->name);
-        size_t n_rec = !map ? 0 : secrets ? map->n_secrets : map->n_sas;
+        size_t n_rec = recorded_creds(c, c->recs[r], secrets, &rec_creds);
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < n_rec; j++) {
-                bool hit = secrets ? secret_matches(&ps[i], &map->secrets[j])
-                                   : sa_matches(&psa[i], &map->sas[j]);
-                if (!hit)
+                if (!pg_pod_cred_matches(&pres[i], &rec_creds[j]))
                     continue;
                 bool was_fresh = m->fresh;
-                if (!judge_time(c, m, c->recs[r], secrets ? &map->secrets[j] : NULL,
-                                secrets ? NULL : &map->sas[j]))
+                if (!judge_time(c, m, c->recs[r], &rec_creds[j], secrets))
                     return false;
                 if (!was_fresh && m->fresh) {
-                    m->kind = secrets ? secret_kind(&ps[i], &map->secrets[j]) : "service account";
-                    m->ns = secrets ? ps[i].namespace_ : psa[i].namespace_;
-                    m->who = secrets ? ps[i].name : psa[i].name;
+                    m->kind = match_kind(&pres[i], &rec_creds[j], secrets);
+                    m->ns = pres[i].namespace_;
+                    m->who = pres[i].name;
                 }
             }
     }
@@ -616,8 +612,8 @@ static bool step_signature_rejected(decide_ctx *c)
 
 static bool step_no_match(decide_ctx *c)
 {
-    const pg_rec_secret *ps;
-    const pg_rec_sa *psa;
+    const pg_pod_cred *ps;
+    const pg_pod_cred *psa;
     size_t n_secrets = pg_presented_secrets(c->presented, c->name, &ps);
     size_t n_sas = pg_presented_sas(c->presented, c->name, &psa);
     size_t ignored = pg_presented_ignored(c->presented, c->name);

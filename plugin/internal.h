@@ -70,19 +70,37 @@ void pg_format_rfc3339(time_t t, char out[32]);
 
 /* ----------------------------------------------------------- record.c */
 
-typedef struct pg_rec_secret {
-    char *namespace_, *name, *uid, *credential_hash;
-} pg_rec_secret;
-
-typedef struct pg_rec_sa {
+/*
+ * One credential of a record mapping or an annotation entry: a secret, or a
+ * service account (credential_hash NULL). Secrets and service accounts share
+ * this one type so that decoding, merging and matching each have one path.
+ */
+typedef struct pg_pod_cred {
     char *namespace_, *name, *uid;
-} pg_rec_sa;
+    char *credential_hash; /* secrets: "" or 64 hex; service accounts: NULL */
+} pg_pod_cred;
+/* The former per-kind names, kept while code in flight moves to pg_pod_cred. */
+typedef pg_pod_cred pg_rec_secret;
+typedef pg_pod_cred pg_rec_sa;
+
+/* Frees c's strings (not c). */
+void pg_pod_cred_clear(pg_pod_cred *c);
+/* Clears and frees (*v)[0..*n), then *v = NULL, *n = 0. */
+void pg_pod_creds_free(pg_pod_cred **v, size_t *n);
+/* Both carry the same non-empty credentialHash. */
+bool pg_pod_cred_same_hash(const pg_pod_cred *a, const pg_pod_cred *b);
+/*
+ * The kubelet's match of a presented credential against a recorded one: the
+ * same non-empty credentialHash, or the same namespace/name/uid. The one place
+ * that decides it, for secrets and service accounts (no hash) alike.
+ */
+bool pg_pod_cred_matches(const pg_pod_cred *presented, const pg_pod_cred *recorded);
 
 typedef struct pg_rec_mapping {
     char *image_name;
-    pg_rec_secret *secrets;
+    pg_pod_cred *secrets;
     size_t n_secrets;
-    pg_rec_sa *sas;
+    pg_pod_cred *sas;
     size_t n_sas;
     bool node_pods_accessible;
 } pg_rec_mapping;
@@ -144,8 +162,8 @@ int pg_presented_parse(const char *json, size_t len, const char *pod_namespace,
 void pg_presented_free(pg_presented *p);
 /* Secrets / service accounts presented for image_name (borrowed views). */
 size_t pg_presented_secrets(const pg_presented *p, const char *image_name,
-                            const pg_rec_secret **out);
-size_t pg_presented_sas(const pg_presented *p, const char *image_name, const pg_rec_sa **out);
+                            const pg_pod_cred **out);
+size_t pg_presented_sas(const pg_presented *p, const char *image_name, const pg_pod_cred **out);
 /* Count of credentials for image_name dropped because they name another namespace. */
 size_t pg_presented_ignored(const pg_presented *p, const char *image_name);
 

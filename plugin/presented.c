@@ -16,9 +16,9 @@
 
 typedef struct pres_entry {
     char *image_name; /* normalised: "docker.io/library/nginx" */
-    pg_rec_secret *secrets;
+    pg_pod_cred *secrets;
     size_t n_secrets;
-    pg_rec_sa *sas;
+    pg_pod_cred *sas; /* service accounts (credential_hash NULL) */
     size_t n_sas;
     size_t n_ignored; /* credentials dropped for naming another namespace */
     size_t n_rejected; /* entries dropped because their "hmac" did not verify */
@@ -34,29 +34,10 @@ struct pg_presented {
 
 /* ------------------------------------------------------------------ freeing */
 
-static void free_secret(pg_rec_secret *s)
-{
-    free(s->namespace_);
-    free(s->name);
-    free(s->uid);
-    free(s->credential_hash);
-}
-
-static void free_sa(pg_rec_sa *sa)
-{
-    free(sa->namespace_);
-    free(sa->name);
-    free(sa->uid);
-}
-
 static void free_entry(pres_entry *e)
 {
-    for (size_t i = 0; i < e->n_secrets; i++)
-        free_secret(&e->secrets[i]);
-    for (size_t i = 0; i < e->n_sas; i++)
-        free_sa(&e->sas[i]);
-    free(e->secrets);
-    free(e->sas);
+    pg_pod_creds_free(&e->secrets, &e->n_secrets);
+    pg_pod_creds_free(&e->sas, &e->n_sas);
     free(e->image_name);
 }
 
@@ -129,34 +110,20 @@ static int parse_coords(const json_t *obj, const char *what, bool with_hash, coo
 
 /* ------------------------------------------------------------ credentials */
 
-static int add_secret(pres_entry *e, const coords *c, pg_error *err)
+/* Appends a copy of c to v[0..*n); a secret (with_hash) gets "" for a missing hash. */
+static int add_cred(pg_pod_cred **v, size_t *n, const coords *c, bool with_hash, pg_error *err)
 {
-    pg_rec_secret *nv = realloc(e->secrets, (e->n_secrets + 1) * sizeof *nv);
+    pg_pod_cred *nv = realloc(*v, (*n + 1) * sizeof *nv);
     if (!nv)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    e->secrets = nv;
-    pg_rec_secret s = {pg_strdup(c->namespace_), pg_strdup(c->name), pg_strdup(c->uid),
-                       pg_strdup(c->hash ? c->hash : "")};
-    if (!s.namespace_ || !s.name || !s.uid || !s.credential_hash) {
-        free_secret(&s);
+    *v = nv;
+    pg_pod_cred cred = {pg_strdup(c->namespace_), pg_strdup(c->name), pg_strdup(c->uid),
+                    with_hash ? pg_strdup(c->hash ? c->hash : "") : NULL};
+    if (!cred.namespace_ || !cred.name || !cred.uid || (with_hash && !cred.credential_hash)) {
+        pg_pod_cred_clear(&cred);
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
-    e->secrets[e->n_secrets++] = s;
-    return PG_OK;
-}
-
-static int add_sa(pres_entry *e, const coords *c, pg_error *err)
-{
-    pg_rec_sa *nv = realloc(e->sas, (e->n_sas + 1) * sizeof *nv);
-    if (!nv)
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    e->sas = nv;
-    pg_rec_sa sa = {pg_strdup(c->namespace_), pg_strdup(c->name), pg_strdup(c->uid)};
-    if (!sa.namespace_ || !sa.name || !sa.uid) {
-        free_sa(&sa);
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
-    e->sas[e->n_sas++] = sa;
+    nv[(*n)++] = cred;
     return PG_OK;
 }
 
@@ -184,7 +151,8 @@ static int parse_list(const json_t *arr, const char *field, const char *image,
             e->n_ignored++;
             continue;
         }
-        rc = secrets ? add_secret(e, &c, err) : add_sa(e, &c, err);
+        rc = secrets ? add_cred(&e->secrets, &e->n_secrets, &c, true, err)
+                     : add_cred(&e->sas, &e->n_sas, &c, false, err);
         if (rc != PG_OK)
             return rc;
     }
@@ -212,15 +180,8 @@ static int normalise_key(const char *key, char **name_out, pg_error *err)
 /* Forgets an entry's credentials (its name stays, for the folding and the reason text). */
 static void drop_credentials(pres_entry *e)
 {
-    for (size_t i = 0; i < e->n_secrets; i++)
-        free_secret(&e->secrets[i]);
-    for (size_t i = 0; i < e->n_sas; i++)
-        free_sa(&e->sas[i]);
-    free(e->secrets);
-    free(e->sas);
-    e->secrets = NULL;
-    e->sas = NULL;
-    e->n_secrets = e->n_sas = 0;
+    pg_pod_creds_free(&e->secrets, &e->n_secrets);
+    pg_pod_creds_free(&e->sas, &e->n_sas);
 }
 
 /*
@@ -291,23 +252,26 @@ static int append_array(void **dst, size_t *n_dst, void *src, size_t n_src, size
     return PG_OK;
 }
 
+/* Moves the credentials (*src)[0..*n_src) to the end of *dst (the strings change owner). */
+static int move_creds(pg_pod_cred **dst, size_t *n_dst, pg_pod_cred **src, size_t *n_src, pg_error *err)
+{
+    int rc = append_array((void **)dst, n_dst, *src, *n_src, sizeof **src, err);
+    if (rc != PG_OK)
+        return rc;
+    free(*src);
+    *src = NULL;
+    *n_src = 0;
+    return PG_OK;
+}
+
 /* Moves from's credentials into into (from keeps only its name afterwards). */
 static int merge_entry(pres_entry *into, pres_entry *from, pg_error *err)
 {
-    int rc = append_array((void **)&into->secrets, &into->n_secrets, from->secrets,
-                          from->n_secrets, sizeof *from->secrets, err);
+    int rc = move_creds(&into->secrets, &into->n_secrets, &from->secrets, &from->n_secrets, err);
+    if (rc == PG_OK)
+        rc = move_creds(&into->sas, &into->n_sas, &from->sas, &from->n_sas, err);
     if (rc != PG_OK)
         return rc;
-    free(from->secrets);
-    from->secrets = NULL;
-    from->n_secrets = 0;
-    rc = append_array((void **)&into->sas, &into->n_sas, from->sas, from->n_sas,
-                      sizeof *from->sas, err);
-    if (rc != PG_OK)
-        return rc;
-    free(from->sas);
-    from->sas = NULL;
-    from->n_sas = 0;
     into->n_ignored += from->n_ignored;
     into->n_rejected += from->n_rejected;
     return PG_OK;
@@ -402,14 +366,14 @@ static const pres_entry *find_entry(const pg_presented *p, const char *image_nam
 }
 
 size_t pg_presented_secrets(const pg_presented *p, const char *image_name,
-                            const pg_rec_secret **out)
+                            const pg_pod_cred **out)
 {
     const pres_entry *e = find_entry(p, image_name);
     *out = e ? e->secrets : NULL;
     return e ? e->n_secrets : 0;
 }
 
-size_t pg_presented_sas(const pg_presented *p, const char *image_name, const pg_rec_sa **out)
+size_t pg_presented_sas(const pg_presented *p, const char *image_name, const pg_pod_cred **out)
 {
     const pres_entry *e = find_entry(p, image_name);
     *out = e ? e->sas : NULL;

@@ -22,32 +22,41 @@
 
 /* ------------------------------------------------------------ freeing */
 
-static void secret_clear(pg_rec_secret *s)
+void pg_pod_cred_clear(pg_pod_cred *c)
 {
-    free(s->namespace_);
-    free(s->name);
-    free(s->uid);
-    free(s->credential_hash);
+    free(c->namespace_);
+    free(c->name);
+    free(c->uid);
+    free(c->credential_hash);
 }
 
-static void sa_clear(pg_rec_sa *sa)
+void pg_pod_creds_free(pg_pod_cred **v, size_t *n)
 {
-    free(sa->namespace_);
-    free(sa->name);
-    free(sa->uid);
+    for (size_t i = 0; i < *n; i++)
+        pg_pod_cred_clear(&(*v)[i]);
+    free(*v);
+    *v = NULL;
+    *n = 0;
+}
+
+bool pg_pod_cred_same_hash(const pg_pod_cred *a, const pg_pod_cred *b)
+{
+    const char *x = a->credential_hash, *y = b->credential_hash;
+    return x && y && *x && *y && strcmp(x, y) == 0;
+}
+
+bool pg_pod_cred_matches(const pg_pod_cred *presented, const pg_pod_cred *recorded)
+{
+    return pg_pod_cred_same_hash(presented, recorded) ||
+           (strcmp(presented->namespace_, recorded->namespace_) == 0 &&
+            strcmp(presented->name, recorded->name) == 0 &&
+            strcmp(presented->uid, recorded->uid) == 0);
 }
 
 static void mapping_clear_lists(pg_rec_mapping *m)
 {
-    for (size_t i = 0; i < m->n_secrets; i++)
-        secret_clear(&m->secrets[i]);
-    for (size_t i = 0; i < m->n_sas; i++)
-        sa_clear(&m->sas[i]);
-    free(m->secrets);
-    free(m->sas);
-    m->secrets = NULL;
-    m->sas = NULL;
-    m->n_secrets = m->n_sas = 0;
+    pg_pod_creds_free(&m->secrets, &m->n_secrets);
+    pg_pod_creds_free(&m->sas, &m->n_sas);
 }
 
 static void mapping_clear(pg_rec_mapping *m)
@@ -224,35 +233,34 @@ static json_t *parse_root(const decoder *d, const char *buf, size_t len)
     return root;
 }
 
-static int decode_secret(const decoder *d, const json_t *obj, pg_rec_secret *s)
+/* The two credential lists of a mapping: secrets carry a credentialHash, service accounts none. */
+typedef struct cred_kind {
+    const char *field; /* the mapping's member */
+    const char *entry; /* "<field> entry", for errors */
+    bool has_hash;
+} cred_kind;
+
+static const cred_kind SECRETS = {"kubernetesSecrets", "kubernetesSecrets entry", true};
+static const cred_kind SERVICE_ACCOUNTS = {"kubernetesServiceAccounts",
+                                           "kubernetesServiceAccounts entry", false};
+
+static int decode_cred(const decoder *d, const json_t *obj, const cred_kind *k, pg_pod_cred *c)
 {
-    static const char *const keys[] = {"uid", "namespace", "name", "credentialHash", NULL};
-    int rc = check_keys(d, obj, keys, "kubernetesSecrets entry");
+    static const char *const secret_keys[] = {"uid", "namespace", "name", "credentialHash", NULL};
+    static const char *const sa_keys[] = {"uid", "namespace", "name", NULL};
+    int rc = check_keys(d, obj, k->has_hash ? secret_keys : sa_keys, k->entry);
     if (rc == PG_OK)
-        rc = dup_string(d, obj, "uid", "kubernetesSecrets entry", &s->uid);
+        rc = dup_string(d, obj, "uid", k->entry, &c->uid);
     if (rc == PG_OK)
-        rc = dup_string(d, obj, "namespace", "kubernetesSecrets entry", &s->namespace_);
+        rc = dup_string(d, obj, "namespace", k->entry, &c->namespace_);
     if (rc == PG_OK)
-        rc = dup_string(d, obj, "name", "kubernetesSecrets entry", &s->name);
-    if (rc == PG_OK)
-        rc = dup_string(d, obj, "credentialHash", "kubernetesSecrets entry", &s->credential_hash);
-    if (rc == PG_OK && !valid_credential_hash(s->credential_hash))
+        rc = dup_string(d, obj, "name", k->entry, &c->name);
+    if (rc == PG_OK && k->has_hash)
+        rc = dup_string(d, obj, "credentialHash", k->entry, &c->credential_hash);
+    if (rc == PG_OK && k->has_hash && !valid_credential_hash(c->credential_hash))
         rc = pg_fail(d->err, PG_ERR_CORRUPT,
                      "%s: credentialHash \"%.80s\" is not 64 lowercase hex digits", d->what,
-                     s->credential_hash);
-    return rc;
-}
-
-static int decode_sa(const decoder *d, const json_t *obj, pg_rec_sa *sa)
-{
-    static const char *const keys[] = {"uid", "namespace", "name", NULL};
-    int rc = check_keys(d, obj, keys, "kubernetesServiceAccounts entry");
-    if (rc == PG_OK)
-        rc = dup_string(d, obj, "uid", "kubernetesServiceAccounts entry", &sa->uid);
-    if (rc == PG_OK)
-        rc = dup_string(d, obj, "namespace", "kubernetesServiceAccounts entry", &sa->namespace_);
-    if (rc == PG_OK)
-        rc = dup_string(d, obj, "name", "kubernetesServiceAccounts entry", &sa->name);
+                     c->credential_hash);
     return rc;
 }
 
@@ -266,32 +274,17 @@ static int get_array(const decoder *d, const json_t *obj, const char *key, json_
     return PG_OK;
 }
 
-static int decode_secrets(const decoder *d, const json_t *arr, pg_rec_mapping *m)
+static int decode_creds(const decoder *d, const json_t *arr, const cred_kind *k, pg_pod_cred **v,
+                        size_t *n_out)
 {
     size_t n = json_array_size(arr);
     if (!n)
         return PG_OK;
-    if (!(m->secrets = calloc(n, sizeof *m->secrets)))
+    if (!(*v = calloc(n, sizeof **v)))
         return pg_fail(d->err, PG_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        m->n_secrets = i + 1; /* so that a failure frees the partial entry */
-        int rc = decode_secret(d, json_array_get(arr, i), &m->secrets[i]);
-        if (rc != PG_OK)
-            return rc;
-    }
-    return PG_OK;
-}
-
-static int decode_sas(const decoder *d, const json_t *arr, pg_rec_mapping *m)
-{
-    size_t n = json_array_size(arr);
-    if (!n)
-        return PG_OK;
-    if (!(m->sas = calloc(n, sizeof *m->sas)))
-        return pg_fail(d->err, PG_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        m->n_sas = i + 1;
-        int rc = decode_sa(d, json_array_get(arr, i), &m->sas[i]);
+        *n_out = i + 1; /* so that a failure frees the partial entry */
+        int rc = decode_cred(d, json_array_get(arr, i), k, &(*v)[i]);
         if (rc != PG_OK)
             return rc;
     }
@@ -311,13 +304,13 @@ static int decode_mapping(const decoder *d, const char *image_name, const json_t
     int rc = check_keys(d, obj, keys, "credentialMapping entry");
     json_t *secrets = NULL, *sas = NULL;
     if (rc == PG_OK)
-        rc = get_array(d, obj, "kubernetesSecrets", &secrets);
+        rc = get_array(d, obj, SECRETS.field, &secrets);
     if (rc == PG_OK)
-        rc = get_array(d, obj, "kubernetesServiceAccounts", &sas);
+        rc = get_array(d, obj, SERVICE_ACCOUNTS.field, &sas);
     if (rc == PG_OK)
-        rc = decode_secrets(d, secrets, m);
+        rc = decode_creds(d, secrets, &SECRETS, &m->secrets, &m->n_secrets);
     if (rc == PG_OK)
-        rc = decode_sas(d, sas, m);
+        rc = decode_creds(d, sas, &SERVICE_ACCOUNTS, &m->sas, &m->n_sas);
     json_t *npa = json_object_get(obj, "nodePodsAccessible");
     if (rc == PG_OK && npa && !json_is_boolean(npa))
         rc = pg_fail(d->err, PG_ERR_CORRUPT, "%s: \"nodePodsAccessible\" is not a boolean",
@@ -436,50 +429,27 @@ static int set_string(json_t *obj, const char *key, const char *value)
     return s ? json_object_set_new(obj, key, s) : -1;
 }
 
-static json_t *secret_to_json(const pg_rec_secret *s)
+static json_t *cred_to_json(const pg_pod_cred *c, const cred_kind *k)
 {
     json_t *o = json_object();
-    if (!o || set_string(o, "uid", s->uid) || set_string(o, "namespace", s->namespace_) ||
-        set_string(o, "name", s->name) || set_string(o, "credentialHash", s->credential_hash)) {
+    if (!o || set_string(o, "uid", c->uid) || set_string(o, "namespace", c->namespace_) ||
+        set_string(o, "name", c->name) ||
+        (k->has_hash && set_string(o, "credentialHash", c->credential_hash))) {
         json_decref(o);
         return NULL;
     }
     return o;
 }
 
-static json_t *sa_to_json(const pg_rec_sa *sa)
+static int append_creds(json_t *o, const cred_kind *k, const pg_pod_cred *v, size_t n)
 {
-    json_t *o = json_object();
-    if (!o || set_string(o, "uid", sa->uid) || set_string(o, "namespace", sa->namespace_) ||
-        set_string(o, "name", sa->name)) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-static int append_secrets(json_t *o, const pg_rec_mapping *m)
-{
-    if (!m->n_secrets)
+    if (!n)
         return 0; /* omitempty */
     json_t *arr = json_array();
-    if (!arr || json_object_set_new(o, "kubernetesSecrets", arr))
+    if (!arr || json_object_set_new(o, k->field, arr))
         return -1;
-    for (size_t i = 0; i < m->n_secrets; i++)
-        if (json_array_append_new(arr, secret_to_json(&m->secrets[i])))
-            return -1;
-    return 0;
-}
-
-static int append_sas(json_t *o, const pg_rec_mapping *m)
-{
-    if (!m->n_sas)
-        return 0;
-    json_t *arr = json_array();
-    if (!arr || json_object_set_new(o, "kubernetesServiceAccounts", arr))
-        return -1;
-    for (size_t i = 0; i < m->n_sas; i++)
-        if (json_array_append_new(arr, sa_to_json(&m->sas[i])))
+    for (size_t i = 0; i < n; i++)
+        if (json_array_append_new(arr, cred_to_json(&v[i], k)))
             return -1;
     return 0;
 }
@@ -487,7 +457,8 @@ static int append_sas(json_t *o, const pg_rec_mapping *m)
 static json_t *mapping_to_json(const pg_rec_mapping *m)
 {
     json_t *o = json_object();
-    if (!o || append_secrets(o, m) || append_sas(o, m) ||
+    if (!o || append_creds(o, &SECRETS, m->secrets, m->n_secrets) ||
+        append_creds(o, &SERVICE_ACCOUNTS, m->sas, m->n_sas) ||
         (m->node_pods_accessible && json_object_set_new(o, "nodePodsAccessible", json_true()))) {
         json_decref(o);
         return NULL;
@@ -576,18 +547,12 @@ static int cmp_coords(const char *ns_a, const char *name_a, const char *uid_a, c
     return c;
 }
 
-static int cmp_secret(const pg_rec_secret *a, const pg_rec_secret *b)
+/* Credentials are keyed by (namespace, name, uid); the hash is a value, not part of the key. */
+static int cmp_cred(const void *a, const void *b)
 {
-    return cmp_coords(a->namespace_, a->name, a->uid, b->namespace_, b->name, b->uid);
+    const pg_pod_cred *x = a, *y = b;
+    return cmp_coords(x->namespace_, x->name, x->uid, y->namespace_, y->name, y->uid);
 }
-
-static int cmp_sa(const pg_rec_sa *a, const pg_rec_sa *b)
-{
-    return cmp_coords(a->namespace_, a->name, a->uid, b->namespace_, b->name, b->uid);
-}
-
-static int qcmp_secret(const void *a, const void *b) { return cmp_secret(a, b); }
-static int qcmp_sa(const void *a, const void *b) { return cmp_sa(a, b); }
 
 /*
  * Records written by someone else may hold unsorted or repeated entries.
@@ -622,17 +587,11 @@ static void sort_unique(void *base, size_t *n, size_t size, elem_cmp cmp, elem_c
     *n = out;
 }
 
-static void clear_secret_elem(void *p) { secret_clear(p); }
-static void clear_sa_elem(void *p) { sa_clear(p); }
+static void clear_cred_elem(void *p) { pg_pod_cred_clear(p); }
 
-static void normalise_secrets(pg_rec_mapping *m)
+static void normalise_creds(pg_pod_cred *v, size_t *n)
 {
-    sort_unique(m->secrets, &m->n_secrets, sizeof *m->secrets, qcmp_secret, clear_secret_elem);
-}
-
-static void normalise_sas(pg_rec_mapping *m)
-{
-    sort_unique(m->sas, &m->n_sas, sizeof *m->sas, qcmp_sa, clear_sa_elem);
+    sort_unique(v, n, sizeof *v, cmp_cred, clear_cred_elem);
 }
 
 /* Binary search of sorted base[0..n): the index of key, or where it belongs. */
@@ -657,15 +616,6 @@ static size_t sorted_position(const void *base, size_t n, size_t size, const voi
     return lo;
 }
 
-static size_t secret_position(const pg_rec_mapping *m, const pg_rec_secret *key, bool *found)
-{
-    return sorted_position(m->secrets, m->n_secrets, sizeof *m->secrets, key, qcmp_secret, found);
-}
-
-static size_t sa_position(const pg_rec_mapping *m, const pg_rec_sa *key, bool *found)
-{
-    return sorted_position(m->sas, m->n_sas, sizeof *m->sas, key, qcmp_sa, found);
-}
 
 static int check_coords(const char *kind, size_t i, const char *ns, const char *name,
                         const char *uid, pg_error *err)
@@ -697,53 +647,37 @@ static int check_creds(const pg_pull_credentials *c, pg_error *err)
     return PG_OK;
 }
 
-static int merge_one_secret(pg_rec_mapping *m, const pg_secret *in, pg_error *err)
+/*
+ * Merges one credential (hash NULL for a service account) into the sorted
+ * list v[0..*n): a secret already there gets the newest hash, a service
+ * account already there is left alone (a set).
+ */
+static int merge_one_cred(pg_pod_cred **v, size_t *n, const pg_pod_cred *in, bool has_hash,
+                          pg_error *err)
 {
-    pg_rec_secret key = {(char *)in->namespace_, (char *)in->name, (char *)in->uid, NULL};
     bool found;
-    size_t at = secret_position(m, &key, &found);
-    char *hash = strdup(in->credential_hash ? in->credential_hash : "");
-    if (!hash)
+    size_t at = sorted_position(*v, *n, sizeof **v, in, cmp_cred, &found);
+    if (found && !has_hash)
+        return PG_OK;
+    char *hash = has_hash ? strdup(in->credential_hash ? in->credential_hash : "") : NULL;
+    if (has_hash && !hash)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     if (found) { /* same coordinates: the newest hash wins */
-        free(m->secrets[at].credential_hash);
-        m->secrets[at].credential_hash = hash;
+        free((*v)[at].credential_hash);
+        (*v)[at].credential_hash = hash;
         return PG_OK;
     }
-    pg_rec_secret s = {strdup(in->namespace_), strdup(in->name), strdup(in->uid), hash};
-    pg_rec_secret *grown = realloc(m->secrets, (m->n_secrets + 1) * sizeof *grown);
-    if (!s.namespace_ || !s.name || !s.uid || !grown) {
-        secret_clear(&s);
-        if (grown)
-            m->secrets = grown;
+    pg_pod_cred c = {strdup(in->namespace_), strdup(in->name), strdup(in->uid), hash};
+    pg_pod_cred *grown = realloc(*v, (*n + 1) * sizeof *grown);
+    if (grown)
+        *v = grown;
+    if (!c.namespace_ || !c.name || !c.uid || !grown) {
+        pg_pod_cred_clear(&c);
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
-    m->secrets = grown;
-    memmove(&grown[at + 1], &grown[at], (m->n_secrets - at) * sizeof *grown);
-    grown[at] = s;
-    m->n_secrets++;
-    return PG_OK;
-}
-
-static int merge_one_sa(pg_rec_mapping *m, const pg_service_account *in, pg_error *err)
-{
-    pg_rec_sa key = {(char *)in->namespace_, (char *)in->name, (char *)in->uid};
-    bool found;
-    size_t at = sa_position(m, &key, &found);
-    if (found) /* a set: already there */
-        return PG_OK;
-    pg_rec_sa sa = {strdup(in->namespace_), strdup(in->name), strdup(in->uid)};
-    pg_rec_sa *grown = realloc(m->sas, (m->n_sas + 1) * sizeof *grown);
-    if (!sa.namespace_ || !sa.name || !sa.uid || !grown) {
-        sa_clear(&sa);
-        if (grown)
-            m->sas = grown;
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
-    m->sas = grown;
-    memmove(&grown[at + 1], &grown[at], (m->n_sas - at) * sizeof *grown);
-    grown[at] = sa;
-    m->n_sas++;
+    memmove(&grown[at + 1], &grown[at], (*n - at) * sizeof *grown);
+    grown[at] = c;
+    (*n)++;
     return PG_OK;
 }
 
@@ -811,11 +745,18 @@ int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_creden
         m->node_pods_accessible = true;
         return PG_OK;
     }
-    normalise_secrets(m);
-    normalise_sas(m);
-    for (size_t i = 0; rc == PG_OK && i < creds->n_secrets; i++)
-        rc = merge_one_secret(m, &creds->secrets[i], err);
-    for (size_t i = 0; rc == PG_OK && i < creds->n_service_accounts; i++)
-        rc = merge_one_sa(m, &creds->service_accounts[i], err);
+    normalise_creds(m->secrets, &m->n_secrets);
+    normalise_creds(m->sas, &m->n_sas);
+    for (size_t i = 0; rc == PG_OK && i < creds->n_secrets; i++) {
+        const pg_secret *in = &creds->secrets[i];
+        pg_pod_cred c = {(char *)in->namespace_, (char *)in->name, (char *)in->uid,
+                         (char *)in->credential_hash};
+        rc = merge_one_cred(&m->secrets, &m->n_secrets, &c, true, err);
+    }
+    for (size_t i = 0; rc == PG_OK && i < creds->n_service_accounts; i++) {
+        const pg_service_account *in = &creds->service_accounts[i];
+        pg_pod_cred c = {(char *)in->namespace_, (char *)in->name, (char *)in->uid, NULL};
+        rc = merge_one_cred(&m->sas, &m->n_sas, &c, false, err);
+    }
     return rc;
 }

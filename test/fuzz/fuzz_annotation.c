@@ -10,8 +10,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pg_presented *p = NULL;
     pg_error err = {0};
     if (pg_presented_parse((const char *)data, size, "team-a", &p, &err) == PG_OK) {
-        const pg_rec_secret *s;
-        const pg_rec_sa *sa;
+        const pg_pod_cred *s;
+        const pg_pod_cred *sa;
         size_t n = pg_presented_secrets(p, "docker.io/library/nginx", &s);
         for (size_t i = 0; i < n; i++)
             if (strcmp(s[i].namespace_, "team-a") != 0)

@@ -48,8 +48,8 @@ static int some_entry_verifies(const json_t *root, const char *name)
 
 static void check_name(const pg_presented *p, const json_t *root, const char *name)
 {
-    const pg_rec_secret *s;
-    const pg_rec_sa *sa;
+    const pg_pod_cred *s;
+    const pg_pod_cred *sa;
     size_t n_s = pg_presented_secrets(p, name, &s), n_sa = pg_presented_sas(p, name, &sa);
     for (size_t i = 0; i < n_s; i++)
         if (strcmp(s[i].namespace_, POD_NAMESPACE) != 0)

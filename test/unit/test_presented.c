@@ -39,8 +39,8 @@ START_TEST(secrets_and_service_accounts)
         "\"kubernetesServiceAccounts\":[{\"namespace\":\"team-a\",\"name\":\"builder\","
         "\"uid\":\"u2\"}]}}",
         "team-a");
-    const pg_rec_secret *s;
-    const pg_rec_sa *sa;
+    const pg_pod_cred *s;
+    const pg_pod_cred *sa;
     ck_assert_uint_eq(pg_presented_secrets(p, "registry.example.com/team-a/app", &s), 1);
     ck_assert_str_eq(s[0].namespace_, "team-a");
     ck_assert_str_eq(s[0].name, "regcred");
@@ -63,8 +63,8 @@ START_TEST(other_namespaces_dropped)
         "\"uid\":\"2\"}],\"kubernetesServiceAccounts\":[{\"namespace\":\"team-a\",\"name\":\"s\","
         "\"uid\":\"3\"}]}}",
         "team-b");
-    const pg_rec_secret *s;
-    const pg_rec_sa *sa;
+    const pg_pod_cred *s;
+    const pg_pod_cred *sa;
     ck_assert_uint_eq(pg_presented_secrets(p, "r.io/app", &s), 1);
     ck_assert_str_eq(s[0].name, "y");
     ck_assert_str_eq(s[0].credential_hash, "");
@@ -89,7 +89,7 @@ START_TEST(keys_normalised_and_folded)
         "\"uid\":\"2\"}]},\"index.docker.io/library/nginx\":{},"
         "\"zz.io/z\":{\"kubernetesServiceAccounts\":[]}}",
         "ns");
-    const pg_rec_secret *s;
+    const pg_pod_cred *s;
     ck_assert_uint_eq(pg_presented_secrets(p, "docker.io/library/nginx", &s), 2);
     ck_assert_uint_eq(pg_presented_secrets(p, "nginx", &s), 0); /* lookups use normalised names */
     ck_assert_uint_eq(pg_presented_secrets(p, "zz.io/z", &s), 0);
@@ -175,7 +175,7 @@ START_TEST(many_keys_fold_fast)
                                 i);
     off += (size_t)snprintf(buf + off, cap - off, "}");
     pg_presented *p = parse_ok(buf, "ns");
-    const pg_rec_secret *s;
+    const pg_pod_cred *s;
     ck_assert_uint_eq(pg_presented_secrets(p, "docker.io/library/img9999", &s), 0);
     pg_presented_free(p);
     free(buf);
