@@ -36,6 +36,7 @@
 #define IMAGE_STATUS_MAX_MS 1000
 #define MAX_RECONNECT_BACKOFF_MS 1000
 #define METHOD_LOG_MAX 256
+#define MAX_COMPLETIONS_PER_FLUSH 64
 
 typedef void (*handler_fn)(void *arg, int ok);
 
@@ -1149,6 +1150,7 @@ static void *loop_main(void *arg)
 {
     cri_proxy *px = arg;
     gpr_timespec wait = gpr_inf_future(GPR_CLOCK_MONOTONIC);
+    int handled = 0;
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(px->cq, wait, NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
@@ -1157,8 +1159,11 @@ static void *loop_main(void *arg)
             tag *t = ev.tag;
             t->fn(t->arg, ev.success);
             wait = gpr_inf_past(GPR_CLOCK_MONOTONIC);
-        } else {
+        }
+        /* Bounded, so that a queue that is never empty under load still sends. */
+        if (ev.type != GRPC_OP_COMPLETE || ++handled >= MAX_COMPLETIONS_PER_FLUSH) {
             flush_dirty(px);
+            handled = 0;
             wait = gpr_inf_future(GPR_CLOCK_MONOTONIC);
         }
     }
