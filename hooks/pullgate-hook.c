@@ -4,7 +4,7 @@
  *
  * OCI hook (prestart / createRuntime / createContainer): lets a Kubernetes
  * application container start only if its pod presents credentials recorded
- * for the image's pull, or policy exempts it (CONTRACT §5, §7). Exit 0 =
+ * for the image's pull, or policy exempts it (docs/interfaces.md §5, §7). Exit 0 =
  * allow; exit 1 = deny with one line on stderr. Every failure denies.
  * The hook never forks, so a runtime timeout can never leave a child holding
  * the runtime's stdout/stderr pipes.

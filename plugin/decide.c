@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The decision of CONTRACT §5. Structure: a short pipeline of steps, each of
+ * The decision of docs/interfaces.md §5. Structure: a short pipeline of steps, each of
  * which either settles the decision (fills *out and returns true) or passes.
  * The default outcome is deny; anything unexpected (a NULL, an unparsable
  * image or annotation, a store error) settles as a deny, never as an allow.

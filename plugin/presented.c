@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The credentials a pod presents (CONTRACT §4): the annotation
+ * The credentials a pod presents (docs/interfaces.md §4): the annotation
  *   {"<image name>":{"kubernetesSecrets":[{namespace,name,uid,credentialHash}],
  *                    "kubernetesServiceAccounts":[{namespace,name,uid}]}}
  * parsed strictly (the value is attacker-reachable: anyone who can create a

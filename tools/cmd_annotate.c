@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pullgatectl annotate: prints a credentials annotation value (CONTRACT §4)
+ * pullgatectl annotate: prints a credentials annotation value (docs/interfaces.md §4)
  * for one image, signed for its namespace when an HMAC key file is given
  * (docs/annotation-hmac.md). The MAC is computed by the same library function
  * the verifier uses, so producer and verifier cannot drift apart.

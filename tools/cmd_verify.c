@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* pullgatectl verify: the decision of CONTRACT §5 for one request. */
+/* pullgatectl verify: the decision of docs/interfaces.md §5 for one request. */
 #include "pgctl.h"
 #include "internal.h"
 

@@ -1,5 +1,5 @@
 /*
- * The decision (CONTRACT §5): every case of $PG_TESTDATA/decision-cases.json,
+ * The decision (docs/interfaces.md §5): every case of $PG_TESTDATA/decision-cases.json,
  * built into real record directories and run through pg_decide, plus cases for
  * TTL expiry, failing closed on store errors, unknown imageRefs and bad input.
  */
