@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # crio_config.sh IMAGE IMAGE_REF NAMESPACE ANNOTATION_JSON
 # Prints a CRI-O-shaped OCI runtime config.json (the fields and annotation set
 # CRI-O 1.2x writes for an application container; about 7 KiB) for one

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # pullgate benchmarks: builds (Release, build-bench/), runs every benchmark,
 # prints a Markdown table and writes it to bench/results.md. Benchmarks
 # report; they never fail (exit status is 0 unless the build or a driver

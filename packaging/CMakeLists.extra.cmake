@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installed by packaging/CMakeLists.txt (component "tools", the node package):
 #  - systemd units for the hourly prune of unused pull records, and its script
 #  - a tmpfiles.d entry creating the writable record directory 0700

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs everything pullgate's build, tests and demo need on Debian 12.
 # Idempotent: when every package is already present it does nothing.
 set -euo pipefail

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: pg_presented_parse (the pod-controlled credentials annotation). */
 #include "internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: pg_config_load_json on arbitrary bytes, then canonical output. */
 #include "internal.h"
 

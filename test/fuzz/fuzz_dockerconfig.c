@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: pg_dockerconfig_hashes on an arbitrary document.
  * The first line of the input (up to 256 bytes) is the image, the rest the JSON. */
 #include "internal.h"

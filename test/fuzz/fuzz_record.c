@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: strict decoding of pulled records and pull intents. */
 #include "internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: pg_ref_parse on arbitrary bytes (never crashes, results consistent). */
 #include "internal.h"
 

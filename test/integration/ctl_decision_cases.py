@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs every case of decision-cases.json through `pullgatectl verify`.
 
 For each case: a fresh writable record directory and a read-only one built as

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # End to end through containerd's CRI plugin (Debian's containerd 1.6 + runc), driven
 # like a kubelet by a small Python CRI client:
 #   containerd started by hand (own root, state, socket, config) with the hook in the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # End to end, the CRI-O hooks.d path played by podman + runc:
 #   private registry with authentication, private image pushed; tenant A pulls it with
 #   its credentials and the pull is recorded (as CRI-O + kubelet would); then

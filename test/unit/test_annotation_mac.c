@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Namespace-bound annotations (docs/annotation-hmac.md): a known-answer test whose expected
  * MAC is computed here, independently, with OpenSSL's HMAC() over the documented text;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The decision (docs/interfaces.md §5): every case of $PG_TESTDATA/decision-cases.json,
  * built into real record directories and run through pg_decide, plus cases for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Policy helpers: CRI-O pinned-image patterns and kubelet allowlist patterns. */
 #include "internal.h"
 #include "testutil.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The credentials annotation: strict parsing, key normalisation, namespace filtering. */
 #include "internal.h"
 #include "testutil.h"

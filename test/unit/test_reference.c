@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of reference.c: ParseNormalizedNamed semantics.
  * Expectations re-derived from distribution/reference's normalize_test.go
  * and regexp.go. */

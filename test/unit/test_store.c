@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of plugin/store.c: record directories, intents, index, hostile files. */
 #include "internal.h"
 #include "store_lookup.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Cross-process tests of plugin/store.c:
  *  (a) concurrent writers of one record lose no update (flock + re-read);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the Check unit tests. */
 #ifndef PG_TESTUTIL_H
 #define PG_TESTUTIL_H

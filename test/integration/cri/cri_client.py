@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A small CRI (runtime.v1) client for pullgate's integration tests.
 
 Talks to a container runtime's CRI socket the way the kubelet does, using a
