@@ -43,6 +43,8 @@
  */
 #include "image_identity.h"
 #include "internal.h"
+#include "record_cache.h"
+#include "store_credidx.h"
 #include "store_impl.h"
 #include "store_lookup.h"
 
@@ -96,6 +98,7 @@ PG_API void pg_store_free(pg_store *store)
             close(store->dirs[i].pulled_fd);
     }
     free(store->dirs);
+    pg_record_cache_free(store->cache);
     free(store->api_version);
     pg_strv_free(store->pinned);
     free(store);
@@ -359,6 +362,13 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
         rc = write_record(s, fd, name, rec, err);
     if (rc == PG_OK)
         rc = pg_st_names_add_locked(s, rec, name, err);
+    if (rc == PG_OK) {
+        pg_st_cache_forget(s, s->dirs[0].path, name);
+        /* An optimisation only (store_credidx.h): on failure there is no index and
+         * decisions parse the record. */
+        pg_error ignored = {0};
+        (void)pg_st_credidx_write_locked(s, rec, name, &ignored);
+    }
     pg_record_free(rec);
     close(fd);
     /* Only once the record is durable may the intent go. */
@@ -482,6 +492,8 @@ static int delete_locked(const pg_store *s, const char *image_ref, pg_error *err
         return rc;
     rc = pg_st_remove_file(fd, s->dirs[0].path, SUB_PULLED, name, &removed, err);
     close(fd);
+    pg_st_cache_forget(s, s->dirs[0].path, name);
+    pg_st_credidx_remove(s, name);
     if (rc == PG_OK && !removed)
         rc = pg_fail(err, PG_ERR_NOT_FOUND, "no pulled record for \"%.200s\" in %s", image_ref,
                      s->dirs[0].path);
@@ -551,6 +563,8 @@ static int prune_entry(int dirfd, const record_dir *d, const char *name, void *u
     if (unlinkat(dirfd, name, 0) != 0 && errno != ENOENT)
         return pg_fail_errno(c->err, errno, "remove %s/%s/%s", d->path, SUB_PULLED, name);
     remove_side_file(d, SUB_CREDTIMES, name);
+    remove_side_file(d, SUB_CREDIDX, name);
+    pg_st_cache_forget(c->store, d->path, name);
     c->pruned++;
     return PG_OK;
 }
@@ -561,8 +575,8 @@ static int prune_entry(int dirfd, const record_dir *d, const char *name, void *u
  */
 static void remove_stale_temps(const record_dir *d)
 {
-    static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS, SUB_IMAGES,
-                                       SUB_NAMES,   SUB_CREDTIMES, SUB_DIRCACHE};
+    static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS,  SUB_IMAGES,
+                                       SUB_NAMES,   SUB_CREDTIMES, SUB_DIRCACHE, SUB_CREDIDX};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         int fd;
         pg_error ignored;

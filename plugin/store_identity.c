@@ -4,6 +4,7 @@
  * per-directory lookups for the decision and per-credential times
  * (credentialTTL per credential). The name index is in store_names.c.
  */
+#include "store_credidx.h"
 #include "store_impl.h"
 #include "store_lookup.h"
 
@@ -113,6 +114,17 @@ static int credtimes_read(int fd, const record_dir *d, const char *file, const c
     return PG_OK;
 }
 
+char *pg_st_credential_key(const char *image_name, const pg_rec_secret *s, const pg_rec_sa *sa)
+{
+    return credential_key(image_name, s, sa);
+}
+
+int pg_st_credtimes_load(const pg_store *s, int fd, const char *file, const char *image_ref,
+                         json_t **times, pg_error *err)
+{
+    return credtimes_read(fd, &s->dirs[0], file, image_ref, times, err);
+}
+
 static bool same(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
 
 /* Whether this credential is one of the pull being recorded. */
@@ -194,6 +206,9 @@ int pg_store_credential_time(const pg_store *store, const pg_record *rec, const 
 {
     *out = rec->last_updated;
     if (!store || !store->writable || !rec->dir || strcmp(rec->dir, store->dirs[0].path) != 0)
+        return PG_OK;
+    /* A current credential index holds the same times, without a JSON parse. */
+    if (pg_st_credidx_time(store, rec->image_ref, image_name, secret, sa, out) == PG_OK)
         return PG_OK;
     file_name file;
     int fd;

@@ -25,6 +25,7 @@
 #define SUB_NAMES "pullgate-names"
 #define SUB_CREDTIMES "pullgate-credtimes"
 #define SUB_DIRCACHE "pullgate-dircache"
+#define SUB_CREDIDX "pullgate-credidx" /* store_credidx.c */
 #define LOCK_FILE ".pullgate.lock"
 #define NAME_PREFIX "sha256-"
 #define TMP_SUFFIX ".tmp"
@@ -47,6 +48,7 @@ struct pg_store {
     char *api_version;
     char **pinned; /* NULL-terminated copy of pinnedImages */
     pg_notifier *notifier;
+    struct pg_record_cache *cache; /* pg_store_enable_cache (store_credidx.c); NULL: none */
 };
 
 /* One record_pulled call, normalised. */
@@ -126,6 +128,11 @@ int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, p
 
 /* -------------------------------------------------- store_identity.c */
 
+/* The key of one credential in the credential-times file; caller frees; NULL: ENOMEM. */
+char *pg_st_credential_key(const char *image_name, const pg_rec_secret *s, const pg_rec_sa *sa);
+/* The times object of the credential-times file `file` (open subdir fd); new reference. */
+int pg_st_credtimes_load(const pg_store *s, int fd, const char *file, const char *image_ref,
+                         json_t **times, pg_error *err);
 /* Under the lock: the per-credential times of rec (record file `file`) after pull p. */
 int pg_st_credtimes_update_locked(const pg_store *s, const pg_record *rec, const char *file,
                                   const pull *p, time_t previous, pg_error *err);

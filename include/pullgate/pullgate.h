@@ -13,8 +13,9 @@
  *    `char *` / `char **` are owned by the caller: release them with
  *    pg_free() / pg_strv_free().
  *  - No hidden global state. A pg_config is immutable after loading and a
- *    pg_store holds only immutable data, so both may be shared by threads once
- *    set up; a pg_notifier serialises its own use internally.
+ *    pg_store holds only immutable data (its optional record cache, see
+ *    pg_store_enable_cache, has its own lock), so both may be shared by
+ *    threads once set up; a pg_notifier serialises its own use internally.
  */
 #ifndef PULLGATE_PULLGATE_H
 #define PULLGATE_PULLGATE_H
@@ -213,6 +214,20 @@ pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_error *e
 /* Opens only the read-only directories: for hosts that never write. */
 pg_store *pg_store_open_readonly(const pg_config *cfg, pg_error *err);
 void pg_store_free(pg_store *store);
+/*
+ * For long-lived hosts (pullgate-cri, the webhook, a dlopen host): keeps up
+ * to max_entries parsed pulled records (1 .. 2^24; at most max_bytes of record
+ * files, 0 = no byte bound) in memory, least recently used evicted first, so a
+ * decision costs an fstatat and a hash lookup instead of a read and a parse.
+ * Never trusted blindly: every use re-stats the record file and compares its
+ * identity (device, inode, size, mtime, ctime, mode, owner, links) with what
+ * was parsed, so a record replaced on disk is seen at the next decision. Call
+ * once, before the store is shared between threads (the cache itself is
+ * thread-safe: its own mutex, reference-counted records). The one-shot hook
+ * does not use it. PG_ERR_INVALID when already enabled or a bound is out of
+ * range.
+ */
+int pg_store_enable_cache(pg_store *store, size_t max_entries, size_t max_bytes, pg_error *err);
 
 /* A pull started: writes the intent (reference counted across processes). */
 int pg_store_record_intent(pg_store *store, const char *image, pg_error *err);
@@ -478,6 +493,9 @@ typedef struct pg_module_v2 {
     void (*notify_container)(pg_notifier *n, int allowed, const char *container_id,
                              const char *namespace_, const char *image, const char *image_ref,
                              const char *reason);
+    /* --- appended: check size >= offsetof(pg_module_v2, store_enable_cache) + sizeof(void *) */
+    int (*store_enable_cache)(pg_store *store, size_t max_entries, size_t max_bytes,
+                              pg_error *err);
 } pg_module_v2;
 
 /* The table for PG_MODULE_ABI_V2, from pg_module_get's result. */
