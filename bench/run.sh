@@ -146,6 +146,17 @@ row "decision lookup with the record cache, $last records: p99" "$(kv "$rc_cache
 r=$(ratio "$(kv "$rc_cache" p99_us)" "$(kv "$rc_noise" p99_us)")
 row "record cache p99 vs machine noise (fixed loop of the same p50)" "$(kv "$rc_cache" p99_us) µs" \
     "fixed loop p50 $(kv "$rc_noise" p50_us) µs, p99 $(kv "$rc_noise" p99_us) µs" "${r}×" "(info: ≈ 1× = noise-bound)" "—"
+# Whole pg_decide in a long-lived host: a store with pg_store_enable_cache
+# against a plain one, the same requests, alternating per call.
+log "pg_decide with the record cache, $last records, $DECIDE_CALLS calls per side"
+out=$("$bin/decide_bench" cached "$store" "$last" "$DECIDE_CALLS")
+dc_parse=$(printf '%s\n' "$out" | grep '^decide_parse_') dc_cache=$(printf '%s\n' "$out" | grep '^decide_cached_')
+r=$(ratio "$(kv "$dc_cache" p50_us)" "$(kv "$dc_parse" p50_us)")
+row "pg_decide, long-lived host with the record cache, $last records: p50" "$(kv "$dc_cache" p50_us) µs" \
+    "parse per decision $(kv "$dc_parse" p50_us) µs" "${r}×" "(info)" "—"
+r=$(ratio "$(kv "$dc_cache" p99_us)" "$(kv "$dc_parse" p99_us)")
+row "pg_decide, long-lived host with the record cache, $last records: p99" "$(kv "$dc_cache" p99_us) µs" \
+    "parse per decision $(kv "$dc_parse" p99_us) µs" "${r}×" "p99 ≤ 20 µs" "$(met "$(kv "$dc_cache" p99_us)" le 20)"
 for n in $SCALE_COUNTS; do
     [ "$n" = "$first" ] && continue
     r=$(ratio "${dec_p50[$n]}" "${dec_p50[$first]}")
@@ -167,8 +178,23 @@ small=$work/store-1
 [ -d "$small/pulled" ] || "$bin/gen_records" "$small" 1 0
 line1=$("$bin/decide_bench" one "$small" 0 2000 | grep '^one_record')
 r=$(ratio "$(kv "$line" p50_us)" "$(kv "$line1" p50_us)")
-row "pg_decide, one record with $BIG_SECRETS+1 secrets: p50" "$(kv "$line" p50_us) µs" \
+row "pg_decide, one record with $BIG_SECRETS+1 secrets (kubelet-written, no index): p50" "$(kv "$line" p50_us) µs" \
     "1-secret record $(kv "$line1" p50_us) µs" "${r}×" "(info)" "—"
+# The same record written by pg_store_record_pulled, so it has its credential
+# index (plugin/store_credidx.c); decided with and without it (moved aside),
+# alternating blocks; the hook's path (no in-process cache).
+log "one record holding $BIG_SECRETS secrets, with and without its credential index"
+rm -rf "$work/store-big-idx" "$work/store-1-idx"
+out=$("$bin/decide_bench" big "$work/store-big-idx" "$BIG_SECRETS" 2000)
+bi=$(printf '%s\n' "$out" | grep '^big_index_') bn=$(printf '%s\n' "$out" | grep '^big_noindex_')
+out=$("$bin/decide_bench" big "$work/store-1-idx" 0 2000)
+b1=$(printf '%s\n' "$out" | grep '^big_index_')
+r=$(ratio "$(kv "$bi" p50_us)" "$(kv "$bn" p50_us)")
+row "pg_decide, one record with $BIG_SECRETS+1 secrets, credential index: p50" "$(kv "$bi" p50_us) µs" \
+    "same record without its index $(kv "$bn" p50_us) µs" "${r}×" "p50 ≤ 200 µs" "$(met "$(kv "$bi" p50_us)" le 200)"
+r=$(ratio "$(kv "$bi" p50_us)" "$(kv "$b1" p50_us)")
+row "pg_decide, $BIG_SECRETS+1-secret record with index vs a 1-secret record: p50" "$(kv "$bi" p50_us) µs" \
+    "1-secret record $(kv "$b1" p50_us) µs" "${r}×" "(info)" "—"
 
 # ---------------------------------------------------------------- 3
 log "durable writes, $WRITE_CALLS per side"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Focused record lookups and the per-record credential index
- * (store_credidx.h; docs/design.md, "Credential index").
+ * (store_credidx.h; bench/README.md, "Focused lookups, credential index, record cache").
  *
  * The index, DIR/pullgate-credidx/<record file> (writable directory only),
  * is text: lines end in "\n", fields are separated by US (0x1f), a byte no
@@ -25,7 +25,10 @@
  * uses the index only when every field is equal (a rewrite moves ino, size or
  * the times; a chmod/chown/link moves ctime). A stale, missing, oversized,
  * unreadable or malformed index is never used and never an error: the lookup
- * reads and parses the record exactly as without an index.
+ * reads and parses the record exactly as without an index. Residual:
+ * timestamps are tick-coarse, so a foreign writer replacing the record with
+ * one of the same size, in the same tick, into a recycled inode number would
+ * go unnoticed; pullgate itself rewrites the index after every record write.
  */
 #include "store_credidx.h"
 

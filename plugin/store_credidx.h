@@ -2,7 +2,8 @@
 /*
  * Focused record lookups for the decision, and the per-record credential
  * index that makes them cheap for records holding many credentials
- * (docs/design.md, "Credential index"; measurements in bench/README.md).
+ * (design and measurements: bench/README.md, "Focused lookups, credential
+ * index, record cache").
  *
  * A decision reads one mapping of a record (the image's name) and, in it,
  * only the credentials the pod presents. A *focused* record holds exactly
