@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent import futures
 
@@ -211,7 +210,7 @@ def main():
         socks = [rt_sock, px_sock] + ([base_sock] if base_proxy else [])
         chans = [grpc.insecure_channel("unix:" + s) for s in socks]
         echo = [c.unary_unary("/bench/Echo") for c in chans]
-        direct, proxied = echo[0], echo[1]
+        proxied = echo[1]
         pull = chans[1].unary_unary("/runtime.v1.ImageService/PullImage")
         payload = os.urandom(1024)
         interleaved(200, payload, echo)  # warm up every path and its connections

@@ -112,7 +112,7 @@ typedef struct call {
     msg_queue to_up, to_down;
     bool plain, up_md_sent, up_md_received, up_close_sent, down_eos, up_eos, up_broken, down_broken;
     bool down_recv_inflight, up_recv_inflight;
-    bool dirty;               /* on the event loop's list of calls to flush */
+    bool dirty; /* on the event loop's list of calls to flush */
     struct call *dirty_next;
     tag t_up_recv_md, t_up_status, t_down_closed, t_down_msg, t_up_sent_msg, t_up_msg,
         t_down_sent_msg, t_down_sent_md, t_up_sent_close, t_down_sent_final, t_plain_down_msg,
