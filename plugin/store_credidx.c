@@ -458,27 +458,39 @@ typedef struct reader {
     char *p, *end;
 } reader;
 
-/* The next line; false at the end or on a line that does not end in "\n". */
+/*
+ * The next line, split in place in one pass (no per-field library calls: this
+ * runs for every credential of a record); false at the end or on a last line
+ * that does not end in "\n". A line that is not a tag byte followed by fields,
+ * or has more than MAX_FIELDS fields, gets tag 0 (malformed).
+ */
 static bool next_line(reader *r, line *l)
 {
-    if (r->p >= r->end)
+    char *p = r->p, *end = r->end;
+    if (p >= end)
         return false;
-    char *nl = memchr(r->p, '\n', (size_t)(r->end - r->p));
-    if (!nl)
-        return false;
-    *nl = '\0';
-    char *s = r->p;
-    r->p = nl + 1;
-    l->tag = *s;
+    l->tag = *p;
     l->n = 0;
-    char *us = strchr(s, US);
-    if (!us || us != s + 1) /* every line: one tag byte, then fields */
-        return l->tag = 0, true;
-    for (char *f = us; f && l->n < MAX_FIELDS; f = strchr(f, US)) {
-        *f++ = '\0';
-        l->f[l->n++] = f;
+    if (*p == '\n') { /* an empty line */
+        r->p = p + 1;
+        l->tag = 0;
+        return true;
     }
-    if (strchr(l->f[l->n - 1], US)) /* more fields than any line has */
+    bool ok = p + 1 < end && p[1] == US;
+    for (p++; p < end && *p != '\n'; p++) {
+        if (*p != US)
+            continue;
+        *p = '\0';
+        if (l->n == MAX_FIELDS)
+            ok = false;
+        else
+            l->f[l->n++] = p + 1;
+    }
+    if (p >= end)
+        return false;
+    *p = '\0';
+    r->p = p + 1;
+    if (!ok || l->n == 0)
         l->tag = 0;
     return true;
 }

@@ -521,6 +521,9 @@ START_TEST(malformed_index_falls_back_to_the_record)
         tu_sprintf("pullgate-credidx\x1f" "2\n%s", strchr(dropped, '\n') + 1), /* version */
         tu_sprintf("%s", dropped),
         tu_sprintf("%s", dropped),
+        tu_sprintf("%.*s\n%s", (int)(strstr(dropped, "\nE\x1f") - dropped + 1), dropped,
+                   strstr(dropped, "\nE\x1f") + 1), /* an empty line */
+        tu_sprintf("%s", dropped),
     };
     char *p = strstr(variants[4], "\nE\x1f");
     ck_assert_ptr_nonnull(p);
@@ -528,6 +531,9 @@ START_TEST(malformed_index_falls_back_to_the_record)
     p = strstr(variants[5], "\nP\x1f");
     ck_assert_ptr_nonnull(p);
     p[3] = p[3] == '9' ? '8' : '9'; /* wrong record stamp */
+    p = strstr(variants[7], "\ns\x1f");
+    ck_assert_ptr_nonnull(p);
+    p[2] = '\x1e'; /* a secret line without its tag's separator */
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
         tu_write_file(idx, variants[i], -1, 0600);
         pg_decision d = decide_ns(&e, s, "team-5", ann);
