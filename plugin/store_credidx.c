@@ -697,6 +697,22 @@ static bool load_line(const line *l, void *ud)
     return ok;
 }
 
+/* The focused record an opened index describes; PG_ERR_NOT_FOUND: malformed. */
+static int build_focused(index_view *v, const char *image_ref, const char *dir,
+                         const pg_record_focus *f, pg_record **out)
+{
+    load_ctx c = {f, focused_new(image_ref, dir, v->api_version, (time_t)v->last_updated,
+                                 v->last_updated_text), NULL, false};
+    bool ok = c.rec && walk_body(v, f->image_name, load_on_map, load_line, &c);
+    if (!ok) {
+        int rc = c.rec && !c.nomem ? PG_ERR_NOT_FOUND : PG_ERR_NOMEM;
+        pg_record_free(c.rec);
+        return rc;
+    }
+    *out = c.rec;
+    return PG_OK;
+}
+
 /* PG_OK: *out from a current index; PG_ERR_NOT_FOUND: no usable index. */
 static int load_from_index(const pg_store *s, const char *file, const char *image_ref,
                            const pg_record_focus *f, pg_record **out)
@@ -705,17 +721,30 @@ static int load_from_index(const pg_store *s, const char *file, const char *imag
     *out = NULL;
     if (!index_open(s, file, image_ref, &v))
         return PG_ERR_NOT_FOUND;
-    load_ctx c = {f, focused_new(image_ref, s->dirs[0].path, v.api_version,
-                                 (time_t)v.last_updated, v.last_updated_text), NULL, false};
-    bool ok = c.rec && walk_body(&v, f->image_name, load_on_map, load_line, &c);
+    int rc = build_focused(&v, image_ref, s->dirs[0].path, f, out);
     free(v.text);
-    if (!ok) {
-        int rc = c.rec && !c.nomem ? PG_ERR_NOT_FOUND : PG_ERR_NOMEM;
-        pg_record_free(c.rec);
-        return rc;
-    }
-    *out = c.rec;
-    return PG_OK;
+    return rc;
+}
+
+int pg_credidx_decode(const char *data, size_t len, const char *image_ref,
+                      const pg_record_focus *f, pg_record **out)
+{
+    *out = NULL;
+    if (len > MAX_IDX_BYTES || memchr(data, '\0', len))
+        return PG_ERR_NOT_FOUND;
+    index_view v = {0};
+    if (!(v.text = malloc(len + 1)))
+        return PG_ERR_NOMEM;
+    memcpy(v.text, data, len);
+    v.text[len] = '\0';
+    v.body = (reader){v.text, v.text + len};
+    stamp rec_st, times_st;
+    bool rec_absent, times_absent;
+    int rc = header_ok(&v, image_ref, &rec_st, &rec_absent, &times_st, &times_absent)
+                 ? build_focused(&v, image_ref, NULL, f, out)
+                 : PG_ERR_NOT_FOUND;
+    free(v.text);
+    return rc;
 }
 
 /* One credential's time from the index. */

@@ -77,6 +77,13 @@ int pg_store_credidx_build(const pg_store *store, const char *image_ref, pg_erro
 /* Removes pullgate-credidx/<file> of the writable directory (delete, prune). */
 void pg_st_credidx_remove(const pg_store *store, const char *file);
 
+/*
+ * The focused record an index text describes, without reading files or
+ * checking stamps (for the fuzz target): PG_ERR_NOT_FOUND when malformed.
+ */
+int pg_credidx_decode(const char *data, size_t len, const char *image_ref,
+                      const pg_record_focus *focus, pg_record **out);
+
 /* After a write or removal of dir's pulled/<file>: drops the cached copy
  * (memory only: a cached record is re-validated on every use anyway). */
 void pg_st_cache_forget(const pg_store *store, const char *dir, const char *file);
