@@ -156,7 +156,7 @@ static int load_config(hook_run *run, pg_error *err)
 {
     run->cfg = pg_config_new(err);
     if (!run->cfg)
-        return err->code ? err->code : PG_ERR_NOMEM;
+        return PG_ERR_NOMEM; /* pg_config_new's only failure (it has set err) */
     struct stat st;
     if (!run->args.config_explicit && lstat(run->args.config_path, &st) != 0 && errno == ENOENT)
         return PG_OK;

@@ -124,7 +124,8 @@ int pg_record_parse(const char *buf, size_t len, pg_record **out, pg_error *err)
 int pg_intent_parse(const char *buf, size_t len, char **image_out, pg_error *err);
 /* Serialise (kubelet field order). Caller frees. */
 char *pg_record_serialize(const pg_record *rec, const char *api_version, pg_error *err);
-char *pg_intent_serialize(const char *image, const char *api_version, pg_error *err);
+/* *out caller frees. */
+int pg_intent_serialize(const char *image, const char *api_version, char **out, pg_error *err);
 /* Merges creds into rec under image_name, kubelet rules. */
 int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
                     pg_error *err);
@@ -137,8 +138,10 @@ pg_record *pg_record_new(const char *image_ref, pg_error *err);
 /* 1 if a pulled record file for image_ref exists in any directory (a probe:
  * not read or parsed; an entry that cannot be stat'ed also counts), else 0. */
 int pg_store_record_exists(const pg_store *store, const char *image_ref);
-/* 1 if an intent file for image exists in any directory, 0 if not, or -code. */
-int pg_store_intent_exists(const pg_store *store, const char *image, pg_error *err);
+/* *exists: an intent file for image is in some directory. An error (a
+ * directory that cannot be searched) leaves *exists false: callers fail closed. */
+int pg_store_intent_exists(const pg_store *store, const char *image, bool *exists,
+                           pg_error *err);
 
 /* ------------------------------------------------------------ policy.c */
 

@@ -64,26 +64,34 @@ int pg_st_update_index(const pg_store *s, const char *image, const char *normali
     return rc;
 }
 
+/* The entry's strings, borrowed from *o (caller releases it); CORRUPT naming the file if it is none. */
+static int decode_index(const char *buf, size_t len, const record_dir *d, const char *name,
+                        json_t **o, const char **image, const char **ref, pg_error *err)
+{
+    static const char *const keys[] = {"image", "imageRef", NULL};
+    *o = pg_json_parse(buf, len, "image index entry", err);
+    if (*o && json_is_object(*o) && pg_json_only_keys(*o, keys, "image index entry", err) == PG_OK &&
+        json_unpack(*o, "{s:s, s:s}", "image", image, "imageRef", ref) == 0 && **ref)
+        return PG_OK;
+    if (*o)
+        pg_fail(err, PG_ERR_CORRUPT, "not an image index entry");
+    return pg_st_prefix_error(err, PG_ERR_CORRUPT, d->path, SUB_IMAGES, name);
+}
+
 static int parse_index(const char *buf, size_t len, const record_dir *d, const char *name,
                        char **ref_out, pg_error *err)
 {
-    static const char *const keys[] = {"image", "imageRef", NULL};
-    json_t *o = pg_json_parse(buf, len, "image index entry", err);
-    int rc = o ? PG_OK : PG_ERR_CORRUPT;
+    json_t *o;
     const char *image = NULL, *ref = NULL;
-    if (rc == PG_OK &&
-        (!json_is_object(o) || pg_json_only_keys(o, keys, "image index entry", err) ||
-         json_unpack(o, "{s:s, s:s}", "image", &image, "imageRef", &ref) != 0 || !*ref))
-        rc = pg_fail(err, PG_ERR_CORRUPT, "not an image index entry");
     file_name expected;
-    if (rc == PG_OK && (rc = pg_record_file_name(image, expected, err)) == PG_OK &&
-        strcmp(expected, name) != 0)
+    int rc = decode_index(buf, len, d, name, &o, &image, &ref, err);
+    if (rc == PG_OK)
+        rc = pg_record_file_name(image, expected, err);
+    if (rc == PG_OK && strcmp(expected, name) != 0) /* its own message names the file */
         rc = pg_st_mismatch(err, d, SUB_IMAGES, name, "image", image);
     else if (rc == PG_OK && !(*ref_out = strdup(ref)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     json_decref(o);
-    if (rc == PG_ERR_CORRUPT && err && strncmp(err->message, "record ", 7) != 0)
-        pg_st_prefix_error(err, rc, d->path, SUB_IMAGES, name);
     return rc;
 }
 

@@ -51,13 +51,14 @@ static int write_intent(const pg_store *s, int pulling_fd, const char *image, co
 {
     if (pg_st_exists_at(pulling_fd, name))
         return PG_OK;
-    char *text = pg_intent_serialize(image, s->api_version, err);
-    if (!text)
-        return err ? err->code : PG_ERR_INVALID;
+    char *text;
+    int rc = pg_intent_serialize(image, s->api_version, &text, err);
+    if (rc != PG_OK)
+        return rc;
     size_t len = strlen(text);
     text[len] = '\n'; /* json_dumps' buffer: replace the NUL, Go's encoder ends with "\n" */
-    int rc =
-        pg_st_write_file_atomic(pulling_fd, s->dirs[0].path, SUB_PULLING, name, text, len + 1, err);
+    rc = pg_st_write_file_atomic(pulling_fd, s->dirs[0].path, SUB_PULLING, name, text, len + 1,
+                                 err);
     free(text);
     return rc;
 }
@@ -178,18 +179,18 @@ PG_API int pg_store_record_failed(pg_store *store, const char *image, pg_error *
     return rc;
 }
 
-static int intent_in_dir(const record_dir *d, const char *name, pg_error *err)
+static int intent_in_dir(const record_dir *d, const char *name, bool *exists, pg_error *err)
 {
     int fd;
     int rc = pg_st_open_subdir(d, SUB_PULLING, &fd, err);
-    if (rc == PG_ERR_NOT_FOUND)
-        return 0;
+    if (rc == PG_ERR_NOT_FOUND) /* no pulling/: no intents */
+        return PG_OK;
     if (rc != PG_OK)
-        return -rc;
+        return rc;
     struct stat st;
-    rc = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 1 : 0;
-    if (!rc && errno != ENOENT)
-        rc = -pg_fail_errno(err, errno, "stat %s/%s/%s", d->path, SUB_PULLING, name);
+    *exists = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (!*exists && errno != ENOENT)
+        rc = pg_fail_errno(err, errno, "stat %s/%s/%s", d->path, SUB_PULLING, name);
     close(fd);
     return rc;
 }
@@ -198,19 +199,16 @@ static int intent_in_dir(const record_dir *d, const char *name, pg_error *err)
  * Existence is what counts: whatever sits at pulling/<name> (even a file we
  * would refuse to read) makes the image "pulled by us", the strict side.
  */
-int pg_store_intent_exists(const pg_store *store, const char *image, pg_error *err)
+int pg_store_intent_exists(const pg_store *store, const char *image, bool *exists,
+                           pg_error *err)
 {
     file_name name;
+    *exists = false;
     int rc =
         store ? pg_st_check_input("image", image, err) : pg_fail(err, PG_ERR_INVALID, "no store");
     if (rc == PG_OK)
         rc = pg_record_file_name(image, name, err);
-    if (rc != PG_OK)
-        return -rc;
-    for (size_t i = 0; i < store->n_dirs; i++) {
-        rc = intent_in_dir(&store->dirs[i], name, err);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    for (size_t i = 0; rc == PG_OK && !*exists && i < store->n_dirs; i++)
+        rc = intent_in_dir(&store->dirs[i], name, exists, err);
+    return rc;
 }

@@ -229,19 +229,27 @@ START_TEST(intent_codec)
 {
     char *image = NULL;
     pg_error err = {0};
-    char *text = pg_intent_serialize("nginx:1.25", NULL, &err);
+    char *text = NULL;
+    ck_assert_int_eq(pg_intent_serialize("nginx:1.25", NULL, &text, &err), PG_OK);
     ck_assert_str_eq(text, "{\"kind\":\"ImagePullIntent\",\"apiVersion\":\"" PG_API_V1ALPHA1
                            "\",\"image\":\"nginx:1.25\"}");
     ck_assert_int_eq(pg_intent_parse(text, strlen(text), &image, &err), PG_OK);
     ck_assert_str_eq(image, "nginx:1.25");
     free(image);
     free(text);
-    text = pg_intent_serialize("nginx", PG_API_V1BETA1, &err);
+    ck_assert_int_eq(pg_intent_serialize("nginx", PG_API_V1BETA1, &text, &err), PG_OK);
     ck_assert_int_eq(pg_intent_parse(text, strlen(text), &image, &err), PG_OK);
     free(image);
     free(text);
-    ck_assert_ptr_null(pg_intent_serialize("nginx", "v2", &err));
+    ck_assert_int_eq(pg_intent_serialize("nginx", "v2", &text, &err), PG_ERR_INVALID);
+    ck_assert_ptr_null(text);
     ck_assert_int_eq(err.code, PG_ERR_INVALID);
+    /* Without an error to fill, the code still says why. */
+    ck_assert_int_eq(pg_intent_serialize("nginx", "v2", &text, NULL), PG_ERR_INVALID);
+    ck_assert_int_eq(pg_intent_parse("{", 1, &image, NULL), PG_ERR_CORRUPT);
+    pg_record *rec = NULL;
+    ck_assert_int_eq(pg_record_parse("[1]", 3, &rec, NULL), PG_ERR_CORRUPT);
+    ck_assert_ptr_null(rec);
 
     static const char *const bad[] = {
         "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"" PG_API_V1ALPHA1 "\",\"image\":\"x\"}",

@@ -28,6 +28,15 @@ typedef struct fixture {
 
 static fixture fx;
 
+/* 1 if image has an intent in some directory; the lookup itself must succeed. */
+static int intent_exists(const pg_store *s, const char *image)
+{
+    bool exists = true;
+    pg_error err = {0};
+    ck_assert_msg(pg_store_intent_exists(s, image, &exists, &err) == PG_OK, "%s", err.message);
+    return exists;
+}
+
 static void setup(void)
 {
     fx.root = tu_mkdtemp();
@@ -348,10 +357,10 @@ START_TEST(intent_reference_counting)
     pg_error err = {0};
     char *intent = record_path(fx.state, "pulling", APP);
     char *count = record_path(fx.state, "pullgate-intents", APP);
-    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 0);
+    ck_assert_int_eq(intent_exists(s, APP), 0);
     ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_OK);
     ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_OK);
-    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 1);
+    ck_assert_int_eq(intent_exists(s, APP), 1);
     ck_assert_uint_eq(mode_of(intent), 0600);
     size_t len;
     char *text = tu_read_file(intent, &len);
@@ -365,22 +374,22 @@ START_TEST(intent_reference_counting)
     free(text);
     /* Two pulls in flight: the first to finish keeps the intent. */
     pulled_with_secret(s, APP, REF1, "team-a");
-    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 1);
+    ck_assert_int_eq(intent_exists(s, APP), 1);
     ck_assert_int_eq(pg_store_record_failed(s, APP, &err), PG_OK);
-    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 0);
+    ck_assert_int_eq(intent_exists(s, APP), 0);
     ck_assert_int_eq(access(count, F_OK), -1);
     /* Releasing more than taken stays at 0. */
     ck_assert_int_eq(pg_store_record_failed(s, APP, &err), PG_OK);
     ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_OK);
-    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 1);
+    ck_assert_int_eq(intent_exists(s, APP), 1);
     ck_assert_int_eq(pg_store_record_failed(s, APP, &err), PG_OK);
-    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 0);
+    ck_assert_int_eq(intent_exists(s, APP), 0);
     /* A leftover intent (crash) without a count is cleared by the next pull. */
     ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_OK);
     ck_assert_int_eq(unlink(count), 0);
-    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 1);
+    ck_assert_int_eq(intent_exists(s, APP), 1);
     pulled_with_secret(s, APP, REF1, "team-a");
-    ck_assert_int_eq(pg_store_intent_exists(s, APP, &err), 0);
+    ck_assert_int_eq(intent_exists(s, APP), 0);
     free(intent);
     free(count);
     pg_store_free(s);
@@ -397,8 +406,8 @@ START_TEST(intent_in_read_only_dir)
                   -1, 0600);
     free(path);
     pg_store *s = open_store();
-    ck_assert_int_eq(pg_store_intent_exists(s, "nginx:1.25", NULL), 1);
-    ck_assert_int_eq(pg_store_intent_exists(s, "nginx:1.26", NULL), 0);
+    ck_assert_int_eq(intent_exists(s, "nginx:1.25"), 1);
+    ck_assert_int_eq(intent_exists(s, "nginx:1.26"), 0);
     pg_store_free(s);
 }
 END_TEST
@@ -447,12 +456,29 @@ START_TEST(missing_read_only_dir_and_subdirs)
     ck_assert_int_eq(pg_store_list(s, count_cb, bad_cb, &seen, NULL), PG_OK);
     ck_assert_int_eq(seen.good, 0);
     ck_assert_int_eq(get_code(s, REF1, NULL), PG_ERR_NOT_FOUND);
-    ck_assert_int_eq(pg_store_intent_exists(s, APP, NULL), 0);
+    ck_assert_int_eq(intent_exists(s, APP), 0);
     pg_store_free(s);
 }
 END_TEST
 
 /* ------------------------------------------------------------- hostile */
+
+/* A pulling/ that cannot be trusted is an error with a reason, never "no intent". */
+START_TEST(intent_lookup_in_a_symlinked_pulling_dir_fails)
+{
+    pg_store *s = open_store();
+    char *pulling = tu_sprintf("%s/pulling", fx.state);
+    ck_assert_int_eq(rmdir(pulling), 0);
+    ck_assert_int_eq(symlink(fx.root, pulling), 0);
+    bool exists = true;
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_intent_exists(s, APP, &exists, &err), PG_ERR_UNSAFE);
+    ck_assert(!exists);
+    ck_assert_ptr_nonnull(strstr(err.message, "pulling"));
+    free(pulling);
+    pg_store_free(s);
+}
+END_TEST
 
 static void expect_get(pg_store *s, const char *ref, int code, const char *in_message)
 {
@@ -825,6 +851,7 @@ static Suite *store_suite(void)
     TCase *basic = tcase_create("basic");
     tcase_add_checked_fixture(basic, setup, teardown);
     tcase_add_test(basic, open_creates_layout);
+    tcase_add_test(basic, intent_lookup_in_a_symlinked_pulling_dir_fails);
     tcase_add_test(basic, write_then_read);
     tcase_add_test(basic, writes_configured_api_version);
     tcase_add_test(basic, pull_without_credentials_still_records);
