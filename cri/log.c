@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "log.h"
+#include "internal.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -42,7 +43,6 @@ static void put_str(line *l, const char *s)
 /* Quoted, with \" \\ and control bytes escaped; cut at VALUE_MAX_BYTES. */
 static void put_value(line *l, const char *v)
 {
-    static const char hex[] = "0123456789abcdef";
     put_char(l, '"');
     size_t n = 0;
     for (const unsigned char *p = (const unsigned char *)(v ? v : ""); *p; p++, n++) {
@@ -54,9 +54,10 @@ static void put_value(line *l, const char *v)
             put_char(l, '\\');
             put_char(l, (char)*p);
         } else if (*p < 0x20 || *p == 0x7f) {
+            char hex[3];
+            pg_hex_encode(p, 1, hex);
             put_str(l, "\\x");
-            put_char(l, hex[*p >> 4]);
-            put_char(l, hex[*p & 15]);
+            put_str(l, hex);
         } else {
             put_char(l, (char)*p);
         }

@@ -410,52 +410,32 @@ int cri_image_status_request_encode(const char *image, uint8_t **buf, size_t *le
     return PG_OK;
 }
 
-static bool is_hex64(const char *s)
-{
-    size_t n = 0;
-    for (; s[n]; n++)
-        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
-            return false;
-    return n == PG_HASH_HEX_LEN;
-}
 
 int cri_is_image_identity(const char *s)
 {
     if (!s || !*s || strlen(s) > PG_MAX_IMAGE_LEN)
         return 0;
     if (strncmp(s, "sha256:", 7) == 0)
-        return is_hex64(s + 7);
-    if (is_hex64(s))
+        return pg_is_hex64(s + 7);
+    if (pg_is_hex64(s))
         return 1;
     pg_ref *ref = pg_ref_parse(s, NULL);
     pg_ref_free(ref);
     return ref != NULL;
 }
 
-typedef struct strv {
-    char **v;
-    size_t n;
-} strv;
-
 /* Appends a copy of s when it is an identity not yet listed; quietly skips others. */
-static int strv_add_identity(strv *l, const char *s, pg_error *err)
+static int strv_add_identity(pg_strv *l, const char *s, pg_error *err)
 {
     if (!cri_is_image_identity(s) || l->n >= CRI_MAX_ALIASES)
         return PG_OK;
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->v[i], s) == 0)
             return PG_OK;
-    char **nv = realloc(l->v, (l->n + 2) * sizeof *nv);
-    if (!nv)
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    l->v = nv;
-    if (!(l->v[l->n] = pg_strdup(s)))
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    l->v[++l->n] = NULL;
-    return PG_OK;
+    return pg_strv_push(l, s, err);
 }
 
-static int strv_add_field(strv *l, const ProtobufCBinaryData *f, pg_error *err)
+static int strv_add_field(pg_strv *l, const ProtobufCBinaryData *f, pg_error *err)
 {
     pg_error why = {0};
     char *s = NULL;
@@ -466,7 +446,8 @@ static int strv_add_field(strv *l, const ProtobufCBinaryData *f, pg_error *err)
     return rc;
 }
 
-static int collect_aliases(const Runtime__V1__Image *img, const char *also, strv *l, pg_error *err)
+static int collect_aliases(const Runtime__V1__Image *img, const char *also, pg_strv *l,
+                           pg_error *err)
 {
     int rc = strv_add_field(l, &img->id, err);
     for (size_t i = 0; rc == PG_OK && i < img->n_repo_tags; i++)
@@ -486,17 +467,17 @@ int cri_image_status_aliases(const uint8_t *buf, size_t len, const char *also, c
         runtime__v1__image_status_response__unpack(NULL, len, buf);
     if (!resp)
         return pg_fail(err, PG_ERR_INVALID, "not an ImageStatusResponse (%zu bytes)", len);
-    strv l = {calloc(1, sizeof(char *)), 0};
-    int rc = l.v ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    pg_strv l = {0};
+    int rc = pg_strv_ensure(&l, err);
     if (rc == PG_OK && !resp->image)
         rc = pg_fail(err, PG_ERR_NOT_FOUND, "ImageStatus: the runtime reports no such image");
     if (rc == PG_OK)
         rc = collect_aliases(resp->image, also, &l, err);
     runtime__v1__image_status_response__free_unpacked(resp, NULL);
     if (rc != PG_OK) {
-        pg_strv_free(l.v);
+        pg_strv_clear(&l);
         return rc;
     }
-    *aliases = l.v;
+    *aliases = l.v; /* the caller frees it with pg_strv_free */
     return PG_OK;
 }

@@ -35,12 +35,7 @@ struct cri_recorder {
     bool exited;
 };
 
-int64_t cri_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t cri_now_ms(void) { return pg_monotonic_ms(); }
 
 static void job_free(job *j)
 {

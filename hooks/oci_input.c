@@ -10,18 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits until fd is readable or the deadline passes; 1 readable, 0 timed out, <0 error code. */
 static int wait_readable(int fd, int64_t deadline, pg_error *err)
 {
     for (;;) {
-        int64_t left = deadline - monotonic_ms();
+        int64_t left = deadline - pg_monotonic_ms();
         if (left <= 0)
             return 0;
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -59,7 +52,7 @@ static int grow(char **buf, size_t *cap, size_t max, pg_error *err)
 int hook_read_fd_deadline(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
                           pg_error *err)
 {
-    int64_t deadline = monotonic_ms() + deadline_ms;
+    int64_t deadline = pg_monotonic_ms() + deadline_ms;
     size_t cap = 4096, n = 0;
     char *b = malloc(cap + 1);
     int rc = b ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
@@ -131,9 +124,8 @@ int hook_read_state(int fd, hook_state *state, pg_error *err)
     int rc = hook_read_fd_deadline(fd, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, &buf, &len,
                                    err);
     if (rc != PG_OK) {
-        char why[PG_ERROR_MESSAGE_MAX];
-        snprintf(why, sizeof why, "%s", err ? err->message : "");
-        return pg_fail(err, rc, "reading the OCI state on stdin: %s", why);
+        pg_error_prefix(err, "reading the OCI state on stdin");
+        return rc;
     }
     json_t *root = pg_json_parse(buf, len, "OCI state", err);
     free(buf);
@@ -209,9 +201,8 @@ int hook_read_bundle_annotations(const char *bundle, json_t **annotations, pg_er
                              PG_READ_CHECK_OWNER, &buf, &len, err);
     close(dirfd);
     if (rc != PG_OK) {
-        char why[PG_ERROR_MESSAGE_MAX];
-        snprintf(why, sizeof why, "%s", err ? err->message : "");
-        return pg_fail(err, rc, "bundle %s", why);
+        pg_error_prefix(err, "bundle");
+        return rc;
     }
     rc = annotations_from_config(buf, len, annotations, err);
     free(buf);

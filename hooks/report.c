@@ -17,25 +17,14 @@
 /* Length of the valid, printable UTF-8 sequence at s, or 0 when it is not one. */
 static size_t utf8_unit(const unsigned char *s)
 {
-    size_t len;
-    if (s[0] >= 0x20 && s[0] < 0x7f)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        len = 2;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        len = 3;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        len = 4;
-    else
-        return 0; /* ASCII control, DEL, stray continuation or invalid lead byte */
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0; /* also stops at the NUL terminator */
+    if (s[0] < 0x20 || s[0] == 0x7f)
+        return 0; /* ASCII control or DEL */
+    size_t len = pg_utf8_valid_len(s);
     /* C1 controls (U+0080..U+009F) can act as line breaks or terminal escapes. */
-    if (s[0] == 0xc2 && s[1] < 0xa0)
+    if (len == 2 && s[0] == 0xc2 && s[1] < 0xa0)
         return 0;
     /* U+2028 / U+2029 are line separators to some log viewers. */
-    if (s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9))
+    if (len == 3 && s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9))
         return 0;
     return len;
 }

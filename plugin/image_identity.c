@@ -13,15 +13,6 @@
 #include <string.h>
 #include <strings.h>
 
-static bool is_lower_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
-
-static bool is_hex64(const char *s)
-{
-    for (size_t i = 0; i < PG_ID_HEX_LEN; i++)
-        if (!is_lower_hex(s[i]))
-            return false;
-    return s[PG_ID_HEX_LEN] == '\0';
-}
 
 const char *pg_image_id_hex(const char *s)
 {
@@ -29,7 +20,7 @@ const char *pg_image_id_hex(const char *s)
         return NULL;
     if (strncmp(s, PG_ID_PREFIX, strlen(PG_ID_PREFIX)) == 0)
         s += strlen(PG_ID_PREFIX);
-    return is_hex64(s) ? s : NULL;
+    return pg_is_lower_hex(s, PG_ID_HEX_LEN) ? s : NULL;
 }
 
 int pg_identity_check(const char *s, pg_ref **ref_out, pg_error *err)

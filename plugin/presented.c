@@ -71,15 +71,6 @@ static int get_string(const json_t *obj, const char *field, const char *what, bo
     return PG_OK;
 }
 
-static bool is_hash(const char *s)
-{
-    if (strlen(s) != PG_HASH_HEX_LEN)
-        return false;
-    for (; *s; s++)
-        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
-            return false;
-    return true;
-}
 
 typedef struct coords {
     const char *namespace_, *name, *uid, *hash;
@@ -102,7 +93,7 @@ static int parse_coords(const json_t *obj, const char *what, bool with_hash, coo
     c->hash = NULL;
     if (rc == PG_OK && with_hash)
         rc = get_string(obj, "credentialHash", what, false, &c->hash, err);
-    if (rc == PG_OK && c->hash && *c->hash && !is_hash(c->hash))
+    if (rc == PG_OK && c->hash && *c->hash && !pg_is_hex64(c->hash))
         rc = pg_fail(err, PG_ERR_INVALID, "%s: credentialHash is not 64 lowercase hex digits",
                      what);
     return rc;

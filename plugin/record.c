@@ -127,17 +127,8 @@ const pg_rec_mapping *pg_record_find(const pg_record *rec, const char *image_nam
 
 /* ----------------------------------------------------------- checking */
 
-static bool is_hex_hash(const char *s)
-{
-    size_t n = 0;
-    for (; s[n]; n++)
-        if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
-            return false;
-    return n == PG_HASH_HEX_LEN;
-}
-
 /* "" or 64 lowercase hex digits, like the kubelet's SHA-256 hex. */
-static bool valid_credential_hash(const char *s) { return !*s || is_hex_hash(s); }
+static bool valid_credential_hash(const char *s) { return !*s || pg_is_hex64(s); }
 
 static bool known_api_version(const char *v)
 {
@@ -217,20 +208,20 @@ static int check_type_meta(const decoder *d, const json_t *root, const char *kin
     return PG_OK;
 }
 
-static json_t *parse_root(const decoder *d, const char *buf, size_t len)
+static int parse_root(const decoder *d, const char *buf, size_t len, json_t **root)
 {
-    json_t *root = pg_json_parse(buf, len, d->what, d->err);
-    if (!root) {
-        if (d->err && d->err->code == PG_ERR_INVALID)
-            d->err->code = PG_ERR_CORRUPT; /* bad JSON in a record is a corrupt record */
-        return NULL;
+    *root = pg_json_parse(buf, len, d->what, d->err);
+    if (!*root) { /* invalid JSON, pg_json_parse's only failure: in a record, corruption */
+        if (d->err)
+            d->err->code = PG_ERR_CORRUPT;
+        return PG_ERR_CORRUPT;
     }
-    if (!json_is_object(root)) {
-        json_decref(root);
-        pg_fail(d->err, PG_ERR_CORRUPT, "%s is not a JSON object", d->what);
-        return NULL;
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        *root = NULL;
+        return pg_fail(d->err, PG_ERR_CORRUPT, "%s is not a JSON object", d->what);
     }
-    return root;
+    return PG_OK;
 }
 
 /* The two credential lists of a mapping: secrets carry a credentialHash, service accounts none. */
@@ -380,11 +371,12 @@ int pg_record_parse(const char *buf, size_t len, pg_record **out, pg_error *err)
 {
     decoder d = {err, "pulled record"};
     *out = NULL;
-    json_t *root = parse_root(&d, buf, len);
-    if (!root)
-        return err ? err->code : PG_ERR_CORRUPT;
+    json_t *root;
+    int rc = parse_root(&d, buf, len, &root);
+    if (rc != PG_OK)
+        return rc;
     pg_record *rec = calloc(1, sizeof *rec);
-    int rc = rec ? decode_record(&d, root, rec) : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    rc = rec ? decode_record(&d, root, rec) : pg_fail(err, PG_ERR_NOMEM, "out of memory");
     json_decref(root);
     if (rc != PG_OK) {
         pg_record_free(rec);
@@ -399,11 +391,12 @@ int pg_intent_parse(const char *buf, size_t len, char **image_out, pg_error *err
     static const char *const keys[] = {"kind", "apiVersion", "image", NULL};
     decoder d = {err, "pull intent"};
     *image_out = NULL;
-    json_t *root = parse_root(&d, buf, len);
-    if (!root)
-        return err ? err->code : PG_ERR_CORRUPT;
+    json_t *root;
+    int rc = parse_root(&d, buf, len, &root);
+    if (rc != PG_OK)
+        return rc;
     const char *api, *image = NULL;
-    int rc = check_keys(&d, root, keys, "top level");
+    rc = check_keys(&d, root, keys, "top level");
     if (rc == PG_OK)
         rc = check_type_meta(&d, root, "ImagePullIntent", &api);
     if (rc == PG_OK)
@@ -479,14 +472,16 @@ static int append_mappings(json_t *root, const pg_record *rec)
     return 0;
 }
 
-static char *dump_or_fail(json_t *root, int build_failed, const char *what, pg_error *err)
+/* *text = root as compact JSON (caller frees); root is released either way. */
+static int dump_or_fail(json_t *root, int build_failed, const char *what, char **text,
+                        pg_error *err)
 {
-    char *text = build_failed ? NULL : json_dumps(root, JSON_COMPACT);
+    *text = build_failed ? NULL : json_dumps(root, JSON_COMPACT);
     json_decref(root);
-    if (!text)
-        pg_fail(err, PG_ERR_INVALID,
-                "cannot serialise %s: out of memory or a string is not valid UTF-8", what);
-    return text;
+    if (!*text)
+        return pg_fail(err, PG_ERR_INVALID,
+                       "cannot serialise %s: out of memory or a string is not valid UTF-8", what);
+    return PG_OK;
 }
 
 char *pg_record_serialize(const pg_record *rec, const char *api_version, pg_error *err)
@@ -508,21 +503,23 @@ char *pg_record_serialize(const pg_record *rec, const char *api_version, pg_erro
                  set_string(root, "apiVersion", api_version) ||
                  set_string(root, "lastUpdatedTime", updated) ||
                  set_string(root, "imageRef", rec->image_ref) || append_mappings(root, rec);
-    return dump_or_fail(root, failed, "pulled record", err);
+    char *text;
+    dump_or_fail(root, failed, "pulled record", &text, err);
+    return text;
 }
 
-char *pg_intent_serialize(const char *image, const char *api_version, pg_error *err)
+int pg_intent_serialize(const char *image, const char *api_version, char **out, pg_error *err)
 {
+    *out = NULL;
     if (!api_version)
         api_version = PG_API_V1ALPHA1;
-    if (!known_api_version(api_version)) {
-        pg_fail(err, PG_ERR_INVALID, "unsupported record apiVersion \"%.80s\"", api_version);
-        return NULL;
-    }
+    if (!known_api_version(api_version))
+        return pg_fail(err, PG_ERR_INVALID, "unsupported record apiVersion \"%.80s\"",
+                       api_version);
     json_t *root = json_object();
     int failed = !root || set_string(root, "kind", "ImagePullIntent") ||
                  set_string(root, "apiVersion", api_version) || set_string(root, "image", image);
-    return dump_or_fail(root, failed, "pull intent", err);
+    return dump_or_fail(root, failed, "pull intent", out, err);
 }
 
 PG_API char *pg_record_to_json(const pg_record *rec, pg_error *err)

@@ -198,12 +198,7 @@ static void random_suffix(char out[17])
             (unsigned long long)ts.tv_nsec ^ ((unsigned long long)getpid() << 32) ^ (uintptr_t)&ts;
         memcpy(r, &v, sizeof r);
     }
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < sizeof r; i++) {
-        out[2 * i] = hex[r[i] >> 4];
-        out[2 * i + 1] = hex[r[i] & 15];
-    }
-    out[16] = '\0';
+    pg_hex_encode(r, sizeof r, out);
 }
 
 static int create_temp(int dirfd, const char *name, char *tmp, size_t tmp_size, int *fd_out)

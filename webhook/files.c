@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "files.h"
+#include "internal.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>
@@ -28,12 +29,7 @@ int wh_file_id_equal(const wh_file_id *a, const wh_file_id *b)
            a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
-long long wh_now_ms(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-}
+long long wh_now_ms(void) { return pg_monotonic_ms(); }
 
 long long wh_now_us(void)
 {

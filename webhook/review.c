@@ -30,7 +30,7 @@ typedef struct review {
     const wh_review_config *cfg;
     const json_t *request, *pod;
     const char *uid, *ns, *operation, *sub_resource;
-    struct timespec deadline;
+    int64_t deadline_ms; /* pg_monotonic_ms() */
     json_t *log;
     json_t *warnings; /* array of strings */
     char message[WH_MESSAGE_MAX];
@@ -78,13 +78,7 @@ static const char *string_at(const json_t *obj, const char *key)
     return json_string_value(json_object_get(obj, key));
 }
 
-static long remaining_ms(const review *r)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (long)(r->deadline.tv_sec - now.tv_sec) * 1000 +
-           (r->deadline.tv_nsec - now.tv_nsec) / 1000000;
-}
+static long remaining_ms(const review *r) { return (long)(r->deadline_ms - pg_monotonic_ms()); }
 
 /* Messages go into JSON and logs: keep them printable ASCII (a cut may split UTF-8). */
 static void printable_ascii(char *s)
@@ -706,13 +700,7 @@ void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
     memset(out, 0, sizeof *out);
     review r = {.cfg = cfg, .log = json_object(), .warnings = json_array()};
     out->log = r.log;
-    clock_gettime(CLOCK_MONOTONIC, &r.deadline);
-    r.deadline.tv_sec += cfg->budget_ms / 1000;
-    r.deadline.tv_nsec += (cfg->budget_ms % 1000) * 1000000L;
-    if (r.deadline.tv_nsec >= 1000000000L) {
-        r.deadline.tv_sec++;
-        r.deadline.tv_nsec -= 1000000000L;
-    }
+    r.deadline_ms = pg_monotonic_ms() + cfg->budget_ms;
     json_object_set_new(r.log, "images", json_array());
     json_object_set_new(r.log, "skippedSecrets", json_array());
     json_t *root = len <= WH_MAX_REVIEW_BYTES

@@ -23,6 +23,8 @@
 
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source=dbus.sh
+source "$(dirname "${BASH_SOURCE[0]}")/dbus.sh"
 
 PG_PY=/usr/bin/python3
 PG_CD_DIR=""
@@ -48,30 +50,7 @@ pg_node_require() {
 }
 
 pg_node_dbus_start() {
-    local dir
-    dir="$(pg_mktemp_dir dbus)"
-    cat >"$dir/bus.conf" <<EOF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=$dir/bus</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-EOF
-    dbus-daemon --config-file="$dir/bus.conf" --nofork --print-address=3 \
-        3>"$dir/bus.address" 2>"$dir/bus.log" &
-    PG_BUS_PID=$!
-    # shellcheck disable=SC2016  # expanded at exit: the pid of the time
-    pg_on_exit 'pg_kill_wait "$PG_BUS_PID" 3'
-    pg_wait_file "$dir/bus" 10 && [[ -s "$dir/bus.address" ]] ||
-        { sleep 0.5; [[ -s "$dir/bus.address" ]] || pg_fail "dbus-daemon did not start: $(cat "$dir/bus.log")"; }
-    PG_BUS_ADDR="$(head -n1 "$dir/bus.address")"
+    pg_dbus_daemon_start # lib/dbus.sh: sets PG_BUS_ADDR and PG_BUS_PID, stopped at exit
 }
 
 # pg_node_monitor_start FILE: every pullgate signal on the private bus, one JSON line each.
