@@ -79,9 +79,6 @@ typedef struct pg_pod_cred {
     char *namespace_, *name, *uid;
     char *credential_hash; /* secrets: "" or 64 hex; service accounts: NULL */
 } pg_pod_cred;
-/* The former per-kind names, kept while code in flight moves to pg_pod_cred. */
-typedef pg_pod_cred pg_rec_secret;
-typedef pg_pod_cred pg_rec_sa;
 
 /* Frees c's strings (not c). */
 void pg_pod_cred_clear(pg_pod_cred *c);

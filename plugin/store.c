@@ -104,19 +104,16 @@ PG_API void pg_store_free(pg_store *store)
     free(store);
 }
 
+/* A NULL-terminated copy of v (NULL: empty), or NULL when out of memory. */
 static char **copy_strv(const char *const *v)
 {
-    size_t n = 0;
-    while (v && v[n])
-        n++;
-    char **out = calloc(n + 1, sizeof *out);
-    for (size_t i = 0; out && i < n; i++) {
-        if (!(out[i] = strdup(v[i]))) {
-            pg_strv_free(out);
-            return NULL;
-        }
-    }
-    return out;
+    pg_strv out = {0};
+    int rc = pg_strv_ensure(&out, NULL);
+    for (size_t i = 0; rc == PG_OK && v && v[i]; i++)
+        rc = pg_strv_push(&out, v[i], NULL);
+    if (rc != PG_OK)
+        pg_strv_clear(&out);
+    return out.v;
 }
 
 static pg_store *store_new(const pg_config *cfg, pg_notifier *notifier, pg_error *err)

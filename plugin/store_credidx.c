@@ -52,9 +52,9 @@
 
 /* ------------------------------------------------------ focused records */
 
-static bool any_secret_matches(const pg_record_focus *f, const pg_rec_secret *r)
+static bool any_secret_matches(const pg_record_focus *f, const pg_pod_cred *r)
 {
-    const pg_rec_secret *ps = NULL;
+    const pg_pod_cred *ps = NULL;
     size_t n = f->presented ? pg_presented_secrets(f->presented, f->image_name, &ps) : 0;
     for (size_t i = 0; i < n; i++)
         if (pg_pod_cred_matches(&ps[i], r)) /* the decision's own rule */
@@ -62,9 +62,9 @@ static bool any_secret_matches(const pg_record_focus *f, const pg_rec_secret *r)
     return false;
 }
 
-static bool any_sa_matches(const pg_record_focus *f, const pg_rec_sa *r)
+static bool any_sa_matches(const pg_record_focus *f, const pg_pod_cred *r)
 {
-    const pg_rec_sa *ps = NULL;
+    const pg_pod_cred *ps = NULL;
     size_t n = f->presented ? pg_presented_sas(f->presented, f->image_name, &ps) : 0;
     for (size_t i = 0; i < n; i++)
         if (pg_pod_cred_matches(&ps[i], r))
@@ -111,11 +111,11 @@ static pg_rec_mapping *focused_mapping(pg_record *rec, const char *image_name, b
 static bool append_secret(pg_rec_mapping *m, const char *ns, const char *name, const char *uid,
                           const char *hash)
 {
-    pg_rec_secret *grown = realloc(m->secrets, (m->n_secrets + 1) * sizeof *grown);
+    pg_pod_cred *grown = realloc(m->secrets, (m->n_secrets + 1) * sizeof *grown);
     if (!grown)
         return false;
     m->secrets = grown;
-    pg_rec_secret s = {strdup(ns), strdup(name), strdup(uid), strdup(hash ? hash : "")};
+    pg_pod_cred s = {strdup(ns), strdup(name), strdup(uid), strdup(hash ? hash : "")};
     if (!s.namespace_ || !s.name || !s.uid || !s.credential_hash) {
         free(s.namespace_);
         free(s.name);
@@ -129,11 +129,11 @@ static bool append_secret(pg_rec_mapping *m, const char *ns, const char *name, c
 
 static bool append_sa(pg_rec_mapping *m, const char *ns, const char *name, const char *uid)
 {
-    pg_rec_sa *grown = realloc(m->sas, (m->n_sas + 1) * sizeof *grown);
+    pg_pod_cred *grown = realloc(m->sas, (m->n_sas + 1) * sizeof *grown);
     if (!grown)
         return false;
     m->sas = grown;
-    pg_rec_sa sa = {strdup(ns), strdup(name), strdup(uid), NULL};
+    pg_pod_cred sa = {strdup(ns), strdup(name), strdup(uid), NULL};
     if (!sa.namespace_ || !sa.name || !sa.uid) {
         free(sa.namespace_);
         free(sa.name);
@@ -155,12 +155,12 @@ int pg_record_project(const pg_record *full, const pg_record_focus *f, pg_record
     pg_rec_mapping *fm = m && ok ? focused_mapping(rec, f->image_name, m->node_pods_accessible) : NULL;
     ok = ok && (!m || fm);
     for (size_t j = 0; ok && fm && j < m->n_secrets; j++) {
-        const pg_rec_secret *s = &m->secrets[j];
+        const pg_pod_cred *s = &m->secrets[j];
         if (any_secret_matches(f, s))
             ok = append_secret(fm, s->namespace_, s->name, s->uid, s->credential_hash);
     }
     for (size_t j = 0; ok && fm && j < m->n_sas; j++) {
-        const pg_rec_sa *sa = &m->sas[j];
+        const pg_pod_cred *sa = &m->sas[j];
         if (any_sa_matches(f, sa))
             ok = append_sa(fm, sa->namespace_, sa->name, sa->uid);
     }
@@ -282,7 +282,7 @@ static void put_stamp(buf *b, char tag, const stamp *st)
 
 /* When a credential was recorded: the credential-times entry, else lastUpdatedTime. */
 static time_t time_of(const pg_record *rec, const json_t *times, const char *image_name,
-                      const pg_rec_secret *s, const pg_rec_sa *sa, bool *bad)
+                      const pg_pod_cred *s, const pg_pod_cred *sa, bool *bad)
 {
     if (!times)
         return rec->last_updated;
@@ -304,7 +304,7 @@ static void put_mappings(buf *b, const pg_record *rec, const json_t *times, size
         put_field(b, map->image_name);
         put(b, "\n", 1);
         for (size_t i = 0; i < map->n_secrets; i++) {
-            const pg_rec_secret *s = &map->secrets[i];
+            const pg_pod_cred *s = &map->secrets[i];
             put(b, "s", 1);
             put_num(b, (intmax_t)time_of(rec, times, map->image_name, s, NULL, &b->bad));
             put_field(b, s->credential_hash);
@@ -314,7 +314,7 @@ static void put_mappings(buf *b, const pg_record *rec, const json_t *times, size
             put(b, "\n", 1);
         }
         for (size_t i = 0; i < map->n_sas; i++) {
-            const pg_rec_sa *sa = &map->sas[i];
+            const pg_pod_cred *sa = &map->sas[i];
             put(b, "a", 1);
             put_num(b, (intmax_t)time_of(rec, times, map->image_name, NULL, sa, &b->bad));
             put_field(b, sa->namespace_);
@@ -685,11 +685,11 @@ static bool load_line(const line *l, void *ud)
     load_ctx *c = ud;
     bool ok = true;
     if (l->tag == 's') {
-        pg_rec_secret r = {l->f[2], l->f[3], l->f[4], l->f[1]};
+        pg_pod_cred r = {l->f[2], l->f[3], l->f[4], l->f[1]};
         if (any_secret_matches(c->focus, &r))
             ok = append_secret(c->map, r.namespace_, r.name, r.uid, r.credential_hash);
     } else {
-        pg_rec_sa r = {l->f[1], l->f[2], l->f[3], NULL};
+        pg_pod_cred r = {l->f[1], l->f[2], l->f[3], NULL};
         if (any_sa_matches(c->focus, &r))
             ok = append_sa(c->map, r.namespace_, r.name, r.uid);
     }
@@ -749,8 +749,8 @@ int pg_credidx_decode(const char *data, size_t len, const char *image_ref,
 
 /* One credential's time from the index. */
 typedef struct time_ctx {
-    const pg_rec_secret *secret;
-    const pg_rec_sa *sa;
+    const pg_pod_cred *secret;
+    const pg_pod_cred *sa;
     bool found;
     intmax_t when;
 } time_ctx;
@@ -781,7 +781,7 @@ static bool time_line(const line *l, void *ud)
 }
 
 int pg_st_credidx_time(const pg_store *s, const char *image_ref, const char *image_name,
-                       const pg_rec_secret *secret, const pg_rec_sa *sa, time_t *out)
+                       const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out)
 {
     file_name file;
     index_view v;

@@ -59,7 +59,7 @@ int pg_record_project(const pg_record *full, const pg_record_focus *focus, pg_re
  * the credential-times file as without an index.
  */
 int pg_st_credidx_time(const pg_store *store, const char *image_ref, const char *image_name,
-                       const pg_rec_secret *secret, const pg_rec_sa *sa, time_t *out);
+                       const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out);
 
 /*
  * Under the store lock, after the writable directory's pulled/<file> (rec) and

@@ -78,7 +78,7 @@ int pg_store_index_in(const pg_store *store, size_t i, const char *key, char **r
  */
 #define MAX_CREDTIMES_BYTES (16u << 20)
 
-static char *credential_key(const char *image_name, const pg_rec_secret *s, const pg_rec_sa *sa)
+static char *credential_key(const char *image_name, const pg_pod_cred *s, const pg_pod_cred *sa)
 {
     char *key = NULL;
     int n = s ? asprintf(&key, "secret\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", image_name, s->namespace_,
@@ -114,7 +114,7 @@ static int credtimes_read(int fd, const record_dir *d, const char *file, const c
     return PG_OK;
 }
 
-char *pg_st_credential_key(const char *image_name, const pg_rec_secret *s, const pg_rec_sa *sa)
+char *pg_st_credential_key(const char *image_name, const pg_pod_cred *s, const pg_pod_cred *sa)
 {
     return credential_key(image_name, s, sa);
 }
@@ -128,8 +128,8 @@ int pg_st_credtimes_load(const pg_store *s, int fd, const char *file, const char
 static bool same(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
 
 /* Whether this credential is one of the pull being recorded. */
-static bool pulled_now(const pull *p, const char *image_name, const pg_rec_secret *s,
-                       const pg_rec_sa *sa)
+static bool pulled_now(const pull *p, const char *image_name, const pg_pod_cred *s,
+                       const pg_pod_cred *sa)
 {
     const pg_pull_credentials *c = p->creds;
     if (!c || strcmp(image_name, p->image_name) != 0)
@@ -148,7 +148,7 @@ static bool pulled_now(const pull *p, const char *image_name, const pg_rec_secre
 }
 
 static int credtimes_add(json_t *out, const json_t *old, const pull *p, const char *image_name,
-                         const pg_rec_secret *s, const pg_rec_sa *sa, time_t now, time_t previous)
+                         const pg_pod_cred *s, const pg_pod_cred *sa, time_t now, time_t previous)
 {
     char *key = credential_key(image_name, s, sa);
     if (!key)
@@ -201,7 +201,7 @@ int pg_st_credtimes_update_locked(const pg_store *s, const pg_record *rec, const
 }
 
 int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
-                             const pg_rec_secret *secret, const pg_rec_sa *sa, time_t *out,
+                             const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out,
                              pg_error *err)
 {
     *out = rec->last_updated;

@@ -129,7 +129,7 @@ int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, p
 /* -------------------------------------------------- store_identity.c */
 
 /* The key of one credential in the credential-times file; caller frees; NULL: ENOMEM. */
-char *pg_st_credential_key(const char *image_name, const pg_rec_secret *s, const pg_rec_sa *sa);
+char *pg_st_credential_key(const char *image_name, const pg_pod_cred *s, const pg_pod_cred *sa);
 /* The times object of the credential-times file `file` (open subdir fd); new reference. */
 int pg_st_credtimes_load(const pg_store *s, int fd, const char *file, const char *image_ref,
                          json_t **times, pg_error *err);

@@ -51,7 +51,7 @@ int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_r
  * record of its writable directory, the record's lastUpdatedTime otherwise.
  */
 int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
-                             const pg_rec_secret *secret, const pg_rec_sa *sa, time_t *out,
+                             const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out,
                              pg_error *err);
 
 #endif
