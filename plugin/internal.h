@@ -119,8 +119,9 @@ struct pg_record {
 int pg_record_parse(const char *buf, size_t len, pg_record **out, pg_error *err);
 /* Strict decode of an ImagePullIntent; *image_out caller frees. */
 int pg_intent_parse(const char *buf, size_t len, char **image_out, pg_error *err);
-/* Serialise (kubelet field order). Caller frees. */
-char *pg_record_serialize(const pg_record *rec, const char *api_version, pg_error *err);
+/* Serialise (kubelet field order); *out caller frees. */
+int pg_record_serialize(const pg_record *rec, const char *api_version, char **out,
+                        pg_error *err);
 /* *out caller frees. */
 int pg_intent_serialize(const char *image, const char *api_version, char **out, pg_error *err);
 /* Merges creds into rec under image_name, kubelet rules. */
@@ -139,6 +140,11 @@ int pg_store_record_exists(const pg_store *store, const char *image_ref);
  * directory that cannot be searched) leaves *exists false: callers fail closed. */
 int pg_store_intent_exists(const pg_store *store, const char *image, bool *exists,
                            pg_error *err);
+
+/* --------------------------------------------------------- reference.c */
+
+/* pg_ref_parse returning its code; *out (NULL on failure) freed with pg_ref_free. */
+int pg_ref_parse_into(const char *image, pg_ref **out, pg_error *err);
 
 /* ------------------------------------------------------------ policy.c */
 

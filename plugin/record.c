@@ -484,14 +484,15 @@ static int dump_or_fail(json_t *root, int build_failed, const char *what, char *
     return PG_OK;
 }
 
-char *pg_record_serialize(const pg_record *rec, const char *api_version, pg_error *err)
+int pg_record_serialize(const pg_record *rec, const char *api_version, char **out,
+                        pg_error *err)
 {
+    *out = NULL;
     if (!api_version)
         api_version = rec->api_version ? rec->api_version : PG_API_V1ALPHA1;
-    if (!known_api_version(api_version)) {
-        pg_fail(err, PG_ERR_INVALID, "unsupported record apiVersion \"%.80s\"", api_version);
-        return NULL;
-    }
+    if (!known_api_version(api_version))
+        return pg_fail(err, PG_ERR_INVALID, "unsupported record apiVersion \"%.80s\"",
+                       api_version);
     char when[32];
     const char *updated = rec->last_updated_text;
     if (!updated) {
@@ -503,9 +504,7 @@ char *pg_record_serialize(const pg_record *rec, const char *api_version, pg_erro
                  set_string(root, "apiVersion", api_version) ||
                  set_string(root, "lastUpdatedTime", updated) ||
                  set_string(root, "imageRef", rec->image_ref) || append_mappings(root, rec);
-    char *text;
-    dump_or_fail(root, failed, "pulled record", &text, err);
-    return text;
+    return dump_or_fail(root, failed, "pulled record", out, err);
 }
 
 int pg_intent_serialize(const char *image, const char *api_version, char **out, pg_error *err)
@@ -528,7 +527,9 @@ PG_API char *pg_record_to_json(const pg_record *rec, pg_error *err)
         pg_fail(err, PG_ERR_INVALID, "no record");
         return NULL;
     }
-    return pg_record_serialize(rec, rec->api_version, err);
+    char *text;
+    pg_record_serialize(rec, rec->api_version, &text, err);
+    return text;
 }
 
 /* ------------------------------------------------------------ merging */

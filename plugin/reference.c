@@ -427,38 +427,44 @@ static int check_familiar(span s, const split_name *sp, pg_error *err)
     return PG_OK;
 }
 
-PG_API pg_ref *pg_ref_parse(const char *image, pg_error *err)
+int pg_ref_parse_into(const char *image, pg_ref **out, pg_error *err)
 {
-    if (!image) {
-        pg_fail(err, PG_ERR_INVALID, "no image reference");
-        return NULL;
-    }
+    *out = NULL;
+    if (!image)
+        return pg_fail(err, PG_ERR_INVALID, "no image reference");
     size_t len = strnlen(image, PG_MAX_IMAGE_LEN + 1);
-    if (len > PG_MAX_IMAGE_LEN) {
-        pg_fail(err, PG_ERR_LIMIT, "image reference longer than %d bytes", PG_MAX_IMAGE_LEN);
-        return NULL;
-    }
+    if (len > PG_MAX_IMAGE_LEN)
+        return pg_fail(err, PG_ERR_LIMIT, "image reference longer than %d bytes",
+                       PG_MAX_IMAGE_LEN);
     span s = {image, len};
     split_name sp = split_docker_domain(s);
-    if (check_familiar(s, &sp, err) != PG_OK)
-        return NULL;
+    int rc = check_familiar(s, &sp, err);
+    if (rc != PG_OK)
+        return rc;
     char *joined = join_normalized(&sp);
     pg_ref *ref = calloc(1, sizeof *ref);
     if (!joined || !ref) {
         free(joined);
         free(ref);
-        pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        return NULL;
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
     ref_parts parts = {0};
-    int rc = parse_reference((span){joined, strlen(joined)}, &parts, err);
+    rc = parse_reference((span){joined, strlen(joined)}, &parts, err);
     if (rc == PG_OK)
         rc = build_ref(&parts, ref, err);
     free(joined);
     if (rc != PG_OK) {
         pg_ref_free(ref);
-        return NULL;
+        return rc;
     }
+    *out = ref;
+    return PG_OK;
+}
+
+PG_API pg_ref *pg_ref_parse(const char *image, pg_error *err)
+{
+    pg_ref *ref;
+    pg_ref_parse_into(image, &ref, err);
     return ref;
 }
 

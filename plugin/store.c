@@ -322,13 +322,13 @@ static int set_now(pg_record *rec, const char *api_version, pg_error *err)
 static int write_record(const pg_store *s, int pulled_fd, const char *name, const pg_record *rec,
                         pg_error *err)
 {
-    char *text = pg_record_serialize(rec, s->api_version, err);
-    if (!text)
-        return err ? err->code : PG_ERR_INVALID;
+    char *text;
+    int rc = pg_record_serialize(rec, s->api_version, &text, err);
+    if (rc != PG_OK)
+        return rc;
     size_t len = strlen(text);
     text[len] = '\n'; /* Go's json.Encoder ends with "\n"; the NUL is no longer needed */
-    int rc =
-        pg_st_write_file_atomic(pulled_fd, s->dirs[0].path, SUB_PULLED, name, text, len + 1, err);
+    rc = pg_st_write_file_atomic(pulled_fd, s->dirs[0].path, SUB_PULLED, name, text, len + 1, err);
     free(text);
     return rc;
 }
@@ -378,9 +378,10 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
 
 static int normalise_pull(pull *p, pg_error *err)
 {
-    pg_ref *ref = pg_ref_parse(p->image, err);
-    if (!ref)
-        return err ? err->code : PG_ERR_INVALID;
+    pg_ref *ref;
+    int rc = pg_ref_parse_into(p->image, &ref, err);
+    if (rc != PG_OK)
+        return rc;
     p->image_name = pg_strdup(pg_ref_name(ref));
     p->full_name = pg_strdup(pg_ref_string(ref));
     if (pg_ref_digest(ref) &&

@@ -72,7 +72,8 @@ START_TEST(round_trip_v1beta1)
     ck_assert_str_eq(out, text);
     free(out);
     /* Re-serialised under the other version, only apiVersion changes. */
-    char *alpha = pg_record_serialize(rec, PG_API_V1ALPHA1, NULL);
+    char *alpha = NULL;
+    ck_assert_int_eq(pg_record_serialize(rec, PG_API_V1ALPHA1, &alpha, NULL), PG_OK);
     ck_assert_str_eq(alpha, FULL_RECORD(PG_API_V1ALPHA1));
     free(alpha);
     pg_record_free(rec);
@@ -282,7 +283,8 @@ static pg_pull_credentials secrets_creds(const pg_secret *s, size_t n)
 
 static char *json_of(const pg_record *rec)
 {
-    char *text = pg_record_serialize(rec, NULL, NULL);
+    char *text = NULL;
+    ck_assert_int_eq(pg_record_serialize(rec, NULL, &text, NULL), PG_OK);
     ck_assert_ptr_nonnull(text);
     return text;
 }
@@ -428,8 +430,11 @@ START_TEST(merge_rejects_bad_input)
     pg_secret bad_utf8[] = {{"ns", "\xff", "u", H_A}};
     c = secrets_creds(bad_utf8, 1);
     ck_assert_int_eq(pg_record_merge(rec, "r/app", &c, &err), PG_OK);
-    ck_assert_ptr_null(pg_record_serialize(rec, NULL, &err));
+    char *text = (char *)"unchanged";
+    ck_assert_int_eq(pg_record_serialize(rec, NULL, &text, &err), PG_ERR_INVALID);
+    ck_assert_ptr_null(text);
     ck_assert_int_eq(err.code, PG_ERR_INVALID);
+    ck_assert_int_eq(pg_record_serialize(rec, NULL, &text, NULL), PG_ERR_INVALID);
     pg_record_free(rec);
     ck_assert_ptr_null(pg_record_new("", &err));
 }
