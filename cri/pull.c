@@ -339,8 +339,9 @@ static int resolve_creds(const cri_pull_request *r, const pg_mac_key *mac_key, b
     if (!r->auth_usable) {
         /* Still a hash: of empty credentials, which no producer lists for a secret. */
         cri_pull_request tmp = *r;
-        if (pg_credential_hash("", "", "", tmp.credential_hash, err) != PG_OK)
-            return err ? err->code : PG_ERR_INTERNAL;
+        int rc = pg_credential_hash("", "", "", tmp.credential_hash, err);
+        if (rc != PG_OK)
+            return rc;
         return unverified(&tmp, r->auth_problem ? r->auth_problem : "unusable auth", c, err);
     }
     if (!r->has_sandbox)

@@ -10,25 +10,27 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Waits until fd is readable or the deadline passes; 1 readable, 0 timed out, <0 error code. */
-static int wait_readable(int fd, int64_t deadline, pg_error *err)
+/* Waits until fd is readable (*ready) or the deadline passes (!*ready). */
+static int wait_readable(int fd, int64_t deadline, bool *ready, pg_error *err)
 {
+    *ready = false;
     for (;;) {
         int64_t left = deadline - pg_monotonic_ms();
         if (left <= 0)
-            return 0;
+            return PG_OK;
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int r = poll(&p, 1, (int)left);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            return -pg_fail_errno(err, errno, "poll stdin");
+            return pg_fail_errno(err, errno, "poll stdin");
         if (r == 0)
-            return 0;
+            return PG_OK;
         if (p.revents & POLLNVAL)
-            return -pg_fail(err, PG_ERR_IO, "stdin is not open");
+            return pg_fail(err, PG_ERR_IO, "stdin is not open");
         /* POLLHUP/POLLERR: a read() tells EOF from error without blocking. */
-        return 1;
+        *ready = true;
+        return PG_OK;
     }
 }
 
@@ -59,12 +61,10 @@ int hook_read_fd_deadline(int fd, size_t max, int deadline_ms, char **buf, size_
     while (rc == PG_OK) {
         if (n == cap && (rc = grow(&b, &cap, max, err)) != PG_OK)
             break;
-        int ready = wait_readable(fd, deadline, err);
-        if (ready < 0) {
-            rc = -ready;
+        bool ready;
+        if ((rc = wait_readable(fd, deadline, &ready, err)) != PG_OK)
             break;
-        }
-        if (ready == 0) {
+        if (!ready) {
             rc = pg_fail(err, PG_ERR_LIMIT, "stdin not closed within %d ms", deadline_ms);
             break;
         }
