@@ -23,18 +23,13 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* Prefixes err's message with "dir/sub/name: " (dropping a leading "name: "). */
+/* Sets code and prefixes err's message with "dir/sub/name: " (pg_error_prefix). */
 int pg_st_prefix_error(pg_error *err, int code, const char *dir, const char *sub, const char *name)
 {
-    if (!err)
-        return code;
-    char msg[PG_ERROR_MESSAGE_MAX];
-    const char *m = err->message;
-    size_t nl = strlen(name);
-    if (strncmp(m, name, nl) == 0 && m[nl] == ':' && m[nl + 1] == ' ')
-        m += nl + 2;
-    snprintf(msg, sizeof msg, "%s", m);
-    return pg_fail(err, code, "%s/%s/%s: %s", dir, sub, name, msg);
+    if (err)
+        err->code = code;
+    pg_error_prefix(err, "%s/%s/%s", dir, sub, name);
+    return code;
 }
 
 bool pg_st_is_record_name(const char *name)
@@ -279,8 +274,8 @@ int pg_st_read_strict(int dirfd, const record_dir *d, const char *sub, const cha
                       char **buf, size_t *len, pg_error *err)
 {
     int rc = pg_read_file_at(dirfd, name, max, PG_READ_STRICT, buf, len, err);
-    if (rc != PG_OK && rc != PG_ERR_NOT_FOUND)
-        pg_st_prefix_error(err, rc, d->path, sub, name);
+    if (rc != PG_OK && rc != PG_ERR_NOT_FOUND) /* pg_read_file_at's message names the file */
+        pg_error_prefix(err, "%s/%s", d->path, sub);
     return rc;
 }
 

@@ -62,7 +62,7 @@ typedef struct pull {
 
 /* ------------------------------------------------------------ store_fs.c */
 
-/* Prefixes err's message with "dir/sub/name: " (dropping a leading "name: "). */
+/* Sets code and prefixes err's message with "dir/sub/name: " (pg_error_prefix). */
 int pg_st_prefix_error(pg_error *err, int code, const char *dir, const char *sub, const char *name);
 /* "sha256-..." and not a temporary file. */
 bool pg_st_is_record_name(const char *name);
