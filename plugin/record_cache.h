@@ -12,8 +12,9 @@
  * difference, a missing name, or anything that is not a regular file goes back
  * to the loader, which applies every check the uncached path applies (so a
  * cached lookup decides exactly as an uncached one). Missing files are never
- * cached: a lookup that finds nothing is not evidence. Measurements and the
- * proposed store integration: bench/README.md, "Record cache for long-lived hosts".
+ * cached: a lookup that finds nothing is not evidence. Measurements:
+ * bench/README.md, "Record cache for long-lived hosts"; the store uses it
+ * when a host calls pg_store_enable_cache (plugin/store_credidx.c).
  *
  * Thread-safe: one mutex guards the table; loading and parsing run outside it.
  * Records handed out are immutable and reference-counted, so readers keep
