@@ -108,21 +108,31 @@ pg_record *pg_record_new(const char *image_ref, pg_error *err)
     return rec;
 }
 
-const pg_rec_mapping *pg_record_find(const pg_record *rec, const char *image_name)
+/* maps are sorted by image_name: the index of image_name's mapping, or where it belongs. */
+static size_t mapping_position(const pg_record *rec, const char *image_name, bool *found)
 {
-    /* maps are sorted by image_name: binary search. */
-    size_t lo = 0, hi = rec ? rec->n_maps : 0;
+    size_t lo = 0, hi = rec->n_maps;
+    *found = false;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         int c = strcmp(rec->maps[mid].image_name, image_name);
-        if (c == 0)
-            return &rec->maps[mid];
+        if (c == 0) {
+            *found = true;
+            return mid;
+        }
         if (c < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return NULL;
+    return lo;
+}
+
+const pg_rec_mapping *pg_record_find(const pg_record *rec, const char *image_name)
+{
+    bool found = false;
+    size_t at = rec ? mapping_position(rec, image_name, &found) : 0;
+    return found ? &rec->maps[at] : NULL;
 }
 
 /* ----------------------------------------------------------- checking */
@@ -682,17 +692,10 @@ static int merge_one_cred(pg_pod_cred **v, size_t *n, const pg_pod_cred *in, boo
 /* The mapping for image_name, inserted (empty) at its sorted place if missing. */
 static pg_rec_mapping *mapping_for(pg_record *rec, const char *image_name, pg_error *err)
 {
-    size_t lo = 0, hi = rec->n_maps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(rec->maps[mid].image_name, image_name);
-        if (c == 0)
-            return &rec->maps[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    bool found;
+    size_t lo = mapping_position(rec, image_name, &found);
+    if (found)
+        return &rec->maps[lo];
     char *name = strdup(image_name);
     pg_rec_mapping *grown = realloc(rec->maps, (rec->n_maps + 1) * sizeof *grown);
     if (grown)
