@@ -131,7 +131,7 @@ typedef enum pg_runtime {
 
 typedef struct pg_config pg_config;
 
-/* A configuration holding the defaults of CONTRACT §8. */
+/* A configuration holding the defaults of docs/interfaces.md §8. */
 pg_config *pg_config_new(pg_error *err);
 void pg_config_free(pg_config *cfg);
 
@@ -339,7 +339,7 @@ typedef struct pg_decision {
 } pg_decision;
 
 /*
- * CONTRACT §5. Always fills *out; never fails open: any error (bad request,
+ * docs/interfaces.md §5. Always fills *out; never fails open: any error (bad request,
  * bad annotation, unreadable record) is a deny whose text carries the error.
  * Returns out->allow.
  */
