@@ -55,6 +55,7 @@ static const pg_module_v2 module_v2 = {
     .notifier_last_error = pg_notifier_last_error,
     .notify_container = pg_notify_container,
     .store_enable_cache = pg_store_enable_cache,
+    .decide_identity = pg_decide_identity,
 };
 
 /* A v2 table is handed out as a v1 pointer: its prefix must be v1's, member for member. */

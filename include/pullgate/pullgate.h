@@ -496,6 +496,10 @@ typedef struct pg_module_v2 {
     /* --- appended: check size >= offsetof(pg_module_v2, store_enable_cache) + sizeof(void *) */
     int (*store_enable_cache)(pg_store *store, size_t max_entries, size_t max_bytes,
                               pg_error *err);
+    /* --- appended: check size >= offsetof(pg_module_v2, decide_identity) + sizeof(void *) */
+    int (*decide_identity)(const pg_config *cfg, const pg_store *store, const pg_request *req,
+                           const char *const *aliases, const char *const *hints,
+                           pg_decision *out);
 } pg_module_v2;
 
 /* The table for PG_MODULE_ABI_V2, from pg_module_get's result. */

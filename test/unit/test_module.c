@@ -216,6 +216,11 @@ START_TEST(v2_full_lifecycle)
     pg_decision d;
     ck_assert_msg(m2->decide(cfg, store, &req, &d) == 1, "%d %s", d.reason, d.text);
     ck_assert_str_eq(m2->reason_name(d.reason), "secret-match");
+    /* The identity form: same answer without spellings; a malformed spelling denies. */
+    ck_assert_int_eq(m2->decide_identity(cfg, store, &req, NULL, NULL, &d), 1);
+    const char *bad_hints[] = {"SHA256:not-an-image-id", NULL};
+    ck_assert_int_eq(m2->decide_identity(cfg, store, &req, NULL, bad_hints, &d), 0);
+    ck_assert_str_eq(m2->reason_name(d.reason), "bad-request");
     req.namespace_ = "team-b";
     ck_assert_int_eq(m2->decide(cfg, store, &req, &d), 0);
     ck_assert_int_eq(d.allow, 0);
