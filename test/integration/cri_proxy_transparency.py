@@ -7,11 +7,15 @@
   unavailable PROXIED          the runtime is down: UNAVAILABLE, quickly
   recovers PROXIED SECS        calls work again (the proxy reconnects by itself)
   drain PROXIED PID            an in-flight call survives SIGTERM to PID; new calls are refused
+  headers-first DIRECT PROXIED a client that waits for the runtime's headers before its first
+                               message gets them (no deadlock), then a ping-pong works
+  spaced DIRECT PROXIED        a stream's messages spaced in time each arrive promptly
 
 Only Debian's python3-grpcio is used; messages are raw bytes (no protobuf needed:
 the proxy must not care what the bytes are).
 """
 import os
+import queue
 import signal
 import sys
 import threading
@@ -21,6 +25,13 @@ from concurrent import futures
 import grpc
 
 MiB = 1 << 20
+# Spaced: the runtime sends its messages at these offsets (s) and ends the call at
+# SPACED_END, so a message held back until the next one or until the status arrives
+# at least SPACED_GAP late; a prompt one lags a few ms (bounded by SPACED_BOUND).
+SPACED_AT = (0.0, 0.5, 1.0)
+SPACED_END = 1.5
+SPACED_GAP = 0.5
+SPACED_BOUND = 0.25
 OPTIONS = [("grpc.max_receive_message_length", 32 * MiB),
            ("grpc.max_send_message_length", 32 * MiB),
            ("grpc.enable_retries", 0)]
@@ -49,6 +60,8 @@ class FakeRuntime(grpc.GenericRpcHandler):
             "/test.Echo/StreamThenFail": grpc.unary_stream_rpc_method_handler(self.stream_then_fail),
             "/test.Echo/Sleep": grpc.unary_unary_rpc_method_handler(self.sleep),
             "/test.Echo/Large": grpc.unary_unary_rpc_method_handler(self.large),
+            "/test.Echo/HeadersFirst": grpc.stream_stream_rpc_method_handler(self.headers_first),
+            "/test.Echo/Spaced": grpc.unary_stream_rpc_method_handler(self.spaced),
         }
         return table.get(m)  # None: UNIMPLEMENTED, like a runtime that lacks the method
 
@@ -99,6 +112,20 @@ class FakeRuntime(grpc.GenericRpcHandler):
 
     def large(self, request, context):
         return b"L" * int(request)
+
+    def headers_first(self, requests, context):
+        # The headers leave before any request is read: a client may wait for them.
+        context.send_initial_metadata((("x-hello", "first"), ("x-hello-bin", b"\x00\xff")))
+        for r in requests:
+            yield b"pong:" + r
+
+    def spaced(self, request, context):
+        """Messages at SPACED_AT seconds, each carrying its send time; the end comes later."""
+        t0 = time.monotonic()
+        for i, at in enumerate(SPACED_AT):
+            time.sleep(max(0.0, t0 + at - time.monotonic()))
+            yield b"%d@%.6f" % (i, time.monotonic())  # CLOCK_MONOTONIC: one clock machine-wide
+        time.sleep(SPACED_END - SPACED_AT[-1])
 
 
 def serve(sock, events):
@@ -249,6 +276,90 @@ def drain(proxied, pid):
     return fails
 
 
+def headers_first_run(sock):
+    """Open the bidi call, wait (bounded) for the headers, then ping-pong 3 messages."""
+    ch = channel(sock)
+    requests = queue.Queue()
+    call = ch.stream_stream("/test.Echo/HeadersFirst")(iter(requests.get, None), timeout=8)
+    got = {}
+    t0 = time.monotonic()
+    waiter = threading.Thread(target=lambda: got.update(md=call.initial_metadata()), daemon=True)
+    waiter.start()
+    waiter.join(2.0)
+    took = time.monotonic() - t0
+    headers = xmd(got["md"]) if "md" in got else None
+    pongs = []
+    if headers is not None:
+        try:
+            for i in range(3):
+                requests.put(b"ping%d" % i)
+                pongs.append(next(call))
+        except grpc.RpcError as e:
+            pongs.append(e.code().name)
+        except StopIteration:
+            pongs.append("end of stream")
+    requests.put(None)
+    if headers is None:
+        call.cancel()
+    code = call.code().name
+    ch.close()
+    return headers, took, pongs, code
+
+
+def headers_first(direct, proxied):
+    a = headers_first_run(direct)
+    b = headers_first_run(proxied)
+    print("       direct:  headers after %.3f s, %r %s" % (a[1], a[2], a[3]))
+    print("       proxied: headers after %.3f s, %r %s" % (b[1], b[2], b[3]))
+    want = [("x-hello", "first"), ("x-hello-bin", b"\x00\xff")]
+    fails = check(a[0] == want, "direct: headers before the first message (%r)" % (a[0],))
+    fails += check(b[0] is not None, "proxied: headers before the first message within 2 s "
+                   "(no deadlock; waited %.2f s)" % b[1])
+    fails += check(b[0] == a[0], "proxied headers equal the direct ones (%r)" % (b[0],))
+    expected = [b"pong:ping%d" % i for i in range(3)]
+    fails += check(a[2] == expected and a[3] == "OK", "direct: ping-pong of 3 then OK")
+    fails += check(b[2] == expected and b[3] == "OK",
+                   "proxied: ping-pong of 3 then OK (%r %s)" % (b[2], b[3]))
+    return fails
+
+
+def spaced_run(sock):
+    """[(index, lag)]: how long after the runtime sent each message the client had it."""
+    ch = channel(sock)
+    it = ch.unary_stream("/test.Echo/Spaced")(b"", timeout=10)
+    lags = []
+    try:
+        for m in it:
+            arrived = time.monotonic()
+            index, sent = m.split(b"@")
+            lags.append((int(index), arrived - float(sent)))
+    except grpc.RpcError as e:
+        lags.append((e.code().name, None))
+    ch.close()
+    return lags
+
+
+def spaced(direct, proxied):
+    a = spaced_run(direct)
+    b = spaced_run(proxied)
+    show = lambda lags: " ".join("#%s %s" % (i, "%.3fs" % l if l is not None else "-")
+                                 for i, l in lags)
+    print("       lag direct:  " + show(a))
+    print("       lag proxied: " + show(b))
+    n = len(SPACED_AT)
+    fails = check([i for i, _ in a] == list(range(n)), "direct: %d spaced messages" % n)
+    fails += check([i for i, _ in b] == list(range(n)), "proxied: %d spaced messages" % n)
+    # The bound is what the proxy may add on a loaded machine, beyond the direct lag;
+    # holding a message back costs at least SPACED_GAP (> SPACED_BOUND).
+    for (i, la), (j, lb) in zip(a, b):
+        if la is None or lb is None:
+            continue
+        fails += check(lb < la + SPACED_BOUND,
+                       "proxied message #%d arrived %.3f s after it was sent (direct %.3f s,"
+                       " bound +%.2f s)" % (i, lb, la, SPACED_BOUND))
+    return fails
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == "serve":
@@ -264,6 +375,10 @@ def main(argv):
         return 1 if recovers(argv[2], argv[3]) else 0
     if cmd == "drain":
         return 1 if drain(argv[2], argv[3]) else 0
+    if cmd == "headers-first":
+        return 1 if headers_first(argv[2], argv[3]) else 0
+    if cmd == "spaced":
+        return 1 if spaced(argv[2], argv[3]) else 0
     print("unknown command", cmd, file=sys.stderr)
     return 2
 

@@ -4,7 +4,9 @@
 # Python gRPC generic handlers (cri_proxy_transparency.py), every observation
 # through the proxy equals the direct one — unary bytes, metadata both ways,
 # server/client/bidi streaming, error status and message, trailers-only
-# answers, unknown methods, the 16 MiB bound; a deadline is honoured and ends
+# answers, unknown methods, the 16 MiB bound; a client that waits for the
+# runtime's headers before its first message gets them (no deadlock); a
+# stream's messages spaced in time each arrive promptly; a deadline is honoured and ends
 # the runtime's call; the runtime down gives UNAVAILABLE; a restarted runtime
 # is found again without restarting the proxy; SIGTERM lets an in-flight call
 # finish, refuses new ones and exits 0. The socket is 0600 in a 0700 directory.
@@ -57,6 +59,14 @@ mode_dir=$(stat -c %a "$(dirname "$PROXY_SOCK")")
 
 pg_section "same answers direct and through the proxy"
 pg_expect_ok "transparency" $PY "$HERE/cri_proxy_transparency.py" compare "$RT_SOCK" "$PROXY_SOCK"
+printf '%s\n' "$PG_OUT" | sed 's/^/       /' >&2
+
+pg_section "sends are coalesced, never held back"
+pg_expect_ok "headers before the first message" \
+    $PY "$HERE/cri_proxy_transparency.py" headers-first "$RT_SOCK" "$PROXY_SOCK"
+printf '%s\n' "$PG_OUT" | sed 's/^/       /' >&2
+pg_expect_ok "spaced stream messages arrive promptly" \
+    $PY "$HERE/cri_proxy_transparency.py" spaced "$RT_SOCK" "$PROXY_SOCK"
 printf '%s\n' "$PG_OUT" | sed 's/^/       /' >&2
 
 pg_section "deadline"
