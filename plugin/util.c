@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Errors, bounded and safe file reads, hashing, strict JSON, time parsing. */
+/* Errors, bounded and safe file reads, strict JSON, time parsing (hashing: digest.c). */
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,22 +99,6 @@ PG_API void pg_strv_free(char **v)
 }
 
 char *pg_strdup(const char *s) { return s ? strdup(s) : NULL; }
-
-int pg_sha256_hex(const void *data, size_t len, char out[PG_HASH_HEX_LEN + 1], pg_error *err)
-{
-    unsigned char md[32];
-    unsigned int mdlen = 0;
-    if (!EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != sizeof md)
-        return pg_fail(err, PG_ERR_INTERNAL, "SHA-256 failed");
-    pg_hex_encode(md, sizeof md, out);
-    return PG_OK;
-}
-
-int pg_record_file_name(const char *s, char out[7 + PG_HASH_HEX_LEN + 1], pg_error *err)
-{
-    memcpy(out, "sha256-", 7);
-    return pg_sha256_hex(s, strlen(s), out + 7, err);
-}
 
 static int check_stat(const struct stat *st, const char *name, int flags, pg_error *err)
 {
