@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* pullgate-hook's modules: OCI input, runtime identity, reporting. Not installed. */
+/*
+ * The hook's modules: arguments, OCI input, runtime identity, reporting, and
+ * the evaluation that ties them together (evaluate.c), shared by
+ * pullgate-hook-local and the resident server in pullgate-cri. The thin
+ * pullgate-hook links only args.c, oci_input.c and proto.c (no libcrypto).
+ * Not installed.
+ */
 #ifndef PULLGATE_HOOK_H
 #define PULLGATE_HOOK_H
 
 #include "internal.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 
 /* Fixed bounds on what the runtime hands us (every input is hostile). */
 #define HOOK_MAX_STATE_BYTES (1u << 20)      /* OCI state JSON on stdin */
@@ -15,6 +22,20 @@
 #define HOOK_DBUS_TIMEOUT_MS 100
 
 #define HOOK_UNKNOWN "unknown" /* printed for a field not known (yet) */
+#define HOOK_LINE_MAX 2048     /* one stderr line: 4 sanitised fields + a reason fit */
+
+/* ----------------------------------------------------------------- args.c */
+
+/* The hook's command line (both executables accept the same arguments). */
+typedef struct hook_args {
+    const char *config_path; /* the --config given, or the compiled-in default */
+    int config_explicit;     /* --config given: a missing file is an error */
+    const char *stage;
+    const char *daemon_socket; /* --daemon-socket; NULL: the default, "none": never */
+} hook_args;
+
+/* Fills *args from argv (borrowed); PG_ERR_INVALID with a usage message. */
+int hook_parse_args(int argc, char **argv, hook_args *args, pg_error *err);
 
 /* ------------------------------------------------------------ oci_input.c */
 
@@ -27,8 +48,22 @@ typedef struct hook_state {
 /* Reads at most max bytes from fd until EOF or until deadline_ms elapsed. */
 int hook_read_fd_deadline(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
                           pg_error *err);
+/*
+ * As hook_read_fd_deadline, but on failure *buf and *len still hold what was read
+ * (never NULL, NUL-terminated; the caller frees it) and *timed_out says
+ * whether the deadline passed: the thin hook hands that to the local hook.
+ */
+int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
+                         bool *timed_out, pg_error *err);
+/* As hook_read_fd_partial when spent_ms of the deadline_ms are used up already. */
+int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char **buf,
+                       size_t *len, bool *timed_out, pg_error *err);
 /* Reads and validates the OCI state JSON from fd (bounded, deadline). */
 int hook_read_state(int fd, hook_state *state, pg_error *err);
+/* The same when spent_ms of the stdin deadline were used by the thin hook already. */
+int hook_read_state_spent(int fd, int spent_ms, hook_state *state, pg_error *err);
+/* Validates the OCI state JSON in buf (len bytes, at most HOOK_MAX_STATE_BYTES). */
+int hook_parse_state(const char *buf, size_t len, hook_state *state, pg_error *err);
 void hook_state_clear(hook_state *state);
 
 /*
@@ -37,6 +72,10 @@ void hook_state_clear(hook_state *state);
  * Every annotation value must be a string.
  */
 int hook_read_bundle_annotations(const char *bundle, json_t **annotations, pg_error *err);
+/* The same from an already open bundle directory (borrowed: not closed). */
+int hook_read_bundle_annotations_at(int bundle_fd, json_t **annotations, pg_error *err);
+/* Opens the bundle directory as the local hook does (O_DIRECTORY, close-on-exec). */
+int hook_open_bundle(const char *bundle, int *fd, pg_error *err);
 
 /* The string value of an annotation, or NULL when absent. */
 const char *hook_annotation(const json_t *annotations, const char *key);
@@ -105,5 +144,60 @@ void hook_log_open(const char *log_level);
  */
 int hook_report(const hook_subject *who, const pg_decision *dec, pg_mode mode,
                 pg_notifier *notifier);
+/*
+ * The two halves of hook_report, for the resident server, which replies first
+ * and logs after: the stderr line into line (size n; "" when there is none,
+ * i.e. allowed) and the exit status; then syslog and D-Bus.
+ */
+int hook_report_line(const hook_subject *who, const pg_decision *dec, pg_mode mode, char *line,
+                     size_t n);
+void hook_report_sinks(const hook_subject *who, const pg_decision *dec, pg_mode mode,
+                       pg_notifier *notifier);
+
+/* ------------------------------------------------------------- evaluate.c */
+
+/* Everything one evaluation knows; filled step by step, released by hook_run_free(). */
+typedef struct hook_run {
+    hook_args args;
+    const pg_config *cfg; /* NULL: no usable configuration (enforce, fail closed) */
+    pg_config *own_cfg;   /* the local hook's, loaded from args.config_path */
+    hook_state state;
+    json_t *annotations;
+    hook_identity identity;
+    pg_store *store;     /* borrowed (the server's) or own_store */
+    pg_store *own_store; /* the local hook's, opened per run */
+    pg_decision decision;
+    char *reported_ref; /* containerd: the imageRef the index names, for the report only */
+} hook_run;
+
+/*
+ * The local hook: parses argv, loads the configuration, reads the OCI state
+ * from state_fd (bounded, deadline), opens the bundle by path and decides.
+ * Every failure becomes a denial in run->decision.
+ */
+void hook_evaluate_local(hook_run *run, int argc, char **argv, int state_fd, int stdin_spent_ms);
+/*
+ * How the thin hook tells pullgate-hook-local how much of the stdin deadline
+ * it used already (milliseconds), so a runtime that never closes stdin is
+ * waited for once, not twice. It can only shorten the wait (fail closed).
+ */
+#define HOOK_STDIN_SPENT_ENV "PULLGATE_HOOK_STDIN_SPENT_MS"
+/*
+ * The resident server: cfg (borrowed, the file the hook names) and store
+ * (borrowed, long-lived) are already open; the OCI state comes as bytes and
+ * the bundle as a directory fd (borrowed; the server never opens the path).
+ */
+void hook_evaluate_resident(hook_run *run, const pg_config *cfg, pg_store *store,
+                            const char *stage, const char *state, size_t state_len,
+                            int bundle_fd);
+/* Opens the record store as the hook reads it (see evaluate.c). */
+pg_store *hook_open_store(const pg_config *cfg, pg_error *err);
+/* What the decision's report names, borrowed from run. */
+hook_subject hook_run_subject(const hook_run *run);
+/* The configured mode, enforce when no configuration could be loaded. */
+pg_mode hook_run_mode(const hook_run *run);
+/* The exit status the decision maps to (0 allow or audit, 1 deny). */
+int hook_run_status(const hook_run *run);
+void hook_run_free(hook_run *run);
 
 #endif

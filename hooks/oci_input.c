@@ -51,13 +51,24 @@ static int grow(char **buf, size_t *cap, size_t max, pg_error *err)
  * deadline; reading one byte past max detects oversize input without
  * consuming an unbounded stream.
  */
-int hook_read_fd_deadline(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
-                          pg_error *err)
+int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
+                         bool *timed_out, pg_error *err)
 {
-    int64_t deadline = pg_monotonic_ms() + deadline_ms;
+    return hook_read_fd_spent(fd, max, deadline_ms, 0, buf, len, timed_out, err);
+}
+
+int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char **buf,
+                       size_t *len, bool *timed_out, pg_error *err)
+{
+    int64_t deadline = pg_monotonic_ms() + deadline_ms - (spent_ms > 0 ? spent_ms : 0);
     size_t cap = 4096, n = 0;
+    *buf = NULL;
+    *len = 0;
+    *timed_out = false;
     char *b = malloc(cap + 1);
-    int rc = b ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (!b)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    int rc = PG_OK;
     while (rc == PG_OK) {
         if (n == cap && (rc = grow(&b, &cap, max, err)) != PG_OK)
             break;
@@ -65,6 +76,7 @@ int hook_read_fd_deadline(int fd, size_t max, int deadline_ms, char **buf, size_
         if ((rc = wait_readable(fd, deadline, &ready, err)) != PG_OK)
             break;
         if (!ready) {
+            *timed_out = true;
             rc = pg_fail(err, PG_ERR_LIMIT, "stdin not closed within %d ms", deadline_ms);
             break;
         }
@@ -81,11 +93,29 @@ int hook_read_fd_deadline(int fd, size_t max, int deadline_ms, char **buf, size_
         if (n > max)
             rc = pg_fail(err, PG_ERR_LIMIT, "input larger than %zu bytes", max);
     }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return rc;
+}
+
+/*
+ * A runtime that never closes our stdin must not make the container start
+ * wait for the hooks.d timeout (and then SIGKILL), so reading has its own
+ * deadline; reading one byte past max detects oversize input without
+ * consuming an unbounded stream.
+ */
+int hook_read_fd_deadline(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
+                          pg_error *err)
+{
+    bool timed_out;
+    char *b = NULL;
+    size_t n = 0;
+    int rc = hook_read_fd_partial(fd, max, deadline_ms, &b, &n, &timed_out, err);
     if (rc != PG_OK) {
         free(b);
         return rc;
     }
-    b[n] = '\0';
     *buf = b;
     *len = n;
     return PG_OK;
@@ -117,24 +147,39 @@ static int state_from_json(const json_t *root, hook_state *state, pg_error *err)
     return rc;
 }
 
-int hook_read_state(int fd, hook_state *state, pg_error *err)
+int hook_parse_state(const char *buf, size_t len, hook_state *state, pg_error *err)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    int rc = hook_read_fd_deadline(fd, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, &buf, &len,
-                                   err);
-    if (rc != PG_OK) {
-        pg_error_prefix(err, "reading the OCI state on stdin");
-        return rc;
-    }
+    if (len > HOOK_MAX_STATE_BYTES)
+        return pg_fail(err, PG_ERR_LIMIT, "OCI state: larger than %u bytes", HOOK_MAX_STATE_BYTES);
     json_t *root = pg_json_parse(buf, len, "OCI state", err);
-    free(buf);
     if (!root)
         return PG_ERR_INVALID;
-    rc = state_from_json(root, state, err);
+    int rc = state_from_json(root, state, err);
     json_decref(root);
     if (rc != PG_OK)
         hook_state_clear(state);
+    return rc;
+}
+
+int hook_read_state(int fd, hook_state *state, pg_error *err)
+{
+    return hook_read_state_spent(fd, 0, state, err);
+}
+
+int hook_read_state_spent(int fd, int spent_ms, hook_state *state, pg_error *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    bool timed_out;
+    int rc = hook_read_fd_spent(fd, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, spent_ms, &buf,
+                                &len, &timed_out, err);
+    if (rc != PG_OK) {
+        free(buf);
+        pg_error_prefix(err, "reading the OCI state on stdin");
+        return rc;
+    }
+    rc = hook_parse_state(buf, len, state, err);
+    free(buf);
     return rc;
 }
 
@@ -190,22 +235,37 @@ static int annotations_from_config(const char *buf, size_t len, json_t **annotat
  * with O_NOFOLLOW and must be a regular file (pg_read_file_at also opens with
  * O_NONBLOCK, so a FIFO planted there cannot block us).
  */
-int hook_read_bundle_annotations(const char *bundle, json_t **annotations, pg_error *err)
+int hook_open_bundle(const char *bundle, int *fd, pg_error *err)
 {
-    int dirfd = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY);
-    if (dirfd < 0)
+    *fd = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY);
+    if (*fd < 0)
         return pg_fail_errno(err, errno, "open bundle directory");
+    return PG_OK;
+}
+
+int hook_read_bundle_annotations_at(int bundle_fd, json_t **annotations, pg_error *err)
+{
     char *buf = NULL;
     size_t len = 0;
-    int rc = pg_read_file_at(dirfd, "config.json", HOOK_MAX_BUNDLE_CONFIG_BYTES,
+    int rc = pg_read_file_at(bundle_fd, "config.json", HOOK_MAX_BUNDLE_CONFIG_BYTES,
                              PG_READ_CHECK_OWNER, &buf, &len, err);
-    close(dirfd);
     if (rc != PG_OK) {
         pg_error_prefix(err, "bundle");
         return rc;
     }
     rc = annotations_from_config(buf, len, annotations, err);
     free(buf);
+    return rc;
+}
+
+int hook_read_bundle_annotations(const char *bundle, json_t **annotations, pg_error *err)
+{
+    int dirfd;
+    int rc = hook_open_bundle(bundle, &dirfd, err);
+    if (rc != PG_OK)
+        return rc;
+    rc = hook_read_bundle_annotations_at(dirfd, annotations, err);
+    close(dirfd);
     return rc;
 }
 

@@ -1,57 +1,48 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pullgate-hook [--config FILE] [--stage STAGE]
+ * pullgate-hook [--config FILE] [--stage STAGE] [--daemon-socket PATH|none]
  *
- * OCI hook (prestart / createRuntime / createContainer): lets a Kubernetes
- * application container start only if its pod presents credentials recorded
- * for the image's pull, or policy exempts it (docs/interfaces.md §5, §7). Exit 0 =
- * allow; exit 1 = deny with one line on stderr. Every failure denies.
- * The hook never forks, so a runtime timeout can never leave a child holding
- * the runtime's stdout/stderr pipes.
+ * The OCI hook the runtimes run (hooks.d, containerd's base spec). A thin
+ * client: the decision itself is made by pullgate-cri, resident as root with
+ * the store open, libcrypto warm and a record cache, so a container start
+ * pays for an exec of a small binary without libcrypto plus one local
+ * round trip instead of mapping and initialising OpenSSL (docs/design.md,
+ * "The resident hook"; bench/README.md).
+ *
+ * It reads the OCI state (bounded, deadline), opens the bundle directory,
+ * connects to the daemon's socket (server must be uid 0), sends one request
+ * with the bundle directory as an fd and prints the one reply's line and
+ * exits with its status. On ANY failure before a valid reply, or when the
+ * daemon answers "not mine" (another configuration), it execs
+ * pullgate-hook-local from its own directory with the same argv and the
+ * stdin bytes already read: a dead, hung or confused daemon costs time
+ * (bounded by HOOK_DAEMON_BUDGET_MS) but never changes a decision.
+ * If even that exec fails it denies (fail closed). Like the local hook it
+ * never forks, so a runtime timeout can never leave a child holding the
+ * runtime's stdout/stderr pipes.
+ *
+ * Links no libcrypto (checked by test_hook_daemon.sh with nm).
  */
 #include "hook.h"
+#include "hook_proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/crypto.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <syslog.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
-#define DEFAULT_CONFIG_PATH PG_DEFAULT_CONFIG_PATH /* ${sysconfdir}/pullgate, from CMake */
+#define HOOK_DAEMON_BUDGET_MS 500 /* connect + send + reply, in total */
+#define LOCAL_HOOK_NAME "pullgate-hook-local"
 
-typedef struct hook_args {
-    const char *config_path;
-    int config_explicit; /* --config given: a missing file is an error */
-    const char *stage;
-} hook_args;
-
-/* Everything one run knows; filled step by step, released by run_free(). */
-typedef struct hook_run {
-    hook_args args;
-    pg_config *cfg;
-    hook_state state;
-    json_t *annotations;
-    hook_identity identity;
-    pg_store *store;
-    pg_decision decision;
-    char *reported_ref; /* containerd: the imageRef the index names, for the report only */
-} hook_run;
-
-static const char *const known_stages[] = {"prestart",       "createRuntime", "createContainer",
-                                           "startContainer", "poststart",     "poststop", NULL};
-
-/* ------------------------------------------------------------ failure */
-
-/*
- * Set once the decision is made, before it is reported: a deadline that fires
- * while reporting (a stuck syslog socket, say) must not turn an allow into a
- * deny, nor print a second line after the real one.
- */
+/* The daemon's exit status once its reply is in hand: the deadline handler then keeps it. */
 static volatile sig_atomic_t decided_status = -1;
 
 /* Fixed text: the handler may only use async-signal-safe calls. */
@@ -67,10 +58,7 @@ static void on_deadline(int sig)
     _exit(1);
 }
 
-/*
- * Whatever hangs (a stuck store filesystem, the bus) the hook exits on its own,
- * denying, before the runtime's hooks.d timeout kills it.
- */
+/* The same deadline as the local hook; the alarm survives the exec into it. */
 static void arm_deadline(void)
 {
     struct sigaction sa;
@@ -81,267 +69,288 @@ static void arm_deadline(void)
     alarm(HOOK_HARD_DEADLINE_S);
 }
 
-/* what (may be NULL) says which step failed when err's message does not. */
-static void deny(hook_run *run, int reason, const char *what, const pg_error *err)
-{
-    const char *why = err && err->message[0] ? err->message : "unknown error";
-    run->decision.allow = 0;
-    run->decision.reason = reason;
-    if (what)
-        snprintf(run->decision.text, sizeof run->decision.text, "%.100s: %.400s", what, why);
-    else
-        snprintf(run->decision.text, sizeof run->decision.text, "%.500s", why);
-}
+/* ------------------------------------------------------------ fallback */
 
-static void allow(hook_run *run, int reason, const char *text)
-{
-    run->decision.allow = 1;
-    run->decision.reason = reason;
-    snprintf(run->decision.text, sizeof run->decision.text, "%s", text);
-}
+/* What the local hook gets on fd 0. */
+typedef enum stdin_handover {
+    STDIN_AS_IS,   /* untouched: nothing read yet, or the runtime never closed it */
+    STDIN_THE_BYTES /* a memfd holding exactly the bytes read */
+} stdin_handover;
 
-/* ---------------------------------------------------------- arguments */
-
-static int is_known_stage(const char *stage)
+static int write_all(int fd, const char *p, size_t n)
 {
-    for (const char *const *s = known_stages; *s; s++)
-        if (strcmp(*s, stage) == 0)
-            return 1;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
     return 0;
 }
 
-/* Accepts "--name VALUE" and "--name=VALUE"; returns the value or NULL. */
-static const char *option_value(int argc, char **argv, int *i, const char *name)
+/* Puts bytes on fd 0 as a memfd, read from its start: the local hook sees them then EOF. */
+static int hand_over_stdin(const char *bytes, size_t len)
 {
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] == '\0' && *i + 1 < argc)
-        return argv[++*i];
-    return NULL;
+    int fd = memfd_create("pullgate-oci-state", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = write_all(fd, bytes, len) == 0 && lseek(fd, 0, SEEK_SET) == 0 &&
+                     dup2(fd, STDIN_FILENO) == STDIN_FILENO
+                 ? 0
+                 : -1;
+    close(fd);
+    return rc;
 }
 
-static int parse_args(int argc, char **argv, hook_args *args, pg_error *err)
+/* <directory of /proc/self/exe>/pullgate-hook-local into out. */
+static int local_hook_path(char *out, size_t n)
 {
-    args->config_path = DEFAULT_CONFIG_PATH;
-    args->config_explicit = 0;
-    args->stage = "prestart";
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if ((v = option_value(argc, argv, &i, "--config")) != NULL) {
-            args->config_path = v;
-            args->config_explicit = 1;
-        } else if ((v = option_value(argc, argv, &i, "--stage")) != NULL) {
-            args->stage = v;
-        } else {
-            return pg_fail(err, PG_ERR_INVALID,
-                           "usage: pullgate-hook [--config FILE] [--stage STAGE]; bad argument "
-                           "\"%.64s\"", argv[i]);
-        }
-    }
-    if (!args->config_path[0])
-        return pg_fail(err, PG_ERR_INVALID, "--config: empty path");
-    if (!is_known_stage(args->stage))
-        return pg_fail(err, PG_ERR_INVALID, "--stage: unknown OCI hook stage \"%.64s\"",
-                       args->stage);
-    return PG_OK;
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0)
+        return -1;
+    self[len] = '\0';
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    int w = snprintf(out, n, "%s/%s", self, LOCAL_HOOK_NAME);
+    return w > 0 && (size_t)w < n ? 0 : -1;
 }
 
-/* ------------------------------------------------------------- steps */
-
-/* A missing default file means built-in defaults; any other problem fails closed. */
-static int load_config(hook_run *run, pg_error *err)
+static void deny_exit(const char *why)
 {
-    run->cfg = pg_config_new(err);
-    if (!run->cfg)
-        return PG_ERR_NOMEM; /* pg_config_new's only failure (it has set err) */
-    struct stat st;
-    if (!run->args.config_explicit && lstat(run->args.config_path, &st) != 0 && errno == ENOENT)
-        return PG_OK;
-    return pg_config_load_file(run->cfg, run->args.config_path, err);
+    fprintf(stderr,
+            "pullgate: denied container " HOOK_UNKNOWN " (namespace " HOOK_UNKNOWN
+            ", image " HOOK_UNKNOWN "): %s\n",
+            why);
+    _exit(1);
 }
 
-/*
- * The hook only reads records. pg_store_open_readonly() opens only
- * readOnlyRecordDirs, and pg_store_open() would create a missing stateDir,
- * so: an existing stateDir is opened with pg_store_open (nothing to create);
- * a missing one holds no records, and the read-only directories suffice.
- */
-static pg_store *open_store(const pg_config *cfg, pg_error *err)
+/* Decides locally: execs pullgate-hook-local with the same argv; returns only to deny. */
+static void __attribute__((noreturn))
+fall_back(char **argv, stdin_handover how, const char *bytes, size_t len)
 {
-    struct stat st;
-    const char *state_dir = pg_config_state_dir(cfg);
-    if (state_dir && lstat(state_dir, &st) == 0)
-        return pg_store_open(cfg, NULL, err);
-    return pg_store_open_readonly(cfg, err);
+    char path[PATH_MAX];
+    if (how == STDIN_THE_BYTES && hand_over_stdin(bytes, len) != 0)
+        deny_exit("cannot hand the OCI state over to " LOCAL_HOOK_NAME);
+    if (local_hook_path(path, sizeof path) != 0)
+        deny_exit("cannot locate " LOCAL_HOOK_NAME);
+    execv(path, argv);
+    char why[PATH_MAX + 128];
+    snprintf(why, sizeof why, "cannot run %.*s: %s", PATH_MAX, path, strerror(errno));
+    deny_exit(why);
+    _exit(1); /* not reached */
 }
 
-/*
- * containerd names no image ID, so log lines and D-Bus signals would say
- * "unknown" where an operator wants the ID. The library decided over every
- * spelling already; this second index read only names the ID for the report
- * and never influences the decision (a failed lookup leaves it unknown).
- */
-static void name_resolved_ref(hook_run *run)
+/* ------------------------------------------------------------ exchange */
+
+static int64_t left_ms(int64_t deadline)
 {
-    if (run->identity.image_ref || !run->store || !run->identity.image)
-        return;
-    if (pg_store_resolve_image(run->store, run->identity.image, &run->reported_ref, NULL) != PG_OK)
-        run->reported_ref = NULL;
+    int64_t left = deadline - pg_monotonic_ms();
+    return left > 0 ? left : 0;
 }
 
-static void decide_application(hook_run *run)
+static int wait_for(int fd, short events, int64_t deadline)
 {
-    pg_error err = {0};
-    if (!run->identity.image) {
-        /* Only a policy that needs no image name can exempt an unnamed image. */
-        if (pg_config_policy(run->cfg) == PG_POLICY_NEVER_VERIFY)
-            allow(run, PG_REASON_NEVER_VERIFY, "policy NeverVerify");
-        else
-            deny(run, PG_REASON_BAD_REQUEST, "the runtime names no image",
-                 &(pg_error){PG_ERR_INVALID, "only an image ID is known, not a name"});
-        return;
-    }
-    run->store = open_store(run->cfg, &err);
-    if (!run->store) {
-        deny(run, PG_REASON_STORE_ERROR, "opening the record store", &err);
-        return;
-    }
-    /*
-     * Every spelling the runtime gives goes to the library, which validates,
-     * looks each up in every record directory (containerd's missing image ID
-     * included: the index and the name index stand in) and merges what it finds.
-     */
-    pg_request req = {
-        .image = run->identity.image,
-        .image_ref = run->identity.image_ref,
-        .namespace_ = run->identity.namespace_,
-        .credentials = hook_annotation(run->annotations, pg_config_annotation(run->cfg)),
-    };
-    pg_decide_identity(run->cfg, run->store, &req, run->identity.aliases,
-                       (const char *const *)run->identity.hints, &run->decision);
-    name_resolved_ref(run);
-}
-
-static void decide(hook_run *run)
-{
-    pg_error err = {0};
-    if (hook_read_bundle_annotations(run->state.bundle, &run->annotations, &err) != PG_OK)
-        deny(run, PG_REASON_BAD_REQUEST, NULL, &err); /* names the bundle */
-    else if (hook_identify(pg_config_runtime(run->cfg), run->annotations, &run->identity, &err) !=
-             PG_OK)
-        deny(run, PG_REASON_BAD_REQUEST, "identifying the container", &err);
-    else if (run->identity.kind == HOOK_NOT_KUBERNETES)
-        allow(run, 0, "not a Kubernetes container (no CRI-O or containerd annotations)");
-    else if (run->identity.kind == HOOK_SANDBOX)
-        allow(run, PG_REASON_SANDBOX, "sandbox (pause) container");
-    else
-        decide_application(run);
-}
-
-/*
- * The state is read even after an argument or configuration error: it costs
- * at most the stdin deadline and lets the denial name the container.
- */
-static void read_inputs_and_decide(hook_run *run, int argc, char **argv)
-{
-    pg_error args_err = {0}, cfg_err = {0}, state_err = {0};
-    int args_rc = parse_args(argc, argv, &run->args, &args_err);
-    int cfg_rc = args_rc == PG_OK ? load_config(run, &cfg_err) : PG_OK;
-    int state_rc = hook_read_state(STDIN_FILENO, &run->state, &state_err);
-    if (args_rc != PG_OK)
-        deny(run, PG_REASON_BAD_REQUEST, "invalid arguments", &args_err);
-    else if (cfg_rc != PG_OK)
-        deny(run, PG_REASON_CONFIG_ERROR, "configuration", &cfg_err);
-    else if (state_rc != PG_OK)
-        deny(run, PG_REASON_BAD_REQUEST, NULL, &state_err); /* names the OCI state */
-    else
-        decide(run);
-    if (cfg_rc != PG_OK || args_rc != PG_OK) {
-        /* A configuration we could not load names no mode: enforce (fail closed). */
-        pg_config_free(run->cfg);
-        run->cfg = NULL;
+    for (;;) {
+        int64_t left = left_ms(deadline);
+        if (left == 0)
+            return -1;
+        struct pollfd p = {.fd = fd, .events = events};
+        int r = poll(&p, 1, (int)left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || (p.revents & (POLLNVAL | POLLERR)))
+            return -1;
+        if (p.revents & (events | POLLHUP))
+            return 0;
     }
 }
 
-/* stdin is done with; keep fd 0 occupied so nothing opened later lands on it. */
-static void release_stdin(void)
+/* Connected to a server that runs as root, or -1. */
+static int connect_daemon(const char *path, int64_t deadline)
 {
-    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0 && fd != STDIN_FILENO) {
-        dup2(fd, STDIN_FILENO);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return -1;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    if (rc != 0 && errno == EINPROGRESS && wait_for(fd, POLLOUT, deadline) == 0) {
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        rc = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0 ? 0 : -1;
+    }
+    /* Only root's answer is trusted: anyone else could have bound a socket at this path. */
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    if (rc != 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != 0) {
         close(fd);
-    } else if (fd < 0) {
-        close(STDIN_FILENO);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_request(int fd, const unsigned char *msg, size_t len, int bundle_fd,
+                        int64_t deadline)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                        .msg_controllen = sizeof control.buf};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &bundle_fd, sizeof(int));
+    for (;;) {
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w == (ssize_t)len)
+            return 0;
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno == EAGAIN && wait_for(fd, POLLOUT, deadline) == 0)
+            continue;
+        return -1;
     }
 }
 
-/* A session bus without an address would make libdbus autolaunch (fork) a daemon. */
-static pg_notifier *open_notifier(const pg_config *cfg)
+/* Exactly one well-formed reply message, no fds with it. */
+static int receive_reply(int fd, unsigned char *buf, size_t cap, hook_reply *reply,
+                         int64_t deadline)
 {
-    const char *bus = cfg ? pg_config_dbus(cfg) : NULL;
-    if (!bus || strcmp(bus, "none") == 0)
-        return NULL;
-    if (strcmp(bus, "session") == 0 && !getenv("DBUS_SESSION_BUS_ADDRESS"))
-        return NULL;
-    return pg_notifier_new(bus, HOOK_DBUS_TIMEOUT_MS, NULL);
+    union {
+        char buf[CMSG_SPACE(4 * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    for (;;) {
+        struct iovec iov = {.iov_base = buf, .iov_len = cap};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                            .msg_controllen = sizeof control.buf};
+        ssize_t r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == EAGAIN && wait_for(fd, POLLIN, deadline) == 0)
+            continue;
+        if (r <= 0)
+            return -1;
+        int stray_fds = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                continue;
+            size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < n; i++) {
+                int stray;
+                memcpy(&stray, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                close(stray);
+                stray_fds = 1;
+            }
+        }
+        if (stray_fds || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+            return -1;
+        return hook_proto_decode_reply(buf, (size_t)r, reply);
+    }
 }
 
-static void run_free(hook_run *run)
+/* 0 with *reply (pointing into buf) from the daemon, or -1: decide locally. */
+static int ask_daemon(const char *path, const hook_request *req, int bundle_fd,
+                      unsigned char *buf, size_t cap, hook_reply *reply)
 {
-    pg_store_free(run->store);
-    pg_free(run->reported_ref);
-    hook_identity_clear(&run->identity);
-    json_decref(run->annotations);
-    hook_state_clear(&run->state);
-    pg_config_free(run->cfg);
+    static unsigned char msg[HOOK_PROTO_MAX_REQUEST];
+    size_t len = hook_proto_encode_request(req, msg, sizeof msg);
+    if (len == 0)
+        return -1; /* over a bound: the local hook handles any size it accepts */
+    int64_t deadline = pg_monotonic_ms() + HOOK_DAEMON_BUDGET_MS;
+    int fd = connect_daemon(path, deadline);
+    if (fd < 0)
+        return -1;
+    int rc = send_request(fd, msg, len, bundle_fd, deadline);
+    if (rc == 0)
+        rc = receive_reply(fd, buf, cap, reply, deadline);
+    close(fd);
+    return rc;
 }
 
-/*
- * The hook needs only SHA-256 and HMAC from OpenSSL's default provider. Not
- * reading the node's openssl.cnf halves libcrypto's start-up cost (~1 ms per
- * container start, see bench/README.md) and keeps a system-wide OpenSSL
- * configuration out of the decision path. The engine calls EVP_sha256()
- * directly, never looks a digest or cipher up by name and never prints
- * OpenSSL's error strings, so loading the error strings and registering every
- * legacy cipher and digest name is pure start-up cost (first SHA-256 + HMAC
- * ~2.4 ms -> ~0.8 ms, bench/README.md "OpenSSL interfaces"). This is
- * process-wide, so it lives here, not in the library.
- */
-static void init_crypto(void)
-{
-    OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS |
-                            OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS,
-                        NULL);
-}
+/* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
     arm_deadline();
-    init_crypto();
-    hook_run run;
-    memset(&run, 0, sizeof run);
-    read_inputs_and_decide(&run, argc, argv);
-    release_stdin();
-    hook_log_open(run.cfg ? pg_config_log_level(run.cfg) : NULL);
-    pg_notifier *notifier = open_notifier(run.cfg);
-    hook_subject who = {
-        .container_id = run.state.id,
-        .namespace_ = run.identity.namespace_,
-        .image = run.identity.image,
-        .image_ref = run.identity.image_ref ? run.identity.image_ref : run.reported_ref,
-        .stage = run.args.stage,
+    hook_args args;
+    pg_error err = {0};
+    /* Bad arguments: the local hook reads the state and denies naming the container. */
+    if (hook_parse_args(argc, argv, &args, &err) != PG_OK)
+        fall_back(argv, STDIN_AS_IS, NULL, 0);
+    const char *socket_path = args.daemon_socket ? args.daemon_socket : PG_DEFAULT_HOOK_SOCKET;
+    if (strcmp(socket_path, "none") == 0)
+        fall_back(argv, STDIN_AS_IS, NULL, 0);
+
+    char *state = NULL;
+    size_t state_len = 0;
+    bool timed_out = false;
+    if (hook_read_fd_partial(STDIN_FILENO, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, &state,
+                             &state_len, &timed_out, &err) != PG_OK) {
+        /*
+         * Let the local hook meet the same input: stdin still open (told the
+         * deadline is used up, it reports it at once), or the oversize bytes
+         * (it reports the size).
+         */
+        if (timed_out) {
+            char spent[16];
+            snprintf(spent, sizeof spent, "%d", HOOK_STDIN_DEADLINE_MS);
+            setenv(HOOK_STDIN_SPENT_ENV, spent, 1);
+        }
+        fall_back(argv, timed_out || state_len <= HOOK_MAX_STATE_BYTES ? STDIN_AS_IS
+                                                                      : STDIN_THE_BYTES,
+                  state, state_len);
+    }
+    hook_state st = {0};
+    int bundle_fd = -1;
+    /*
+     * The daemon resolves no path of ours: a relative --config would name
+     * another file in its working directory, so that is decided locally too.
+     */
+    if (args.config_path[0] != '/' || hook_parse_state(state, state_len, &st, &err) != PG_OK ||
+        hook_open_bundle(st.bundle, &bundle_fd, &err) != PG_OK)
+        fall_back(argv, STDIN_THE_BYTES, state, state_len);
+
+    hook_request req = {
+        .stage = args.stage,
+        .stage_len = strlen(args.stage),
+        .config = args.config_path,
+        .config_len = strlen(args.config_path),
+        .state = state,
+        .state_len = state_len,
+        .config_explicit = (unsigned)args.config_explicit,
     };
-    pg_mode mode = run.cfg ? pg_config_mode(run.cfg) : PG_MODE_ENFORCE;
-    decided_status = run.decision.allow || mode == PG_MODE_AUDIT ? 0 : 1;
-    int status = hook_report(&who, &run.decision, mode, notifier);
-    alarm(0); /* reported: nothing left that may hang */
-    pg_notifier_free(notifier);
-    run_free(&run);
-    closelog();
-    if (fclose(stdout) != 0 || fflush(stderr) != 0)
+    static unsigned char reply_buf[HOOK_PROTO_MAX_REPLY + 1];
+    hook_reply reply;
+    if (ask_daemon(socket_path, &req, bundle_fd, reply_buf, sizeof reply_buf, &reply) != 0 ||
+        reply.kind != HOOK_REPLY_DECISION)
+        fall_back(argv, STDIN_THE_BYTES, state, state_len);
+
+    /* Decided by the daemon, which also logged it: this process only relays. */
+    decided_status = reply.status;
+    int status = reply.status;
+    if (reply.line_len) {
+        int ignored = write_all(STDERR_FILENO, reply.line, reply.line_len);
+        (void)ignored; /* as the local hook: an unwritable stderr does not change the decision */
+    }
+    alarm(0);
+    close(bundle_fd);
+    hook_state_clear(&st);
+    free(state);
+    if (fclose(stdout) != 0)
         status = status ? status : 1;
     return status;
 }

@@ -110,26 +110,59 @@ static const char *known(const char *raw, const char *printable_value)
     return raw ? printable_value : "";
 }
 
+/* The stderr line: only a denial (or audit's would-deny) has one; "" otherwise. */
+static int format_line(const printable *pr, const pg_decision *dec, pg_mode mode, char *line,
+                       size_t n)
+{
+    line[0] = '\0';
+    if (dec->allow)
+        return 0;
+    if (mode == PG_MODE_AUDIT) {
+        snprintf(line, n, "pullgate: audit: would deny container %s (namespace %s, image %s): %s\n",
+                 pr->id, pr->ns, pr->image, pr->reason);
+        return 0;
+    }
+    snprintf(line, n, "pullgate: denied container %s (namespace %s, image %s): %s\n", pr->id,
+             pr->ns, pr->image, pr->reason);
+    return 1;
+}
+
+static void emit_sinks(const hook_subject *who, const printable *pr, const pg_decision *dec,
+                       pg_mode mode, pg_notifier *notifier)
+{
+    log_decision(pr, dec, mode);
+    /* The bus only hears about a decision already made; it can never change it. Fields not
+     * known are sent empty there (a machine reads them), not as HOOK_UNKNOWN. */
+    if (notifier)
+        pg_notify_container(notifier, dec->allow, known(who->container_id, pr->id),
+                            known(who->namespace_, pr->ns), known(who->image, pr->image),
+                            known(who->image_ref, pr->ref), pr->reason);
+}
+
+int hook_report_line(const hook_subject *who, const pg_decision *dec, pg_mode mode, char *line,
+                     size_t n)
+{
+    printable pr;
+    make_printable(who, dec, &pr);
+    return format_line(&pr, dec, mode, line, n);
+}
+
+void hook_report_sinks(const hook_subject *who, const pg_decision *dec, pg_mode mode,
+                       pg_notifier *notifier)
+{
+    printable pr;
+    make_printable(who, dec, &pr);
+    emit_sinks(who, &pr, dec, mode, notifier);
+}
+
 int hook_report(const hook_subject *who, const pg_decision *dec, pg_mode mode,
                 pg_notifier *notifier)
 {
     printable pr;
+    char line[HOOK_LINE_MAX];
     make_printable(who, dec, &pr);
-    log_decision(&pr, dec, mode);
-    /* The bus only hears about a decision already made; it can never change it. Fields not
-     * known are sent empty there (a machine reads them), not as HOOK_UNKNOWN. */
-    if (notifier)
-        pg_notify_container(notifier, dec->allow, known(who->container_id, pr.id),
-                            known(who->namespace_, pr.ns), known(who->image, pr.image),
-                            known(who->image_ref, pr.ref), pr.reason);
-    if (dec->allow)
-        return 0;
-    if (mode == PG_MODE_AUDIT) {
-        fprintf(stderr, "pullgate: audit: would deny container %s (namespace %s, image %s): %s\n",
-                pr.id, pr.ns, pr.image, pr.reason);
-        return 0;
-    }
-    fprintf(stderr, "pullgate: denied container %s (namespace %s, image %s): %s\n", pr.id, pr.ns,
-            pr.image, pr.reason);
-    return 1;
+    emit_sinks(who, &pr, dec, mode, notifier);
+    int status = format_line(&pr, dec, mode, line, sizeof line);
+    fputs(line, stderr);
+    return status;
 }

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * One hook decision, from its inputs to a pg_decision (docs/interfaces.md §5,
+ * §7), for two callers: pullgate-hook-local (a fresh process: loads the
+ * configuration, opens the store, reads stdin, opens the bundle by path) and
+ * pullgate-cri's resident hook server (configuration and store already open,
+ * the state as bytes, the bundle as a directory fd the thin hook passed).
+ * Every failure becomes a denial with its reason.
+ */
+#include "hook.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* what (may be NULL) says which step failed when err's message does not. */
+static void deny(hook_run *run, int reason, const char *what, const pg_error *err)
+{
+    const char *why = err && err->message[0] ? err->message : "unknown error";
+    run->decision.allow = 0;
+    run->decision.reason = reason;
+    if (what)
+        snprintf(run->decision.text, sizeof run->decision.text, "%.100s: %.400s", what, why);
+    else
+        snprintf(run->decision.text, sizeof run->decision.text, "%.500s", why);
+}
+
+static void allow(hook_run *run, int reason, const char *text)
+{
+    run->decision.allow = 1;
+    run->decision.reason = reason;
+    snprintf(run->decision.text, sizeof run->decision.text, "%s", text);
+}
+
+/* A missing default file means built-in defaults; any other problem fails closed. */
+static int load_config(hook_run *run, pg_error *err)
+{
+    run->own_cfg = pg_config_new(err);
+    if (!run->own_cfg)
+        return PG_ERR_NOMEM; /* pg_config_new's only failure (it has set err) */
+    struct stat st;
+    if (!run->args.config_explicit && lstat(run->args.config_path, &st) != 0 && errno == ENOENT)
+        return PG_OK;
+    return pg_config_load_file(run->own_cfg, run->args.config_path, err);
+}
+
+/*
+ * The hook only reads records. pg_store_open_readonly() opens only
+ * readOnlyRecordDirs, and pg_store_open() would create a missing stateDir,
+ * so: an existing stateDir is opened with pg_store_open (nothing to create);
+ * a missing one holds no records, and the read-only directories suffice.
+ */
+pg_store *hook_open_store(const pg_config *cfg, pg_error *err)
+{
+    struct stat st;
+    const char *state_dir = pg_config_state_dir(cfg);
+    if (state_dir && lstat(state_dir, &st) == 0)
+        return pg_store_open(cfg, NULL, err);
+    return pg_store_open_readonly(cfg, err);
+}
+
+/*
+ * containerd names no image ID, so log lines and D-Bus signals would say
+ * "unknown" where an operator wants the ID. The library decided over every
+ * spelling already; this second index read only names the ID for the report
+ * and never influences the decision (a failed lookup leaves it unknown).
+ */
+static void name_resolved_ref(hook_run *run)
+{
+    if (run->identity.image_ref || !run->store || !run->identity.image)
+        return;
+    if (pg_store_resolve_image(run->store, run->identity.image, &run->reported_ref, NULL) != PG_OK)
+        run->reported_ref = NULL;
+}
+
+static void decide_application(hook_run *run)
+{
+    pg_error err = {0};
+    if (!run->identity.image) {
+        /* Only a policy that needs no image name can exempt an unnamed image. */
+        if (pg_config_policy(run->cfg) == PG_POLICY_NEVER_VERIFY)
+            allow(run, PG_REASON_NEVER_VERIFY, "policy NeverVerify");
+        else
+            deny(run, PG_REASON_BAD_REQUEST, "the runtime names no image",
+                 &(pg_error){PG_ERR_INVALID, "only an image ID is known, not a name"});
+        return;
+    }
+    if (!run->store) {
+        run->store = run->own_store = hook_open_store(run->cfg, &err);
+        if (!run->store) {
+            deny(run, PG_REASON_STORE_ERROR, "opening the record store", &err);
+            return;
+        }
+    }
+    /*
+     * Every spelling the runtime gives goes to the library, which validates,
+     * looks each up in every record directory (containerd's missing image ID
+     * included: the index and the name index stand in) and merges what it finds.
+     */
+    pg_request req = {
+        .image = run->identity.image,
+        .image_ref = run->identity.image_ref,
+        .namespace_ = run->identity.namespace_,
+        .credentials = hook_annotation(run->annotations, pg_config_annotation(run->cfg)),
+    };
+    pg_decide_identity(run->cfg, run->store, &req, run->identity.aliases,
+                       (const char *const *)run->identity.hints, &run->decision);
+    name_resolved_ref(run);
+}
+
+/* After the bundle's annotations were read (rc, err): who the container is, then the decision. */
+static void decide_from_annotations(hook_run *run, int rc, const pg_error *read_err)
+{
+    pg_error err = {0};
+    if (rc != PG_OK)
+        deny(run, PG_REASON_BAD_REQUEST, NULL, read_err); /* names the bundle */
+    else if (hook_identify(pg_config_runtime(run->cfg), run->annotations, &run->identity, &err) !=
+             PG_OK)
+        deny(run, PG_REASON_BAD_REQUEST, "identifying the container", &err);
+    else if (run->identity.kind == HOOK_NOT_KUBERNETES)
+        allow(run, 0, "not a Kubernetes container (no CRI-O or containerd annotations)");
+    else if (run->identity.kind == HOOK_SANDBOX)
+        allow(run, PG_REASON_SANDBOX, "sandbox (pause) container");
+    else
+        decide_application(run);
+}
+
+/*
+ * The state is read even after an argument or configuration error: it costs
+ * at most the stdin deadline and lets the denial name the container.
+ */
+void hook_evaluate_local(hook_run *run, int argc, char **argv, int state_fd, int stdin_spent_ms)
+{
+    pg_error args_err = {0}, cfg_err = {0}, state_err = {0}, bundle_err = {0};
+    int args_rc = hook_parse_args(argc, argv, &run->args, &args_err);
+    int cfg_rc = args_rc == PG_OK ? load_config(run, &cfg_err) : PG_OK;
+    int state_rc = hook_read_state_spent(state_fd, stdin_spent_ms, &run->state, &state_err);
+    if (cfg_rc != PG_OK || args_rc != PG_OK) {
+        /* A configuration we could not load names no mode: enforce (fail closed). */
+        pg_config_free(run->own_cfg);
+        run->own_cfg = NULL;
+    }
+    run->cfg = run->own_cfg;
+    if (args_rc != PG_OK) {
+        deny(run, PG_REASON_BAD_REQUEST, "invalid arguments", &args_err);
+    } else if (cfg_rc != PG_OK) {
+        deny(run, PG_REASON_CONFIG_ERROR, "configuration", &cfg_err);
+    } else if (state_rc != PG_OK) {
+        deny(run, PG_REASON_BAD_REQUEST, NULL, &state_err); /* names the OCI state */
+    } else {
+        int rc = hook_read_bundle_annotations(run->state.bundle, &run->annotations, &bundle_err);
+        decide_from_annotations(run, rc, &bundle_err);
+    }
+}
+
+void hook_evaluate_resident(hook_run *run, const pg_config *cfg, pg_store *store,
+                            const char *stage, const char *state, size_t state_len,
+                            int bundle_fd)
+{
+    pg_error state_err = {0}, bundle_err = {0};
+    run->args.stage = stage;
+    run->cfg = cfg;
+    run->store = store;
+    if (hook_parse_state(state, state_len, &run->state, &state_err) != PG_OK) {
+        deny(run, PG_REASON_BAD_REQUEST, NULL, &state_err);
+        return;
+    }
+    int rc = hook_read_bundle_annotations_at(bundle_fd, &run->annotations, &bundle_err);
+    decide_from_annotations(run, rc, &bundle_err);
+}
+
+hook_subject hook_run_subject(const hook_run *run)
+{
+    return (hook_subject){
+        .container_id = run->state.id,
+        .namespace_ = run->identity.namespace_,
+        .image = run->identity.image,
+        .image_ref = run->identity.image_ref ? run->identity.image_ref : run->reported_ref,
+        .stage = run->args.stage,
+    };
+}
+
+pg_mode hook_run_mode(const hook_run *run)
+{
+    return run->cfg ? pg_config_mode(run->cfg) : PG_MODE_ENFORCE;
+}
+
+int hook_run_status(const hook_run *run)
+{
+    return run->decision.allow || hook_run_mode(run) == PG_MODE_AUDIT ? 0 : 1;
+}
+
+void hook_run_free(hook_run *run)
+{
+    pg_store_free(run->own_store);
+    pg_free(run->reported_ref);
+    hook_identity_clear(&run->identity);
+    json_decref(run->annotations);
+    hook_state_clear(&run->state);
+    pg_config_free(run->own_cfg);
+    memset(run, 0, sizeof *run);
+}
