@@ -5,10 +5,12 @@
  *
  *   pullgate-cri [--config FILE] [--listen unix:///run/pullgate/cri.sock]
  *                [--runtime-endpoint unix:///run/containerd/containerd.sock]
+ *                [--hook-socket /run/pullgate/hook.sock|none]
  *
  * Exit status: 0 after SIGTERM/SIGINT and a drain, 1 when it cannot start
  * (socket, store), 2 for usage or configuration errors.
  */
+#include "hook_server.h"
 #include "log.h"
 #include "proxy.h"
 
@@ -31,19 +33,23 @@
 #define RECORD_BUDGET_MS 2000
 #define NOTIFIER_TIMEOUT_MS 250
 #define RECORDER_STOP_MS 5000
+#define HOOK_SERVER_STOP_MS 2000
 
 typedef struct args {
     const char *config;
     const char *listen;
     const char *runtime;
+    const char *hook_socket; /* NULL: PG_DEFAULT_HOOK_SOCKET; "none": no hook server */
 } args;
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: pullgate-cri [--config FILE] [--listen unix:///run/pullgate/cri.sock]\n"
                  "                    [--runtime-endpoint unix:///run/containerd/containerd.sock]\n"
+                 "                    [--hook-socket " PG_DEFAULT_HOOK_SOCKET "|none]\n"
                  "Serves CRI on --listen, forwards every call to --runtime-endpoint, and records\n"
-                 "each PullImage in pullgate's record store (see pullgate-cri(8)).\n");
+                 "each PullImage in pullgate's record store; decides for pullgate-hook on\n"
+                 "--hook-socket (see pullgate-cri(8)).\n");
 }
 
 /* 0 to run, 1 after --help/--version, 2 on a usage error. */
@@ -52,6 +58,7 @@ static int parse_args(int argc, char **argv, args *a)
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
                                              {"listen", required_argument, NULL, 'l'},
                                              {"runtime-endpoint", required_argument, NULL, 'r'},
+                                             {"hook-socket", required_argument, NULL, 'k'},
                                              {"help", no_argument, NULL, 'h'},
                                              {"version", no_argument, NULL, 'V'},
                                              {NULL, 0, NULL, 0}};
@@ -61,10 +68,15 @@ static int parse_args(int argc, char **argv, args *a)
         case 'c': a->config = optarg; break;
         case 'l': a->listen = optarg; break;
         case 'r': a->runtime = optarg; break;
+        case 'k': a->hook_socket = optarg; break;
         case 'h': usage(stdout); return 1;
         case 'V': printf("pullgate-cri %s\n", pg_version()); return 1;
         default: usage(stderr); return 2;
         }
+    }
+    if (a->hook_socket && strcmp(a->hook_socket, "none") != 0 && a->hook_socket[0] != '/') {
+        fprintf(stderr, "pullgate-cri: --hook-socket must be an absolute path or \"none\"\n");
+        return 2;
     }
     if (optind < argc) {
         fprintf(stderr, "pullgate-cri: unexpected argument \"%s\"\n", argv[optind]);
@@ -74,18 +86,30 @@ static int parse_args(int argc, char **argv, args *a)
     return 0;
 }
 
-/* The config file (a missing default file means defaults), then the options over it. */
-static pg_config *load_config(const args *a, pg_error *err)
+/*
+ * The config file (a missing default file means defaults), then the options
+ * over it. *id says which file that was, for the hook server: taken before
+ * and after loading, so a file replaced meanwhile is never called "the same".
+ */
+static pg_config *load_config(const args *a, cri_hook_config_id *id, pg_error *err)
 {
     pg_config *cfg = pg_config_new(err);
     if (!cfg)
         return NULL;
     int rc = PG_OK;
-    if (a->config) {
-        rc = pg_config_load_file(cfg, a->config, err);
-    } else if (access(PG_CONFIG_PATH, F_OK) == 0 || errno != ENOENT) {
-        rc = pg_config_load_file(cfg, PG_CONFIG_PATH, err);
-    }
+    const char *path = NULL;
+    if (a->config)
+        path = a->config;
+    else if (access(PG_CONFIG_PATH, F_OK) == 0 || errno != ENOENT)
+        path = PG_CONFIG_PATH;
+    cri_hook_config_id before, after;
+    int ids_ok = cri_hook_config_identify(path, &before) == 0;
+    if (path)
+        rc = pg_config_load_file(cfg, path, err);
+    ids_ok = ids_ok && cri_hook_config_identify(path, &after) == 0 &&
+             cri_hook_config_same(&before, &after);
+    *id = before;
+    id->usable = ids_ok;
     if (rc == PG_OK && a->listen)
         rc = pg_config_set(cfg, "criListen", a->listen, err);
     if (rc == PG_OK && a->runtime)
@@ -165,6 +189,7 @@ typedef struct daemon_parts {
     pg_mac_key *mac_key;
     cri_recorder *recorder;
     cri_proxy *proxy;
+    cri_hook_server *hook_server;
 } daemon_parts;
 
 static int start(daemon_parts *d, pg_error *err)
@@ -199,10 +224,35 @@ static int start(daemon_parts *d, pg_error *err)
     return restrict_socket(o.listen, err);
 }
 
+/*
+ * The hook server is a fast path only: without it every hook decides in its
+ * own process, with the same result. So a hook socket that cannot be served
+ * is logged, and the proxy (which records pulls) runs on.
+ */
+static void start_hook_server(daemon_parts *d, const char *path, const cri_hook_config_id *id)
+{
+    if (strcmp(path, "none") == 0)
+        return;
+    pg_error err = {0};
+    char endpoint[PATH_MAX + 8];
+    snprintf(endpoint, sizeof endpoint, "unix://%s", path);
+    cri_hook_server_options o = {.path = path, .cfg = d->cfg, .config_id = *id,
+                                 .notifier = d->notifier};
+    if (prepare_socket_dir(endpoint, &err) == PG_OK)
+        d->hook_server = cri_hook_server_start(&o, &err);
+    if (!d->hook_server)
+        cri_log(CRI_LOG_ERROR, "hook server not started: pullgate-hook decides locally",
+                "hookSocket", path, "error", err.message, NULL);
+    else
+        cri_log(CRI_LOG_INFO, "hook server listening", "hookSocket", path, "configMatchable",
+                id->usable ? "true" : "false", NULL);
+}
+
 /* Releases what start() made; a part still busy (a hung store lock) is left to exit(). */
 static int stop(daemon_parts *d)
 {
-    int clean = cri_proxy_stop(d->proxy, CRI_DEFAULT_DRAIN_MS);
+    int clean = cri_hook_server_stop(d->hook_server, HOOK_SERVER_STOP_MS);
+    clean = cri_proxy_stop(d->proxy, CRI_DEFAULT_DRAIN_MS) && clean;
     if (clean)
         clean = cri_recorder_stop(d->recorder, RECORDER_STOP_MS);
     if (!clean) {
@@ -234,7 +284,8 @@ int main(int argc, char **argv)
 
     pg_error err = {0};
     daemon_parts d = {0};
-    if (!(d.cfg = load_config(&a, &err))) {
+    cri_hook_config_id config_id;
+    if (!(d.cfg = load_config(&a, &config_id, &err))) {
         fprintf(stderr, "pullgate-cri: %s\n", err.message);
         return 2;
     }
@@ -244,6 +295,7 @@ int main(int argc, char **argv)
         cri_log(CRI_LOG_ERROR, "cannot start", "error", err.message, NULL);
         return 1;
     }
+    start_hook_server(&d, a.hook_socket ? a.hook_socket : PG_DEFAULT_HOOK_SOCKET, &config_id);
     cri_log(CRI_LOG_INFO, "serving", "listen", pg_config_cri_listen(d.cfg), "runtime",
             pg_config_cri_runtime_endpoint(d.cfg), "stateDir", pg_config_state_dir(d.cfg),
             "version", pg_version(), NULL);

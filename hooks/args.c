@@ -13,7 +13,7 @@
 static const char *const known_stages[] = {"prestart",       "createRuntime", "createContainer",
                                            "startContainer", "poststart",     "poststop", NULL};
 
-static int is_known_stage(const char *stage)
+int hook_is_known_stage(const char *stage)
 {
     for (const char *const *s = known_stages; *s; s++)
         if (strcmp(*s, stage) == 0)
@@ -60,7 +60,7 @@ int hook_parse_args(int argc, char **argv, hook_args *args, pg_error *err)
         return pg_fail(err, PG_ERR_INVALID, "--config: empty path");
     if (args->daemon_socket && !args->daemon_socket[0])
         return pg_fail(err, PG_ERR_INVALID, "--daemon-socket: empty path");
-    if (!is_known_stage(args->stage))
+    if (!hook_is_known_stage(args->stage))
         return pg_fail(err, PG_ERR_INVALID, "--stage: unknown OCI hook stage \"%.64s\"",
                        args->stage);
     return PG_OK;

@@ -34,6 +34,8 @@ typedef struct hook_args {
     const char *daemon_socket; /* --daemon-socket; NULL: the default, "none": never */
 } hook_args;
 
+/* 1 for an OCI hook stage name the hook accepts. */
+int hook_is_known_stage(const char *stage);
 /* Fills *args from argv (borrowed); PG_ERR_INVALID with a usage message. */
 int hook_parse_args(int argc, char **argv, hook_args *args, pg_error *err);
 
