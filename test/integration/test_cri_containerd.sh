@@ -246,6 +246,12 @@ expect_denied "team-b without credentials" "$IMG_APP"
 expect_signal "ContainerDenied signal" ContainerDenied "namespace=team-b" "imageRef=$REF_APP"
 pg_node_run_pod team-b "$ANN_A" || pg_fail "RunPodSandbox (team-b, copied annotation)"
 expect_denied "team-b presenting team-a's annotation" "$IMG_APP"
+# The hook in containerd's base spec is the thin client: pullgate-cri decided (its log says so).
+N_HOOK="$(grep -c 'msg="hook decision" container=.* allowed="false"' "$PG_CD_DIR/pullgate-cri.log" || true)"
+N_ALLOW="$(grep -c 'msg="hook decision" container=.* allowed="true"' "$PG_CD_DIR/pullgate-cri.log" || true)"
+((N_HOOK >= 2 && N_ALLOW >= 1)) &&
+    pg_check_ok "pullgate-cri's hook server decided ($N_ALLOW allowed, $N_HOOK denied)" ||
+    pg_check_fail "pullgate-cri's hook server decided $N_ALLOW allowed / $N_HOOK denied (expected the resident path)"
 
 # ------------------------------------------------- a second tenant's pull
 pg_section "team-b pulls the same image with its own credentials"

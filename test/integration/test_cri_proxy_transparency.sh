@@ -46,7 +46,7 @@ pg_on_exit 'pg_kill_wait "$RT_PID" 5'
 
 start_runtime
 "$CRI" --config "$T/config.json" --listen "unix://$PROXY_SOCK" \
-    --runtime-endpoint "unix://$RT_SOCK" 2>"$T/proxy.log" &
+    --runtime-endpoint "unix://$RT_SOCK" --hook-socket none 2>"$T/proxy.log" &
 PROXY_PID=$!
 pg_on_exit 'pg_kill_wait "$PROXY_PID" 15'
 pg_wait_file "$PROXY_SOCK" 10 || { cat "$T/proxy.log" >&2; pg_fail "pullgate-cri did not start"; }

@@ -14,6 +14,8 @@
 #   pg_node_containerd_kill            SIGKILL containerd (shims and containers keep running)
 #   pg_node_proxy_start                start pullgate-cri ($PULLGATE_CRI) --config $PG_NODE_CFG
 #                                      --listen unix://$PG_PROXY_SOCK --runtime-endpoint unix://$PG_CD_SOCK
+#                                      --hook-socket $PG_HOOK_SOCK (the hook in the base spec asks
+#                                      it: --daemon-socket; set by pg_node_containerd_setup)
 #   pg_node_proxy_kill [SIGNAL]        stop it (default TERM, waits)
 #   cri ARGS... / cri_direct ARGS...   cri_client.py through the proxy / to containerd directly
 #   pg_node_run_pod NS [ANNOTATION]    RunPodSandbox; sets POD, POD_CFG, POD_LOGDIR
@@ -32,6 +34,7 @@ PG_CD_SOCK=""
 PG_CD_PID=""
 PG_PROXY_PID=""
 PG_PROXY_SOCK=""
+PG_HOOK_SOCK=""
 PG_BUS_PID=""
 PG_MON_PID=""
 PG_NODE_CFG=""
@@ -108,13 +111,15 @@ server = "http://$host"
 EOF
     done
     ctr oci spec >"$PG_CD_DIR/base-spec.json" || pg_fail "ctr oci spec"
-    "$PG_PY" - "$PG_CD_DIR/base-spec.json" "$PULLGATE_HOOK" "$cfg" <<'EOF' || pg_fail "editing the base spec"
+    [[ -n "$PG_HOOK_SOCK" ]] || PG_HOOK_SOCK="$(pg_mktemp_dir hook-run)/hook.sock"
+    "$PG_PY" - "$PG_CD_DIR/base-spec.json" "$PULLGATE_HOOK" "$cfg" "$PG_HOOK_SOCK" <<'EOF' || pg_fail "editing the base spec"
 import json, sys
-path, hook, cfg = sys.argv[1:4]
+path, hook, cfg, hook_sock = sys.argv[1:5]
 spec = json.load(open(path))
 spec["process"].pop("rlimits", None)  # ctr's spec forces RLIMIT_NOFILE 1024
 spec.setdefault("hooks", {})["createRuntime"] = [{
-    "path": hook, "args": ["pullgate-hook", "--stage", "createRuntime", "--config", cfg],
+    "path": hook, "args": ["pullgate-hook", "--stage", "createRuntime", "--config", cfg,
+                           "--daemon-socket", hook_sock],
     "timeout": 10}]
 json.dump(spec, open(path, "w"), indent=2)
 EOF
@@ -208,7 +213,8 @@ pg_node_containerd_kill() {
 pg_node_proxy_start() {
     [[ -n "$PG_PROXY_SOCK" ]] || PG_PROXY_SOCK="$(pg_mktemp_dir cri-run)/cri.sock"
     "$PULLGATE_CRI" --config "$PG_NODE_CFG" --listen "unix://$PG_PROXY_SOCK" \
-        --runtime-endpoint "unix://$PG_CD_SOCK" >>"$PG_CD_DIR/pullgate-cri.log" 2>&1 &
+        --runtime-endpoint "unix://$PG_CD_SOCK" --hook-socket "${PG_HOOK_SOCK:-none}" \
+        >>"$PG_CD_DIR/pullgate-cri.log" 2>&1 &
     PG_PROXY_PID=$!
     for _ in $(seq 1 100); do
         [[ -S "$PG_PROXY_SOCK" ]] && cri --timeout 2 version >/dev/null 2>&1 && return 0
