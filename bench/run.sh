@@ -39,11 +39,14 @@ if [ "${SKIP_BUILD:-0}" = 0 ]; then  # SKIP_BUILD unset, empty or 0 builds; 1 re
     log "building (Release) in $BUILD_DIR"
     cmake -S "$repo" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DPG_BUILD_TESTS=OFF \
         -DPG_BUILD_BENCH=ON >/dev/null
-    cmake --build "$BUILD_DIR" -j"$JOBS" --target pullgate-hook pg_noop_hook pg_exec_bench \
-        pg_gen_records pg_decide_bench pg_write_bench pg_record_cache_bench >/dev/null
+    cmake --build "$BUILD_DIR" -j"$JOBS" --target pullgate-hook pullgate-hook-local pullgate-cri \
+        pg_noop_hook pg_exec_bench pg_gen_records pg_decide_bench pg_write_bench \
+        pg_record_cache_bench >/dev/null
 fi
 bin=$BUILD_DIR/bench
-hook=$BUILD_DIR/hooks/pullgate-hook
+hook=$BUILD_DIR/hooks/pullgate-hook             # the thin client the runtimes run
+hook_local=$BUILD_DIR/hooks/pullgate-hook-local # decides in its own process (the fallback)
+cri=$BUILD_DIR/cri/pullgate-cri                 # holds the resident hook server
 
 if [ -n "${BENCH_WORK:-}" ]; then
     work=$BENCH_WORK
@@ -88,29 +91,73 @@ setup_hook() {
     printf '%s\n' "$dir"
 }
 
+# pullgate-cri with its hook server on DIR/hook.sock for config CFG (the
+# runtime endpoint names nothing: the proxy connects lazily, the hook server
+# needs no runtime). Sets cri_pid; stop_cri stops it.
+cri_pid=""
+start_cri() {
+    local dir=$1 cfg=$2 k
+    mkdir -p "$dir"
+    chmod 0700 "$dir"
+    "$cri" --config "$cfg" --listen "unix://$dir/cri.sock" --runtime-endpoint "unix://$dir/no-runtime.sock" \
+        --hook-socket "$dir/hook.sock" 2>"$dir/cri.log" &
+    cri_pid=$!
+    for ((k = 0; k < 100; k++)); do
+        grep -q 'hook server listening' "$dir/cri.log" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    log "WARNING: pullgate-cri's hook server did not start: $(tail -c 400 "$dir/cri.log")"
+}
+stop_cri() {
+    [ -n "$cri_pid" ] || return 0
+    kill -TERM "$cri_pid" 2>/dev/null || true
+    wait "$cri_pid" 2>/dev/null || true
+    cri_pid=""
+}
+if [ -n "${BENCH_WORK:-}" ]; then trap 'stop_cri' EXIT; else trap 'stop_cri; rm -rf "$work"' EXIT; fi
+
 # ---------------------------------------------------------------- 1 + 5
-rss_hook="" rss_noop=""
+# Four sides interleaved in one exec_bench run: the no-op floor; pullgate-hook
+# (thin) with pullgate-cri resident holding the same config (the node's path);
+# pullgate-hook-local (what each run cost before, and the fallback's decision);
+# the thin hook with no daemon (the fallback path end to end: exec + exec).
+rss_hook="" rss_noop="" rss_local=""
 declare -A eb_hook eb_noop
+eb_side() { # NAME LABEL N OUT
+    local line noop; line=$(printf '%s\n' "$4" | grep "^$1 ") noop=$(printf '%s\n' "$4" | grep '^noop ')
+    if [ "$(kv "$line" fail)" != 0 ]; then
+        log "WARNING: $1 denied: $(head -c 400 "$hd/run.$1.err")"
+    fi
+    local r; r=$(ratio "$(kv "$line" median_us)" "$(kv "$noop" median_us)")
+    local goal="(info)" verdict="—"
+    [ "$1" = hook ] && goal="≤ 1.5×" verdict=$(met "$r" le 1.5)
+    row "$2, $3 records: median" "$(kv "$line" median_us) µs" \
+        "no-op exec $(kv "$noop" median_us) µs" "${r}×" "$goal" "$verdict"
+    r=$(ratio "$(kv "$line" p90_us)" "$(kv "$noop" p90_us)")
+    row "$2, $3 records: p90" "$(kv "$line" p90_us) µs" \
+        "no-op exec $(kv "$noop" p90_us) µs" "${r}×" "(info)" "—"
+}
 for n in $HOOK_COUNTS; do
     store=$(store_for "$n")
     hd=$(setup_hook "$n" "$store")
-    log "hook end-to-end, $n records, $HOOK_RUNS runs each (interleaved with the no-op floor)"
+    start_cri "$hd/cri" "$hd/pullgate.json"
+    log "hook end-to-end, $n records, $HOOK_RUNS runs each (thin+daemon, local, fallback, no-op floor; interleaved)"
     out=$("$bin/exec_bench" -n "$HOOK_RUNS" -w 20 -s "$hd/state.json" -o "$hd/run" \
-        noop -- "$bin/noop_hook" :: hook -- "$hook" --config "$hd/pullgate.json")
+        noop -- "$bin/noop_hook" \
+        :: hook -- "$hook" --config "$hd/pullgate.json" --daemon-socket "$hd/cri/hook.sock" \
+        :: local -- "$hook_local" --config "$hd/pullgate.json" \
+        :: fallback -- "$hook" --config "$hd/pullgate.json" --daemon-socket "$hd/no-daemon/hook.sock")
+    stop_cri
     printf '%s\n' "$out" >"$hd/exec_bench.out"
-    noop=$(printf '%s\n' "$out" | grep '^noop ')
-    hk=$(printf '%s\n' "$out" | grep '^hook ')
-    if [ "$(kv "$hk" fail)" != 0 ]; then
-        log "WARNING: the hook denied: $(head -c 400 "$hd/run.hook.err")"
-    fi
+    decided=$(grep -c 'msg="hook decision"' "$hd/cri/cri.log" || true)
+    [ "$decided" -ge "$HOOK_RUNS" ] || log "WARNING: pullgate-cri decided $decided of $HOOK_RUNS thin-hook runs"
+    hk=$(printf '%s\n' "$out" | grep '^hook ') noop=$(printf '%s\n' "$out" | grep '^noop ')
+    lc=$(printf '%s\n' "$out" | grep '^local ')
     eb_hook[$n]=$(kv "$hk" median_us) eb_noop[$n]=$(kv "$noop" median_us)
-    r=$(ratio "$(kv "$hk" median_us)" "$(kv "$noop" median_us)")
-    row "hook end-to-end, $n records: median" "$(kv "$hk" median_us) µs" \
-        "no-op exec $(kv "$noop" median_us) µs" "${r}×" "≤ 1.5×" "$(met "$r" le 1.5)"
-    r=$(ratio "$(kv "$hk" p90_us)" "$(kv "$noop" p90_us)")
-    row "hook end-to-end, $n records: p90" "$(kv "$hk" p90_us) µs" \
-        "no-op exec $(kv "$noop" p90_us) µs" "${r}×" "(info)" "—"
-    rss_hook=$(kv "$hk" maxrss_kib) rss_noop=$(kv "$noop" maxrss_kib)
+    eb_side hook "hook end-to-end (pullgate-hook, pullgate-cri resident)" "$n" "$out"
+    eb_side local "pullgate-hook-local (decides in-process)" "$n" "$out"
+    eb_side fallback "pullgate-hook, no daemon (fallback: exec of the local hook)" "$n" "$out"
+    rss_hook=$(kv "$hk" maxrss_kib) rss_noop=$(kv "$noop" maxrss_kib) rss_local=$(kv "$lc" maxrss_kib)
 done
 
 # ---------------------------------------------------------------- 2 + 6
@@ -267,8 +314,10 @@ podman_row() {
     local store; store=$(store_for $n)
     i=$(( n / 2 + 7 ))
     printf '{"stateDir":"%s","readOnlyRecordDirs":[],"dbus":"none"}\n' "$store" >"$pd/pullgate.json"
-    printf '{"version":"1.0.0","hook":{"path":"%s","args":["pullgate-hook","--config","%s"]},"when":{"always":true},"stages":["prestart"]}\n' \
-        "$hook" "$pd/pullgate.json" >"$pd/hooks/pullgate.json"
+    # The thin hook, answered by a resident pullgate-cri holding the same config (a node's setup).
+    start_cri "$pd/cri" "$pd/pullgate.json"
+    printf '{"version":"1.0.0","hook":{"path":"%s","args":["pullgate-hook","--config","%s","--daemon-socket","%s"]},"when":{"always":true},"stages":["prestart"]}\n' \
+        "$hook" "$pd/pullgate.json" "$pd/cri/hook.sock" >"$pd/hooks/pullgate.json"
     # Third side: the same hooks.d machinery running the no-op hook (the floor of any hook).
     mkdir -p "$pd/noophooks"
     printf '{"version":"1.0.0","hook":{"path":"%s","args":["noop_hook"]},"when":{"always":true},"stages":["prestart"]}\n' \
@@ -287,6 +336,7 @@ podman_row() {
     if ! "${P[@]}" --hooks-dir "$pd/hooks" "${run[@]}" >/dev/null 2>"$pd/hook.err"; then
         log "WARNING: podman with the hook failed: $(head -c 400 "$pd/hook.err")"
         row "podman run, with vs without the hook" "failed" "—" "—" "≤ 1.02×" "n/a"
+        stop_cri
         return
     fi
     log "podman run, $PODMAN_RUNS runs per side, interleaved"
@@ -309,6 +359,7 @@ podman_row() {
     row "podman run, pullgate-hook vs no-op hook: median" "$(awk -v v="$w" 'BEGIN{printf "%.1f ms", v/1000}')" \
         "$(awk -v v="$wn" 'BEGIN{printf "no-op hook %.1f ms", v/1000}')" "${r}×" "(info: hooks.d floor)" "—"
     podman_trace "$pd" P run
+    stop_cri
     "${P[@]}" rmi -f localhost/pullgate-bench-bb:latest >/dev/null 2>&1 || true
     "${P[@]}" system reset -f >/dev/null 2>&1 || true
 }
@@ -317,9 +368,14 @@ podman_row
 # ---------------------------------------------------------------- 5
 if [ -n "$rss_hook" ]; then
     d=$(( rss_hook - rss_noop ))
-    row "hook peak RSS (ru_maxrss)" "$rss_hook KiB" "no-op $rss_noop KiB" \
+    row "hook peak RSS (ru_maxrss, pullgate-hook with the daemon)" "$rss_hook KiB" "no-op $rss_noop KiB" \
         "+$d KiB ($(ratio "$rss_hook" "$rss_noop")×)" "≤ 4 MiB above the floor" "$(met "$d" le 4096)"
+    d=$(( rss_local - rss_noop ))
+    row "pullgate-hook-local peak RSS (ru_maxrss)" "$rss_local KiB" "no-op $rss_noop KiB" \
+        "+$d KiB ($(ratio "$rss_local" "$rss_noop")×)" "(info)" "—"
 fi
+row "hook binary sizes" "pullgate-hook $(( $(stat -c %s "$hook") / 1024 )) KiB" \
+    "pullgate-hook-local $(( $(stat -c %s "$hook_local") / 1024 )) KiB" "—" "(info)" "—"
 
 # Shared libraries the hook maps on every container start (info).
 if command -v ldd >/dev/null; then

@@ -30,6 +30,9 @@ CTL="$PREFIX/bin/pullgatectl"
 HOOK="$PREFIX/libexec/oci/hooks.d/pullgate-hook"
 CONFIG="$PREFIX/etc/pullgate/config.json"
 [[ -x $CTL && -x $HOOK ]] || pg_fail "pullgatectl or pullgate-hook not installed under $PREFIX"
+# The thin hook execs its fallback from its own directory.
+[[ -x ${HOOK}-local ]] && pg_check_ok "pullgate-hook-local installed next to pullgate-hook" ||
+    pg_check_fail "pullgate-hook-local not installed next to $HOOK"
 pg_expect_ok "the config is installed under the prefix ($CONFIG)" test -f "$CONFIG"
 pg_expect_ok "nothing was installed outside the prefix" \
     bash -c "! grep -v '^-- Up-to-date\\|^-- Installing: $PREFIX/\\|^-- Install configuration' '$WORK/install.log' | grep -q ."

@@ -88,6 +88,7 @@ CONFIG=/etc/pullgate/config.json
 LIBDIR=/usr/lib/$MULTIARCH
 INSTALLED=(
     "$HOOK" "$HOOK_JSON" "$CONFIG" /usr/bin/pullgatectl /usr/bin/pullgate-cri
+    /usr/libexec/oci/hooks.d/pullgate-hook-local
     /usr/bin/pullgate-webhook /usr/share/man/man8/pullgate-webhook.8.gz
     /lib/systemd/system/pullgate-cri.service /usr/share/man/man8/pullgate-cri.8.gz
     /usr/libexec/pullgate/pullgate-prune /usr/lib/tmpfiles.d/pullgate.conf
@@ -278,6 +279,7 @@ $tmpfilesdir/pullgate.conf
 /usr/libexec/oci
 /usr/libexec/oci/hooks.d
 /usr/libexec/oci/hooks.d/pullgate-hook
+/usr/libexec/oci/hooks.d/pullgate-hook-local
 /usr/libexec/pullgate
 /usr/libexec/pullgate/pullgate-prune
 /usr/share/containers
