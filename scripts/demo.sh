@@ -56,7 +56,7 @@ header "Build pullgate (cmake, ./build-demo)"
 {
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPG_BUILD_BENCH=OFF \
         -DPG_BUILD_TESTS=OFF -DPG_BUILD_CRI=ON >"$BUILD.cmake.log" 2>&1 &&
-        cmake --build "$BUILD" -j"$(nproc)" --target pullgate-hook pullgatectl pullgate-cri \
+        cmake --build "$BUILD" -j"$(nproc)" --target pullgate-hook pullgate-hook-local pullgatectl pullgate-cri \
             >>"$BUILD.cmake.log" 2>&1
 } || { tail -n 30 "$BUILD.cmake.log" | indent; die "build failed (full log: $BUILD.cmake.log)"; }
 rm -f "$BUILD.cmake.log"
@@ -64,7 +64,7 @@ T_BUILT=$SECONDS
 PULLGATE_HOOK="$BUILD/hooks/pullgate-hook"
 PULLGATECTL="$BUILD/tools/pullgatectl"
 PULLGATE_CRI="$BUILD/cri/pullgate-cri"
-for b in "$PULLGATE_HOOK" "$PULLGATECTL" "$PULLGATE_CRI"; do
+for b in "$PULLGATE_HOOK" "$BUILD/hooks/pullgate-hook-local" "$PULLGATECTL" "$PULLGATE_CRI"; do
     [[ -x "$b" ]] || die "built binary not found: $b"
 done
 export PULLGATE_HOOK PULLGATECTL PULLGATE_CRI
@@ -121,9 +121,10 @@ say "its runc handler runs the hook (base_runtime_spec) and passes the pod's cre
 grep -E 'base_runtime_spec|pod_annotations' "$PG_CD_DIR/config.toml" | sed 's/^ *//' | indent
 "$PG_PY" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["hooks"]))' \
     "$PG_CD_DIR/base-spec.json" | indent
-run_shown "pullgate-cri --config $CFG --listen unix://<tmp>/cri.sock --runtime-endpoint unix://$PG_CD_SOCK &"
+run_shown "pullgate-cri --config $CFG --listen unix://<tmp>/cri.sock --runtime-endpoint unix://$PG_CD_SOCK --hook-socket $PG_HOOK_SOCK &"
 pg_node_proxy_start || die "pullgate-cri did not serve its socket"
 say "pullgate-cri (pid $PG_PROXY_PID) serves CRI on $PG_PROXY_SOCK; the kubelet stand-in talks only to it"
+say "and decides for the hook on $PG_HOOK_SOCK (the hook's --daemon-socket): the hook execs no libcrypto"
 run_shown "cri_client.py --socket <pullgate-cri> version"
 cri version | indent
 
@@ -214,6 +215,16 @@ ANN_B="$("$PULLGATECTL" --config "$CFG" annotate --namespace team-b --image "$IM
 tenant_b "pod in team-b with no credentials for the image" ""
 tenant_b "pod in team-b with its own, different credentials" "$ANN_B"
 tenant_b "pod in team-b presenting tenant A's annotation (copied)" "$ANN_A"
+
+header "Who decided: pullgate-cri's resident hook server"
+say "the hook asked pullgate-cri (pullgate-hook-local decides only when the daemon cannot):"
+grep 'msg="hook decision"' "$PG_CD_DIR/pullgate-cri.log" | cut -c1-200 | indent
+if grep -q 'msg="hook decision" .*allowed="true"' "$PG_CD_DIR/pullgate-cri.log" &&
+    grep -q 'msg="hook decision" .*allowed="false"' "$PG_CD_DIR/pullgate-cri.log"; then
+    outcome_ok "the allow and the denials were decided by the resident pullgate-cri"
+else
+    outcome_bad "pullgate-cri's log shows no resident decision (the hook fell back)"
+fi
 
 header "D-Bus events seen by pullgatectl monitor"
 sleep 1
