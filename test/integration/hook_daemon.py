@@ -83,6 +83,7 @@ class Daemon:
         return self.proc.poll() is None
 
     def stop(self):
+        """SIGTERM: a clean exit 0 and no sanitizer report (an ASan build of pullgate-cri)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
             self.proc.terminate()
@@ -92,6 +93,10 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        text = self.text()
+        check(self.proc.returncode == 0 and "Sanitizer" not in text and "runtime error" not in text,
+              f"pullgate-cri ({os.path.basename(self.dir)}) stopped cleanly",
+              f"exit {self.proc.returncode}: {text[-800:]}")
 
 
 class Bus:
