@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -105,14 +106,23 @@ static int hand_over_stdin(const char *bytes, size_t len)
     return rc;
 }
 
-/* <directory of /proc/self/exe>/pullgate-hook-local into out. */
+/*
+ * <directory of this executable>/pullgate-hook-local into out: from
+ * /proc/self/exe, or, without /proc, the absolute path the runtime exec'd
+ * (AT_EXECFN; hooks.d and OCI specs require an absolute hook path).
+ */
 static int local_hook_path(char *out, size_t n)
 {
     char self[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len <= 0)
-        return -1;
-    self[len] = '\0';
+    if (len > 0) {
+        self[len] = '\0';
+    } else {
+        const char *execfn = (const char *)getauxval(AT_EXECFN);
+        if (!execfn || execfn[0] != '/' || strlen(execfn) >= sizeof self)
+            return -1;
+        memcpy(self, execfn, strlen(execfn) + 1);
+    }
     char *slash = strrchr(self, '/');
     if (!slash)
         return -1;
