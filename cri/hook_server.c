@@ -109,8 +109,7 @@ static dir_identity identity_of(const char *dir, const char *sub)
     char path[4096];
     struct stat st;
     dir_identity id = {0};
-    if (snprintf(path, sizeof path, "%s%s", dir, sub) < (int)sizeof path &&
-        lstat(path, &st) == 0) {
+    if (snprintf(path, sizeof path, "%s%s", dir, sub) < (int)sizeof path && lstat(path, &st) == 0) {
         id.present = 1;
         id.dev = st.st_dev;
         id.ino = st.st_ino;
@@ -246,7 +245,9 @@ static ssize_t receive_request(int conn, unsigned char *buf, size_t cap, int *fd
         struct cmsghdr align;
     } control;
     struct iovec iov = {.iov_base = buf, .iov_len = cap};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = control.buf,
                         .msg_controllen = sizeof control.buf};
     ssize_t r;
     do
@@ -272,8 +273,8 @@ static ssize_t receive_request(int conn, unsigned char *buf, size_t cap, int *fd
 static int send_reply(int conn, hook_reply_kind kind, int status, const char *line)
 {
     unsigned char out[HOOK_PROTO_MAX_REPLY];
-    hook_reply reply = {.kind = kind, .status = status, .line = line,
-                        .line_len = line ? strlen(line) : 0};
+    hook_reply reply = {
+        .kind = kind, .status = status, .line = line, .line_len = line ? strlen(line) : 0};
     size_t len = hook_proto_encode_reply(&reply, out, sizeof out);
     if (len == 0)
         return 0; /* cannot happen (the line is bounded); the hook then decides locally */
@@ -329,10 +330,10 @@ static void decide_and_reply(cri_hook_server *s, int conn, const hook_request *r
     /* Reported only when the hook got it: otherwise it fell back and reports on its own. */
     if (delivered)
         hook_report_sinks(&who, &run.decision, mode, s->notifier);
-    cri_log(CRI_LOG_INFO, delivered ? "hook decision" : "hook decision not delivered",
-            "container", run.state.id, "stage", stage, "allowed",
-            run.decision.allow ? "true" : "false", "reason",
-            run.decision.reason ? pg_reason_name(run.decision.reason) : "not-kubernetes", NULL);
+    cri_log(CRI_LOG_INFO, delivered ? "hook decision" : "hook decision not delivered", "container",
+            run.state.id, "stage", stage, "allowed", run.decision.allow ? "true" : "false",
+            "reason", run.decision.reason ? pg_reason_name(run.decision.reason) : "not-kubernetes",
+            NULL);
     hook_run_free(&run);
 }
 
@@ -355,8 +356,7 @@ static void serve_connection(cri_hook_server *s, int conn, unsigned char *buf, s
         cri_log(CRI_LOG_INFO, "hook server: the hook gave up waiting; not decided", NULL);
         close(conn);
     } else if (!config_is_mine(s, &req)) {
-        cri_log(CRI_LOG_INFO, "hook server: not mine (the hook names another configuration)",
-                NULL);
+        cri_log(CRI_LOG_INFO, "hook server: not mine (the hook names another configuration)", NULL);
         send_reply(conn, HOOK_REPLY_NOT_MINE, 0, NULL);
         close(conn);
     } else {

@@ -33,10 +33,10 @@ int cri_hook_config_identify(const char *path, cri_hook_config_id *id);
 int cri_hook_config_same(const cri_hook_config_id *a, const cri_hook_config_id *b);
 
 typedef struct cri_hook_server_options {
-    const char *path;              /* socket path; its directory must exist, root-only */
-    const pg_config *cfg;          /* borrowed, outlives the server */
-    cri_hook_config_id config_id;  /* of the file cfg came from */
-    pg_notifier *notifier;         /* borrowed; D-Bus signals after each reply */
+    const char *path;             /* socket path; its directory must exist, root-only */
+    const pg_config *cfg;         /* borrowed, outlives the server */
+    cri_hook_config_id config_id; /* of the file cfg came from */
+    pg_notifier *notifier;        /* borrowed; D-Bus signals after each reply */
 } cri_hook_server_options;
 
 typedef struct cri_hook_server cri_hook_server;

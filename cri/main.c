@@ -236,8 +236,8 @@ static void start_hook_server(daemon_parts *d, const char *path, const cri_hook_
     pg_error err = {0};
     char endpoint[PATH_MAX + 8];
     snprintf(endpoint, sizeof endpoint, "unix://%s", path);
-    cri_hook_server_options o = {.path = path, .cfg = d->cfg, .config_id = *id,
-                                 .notifier = d->notifier};
+    cri_hook_server_options o = {
+        .path = path, .cfg = d->cfg, .config_id = *id, .notifier = d->notifier};
     if (prepare_socket_dir(endpoint, &err) == PG_OK)
         d->hook_server = cri_hook_server_start(&o, &err);
     if (!d->hook_server)

@@ -10,8 +10,9 @@
 
 #define DEFAULT_CONFIG_PATH PG_DEFAULT_CONFIG_PATH /* ${sysconfdir}/pullgate, from CMake */
 
-static const char *const known_stages[] = {"prestart",       "createRuntime", "createContainer",
-                                           "startContainer", "poststart",     "poststop", NULL};
+static const char *const known_stages[] = {
+    "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
+    NULL};
 
 int hook_is_known_stage(const char *stage)
 {

@@ -154,9 +154,8 @@ void hook_evaluate_local(hook_run *run, int argc, char **argv, int state_fd, int
     }
 }
 
-void hook_evaluate_resident(hook_run *run, const pg_config *cfg, pg_store *store,
-                            const char *stage, const char *state, size_t state_len,
-                            int bundle_fd)
+void hook_evaluate_resident(hook_run *run, const pg_config *cfg, pg_store *store, const char *stage,
+                            const char *state, size_t state_len, int bundle_fd)
 {
     pg_error state_err = {0}, bundle_err = {0};
     run->args.stage = stage;

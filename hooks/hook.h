@@ -58,8 +58,8 @@ int hook_read_fd_deadline(int fd, size_t max, int deadline_ms, char **buf, size_
 int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
                          bool *timed_out, pg_error *err);
 /* As hook_read_fd_partial when spent_ms of the deadline_ms are used up already. */
-int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char **buf,
-                       size_t *len, bool *timed_out, pg_error *err);
+int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char **buf, size_t *len,
+                       bool *timed_out, pg_error *err);
 /* Reads and validates the OCI state JSON from fd (bounded, deadline). */
 int hook_read_state(int fd, hook_state *state, pg_error *err);
 /* The same when spent_ms of the stdin deadline were used by the thin hook already. */
@@ -189,9 +189,8 @@ void hook_evaluate_local(hook_run *run, int argc, char **argv, int state_fd, int
  * (borrowed, long-lived) are already open; the OCI state comes as bytes and
  * the bundle as a directory fd (borrowed; the server never opens the path).
  */
-void hook_evaluate_resident(hook_run *run, const pg_config *cfg, pg_store *store,
-                            const char *stage, const char *state, size_t state_len,
-                            int bundle_fd);
+void hook_evaluate_resident(hook_run *run, const pg_config *cfg, pg_store *store, const char *stage,
+                            const char *state, size_t state_len, int bundle_fd);
 /* Opens the record store as the hook reads it (see evaluate.c). */
 pg_store *hook_open_store(const pg_config *cfg, pg_error *err);
 /* What the decision's report names, borrowed from run. */

@@ -36,7 +36,7 @@
  * runtime's state with every annotation stays far below this.
  */
 #define HOOK_PROTO_MAX_STATE (128u * 1024u)
-#define HOOK_PROTO_MAX_REQUEST \
+#define HOOK_PROTO_MAX_REQUEST                                                                     \
     (HOOK_PROTO_REQ_HEADER + HOOK_PROTO_MAX_STAGE + HOOK_PROTO_MAX_CONFIG + HOOK_PROTO_MAX_STATE)
 #define HOOK_PROTO_MAX_LINE 2048
 #define HOOK_PROTO_MAX_REPLY (HOOK_PROTO_REPLY_HEADER + HOOK_PROTO_MAX_LINE)

@@ -57,8 +57,8 @@ int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t
     return hook_read_fd_spent(fd, max, deadline_ms, 0, buf, len, timed_out, err);
 }
 
-int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char **buf,
-                       size_t *len, bool *timed_out, pg_error *err)
+int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char **buf, size_t *len,
+                       bool *timed_out, pg_error *err)
 {
     int64_t deadline = pg_monotonic_ms() + deadline_ms - (spent_ms > 0 ? spent_ms : 0);
     size_t cap = 4096, n = 0;

@@ -52,8 +52,9 @@ static void on_deadline(int sig)
     (void)sig;
     if (decided_status == 0)
         _exit(0);
-    static const char line[] = "pullgate: denied container " HOOK_UNKNOWN " (namespace " HOOK_UNKNOWN
-                               ", image " HOOK_UNKNOWN "): the hook exceeded its internal deadline\n";
+    static const char line[] =
+        "pullgate: denied container " HOOK_UNKNOWN " (namespace " HOOK_UNKNOWN
+        ", image " HOOK_UNKNOWN "): the hook exceeded its internal deadline\n";
     ssize_t ignored = write(STDERR_FILENO, line, sizeof line - 1);
     (void)ignored;
     _exit(1);
@@ -74,7 +75,7 @@ static void arm_deadline(void)
 
 /* What the local hook gets on fd 0. */
 typedef enum stdin_handover {
-    STDIN_AS_IS,   /* untouched: nothing read yet, or the runtime never closed it */
+    STDIN_AS_IS,    /* untouched: nothing read yet, or the runtime never closed it */
     STDIN_THE_BYTES /* a memfd holding exactly the bytes read */
 } stdin_handover;
 
@@ -216,7 +217,9 @@ static int send_request(int fd, const unsigned char *msg, size_t len, int bundle
     } control;
     memset(&control, 0, sizeof control);
     struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = control.buf,
                         .msg_controllen = sizeof control.buf};
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
@@ -245,7 +248,9 @@ static int receive_reply(int fd, unsigned char *buf, size_t cap, hook_reply *rep
     } control;
     for (;;) {
         struct iovec iov = {.iov_base = buf, .iov_len = cap};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = control.buf,
                             .msg_controllen = sizeof control.buf};
         ssize_t r = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
         if (r < 0 && errno == EINTR)
@@ -273,8 +278,8 @@ static int receive_reply(int fd, unsigned char *buf, size_t cap, hook_reply *rep
 }
 
 /* 0 with *reply (pointing into buf) from the daemon, or -1: decide locally. */
-static int ask_daemon(const char *path, const hook_request *req, int bundle_fd,
-                      unsigned char *buf, size_t cap, hook_reply *reply)
+static int ask_daemon(const char *path, const hook_request *req, int bundle_fd, unsigned char *buf,
+                      size_t cap, hook_reply *reply)
 {
     static unsigned char msg[HOOK_PROTO_MAX_REQUEST];
     size_t len = hook_proto_encode_request(req, msg, sizeof msg);
@@ -320,8 +325,8 @@ int main(int argc, char **argv)
             snprintf(spent, sizeof spent, "%d", HOOK_STDIN_DEADLINE_MS);
             setenv(HOOK_STDIN_SPENT_ENV, spent, 1);
         }
-        fall_back(argv, timed_out || state_len <= HOOK_MAX_STATE_BYTES ? STDIN_AS_IS
-                                                                      : STDIN_THE_BYTES,
+        fall_back(argv,
+                  timed_out || state_len <= HOOK_MAX_STATE_BYTES ? STDIN_AS_IS : STDIN_THE_BYTES,
                   state, state_len);
     }
     hook_state st = {0};

@@ -20,8 +20,12 @@ static const char STATE[] = "{\"id\":\"c1\",\"bundle\":\"/b\"}";
 
 static size_t encode_good(unsigned char *buf, size_t cap)
 {
-    hook_request req = {.stage = "createRuntime", .stage_len = 13, .config = "/etc/pg.json",
-                        .config_len = 12, .state = STATE, .state_len = sizeof STATE - 1,
+    hook_request req = {.stage = "createRuntime",
+                        .stage_len = 13,
+                        .config = "/etc/pg.json",
+                        .config_len = 12,
+                        .state = STATE,
+                        .state_len = sizeof STATE - 1,
                         .config_explicit = 1};
     return hook_proto_encode_request(&req, buf, cap);
 }
@@ -80,8 +84,12 @@ START_TEST(request_bounds_on_encode)
     static unsigned char buf[HOOK_PROTO_MAX_REQUEST + 16];
     static char state[HOOK_PROTO_MAX_STATE + 1];
     memset(state, ' ', sizeof state);
-    hook_request req = {.stage = "prestart", .stage_len = 8, .config = "/c", .config_len = 2,
-                        .state = state, .state_len = HOOK_PROTO_MAX_STATE};
+    hook_request req = {.stage = "prestart",
+                        .stage_len = 8,
+                        .config = "/c",
+                        .config_len = 2,
+                        .state = state,
+                        .state_len = HOOK_PROTO_MAX_STATE};
     ck_assert_uint_gt(hook_proto_encode_request(&req, buf, sizeof buf), 0);
     req.state_len++;
     ck_assert_uint_eq(hook_proto_encode_request(&req, buf, sizeof buf), 0);
@@ -93,8 +101,8 @@ END_TEST
 START_TEST(reply_round_trip_and_malformed)
 {
     const char line[] = "pullgate: denied container c1 (namespace n, image i): why\n";
-    hook_reply r = {.kind = HOOK_REPLY_DECISION, .status = 1, .line = line,
-                    .line_len = sizeof line - 1};
+    hook_reply r = {
+        .kind = HOOK_REPLY_DECISION, .status = 1, .line = line, .line_len = sizeof line - 1};
     unsigned char buf[HOOK_PROTO_MAX_REPLY];
     size_t len = hook_proto_encode_reply(&r, buf, sizeof buf);
     ck_assert_uint_eq(len, HOOK_PROTO_REPLY_HEADER + sizeof line - 1);
@@ -137,8 +145,12 @@ START_TEST(server_checks_fds_and_stage)
     ck_assert_int_eq(cri_hook_check_request(buf, len, one, 0, &got), -1);
     ck_assert_int_eq(cri_hook_check_request(buf, len, two, 2, &got), -1);
     ck_assert_int_eq(cri_hook_check_request(buf, len, notdir, 1, &got), -1);
-    hook_request odd = {.stage = "teatime", .stage_len = 7, .config = "/c", .config_len = 2,
-                        .state = "{}", .state_len = 2};
+    hook_request odd = {.stage = "teatime",
+                        .stage_len = 7,
+                        .config = "/c",
+                        .config_len = 2,
+                        .state = "{}",
+                        .state_len = 2};
     len = hook_proto_encode_request(&odd, buf, sizeof buf);
     ck_assert_int_eq(cri_hook_check_request(buf, len, one, 1, &got), -1);
     close(dir);
