@@ -23,9 +23,10 @@ static char *index_json(const char *image, const char *image_ref)
     return text;
 }
 
-/* images/<hash(key)> = {"image":key,"imageRef":ref}; unchanged entries are not rewritten. */
-static int write_index(const pg_store *s, int fd, const char *key, const char *image_ref,
-                       pg_error *err)
+/* images/<hash(key)> = {"image":key,"imageRef":ref}; unchanged entries are not rewritten.
+ * Staged in b when given, else written durably now. */
+static int write_index(const pg_store *s, pg_st_batch *b, int fd, const char *key,
+                       const char *image_ref, pg_error *err)
 {
     file_name name;
     int rc = pg_record_file_name(key, name, err);
@@ -39,6 +40,8 @@ static int write_index(const pg_store *s, int fd, const char *key, const char *i
     rc = pg_st_read_strict(fd, &s->dirs[0], SUB_IMAGES, name, MAX_INDEX_BYTES, &old, NULL, err);
     if (rc == PG_OK && strcmp(old, text) == 0)
         rc = PG_OK;
+    else if ((rc == PG_OK || rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT) && b)
+        rc = pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
     else if (rc == PG_OK || rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
         rc =
             pg_st_write_file_atomic(fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
@@ -48,18 +51,18 @@ static int write_index(const pg_store *s, int fd, const char *key, const char *i
 }
 
 /* Index keys: as written, normalised, and name@digest (a tag beside a digest is decoration). */
-int pg_st_update_index(const pg_store *s, const char *image, const char *normalised,
+int pg_st_update_index(const pg_store *s, pg_st_batch *b, const char *image, const char *normalised,
                        const char *digest_only, const char *image_ref, pg_error *err)
 {
     int fd;
     int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
     if (rc != PG_OK)
         return rc;
-    rc = write_index(s, fd, normalised, image_ref, err);
+    rc = write_index(s, b, fd, normalised, image_ref, err);
     if (rc == PG_OK && strcmp(image, normalised) != 0)
-        rc = write_index(s, fd, image, image_ref, err);
+        rc = write_index(s, b, fd, image, image_ref, err);
     if (rc == PG_OK && digest_only && strcmp(digest_only, normalised) != 0)
-        rc = write_index(s, fd, digest_only, image_ref, err);
+        rc = write_index(s, b, fd, digest_only, image_ref, err);
     close(fd);
     return rc;
 }
@@ -189,7 +192,7 @@ static int record_aliases_locked(const pg_store *s, const char *image_ref, const
     if (rc != PG_OK)
         return rc;
     for (size_t i = 0; rc == PG_OK && i < k->n; i++)
-        rc = write_index(s, fd, k->keys[i], image_ref, err);
+        rc = write_index(s, NULL, fd, k->keys[i], image_ref, err);
     close(fd);
     return rc;
 }
