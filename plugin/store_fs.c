@@ -17,8 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -279,6 +281,13 @@ static void *sync_job_run(void *arg)
     return NULL;
 }
 
+/* tmpfs/ramfs: fsync has nothing to do, so helper threads would only cost. */
+static bool fsync_is_free(int fd)
+{
+    struct statfs sfs;
+    return fstatfs(fd, &sfs) == 0 && (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC);
+}
+
 /* 0, or the errno of the first failure (its index in *failed). */
 static int fsync_together(sync_job *jobs, size_t n, size_t *failed)
 {
@@ -287,7 +296,7 @@ static int fsync_together(sync_job *jobs, size_t n, size_t *failed)
     sigset_t all, old;
     sigfillset(&all);
     pthread_attr_t attr;
-    bool ready = n > 1 && pthread_attr_init(&attr) == 0;
+    bool ready = n > 1 && !fsync_is_free(jobs[0].fd) && pthread_attr_init(&attr) == 0;
     /* An fsync needs little stack: no 8 MiB mapping per helper. */
     if (ready)
         pthread_attr_setstacksize(&attr, SYNC_THREAD_STACK);

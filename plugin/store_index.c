@@ -23,8 +23,8 @@ static char *index_json(const char *image, const char *image_ref)
     return text;
 }
 
-/* images/<hash(key)> = {"image":key,"imageRef":ref}; unchanged entries are not rewritten.
- * Staged in b when given, else written durably now. */
+/* images/<hash(key)> = {"image":key,"imageRef":ref}, staged in b; unchanged entries are not
+ * rewritten. */
 static int write_index(const pg_store *s, pg_st_batch *b, int fd, const char *key,
                        const char *image_ref, pg_error *err)
 {
@@ -40,11 +40,8 @@ static int write_index(const pg_store *s, pg_st_batch *b, int fd, const char *ke
     rc = pg_st_read_strict(fd, &s->dirs[0], SUB_IMAGES, name, MAX_INDEX_BYTES, &old, NULL, err);
     if (rc == PG_OK && strcmp(old, text) == 0)
         rc = PG_OK;
-    else if ((rc == PG_OK || rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT) && b)
-        rc = pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
     else if (rc == PG_OK || rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
-        rc =
-            pg_st_write_file_atomic(fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
+        rc = pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
     free(old);
     free(text);
     return rc;
@@ -184,6 +181,7 @@ static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
     return rc;
 }
 
+/* The changed entries staged, then durable together (one round of fsyncs). */
 static int record_aliases_locked(const pg_store *s, const char *image_ref, const alias_keys *k,
                                  pg_error *err)
 {
@@ -191,8 +189,13 @@ static int record_aliases_locked(const pg_store *s, const char *image_ref, const
     int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
     if (rc != PG_OK)
         return rc;
+    pg_st_batch b;
+    pg_st_batch_init(&b, 0);
     for (size_t i = 0; rc == PG_OK && i < k->n; i++)
-        rc = write_index(s, NULL, fd, k->keys[i], image_ref, err);
+        rc = write_index(s, &b, fd, k->keys[i], image_ref, err);
+    if (rc == PG_OK)
+        rc = pg_st_batch_commit(&b, b.n, err);
+    pg_st_batch_free(&b);
     close(fd);
     return rc;
 }
