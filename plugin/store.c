@@ -29,14 +29,17 @@
  *    "sha256-" are not records.
  *  - Writes are atomic and durable: temp file sha256-<hex>.<random>.tmp created
  *    O_EXCL 0600 in the same directory, written, fsync'd, renamed over the
- *    target, directory fsync'd. Deletes: unlinkat + directory fsync.
+ *    target, directory fsync'd. Deletes: unlinkat + directory fsync. A pull's
+ *    files are one staged write (pg_st_batch, docs/design.md "Durability"):
+ *    credential times and name index durable before the record and image
+ *    index are renamed; the intent released (unsynced) only after those.
  *  - Every read-modify-write takes flock(LOCK_EX) on DIR/.pullgate.lock, opened
  *    per operation so that threads sharing one pg_store exclude each other too
  *    (flock locks belong to open file descriptions). Readers never lock: rename
  *    makes every read see a whole old or a whole new file.
  *  - The intent file's content is fixed by the kubelet format, so concurrent
  *    pulls of one image are counted in pullgate-intents/. record_intent: count++
- *    and write the intent if absent. record_pulled/record_failed: count-- (floor
+ *    (unsynced) and write the intent if absent (durable). record_pulled/record_failed: count-- (floor
  *    0); at 0 the count file then the intent are removed. An intent left by a
  *    crash makes the image count as pulled by us (the strict side).
  *  - The store holds only immutable data after open: thread-safe, no globals.
