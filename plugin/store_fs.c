@@ -365,7 +365,6 @@ static st_staged *batch_slot(pg_st_batch *b, const char *sub, const char *name, 
     for (size_t i = b->done; i < b->n; i++)
         if (strcmp(b->v[i].sub, sub) == 0 && strcmp(b->v[i].name, name) == 0) {
             staged_drop_temp(&b->v[i]);
-            close(b->v[i].dirfd);
             return &b->v[i];
         }
     if (b->n == b->cap) {
@@ -381,15 +380,47 @@ static st_staged *batch_slot(pg_st_batch *b, const char *sub, const char *name, 
     return &b->v[b->n++];
 }
 
+/* The batch's own descriptor of directory sub (one per subdirectory), or -1. */
+static int batch_dir_fd(pg_st_batch *b, int dirfd, const char *sub)
+{
+    for (size_t i = 0; i < b->n_dirs; i++)
+        if (strcmp(b->dirs[i].sub, sub) == 0)
+            return b->dirs[i].fd;
+    if (b->n_dirs == BATCH_MAX_DIRS) {
+        errno = EMFILE;
+        return -1;
+    }
+    int fd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+    if (fd >= 0)
+        b->dirs[b->n_dirs++] = (struct batch_dir){sub, fd};
+    return fd;
+}
+
+static size_t open_temps(const pg_st_batch *b)
+{
+    size_t n = 0;
+    for (size_t i = b->done; i < b->n; i++)
+        n += b->v[i].fd >= 0;
+    return n;
+}
+
+static int batch_sync_data(pg_st_batch *b, pg_error *err);
+
 int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *sub,
                       const char *name, const char *data, size_t len, pg_error *err)
 {
     if (strlen(name) > FILE_NAME_LEN)
         return pg_fail(err, PG_ERR_INVALID, "%s/%s: file name too long", dir, sub);
+    /* A record mapping many names: descriptors stay bounded, the data goes early. */
+    if (open_temps(b) >= BATCH_MAX_OPEN) {
+        int rc = batch_sync_data(b, err);
+        if (rc != PG_OK)
+            return rc;
+    }
     st_staged *e = batch_slot(b, sub, name, err);
     if (!e)
         return PG_ERR_NOMEM;
-    *e = (st_staged){.dirfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 0), .dir = dir, .sub = sub, .fd = -1};
+    *e = (st_staged){.dirfd = batch_dir_fd(b, dirfd, sub), .dir = dir, .sub = sub, .fd = -1};
     snprintf(e->name, sizeof e->name, "%s", name);
     const char *step = NULL;
     if (e->dirfd < 0)
@@ -404,8 +435,6 @@ int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *su
             close(e->fd);
             unlinkat(e->dirfd, e->tmp, 0);
         }
-        if (e->dirfd >= 0)
-            close(e->dirfd);
         b->n--; /* the slot is the last one: a replaced slot had the same target */
         if (e != &b->v[b->n]) /* a replaced slot in the middle: keep the array dense */
             memmove(e, e + 1, (size_t)(&b->v[b->n] - e) * sizeof *e);
@@ -503,8 +532,9 @@ void pg_st_batch_free(pg_st_batch *b)
             staged_drop_temp(&b->v[i]);
         else if (b->v[i].fd >= 0)
             close(b->v[i].fd);
-        close(b->v[i].dirfd);
     }
+    for (size_t i = 0; i < b->n_dirs; i++)
+        close(b->dirs[i].fd);
     free(b->v);
     *b = (pg_st_batch){0};
 }

@@ -94,7 +94,7 @@ int pg_st_write_file_atomic(int dirfd, const char *dir, const char *sub, const c
                             const char *data, size_t len, pg_error *err);
 /* One file of a write batch. */
 typedef struct st_staged {
-    int dirfd;             /* a duplicate of the target directory's descriptor, owned */
+    int dirfd;             /* the batch's descriptor of the target directory (batch_dir) */
     const char *dir, *sub; /* for messages and to tell directories apart; borrowed */
     file_name name;
     char tmp[FILE_NAME_LEN + 32];
@@ -102,13 +102,23 @@ typedef struct st_staged {
     bool renamed; /* the temporary file is now the target */
 } st_staged;
 
+#define BATCH_MAX_DIRS 8   /* subdirectories of one record directory */
+#define BATCH_MAX_OPEN 64  /* open temporary files; beyond, their data is synced early */
+
 /*
- * A staged write of several files, made durable in ordered groups with their
- * fsyncs issued together (store_fs.c, docs/design.md "Durability").
+ * A staged write of several files in the subdirectories of ONE record
+ * directory (a subdirectory is known by its name), made durable in ordered
+ * groups with their fsyncs issued together (store_fs.c, docs/design.md
+ * "Durability").
  */
 typedef struct pg_st_batch {
     st_staged *v;
     size_t n, cap;
+    struct batch_dir {
+        const char *sub;
+        int fd; /* a duplicate, owned */
+    } dirs[BATCH_MAX_DIRS];
+    size_t n_dirs;
     size_t done;    /* entries [0, done) are renamed and durable */
     int stop_after; /* tests: stop like a killed process after this many steps; 0: never */
     int steps;

@@ -177,6 +177,33 @@ START_TEST(batch_restage_replaces)
 }
 END_TEST
 
+/* More files than BATCH_MAX_OPEN: descriptors stay bounded, every file lands. */
+START_TEST(batch_many_files)
+{
+    int a = open_sub("a");
+    pg_st_batch b;
+    pg_st_batch_init(&b, 0);
+    for (int i = 0; i < 3 * BATCH_MAX_OPEN; i++) {
+        char name[32], text[32];
+        snprintf(name, sizeof name, "sha256-%d", i);
+        snprintf(text, sizeof text, "content %d", i);
+        stage(&b, a, "a", name, text);
+        ck_assert_uint_le(b.n_dirs, 1);
+    }
+    pg_error err = {0};
+    ck_assert_int_eq(pg_st_batch_commit(&b, b.n, &err), PG_OK);
+    pg_st_batch_free(&b);
+    for (int i = 0; i < 3 * BATCH_MAX_OPEN; i += 37) {
+        char name[32], text[32];
+        snprintf(name, sizeof name, "sha256-%d", i);
+        snprintf(text, sizeof text, "content %d", i);
+        assert_content("a", name, text);
+    }
+    ck_assert_int_eq(count_temps(root), 0);
+    close(a);
+}
+END_TEST
+
 /* A batch freed without a commit (an error before it) leaves no trace. */
 START_TEST(batch_free_without_commit)
 {
@@ -499,6 +526,7 @@ static Suite *batch_suite(void)
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_test(t, batch_commits_groups_in_order);
     tcase_add_test(t, batch_restage_replaces);
+    tcase_add_test(t, batch_many_files);
     tcase_add_test(t, batch_free_without_commit);
     tcase_add_test(t, batch_stage_failure);
     tcase_add_test(t, batch_rename_failure);
