@@ -380,8 +380,7 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
     pg_st_batch b;
     pg_st_batch_init(&b, s->test_stop_after);
     if (rc == PG_OK)
-        rc = write_pull_files(s, &b, fd, name, rec, p, existed ? previous : rec->last_updated,
-                              err);
+        rc = write_pull_files(s, &b, fd, name, rec, p, existed ? previous : rec->last_updated, err);
     pg_st_batch_free(&b);
     pg_st_cache_forget(s, s->dirs[0].path, name); /* the record may have changed, even on error */
     if (rc == PG_OK) {

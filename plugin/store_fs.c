@@ -407,8 +407,8 @@ static size_t open_temps(const pg_st_batch *b)
 
 static int batch_sync_data(pg_st_batch *b, pg_error *err);
 
-int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *sub,
-                      const char *name, const char *data, size_t len, pg_error *err)
+int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *sub, const char *name,
+                      const char *data, size_t len, pg_error *err)
 {
     if (strlen(name) > FILE_NAME_LEN)
         return pg_fail(err, PG_ERR_INVALID, "%s/%s: file name too long", dir, sub);
@@ -436,7 +436,7 @@ int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *su
             close(e->fd);
             unlinkat(e->dirfd, e->tmp, 0);
         }
-        b->n--; /* the slot is the last one: a replaced slot had the same target */
+        b->n--;               /* the slot is the last one: a replaced slot had the same target */
         if (e != &b->v[b->n]) /* a replaced slot in the middle: keep the array dense */
             memmove(e, e + 1, (size_t)(&b->v[b->n] - e) * sizeof *e);
         return pg_fail_errno(err, errnum, "%s %s/%s", step, dir, sub);
@@ -463,8 +463,7 @@ static int batch_sync_data(pg_st_batch *b, pg_error *err)
         if (e && k++ == bad)
             rc = pg_fail_errno(err, e, "fsync %s/%s/%s", b->v[i].dir, b->v[i].sub, b->v[i].tmp);
         if (close(b->v[i].fd) != 0 && rc == PG_OK)
-            rc = pg_fail_errno(err, errno, "close %s/%s/%s", b->v[i].dir, b->v[i].sub,
-                               b->v[i].tmp);
+            rc = pg_fail_errno(err, errno, "close %s/%s/%s", b->v[i].dir, b->v[i].sub, b->v[i].tmp);
         b->v[i].fd = -1;
     }
     free(jobs);

@@ -102,8 +102,8 @@ typedef struct st_staged {
     bool renamed; /* the temporary file is now the target */
 } st_staged;
 
-#define BATCH_MAX_DIRS 8   /* subdirectories of one record directory */
-#define BATCH_MAX_OPEN 64  /* open temporary files; beyond, their data is synced early */
+#define BATCH_MAX_DIRS 8  /* subdirectories of one record directory */
+#define BATCH_MAX_OPEN 64 /* open temporary files; beyond, their data is synced early */
 
 /*
  * A staged write of several files in the subdirectories of ONE record
@@ -128,8 +128,8 @@ typedef struct pg_st_batch {
 void pg_st_batch_init(pg_st_batch *b, int stop_after);
 /* Writes data to a new temporary file beside dir/sub/name (not yet durable). A
  * second stage of the same target replaces the first. */
-int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *sub,
-                      const char *name, const char *data, size_t len, pg_error *err);
+int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *sub, const char *name,
+                      const char *data, size_t len, pg_error *err);
 /* Every staged file's data durable (first time), then entries [done, upto)
  * renamed in staging order and their directories fsync'd: durable on return. */
 int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err);
@@ -182,8 +182,7 @@ int pg_st_credtimes_load(const pg_store *s, int fd, const char *file, const char
 /* Under the lock: the per-credential times of rec (record file `file`) after pull p,
  * staged in b. */
 int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
-                                  const char *file,
-                                  const pull *p, time_t previous, pg_error *err);
+                                  const char *file, const pull *p, time_t previous, pg_error *err);
 /* --------------------------------------------------------- store_names.c */
 
 /* Under the lock: adds `file` to the name index of every name rec maps (the

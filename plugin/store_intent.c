@@ -90,8 +90,8 @@ static void close_intent_dirs(intent_dirs *fds)
 }
 
 /* Under the lock: count++ then the intent file, staged in b. */
-static int take_intent(const pg_store *s, pg_st_batch *b, const intent_dirs *fds,
-                       const char *image, pg_error *err)
+static int take_intent(const pg_store *s, pg_st_batch *b, const intent_dirs *fds, const char *image,
+                       pg_error *err)
 {
     file_name name;
     long count = 0;
