@@ -181,7 +181,7 @@ static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
     return rc;
 }
 
-/* The changed entries staged, then durable together (one round of fsyncs). */
+/* The changed entries staged, then durable together (their data, then the directory). */
 static int record_aliases_locked(const pg_store *s, const char *image_ref, const alias_keys *k,
                                  pg_error *err)
 {

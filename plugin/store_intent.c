@@ -159,8 +159,8 @@ static int for_both_spellings(const pg_store *s, pg_st_locked_op op, const char 
 }
 
 /*
- * Both spellings' intents staged in one batch: durable together (one round of
- * fsyncs) before the pull is forwarded.
+ * Both spellings' intents staged in one batch: durable together (their data,
+ * then pulling/: two rounds of fsyncs) before the pull is forwarded.
  */
 static int take_intents(const pg_store *s, const char *image, pg_error *err)
 {
