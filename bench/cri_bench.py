@@ -203,8 +203,12 @@ def main():
     if shm and not args.no_pulls:
         tmpfs_proxy = start_proxy(cri, tmp, os.path.join(shm, "state"), tmpfs_sock, rt_sock)
     base_proxy, base_sock = None, os.path.join(tmp, "run3", "cri.sock")
+    base_tmpfs_proxy, base_tmpfs_sock = None, os.path.join(tmp, "run4", "cri.sock")
     if args.baseline:
         base_proxy = start_proxy(args.baseline, tmp, os.path.join(tmp, "state3"), base_sock, rt_sock)
+        if shm and not args.no_pulls:
+            base_tmpfs_proxy = start_proxy(args.baseline, tmp, os.path.join(shm, "state4"),
+                                           base_tmpfs_sock, rt_sock)
     try:
         names = ["direct", "proxied"] + (["baseline"] if base_proxy else [])
         socks = [rt_sock, px_sock] + ([base_sock] if base_proxy else [])
@@ -225,18 +229,28 @@ def main():
                    interleaved(max(200, n // 4), payload, work))
         if args.no_pulls:
             return
-        pull_tmpfs = None
-        if tmpfs_proxy:
-            pull_tmpfs = grpc.insecure_channel("unix:" + tmpfs_sock).unary_unary(
+        def pull_on(proc, sock):
+            if not proc:
+                return None
+            return grpc.insecure_channel("unix:" + sock).unary_unary(
                 "/runtime.v1.ImageService/PullImage")
-        pulls, same, pulls_tmpfs = [], [], []
+        # Every side pulls the same new image in turn, rotating who goes first.
+        sides = [("same-size unary through the proxy", proxied),
+                 ("PullImage through the proxy", pull),
+                 ("PullImage, records on tmpfs", pull_on(tmpfs_proxy, tmpfs_sock)),
+                 ("baseline PullImage", pull_on(base_proxy, base_sock)),
+                 ("baseline PullImage, records on tmpfs",
+                  pull_on(base_tmpfs_proxy, base_tmpfs_sock))]
+        sides = [(name, fn) for name, fn in sides if fn]
+        lat = {name: [] for name, _ in sides}
         for i in range(max(50, n // 10)):
             req = pb.PullImageRequest(image=pb.ImageSpec(
                 image=b"registry.example.com/bench/app:%d" % i)).SerializeToString()
-            pulls.append(timed(lambda: pull(req, timeout=10)))
-            same.append(timed(lambda: proxied(req, timeout=10)))
-            if pull_tmpfs:
-                pulls_tmpfs.append(timed(lambda: pull_tmpfs(req, timeout=10)))
+            for k in range(len(sides)):
+                name, fn = sides[(i + k) % len(sides)]
+                lat[name].append(timed(lambda: fn(req, timeout=10)))
+        same, pulls = lat["same-size unary through the proxy"], lat["PullImage through the proxy"]
+        pulls_tmpfs = lat.get("PullImage, records on tmpfs")
         print("%d pulls:" % len(pulls))
         print(summary("same-size unary through the proxy", same))
         print(summary("PullImage through the proxy", pulls))
@@ -246,10 +260,16 @@ def main():
             print(summary("PullImage, records on tmpfs", pulls_tmpfs))
             print("  overhead without the disk's fsyncs: %.2f ms" % (
                 (statistics.median(pulls_tmpfs) - statistics.median(same)) / 1000.0))
+        for name in ("baseline PullImage", "baseline PullImage, records on tmpfs"):
+            if name in lat:
+                print(summary(name, lat[name]))
+                print("  baseline recording overhead%s: %.2f ms" % (
+                    " on tmpfs" if "tmpfs" in name else "",
+                    (statistics.median(lat[name]) - statistics.median(same)) / 1000.0))
         print("  proxy memory: VmRSS %d KiB, VmHWM %d KiB" % (
             proc_kib(proxy.pid, "VmRSS"), proc_kib(proxy.pid, "VmHWM")))
     finally:
-        for p in (proxy, tmpfs_proxy, base_proxy):
+        for p in (proxy, tmpfs_proxy, base_proxy, base_tmpfs_proxy):
             if p:
                 p.terminate()
                 p.wait(timeout=20)

@@ -13,6 +13,12 @@
  *   raw2b the two files batched: write both, fsync both, rename both, fsync both
  *         directories (on ext4/xfs the second fsync of each pair finds its
  *         changes already committed by the first journal commit)
+ *   raw4s the library's own protocol for a new image by hand (docs/design.md,
+ *         "Durability"): four files in four directories, fsyncs issued together
+ *         (one thread each) in three rounds: the four files' data; two renames
+ *         + their two directories; two renames + their two directories. The
+ *         floor of what record_pulled keeps durable; lib / raw4s is the
+ *         library's own overhead
  * Interleaved in rounds of 10 so that disk noise hits each side alike.
  * Prints calls/s for each.
  */
@@ -20,6 +26,8 @@
 #include "pullgate/pullgate.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +71,46 @@ static int raw_write_pair(int da, int db, const char *name, const char *a, size_
     return fsync(da) || fsync(db) ? -1 : 0;
 }
 
+static void *fsync_thread(void *fd) { return fsync((int)(intptr_t)fd) ? fd : NULL; }
+
+/* fsync of every fd, issued together: one thread per fd beyond the first. */
+static int fsync_all(const int *fds, int n)
+{
+    pthread_t t[8];
+    int bad = 0;
+    for (int i = 1; i < n; i++)
+        if (pthread_create(&t[i], NULL, fsync_thread, (void *)(intptr_t)fds[i]) != 0)
+            return -1;
+    bad |= fsync(fds[0]) != 0;
+    for (int i = 1; i < n; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad |= r != NULL;
+    }
+    return bad ? -1 : 0;
+}
+
+/* raw4s: four files, three rounds of concurrent fsyncs (data; 2 renames; 2 renames). */
+static int raw_write_staged4(const int *dirs, const char *name, const char *data, size_t len)
+{
+    char tmp[4][256];
+    int fds[4];
+    for (int i = 0; i < 4; i++) {
+        fds[i] = open_tmp(dirs[i], name, tmp[i], sizeof tmp[i]);
+        if (fds[i] < 0 || write(fds[i], data, len) != (ssize_t)len)
+            return -1;
+    }
+    int bad = fsync_all(fds, 4);
+    for (int i = 0; i < 4; i++)
+        bad |= close(fds[i]);
+    for (int g = 0; !bad && g < 4; g += 2) {
+        for (int i = g; i < g + 2; i++)
+            bad |= renameat(dirs[i], tmp[i], dirs[i], name);
+        bad |= fsync_all(dirs + g, 2);
+    }
+    return bad ? -1 : 0;
+}
+
 static int mkdir_fd(const char *base, const char *sub)
 {
     char p[4096];
@@ -101,12 +149,14 @@ int main(int argc, char **argv)
     int raw1r = mkdir_fd(dir, "raw1r");
     int raw3a = mkdir_fd(dir, "raw3a");
     int raw3b = mkdir_fd(dir, "raw3b");
+    int raw4[4] = {mkdir_fd(dir, "raw4a"), mkdir_fd(dir, "raw4b"), mkdir_fd(dir, "raw4c"),
+                   mkdir_fd(dir, "raw4d")};
     size_t len = bench_record_size(0);
     char *data = malloc(len);
     memset(data, 'x', len);
     const char *index_entry = "{\"image\":\"registry.example.com/team-0/app-0:v1\",\"imageRef\":"
                               "\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"}";
-    uint64_t t_lib = 0, t_raw1 = 0, t_raw2 = 0, t_raw2b = 0, t_repull = 0, t_raw1r = 0;
+    uint64_t t_lib = 0, t_raw1 = 0, t_raw2 = 0, t_raw2b = 0, t_repull = 0, t_raw1r = 0, t_raw4s = 0;
     for (size_t base = 0; base < n; base += 10) {
         size_t end = base + 10 < n ? base + 10 : n;
         uint64_t t0 = bench_now_ns();
@@ -173,6 +223,15 @@ int main(int argc, char **argv)
                 return 1;
             }
         uint64_t t6 = bench_now_ns();
+        for (size_t i = base; i < end; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "sha256-%zu", i);
+            if (raw_write_staged4(raw4, name, data, len) != 0) {
+                perror("write_bench: raw4s");
+                return 1;
+            }
+        }
+        t_raw4s += bench_now_ns() - t6;
         t_raw1r += t6 - t5;
         t_repull += t5 - t4;
         t_raw2b += t4 - t3;
@@ -193,6 +252,8 @@ int main(int argc, char **argv)
            (double)t_raw1r / 1e3 / (double)n);
     printf("raw2b calls=%zu per_s=%.1f mean_us=%.1f\n", n, (double)n * 1e9 / (double)t_raw2b,
            (double)t_raw2b / 1e3 / (double)n);
+    printf("raw4s calls=%zu per_s=%.1f mean_us=%.1f\n", n, (double)n * 1e9 / (double)t_raw4s,
+           (double)t_raw4s / 1e3 / (double)n);
     pg_store_free(st);
     pg_config_free(cfg);
     return 0;

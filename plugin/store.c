@@ -29,14 +29,17 @@
  *    "sha256-" are not records.
  *  - Writes are atomic and durable: temp file sha256-<hex>.<random>.tmp created
  *    O_EXCL 0600 in the same directory, written, fsync'd, renamed over the
- *    target, directory fsync'd. Deletes: unlinkat + directory fsync.
+ *    target, directory fsync'd. Deletes: unlinkat + directory fsync. A pull's
+ *    files are one staged write (pg_st_batch, docs/design.md "Durability"):
+ *    credential times and name index durable before the record and image
+ *    index are renamed; the intent released (unsynced) only after those.
  *  - Every read-modify-write takes flock(LOCK_EX) on DIR/.pullgate.lock, opened
  *    per operation so that threads sharing one pg_store exclude each other too
  *    (flock locks belong to open file descriptions). Readers never lock: rename
  *    makes every read see a whole old or a whole new file.
  *  - The intent file's content is fixed by the kubelet format, so concurrent
  *    pulls of one image are counted in pullgate-intents/. record_intent: count++
- *    and write the intent if absent. record_pulled/record_failed: count-- (floor
+ *    (unsynced) and write the intent if absent (durable). record_pulled/record_failed: count-- (floor
  *    0); at 0 the count file then the intent are removed. An intent left by a
  *    crash makes the image count as pulled by us (the strict side).
  *  - The store holds only immutable data after open: thread-safe, no globals.
@@ -319,8 +322,8 @@ static int set_now(pg_record *rec, const char *api_version, pg_error *err)
     return PG_OK;
 }
 
-static int write_record(const pg_store *s, int pulled_fd, const char *name, const pg_record *rec,
-                        pg_error *err)
+static int stage_record(const pg_store *s, pg_st_batch *b, int pulled_fd, const char *name,
+                        const pg_record *rec, pg_error *err)
 {
     char *text;
     int rc = pg_record_serialize(rec, s->api_version, &text, err);
@@ -328,8 +331,31 @@ static int write_record(const pg_store *s, int pulled_fd, const char *name, cons
         return rc;
     size_t len = strlen(text);
     text[len] = '\n'; /* Go's json.Encoder ends with "\n"; the NUL is no longer needed */
-    rc = pg_st_write_file_atomic(pulled_fd, s->dirs[0].path, SUB_PULLED, name, text, len + 1, err);
+    rc = pg_st_batch_stage(b, pulled_fd, s->dirs[0].path, SUB_PULLED, name, text, len + 1, err);
     free(text);
+    return rc;
+}
+
+/*
+ * Stages every file of a pull, then makes them durable in two groups
+ * (docs/design.md, "Durability"): first the evidence that must never lag the
+ * record (credential times, name index), then the record and the image index.
+ */
+static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const char *name,
+                            const pg_record *rec, const pull *p, time_t previous, pg_error *err)
+{
+    int rc = pg_st_credtimes_update_locked(s, b, rec, name, p, previous, err);
+    if (rc == PG_OK)
+        rc = pg_st_names_add_locked(s, b, rec, name, err);
+    size_t evidence = b->n;
+    if (rc == PG_OK)
+        rc = stage_record(s, b, fd, name, rec, err);
+    if (rc == PG_OK)
+        rc = pg_st_update_index(s, b, p->image, p->full_name, p->digest_only, p->image_ref, err);
+    if (rc == PG_OK)
+        rc = pg_st_batch_commit(b, evidence, err);
+    if (rc == PG_OK)
+        rc = pg_st_batch_commit(b, b->n, err);
     return rc;
 }
 
@@ -351,16 +377,13 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
         rc = pg_record_merge(rec, p->image_name, p->creds, err);
     if (rc == PG_OK)
         rc = set_now(rec, s->api_version, err);
-    /* The side files first: a record is never durable without its credential times. */
+    pg_st_batch b;
+    pg_st_batch_init(&b, s->test_stop_after);
     if (rc == PG_OK)
-        rc = pg_st_credtimes_update_locked(s, rec, name, p, existed ? previous : rec->last_updated,
-                                           err);
-    if (rc == PG_OK)
-        rc = write_record(s, fd, name, rec, err);
-    if (rc == PG_OK)
-        rc = pg_st_names_add_locked(s, rec, name, err);
+        rc = write_pull_files(s, &b, fd, name, rec, p, existed ? previous : rec->last_updated, err);
+    pg_st_batch_free(&b);
+    pg_st_cache_forget(s, s->dirs[0].path, name); /* the record may have changed, even on error */
     if (rc == PG_OK) {
-        pg_st_cache_forget(s, s->dirs[0].path, name);
         /* An optimisation only (store_credidx.h): on failure there is no index and
          * decisions parse the record. */
         pg_error ignored = {0};
@@ -368,9 +391,7 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
     }
     pg_record_free(rec);
     close(fd);
-    /* Only once the record is durable may the intent go. */
-    if (rc == PG_OK)
-        rc = pg_st_update_index(s, p->image, p->full_name, p->digest_only, p->image_ref, err);
+    /* Only once the record and the index are durable may the intent go. */
     if (rc == PG_OK)
         rc = pg_st_release_intents(s, p->image, err);
     return rc;

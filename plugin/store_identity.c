@@ -162,8 +162,8 @@ static int credtimes_add(json_t *out, const json_t *old, const pull *p, const ch
     return rc;
 }
 
-int pg_st_credtimes_update_locked(const pg_store *s, const pg_record *rec, const char *file,
-                                  const pull *p, time_t previous, pg_error *err)
+int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
+                                  const char *file, const pull *p, time_t previous, pg_error *err)
 {
     int fd;
     int rc = pg_st_open_subdir(&s->dirs[0], SUB_CREDTIMES, &fd, err);
@@ -190,8 +190,8 @@ int pg_st_credtimes_update_locked(const pg_store *s, const pg_record *rec, const
     if (!text)
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     else
-        rc = pg_st_write_file_atomic(fd, s->dirs[0].path, SUB_CREDTIMES, file, text, strlen(text),
-                                     err);
+        rc =
+            pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_CREDTIMES, file, text, strlen(text), err);
     free(text);
     json_decref(o);
     json_decref(times);

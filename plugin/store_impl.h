@@ -49,6 +49,7 @@ struct pg_store {
     char **pinned; /* NULL-terminated copy of pinnedImages */
     pg_notifier *notifier;
     struct pg_record_cache *cache; /* pg_store_enable_cache (store_credidx.c); NULL: none */
+    int test_stop_after;           /* tests only: record_pulled's batch stops (pg_st_batch) */
 };
 
 /* One record_pulled call, normalised. */
@@ -91,6 +92,49 @@ int pg_st_write_file_replace(int dirfd, const char *dir, const char *sub, const 
                              const char *data, size_t len, bool sync, pg_error *err);
 int pg_st_write_file_atomic(int dirfd, const char *dir, const char *sub, const char *name,
                             const char *data, size_t len, pg_error *err);
+/* One file of a write batch. */
+typedef struct st_staged {
+    int dirfd;             /* the batch's descriptor of the target directory (batch_dir) */
+    const char *dir, *sub; /* for messages and to tell directories apart; borrowed */
+    file_name name;
+    char tmp[FILE_NAME_LEN + 32];
+    int fd;       /* the temporary file while its data is not yet durable, else -1 */
+    bool renamed; /* the temporary file is now the target */
+} st_staged;
+
+#define BATCH_MAX_DIRS 8  /* subdirectories of one record directory */
+#define BATCH_MAX_OPEN 64 /* open temporary files; beyond, their data is synced early */
+
+/*
+ * A staged write of several files in the subdirectories of ONE record
+ * directory (a subdirectory is known by its name), made durable in ordered
+ * groups with their fsyncs issued together (store_fs.c, docs/design.md
+ * "Durability").
+ */
+typedef struct pg_st_batch {
+    st_staged *v;
+    size_t n, cap;
+    struct batch_dir {
+        const char *sub;
+        int fd; /* a duplicate, owned */
+    } dirs[BATCH_MAX_DIRS];
+    size_t n_dirs;
+    size_t done;    /* entries [0, done) are renamed and durable */
+    int stop_after; /* tests: stop like a killed process after this many steps; 0: never */
+    int steps;
+    bool abandoned; /* stopped: the temporary files stay, as after a crash */
+} pg_st_batch;
+
+void pg_st_batch_init(pg_st_batch *b, int stop_after);
+/* Writes data to a new temporary file beside dir/sub/name (not yet durable). A
+ * second stage of the same target replaces the first. */
+int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *sub, const char *name,
+                      const char *data, size_t len, pg_error *err);
+/* Every staged file's data durable (first time), then entries [done, upto)
+ * renamed in staging order and their directories fsync'd: durable on return. */
+int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err);
+/* Removes the temporary files never renamed; closes everything. */
+void pg_st_batch_free(pg_st_batch *b);
 /* unlinkat + directory fsync; *removed tells whether anything was there. */
 int pg_st_remove_file(int dirfd, const char *dir, const char *sub, const char *name, bool *removed,
                       pg_error *err);
@@ -115,13 +159,15 @@ int pg_st_get_from_dir(const record_dir *d, const char *name, pg_record **out, p
 
 /* -------------------------------------------------------- store_intent.c */
 
-/* Under the lock: count-- of image's intents (both spellings); at 0 they go. */
+/* Under the lock: count-- of image's intents (both spellings); at 0 they go. Not
+ * synced: a release lost in a crash leaves an intent, the strict side. */
 int pg_st_release_intents(const pg_store *s, const char *image, pg_error *err);
 
 /* --------------------------------------------------------- store_index.c */
 
-/* Under the lock: the index entries of a pull (as written, normalised, name@digest). */
-int pg_st_update_index(const pg_store *s, const char *image, const char *normalised,
+/* Under the lock: the index entries of a pull (as written, normalised, name@digest),
+ * staged in b (unchanged entries are not). */
+int pg_st_update_index(const pg_store *s, pg_st_batch *b, const char *image, const char *normalised,
                        const char *digest_only, const char *image_ref, pg_error *err);
 /* The index entry of key in d: *ref_out caller frees. */
 int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, pg_error *err);
@@ -133,14 +179,16 @@ char *pg_st_credential_key(const char *image_name, const pg_pod_cred *s, const p
 /* The times object of the credential-times file `file` (open subdir fd); new reference. */
 int pg_st_credtimes_load(const pg_store *s, int fd, const char *file, const char *image_ref,
                          json_t **times, pg_error *err);
-/* Under the lock: the per-credential times of rec (record file `file`) after pull p. */
-int pg_st_credtimes_update_locked(const pg_store *s, const pg_record *rec, const char *file,
-                                  const pull *p, time_t previous, pg_error *err);
+/* Under the lock: the per-credential times of rec (record file `file`) after pull p,
+ * staged in b. */
+int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
+                                  const char *file, const pull *p, time_t previous, pg_error *err);
 /* --------------------------------------------------------- store_names.c */
 
-/* Under the lock: adds `file` to the name index of every name rec maps. */
-int pg_st_names_add_locked(const pg_store *s, const pg_record *rec, const char *file,
-                           pg_error *err);
+/* Under the lock: adds `file` to the name index of every name rec maps (the
+ * changed name files staged in b). */
+int pg_st_names_add_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
+                           const char *file, pg_error *err);
 /* Under the lock (prune): the name index rebuilt from the writable directory's records. */
 int pg_st_names_rebuild_locked(const pg_store *s, pg_error *err);
 /* A new layout (pulled/ empty): the name index is complete from the start. */

@@ -23,9 +23,10 @@ static char *index_json(const char *image, const char *image_ref)
     return text;
 }
 
-/* images/<hash(key)> = {"image":key,"imageRef":ref}; unchanged entries are not rewritten. */
-static int write_index(const pg_store *s, int fd, const char *key, const char *image_ref,
-                       pg_error *err)
+/* images/<hash(key)> = {"image":key,"imageRef":ref}, staged in b; unchanged entries are not
+ * rewritten. */
+static int write_index(const pg_store *s, pg_st_batch *b, int fd, const char *key,
+                       const char *image_ref, pg_error *err)
 {
     file_name name;
     int rc = pg_record_file_name(key, name, err);
@@ -40,26 +41,25 @@ static int write_index(const pg_store *s, int fd, const char *key, const char *i
     if (rc == PG_OK && strcmp(old, text) == 0)
         rc = PG_OK;
     else if (rc == PG_OK || rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
-        rc =
-            pg_st_write_file_atomic(fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
+        rc = pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
     free(old);
     free(text);
     return rc;
 }
 
 /* Index keys: as written, normalised, and name@digest (a tag beside a digest is decoration). */
-int pg_st_update_index(const pg_store *s, const char *image, const char *normalised,
+int pg_st_update_index(const pg_store *s, pg_st_batch *b, const char *image, const char *normalised,
                        const char *digest_only, const char *image_ref, pg_error *err)
 {
     int fd;
     int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
     if (rc != PG_OK)
         return rc;
-    rc = write_index(s, fd, normalised, image_ref, err);
+    rc = write_index(s, b, fd, normalised, image_ref, err);
     if (rc == PG_OK && strcmp(image, normalised) != 0)
-        rc = write_index(s, fd, image, image_ref, err);
+        rc = write_index(s, b, fd, image, image_ref, err);
     if (rc == PG_OK && digest_only && strcmp(digest_only, normalised) != 0)
-        rc = write_index(s, fd, digest_only, image_ref, err);
+        rc = write_index(s, b, fd, digest_only, image_ref, err);
     close(fd);
     return rc;
 }
@@ -181,6 +181,7 @@ static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
     return rc;
 }
 
+/* The changed entries staged, then durable together (their data, then the directory). */
 static int record_aliases_locked(const pg_store *s, const char *image_ref, const alias_keys *k,
                                  pg_error *err)
 {
@@ -188,8 +189,13 @@ static int record_aliases_locked(const pg_store *s, const char *image_ref, const
     int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
     if (rc != PG_OK)
         return rc;
+    pg_st_batch b;
+    pg_st_batch_init(&b, 0);
     for (size_t i = 0; rc == PG_OK && i < k->n; i++)
-        rc = write_index(s, fd, k->keys[i], image_ref, err);
+        rc = write_index(s, &b, fd, k->keys[i], image_ref, err);
+    if (rc == PG_OK)
+        rc = pg_st_batch_commit(&b, b.n, err);
+    pg_st_batch_free(&b);
     close(fd);
     return rc;
 }

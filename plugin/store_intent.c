@@ -39,15 +39,21 @@ static int read_count(int fd, const record_dir *d, const char *name, long *count
     return PG_OK;
 }
 
+/*
+ * Atomic (rename) but not synced: a count lost in a crash reads as 0 and only
+ * makes the next release remove the intent; pulls in flight did not survive
+ * the crash either.
+ */
 static int write_count(int fd, const record_dir *d, const char *name, long count, pg_error *err)
 {
     char text[32];
     int n = snprintf(text, sizeof text, "%ld\n", count);
-    return pg_st_write_file_atomic(fd, d->path, SUB_INTENTS, name, text, (size_t)n, err);
+    return pg_st_write_file_replace(fd, d->path, SUB_INTENTS, name, text, (size_t)n, false, err);
 }
 
-static int write_intent(const pg_store *s, int pulling_fd, const char *image, const char *name,
-                        pg_error *err)
+/* Stages pulling/<name> unless present; the caller's batch commit makes it durable. */
+static int stage_intent(const pg_store *s, pg_st_batch *b, int pulling_fd, const char *image,
+                        const char *name, pg_error *err)
 {
     if (pg_st_exists_at(pulling_fd, name))
         return PG_OK;
@@ -57,8 +63,7 @@ static int write_intent(const pg_store *s, int pulling_fd, const char *image, co
         return rc;
     size_t len = strlen(text);
     text[len] = '\n'; /* json_dumps' buffer: replace the NUL, Go's encoder ends with "\n" */
-    rc = pg_st_write_file_atomic(pulling_fd, s->dirs[0].path, SUB_PULLING, name, text, len + 1,
-                                 err);
+    rc = pg_st_batch_stage(b, pulling_fd, s->dirs[0].path, SUB_PULLING, name, text, len + 1, err);
     free(text);
     return rc;
 }
@@ -84,23 +89,32 @@ static void close_intent_dirs(intent_dirs *fds)
         close(fds->intents);
 }
 
-/* Under the lock: count++ then the intent file. */
-static int take_intent(const pg_store *s, const char *image, pg_error *err)
+/* Under the lock: count++ then the intent file, staged in b. */
+static int take_intent(const pg_store *s, pg_st_batch *b, const intent_dirs *fds, const char *image,
+                       pg_error *err)
 {
     file_name name;
-    intent_dirs fds = {-1, -1};
     long count = 0;
     int rc = pg_record_file_name(image, name, err);
     if (rc == PG_OK)
-        rc = open_intent_dirs(s, &fds, err);
+        rc = read_count(fds->intents, &s->dirs[0], name, &count, err);
     if (rc == PG_OK)
-        rc = read_count(fds.intents, &s->dirs[0], name, &count, err);
+        rc = write_count(fds->intents, &s->dirs[0], name, count + 1, err);
     if (rc == PG_OK)
-        rc = write_count(fds.intents, &s->dirs[0], name, count + 1, err);
-    if (rc == PG_OK)
-        rc = write_intent(s, fds.pulling, image, name, err);
-    close_intent_dirs(&fds);
+        rc = stage_intent(s, b, fds->pulling, image, name, err);
     return rc;
+}
+
+/*
+ * No fsync: the caller made the record durable first (or the pull failed), and
+ * a removal lost in a crash leaves an intent, the strict side.
+ */
+static int remove_unsynced(int fd, const record_dir *d, const char *sub, const char *name,
+                           pg_error *err)
+{
+    if (unlinkat(fd, name, 0) != 0 && errno != ENOENT)
+        return pg_fail_errno(err, errno, "remove %s/%s/%s", d->path, sub, name);
+    return PG_OK;
 }
 
 /*
@@ -113,7 +127,6 @@ static int release_intent(const pg_store *s, const char *image, pg_error *err)
     file_name name;
     intent_dirs fds = {-1, -1};
     long count = 0;
-    bool removed;
     int rc = pg_record_file_name(image, name, err);
     if (rc == PG_OK)
         rc = open_intent_dirs(s, &fds, err);
@@ -122,9 +135,9 @@ static int release_intent(const pg_store *s, const char *image, pg_error *err)
     if (rc == PG_OK && count > 1)
         rc = write_count(fds.intents, &s->dirs[0], name, count - 1, err);
     else if (rc == PG_OK) {
-        rc = pg_st_remove_file(fds.intents, s->dirs[0].path, SUB_INTENTS, name, &removed, err);
+        rc = remove_unsynced(fds.intents, &s->dirs[0], SUB_INTENTS, name, err);
         if (rc == PG_OK)
-            rc = pg_st_remove_file(fds.pulling, s->dirs[0].path, SUB_PULLING, name, &removed, err);
+            rc = remove_unsynced(fds.pulling, &s->dirs[0], SUB_PULLING, name, err);
     }
     close_intent_dirs(&fds);
     return rc;
@@ -145,9 +158,27 @@ static int for_both_spellings(const pg_store *s, pg_st_locked_op op, const char 
     return rc;
 }
 
+/*
+ * Both spellings' intents staged in one batch: durable together (their data,
+ * then pulling/: two rounds of fsyncs) before the pull is forwarded.
+ */
 static int take_intents(const pg_store *s, const char *image, pg_error *err)
 {
-    return for_both_spellings(s, take_intent, image, err);
+    intent_dirs fds = {-1, -1};
+    pg_st_batch b;
+    pg_st_batch_init(&b, 0);
+    int rc = open_intent_dirs(s, &fds, err);
+    if (rc == PG_OK)
+        rc = take_intent(s, &b, &fds, image, err);
+    pg_ref *ref = rc == PG_OK ? pg_ref_parse(image, NULL) : NULL;
+    if (ref && strcmp(pg_ref_string(ref), image) != 0)
+        rc = take_intent(s, &b, &fds, pg_ref_string(ref), err);
+    pg_ref_free(ref);
+    if (rc == PG_OK)
+        rc = pg_st_batch_commit(&b, b.n, err);
+    pg_st_batch_free(&b);
+    close_intent_dirs(&fds);
+    return rc;
 }
 
 int pg_st_release_intents(const pg_store *s, const char *image, pg_error *err)

@@ -89,8 +89,8 @@ static bool line_present(const char *text, const char *line, size_t n)
 }
 
 /* Adds the line file to pullgate-names/<name> unless present. */
-static int name_add_file(const pg_store *s, int fd, const char *name, const char *file,
-                         pg_error *err)
+static int name_add_file(const pg_store *s, pg_st_batch *b, int fd, const char *name,
+                         const char *file, pg_error *err)
 {
     char *old = NULL;
     size_t len = 0;
@@ -108,13 +108,14 @@ static int name_add_file(const pg_store *s, int fd, const char *name, const char
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
     int w = snprintf(text, n, "%s%s\n", old ? old : "", file);
-    rc = pg_st_write_file_atomic(fd, s->dirs[0].path, SUB_NAMES, name, text, (size_t)w, err);
+    rc = pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_NAMES, name, text, (size_t)w, err);
     free(text);
     free(old);
     return rc;
 }
 
-int pg_st_names_add_locked(const pg_store *s, const pg_record *rec, const char *file, pg_error *err)
+int pg_st_names_add_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
+                           const char *file, pg_error *err)
 {
     int fd;
     int rc = pg_st_open_subdir(&s->dirs[0], SUB_NAMES, &fd, err);
@@ -124,7 +125,7 @@ int pg_st_names_add_locked(const pg_store *s, const pg_record *rec, const char *
         file_name name;
         rc = pg_record_file_name(rec->maps[i].image_name, name, err);
         if (rc == PG_OK)
-            rc = name_add_file(s, fd, name, file, err);
+            rc = name_add_file(s, b, fd, name, file, err);
     }
     close(fd);
     return rc;
