@@ -25,6 +25,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -312,10 +313,15 @@ static void start_batch(call *c, grpc_call *gc, const grpc_op *ops, size_t n, ta
 static void on_down_sent_final(void *arg, int ok)
 {
     call *c = arg;
+    cri_log_level level = c->pull ? CRI_LOG_INFO : CRI_LOG_DEBUG;
+    if (!cri_log_enabled(level)) { /* every plain call ends here: no formatting for nothing */
+        call_unref(c);
+        return;
+    }
     char status[16], ms[24];
     snprintf(status, sizeof status, "%d", (int)c->status);
     snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - c->start_ms));
-    cri_log(c->pull ? CRI_LOG_INFO : CRI_LOG_DEBUG, "call", "method", c->method, "code", status,
+    cri_log(level, "call", "method", c->method, "code", status,
             "status", status_name(c->status), "delivered", ok ? "yes" : "no", "durationMs", ms,
             NULL);
     call_unref(c);
@@ -1244,8 +1250,37 @@ static void proxy_free(cri_proxy *px)
     free(px);
 }
 
+/*
+ * Debian's abseil (20220623) is built without NDEBUG, so every absl::Mutex
+ * lock inside gRPC runs abseil's debug-only deadlock detector: a process-wide
+ * lock-order graph behind a global lock (about 4 % of pullgate-cri's CPU per
+ * proxied call, cri/README.md "Cost"), set to abort the process on a suspected
+ * cycle. A release build of abseil has it off; this turns it off the same way,
+ * through abseil's public SetMutexDeadlockDetectionMode(kIgnore). The function
+ * is C++, so it is looked up by its mangled name (Debian's inline namespace,
+ * then upstream's); with another abseil build there is nothing to find and
+ * nothing to do.
+ */
+static void absl_deadlock_detection_off(void)
+{
+    static const char *const names[] = {
+        "_ZN4absl7debian329SetMutexDeadlockDetectionModeENS0_15OnDeadlockCycleE",
+        "_ZN4absl29SetMutexDeadlockDetectionModeENS_15OnDeadlockCycleE", NULL};
+    enum { ABSL_ON_DEADLOCK_CYCLE_IGNORE = 0 }; /* absl::OnDeadlockCycle::kIgnore */
+    for (size_t i = 0; names[i]; i++) {
+        void *sym = dlsym(RTLD_DEFAULT, names[i]);
+        if (!sym)
+            continue;
+        void (*set_mode)(int);
+        memcpy(&set_mode, &sym, sizeof set_mode); /* POSIX: a dlsym result may be a function */
+        set_mode(ABSL_ON_DEADLOCK_CYCLE_IGNORE);
+        return;
+    }
+}
+
 static int bind_and_start(cri_proxy *px, pg_error *err)
 {
+    absl_deadlock_detection_off();
     px->cq = grpc_completion_queue_create_for_next(NULL);
     px->server = new_server();
     px->channel = runtime_channel(px->runtime);
