@@ -672,6 +672,13 @@ static void record_success(call *c, const cri_pull_request *req, int64_t deadlin
     const char *source = cri_cred_source_name(creds.source);
     char detail[sizeof creds.detail];
     memcpy(detail, creds.detail, sizeof detail);
+    /*
+     * The identities first: record_pulled releases the intent, and until the
+     * aliases are durable an image the container names only by ID would have
+     * nothing but the intent to say it was pulled. Aliases without a record
+     * yet are only evidence (stricter), never authority.
+     */
+    index_aliases(c, req, image_ref, deadline);
     rc = cri_record_pulled(o->recorder, req->image, image_ref, &creds, deadline, &e);
     if (rc != PG_OK)
         log_record_failure("pulled", req->image, &e);
@@ -679,7 +686,6 @@ static void record_success(call *c, const cri_pull_request *req, int64_t deadlin
         cri_log(CRI_LOG_INFO, "pull recorded", "image", req->image, "imageRef", image_ref,
                 "credentials", source, "detail", detail, "namespace", req->pod_namespace, "pod",
                 req->pod_name, NULL);
-    index_aliases(c, req, image_ref, deadline);
     free(image_ref);
 }
 
