@@ -81,7 +81,7 @@ static int add_dir(pg_store *s, const char *path, bool optional, pg_error *err)
         close(fd);
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
-    s->dirs[s->n_dirs++] = (record_dir){copy, fd, -1};
+    s->dirs[s->n_dirs++] = (record_dir){copy, fd, -1, -1, -1, -1, -1};
     return PG_OK;
 }
 
@@ -94,8 +94,11 @@ PG_API void pg_store_free(pg_store *store)
     for (size_t i = 0; i < store->n_dirs; i++) {
         free(store->dirs[i].path);
         close(store->dirs[i].fd);
-        if (store->dirs[i].pulled_fd >= 0)
-            close(store->dirs[i].pulled_fd);
+        const record_dir *d = &store->dirs[i];
+        const int kept[] = {d->pulled_fd, d->pulling_fd, d->images_fd, d->credtimes_fd, d->credidx_fd};
+        for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++)
+            if (kept[k] >= 0)
+                close(kept[k]);
     }
     free(store->dirs);
     pg_record_cache_free(store->cache);
@@ -170,15 +173,46 @@ static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
 }
 
 /*
- * Lookups (pg_store_get, i.e. every decision) read pulled/ through a
- * descriptor opened and checked once here, saving an openat + fstat + close
- * per lookup. A pulled/ that is missing now is still opened per lookup.
+ * Lookups (pg_store_get, i.e. every decision) read pulled/ and the other
+ * subdirectories a decision probes through descriptors opened and checked once
+ * here, saving an openat + fstat + close (or a path walk) per lookup. A
+ * subdirectory that is missing now is still opened per lookup, so one created
+ * later is seen. The writable directory's pullgate-credidx/ (a validated cache,
+ * never evidence) is created here so a store without one does not pay a failed
+ * openat per lookup.
  */
-static void open_pulled_fds(pg_store *s)
+static void open_lookup_fds(pg_store *s)
 {
-    for (size_t i = 0; i < s->n_dirs; i++)
-        if (pg_st_open_subdir(&s->dirs[i], SUB_PULLED, &s->dirs[i].pulled_fd, NULL) != PG_OK)
-            s->dirs[i].pulled_fd = -1;
+    if (s->writable)
+        (void)mkdirat(s->dirs[0].fd, SUB_CREDIDX, 0700); /* optional: failure only costs speed */
+    for (size_t i = 0; i < s->n_dirs; i++) {
+        record_dir *d = &s->dirs[i];
+        struct { const char *sub; int *fd; } subs[] = {
+            {SUB_PULLED, &d->pulled_fd},       {SUB_PULLING, &d->pulling_fd},
+            {SUB_IMAGES, &d->images_fd},       {SUB_CREDTIMES, &d->credtimes_fd},
+            {SUB_CREDIDX, &d->credidx_fd},
+        };
+        for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++)
+            if (pg_st_open_subdir(d, subs[k].sub, subs[k].fd, NULL) != PG_OK)
+                *subs[k].fd = -1;
+    }
+}
+
+int pg_st_kept_fd(const record_dir *d, const char *sub)
+{
+    return strcmp(sub, SUB_PULLED) == 0      ? d->pulled_fd
+           : strcmp(sub, SUB_PULLING) == 0   ? d->pulling_fd
+           : strcmp(sub, SUB_IMAGES) == 0    ? d->images_fd
+           : strcmp(sub, SUB_CREDTIMES) == 0 ? d->credtimes_fd
+           : strcmp(sub, SUB_CREDIDX) == 0   ? d->credidx_fd
+                                             : -1;
+}
+
+int pg_st_lookup_fd(const record_dir *d, const char *sub, int *fd, bool *owned, pg_error *err)
+{
+    *fd = pg_st_kept_fd(d, sub);
+    *owned = *fd < 0;
+    return *owned ? pg_st_open_subdir(d, sub, fd, err) : PG_OK;
 }
 
 PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_error *err)
@@ -191,7 +225,7 @@ PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_e
         pg_store_free(s);
         return NULL;
     }
-    open_pulled_fds(s);
+    open_lookup_fds(s);
     return s;
 }
 
@@ -203,7 +237,7 @@ PG_API pg_store *pg_store_open_readonly(const pg_config *cfg, pg_error *err)
         return NULL;
     }
     if (s)
-        open_pulled_fds(s);
+        open_lookup_fds(s);
     return s;
 }
 

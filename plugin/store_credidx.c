@@ -564,30 +564,45 @@ static bool header_ok(index_view *v, const char *image_ref, stamp *rec_st, bool 
     return true;
 }
 
-/* The record's and the credential-times file's identities equal the index's. */
-static bool stamps_current(const pg_store *s, const char *file, const stamp *rec_st,
-                           const stamp *times_st, bool times_absent)
+/*
+ * The record file of `file` in the writable directory, stat'ed without
+ * following links: 1 found (*st filled), 0 absent, -1 cannot tell.
+ */
+static int record_stat(const pg_store *s, const char *file, struct stat *st)
+{
+    int pfd;
+    bool owned;
+    if (pg_st_lookup_fd(&s->dirs[0], SUB_PULLED, &pfd, &owned, NULL) != PG_OK)
+        return -1;
+    int found = stat_in(pfd, file, st);
+    if (owned)
+        close(pfd);
+    return found;
+}
+
+/* The record's (rec, stat'ed by the caller) and the credential-times file's identities
+ * equal the index's. */
+static bool stamps_current(const pg_store *s, const char *file, const struct stat *rec,
+                           const stamp *rec_st, const stamp *times_st, bool times_absent)
 {
     const record_dir *d = &s->dirs[0];
-    int pfd = d->pulled_fd, tfd;
-    if (pfd < 0 && pg_st_open_subdir(d, SUB_PULLED, &pfd, NULL) != PG_OK)
-        return false;
     struct stat st;
     stamp now;
-    bool ok = stat_in(pfd, file, &st) == 1 && record_file_ok(&st);
-    if (pfd != d->pulled_fd)
-        close(pfd);
-    if (ok)
-        stamp_of(&st, &now);
-    if (!ok || !stamp_equal(&now, rec_st))
+    if (!record_file_ok(rec))
         return false;
-    int rc = pg_st_open_subdir(d, SUB_CREDTIMES, &tfd, NULL);
+    stamp_of(rec, &now);
+    if (!stamp_equal(&now, rec_st))
+        return false;
+    int tfd;
+    bool owned;
+    int rc = pg_st_lookup_fd(d, SUB_CREDTIMES, &tfd, &owned, NULL);
     if (rc == PG_ERR_NOT_FOUND)
         return times_absent;
     if (rc != PG_OK)
         return false;
     int found = stat_in(tfd, file, &st);
-    close(tfd);
+    if (owned)
+        close(tfd);
     if (found == 0)
         return times_absent;
     if (found < 0 || times_absent)
@@ -596,25 +611,29 @@ static bool stamps_current(const pg_store *s, const char *file, const stamp *rec
     return stamp_equal(&now, times_st);
 }
 
-/* Reads the index of file and checks it is current. false: not usable (no error). */
-static bool index_open(const pg_store *s, const char *file, const char *image_ref, index_view *v)
+/* Reads the index of file (whose record the caller stat'ed as rec) and checks it is
+ * current. false: not usable (no error). */
+static bool index_open(const pg_store *s, const char *file, const struct stat *rec,
+                       const char *image_ref, index_view *v)
 {
     memset(v, 0, sizeof *v);
     if (!s || !s->writable || s->n_dirs == 0)
         return false;
     int fd;
-    if (pg_st_open_subdir(&s->dirs[0], SUB_CREDIDX, &fd, NULL) != PG_OK)
+    bool owned;
+    if (pg_st_lookup_fd(&s->dirs[0], SUB_CREDIDX, &fd, &owned, NULL) != PG_OK)
         return false;
     size_t len = 0;
     int rc = pg_read_file_at(fd, file, MAX_IDX_BYTES, PG_READ_STRICT, &v->text, &len, NULL);
-    close(fd);
+    if (owned)
+        close(fd);
     if (rc != PG_OK)
         return false;
     v->body = (reader){v->text, v->text + len};
     stamp rec_st, times_st;
     bool rec_absent, times_absent;
     if (strlen(v->text) != len || !header_ok(v, image_ref, &rec_st, &rec_absent, &times_st, &times_absent) ||
-        !stamps_current(s, file, &rec_st, &times_st, times_absent)) {
+        !stamps_current(s, file, rec, &rec_st, &times_st, times_absent)) {
         free(v->text);
         v->text = NULL;
         return false;
@@ -664,11 +683,12 @@ static bool walk_body(index_view *v, const char *image_name, bool (*on_map)(bool
     return false; /* no E line: truncated */
 }
 
-/* Building a focused record from the index. */
+/* Building a focused record (and its credentials' times) from the index. */
 typedef struct load_ctx {
     const pg_record_focus *focus;
     pg_record *rec;
     pg_rec_mapping *map;
+    pg_cred_times *times; /* NULL: not wanted */
     bool nomem;
 } load_ctx;
 
@@ -680,48 +700,80 @@ static bool load_on_map(bool node_accessible, void *ud)
     return c->map != NULL;
 }
 
+/* Appends when to *v (one slot per credential appended to the focused mapping). */
+static bool append_time(time_t **v, size_t n, const char *text, bool *nomem)
+{
+    intmax_t when;
+    if (!parse_i64(text, &when))
+        return false; /* malformed: the index is not used */
+    time_t *grown = realloc(*v, (n + 1) * sizeof *grown);
+    if (!grown)
+        return !(*nomem = true);
+    grown[n] = (time_t)when;
+    *v = grown;
+    return true;
+}
+
+/* A malformed time (false, nomem unset) makes the whole index unusable. */
 static bool load_line(const line *l, void *ud)
 {
     load_ctx *c = ud;
-    bool ok = true;
     if (l->tag == 's') {
         pg_pod_cred r = {l->f[2], l->f[3], l->f[4], l->f[1]};
-        if (any_secret_matches(c->focus, &r))
-            ok = append_secret(c->map, r.namespace_, r.name, r.uid, r.credential_hash);
+        if (!any_secret_matches(c->focus, &r))
+            return true;
+        if (c->times && !append_time(&c->times->secrets, c->map->n_secrets, l->f[0], &c->nomem))
+            return false;
+        c->nomem = !append_secret(c->map, r.namespace_, r.name, r.uid, r.credential_hash);
     } else {
         pg_pod_cred r = {l->f[1], l->f[2], l->f[3], NULL};
-        if (any_sa_matches(c->focus, &r))
-            ok = append_sa(c->map, r.namespace_, r.name, r.uid);
+        if (!any_sa_matches(c->focus, &r))
+            return true;
+        if (c->times && !append_time(&c->times->sas, c->map->n_sas, l->f[0], &c->nomem))
+            return false;
+        c->nomem = !append_sa(c->map, r.namespace_, r.name, r.uid);
     }
-    c->nomem = !ok;
-    return ok;
+    return !c->nomem;
+}
+
+void pg_cred_times_clear(pg_cred_times *t)
+{
+    if (!t)
+        return;
+    free(t->secrets);
+    free(t->sas);
+    memset(t, 0, sizeof *t);
 }
 
 /* The focused record an opened index describes; PG_ERR_NOT_FOUND: malformed. */
 static int build_focused(index_view *v, const char *image_ref, const char *dir,
-                         const pg_record_focus *f, pg_record **out)
+                         const pg_record_focus *f, pg_record **out, pg_cred_times *times)
 {
     load_ctx c = {f, focused_new(image_ref, dir, v->api_version, (time_t)v->last_updated,
-                                 v->last_updated_text), NULL, false};
+                                 v->last_updated_text), NULL, times, false};
     bool ok = c.rec && walk_body(v, f->image_name, load_on_map, load_line, &c);
     if (!ok) {
         int rc = c.rec && !c.nomem ? PG_ERR_NOT_FOUND : PG_ERR_NOMEM;
         pg_record_free(c.rec);
+        pg_cred_times_clear(times);
         return rc;
     }
+    if (times)
+        times->known = true;
     *out = c.rec;
     return PG_OK;
 }
 
 /* PG_OK: *out from a current index; PG_ERR_NOT_FOUND: no usable index. */
-static int load_from_index(const pg_store *s, const char *file, const char *image_ref,
-                           const pg_record_focus *f, pg_record **out)
+static int load_from_index(const pg_store *s, const char *file, const struct stat *rec,
+                           const char *image_ref, const pg_record_focus *f, pg_record **out,
+                           pg_cred_times *times)
 {
     index_view v;
     *out = NULL;
-    if (!index_open(s, file, image_ref, &v))
+    if (!index_open(s, file, rec, image_ref, &v))
         return PG_ERR_NOT_FOUND;
-    int rc = build_focused(&v, image_ref, s->dirs[0].path, f, out);
+    int rc = build_focused(&v, image_ref, s->dirs[0].path, f, out, times);
     free(v.text);
     return rc;
 }
@@ -741,7 +793,7 @@ int pg_credidx_decode(const char *data, size_t len, const char *image_ref,
     stamp rec_st, times_st;
     bool rec_absent, times_absent;
     int rc = header_ok(&v, image_ref, &rec_st, &rec_absent, &times_st, &times_absent)
-                 ? build_focused(&v, image_ref, NULL, f, out)
+                 ? build_focused(&v, image_ref, NULL, f, out, NULL)
                  : PG_ERR_NOT_FOUND;
     free(v.text);
     return rc;
@@ -785,7 +837,9 @@ int pg_st_credidx_time(const pg_store *s, const char *image_ref, const char *ima
 {
     file_name file;
     index_view v;
-    if (pg_record_file_name(image_ref, file, NULL) != PG_OK || !index_open(s, file, image_ref, &v))
+    struct stat rec;
+    if (!s || !s->writable || s->n_dirs == 0 || pg_record_file_name(image_ref, file, NULL) != PG_OK ||
+        record_stat(s, file, &rec) != 1 || !index_open(s, file, &rec, image_ref, &v))
         return PG_ERR_NOT_FOUND;
     time_ctx c = {secret, sa, false, 0};
     bool ok = walk_body(&v, image_name, time_on_map, time_line, &c);
@@ -815,10 +869,13 @@ static int get_cached(const pg_store *s, const record_dir *d, const char *file,
     return rc;
 }
 
-int pg_store_get_focused_in(const pg_store *s, size_t i, const char *image_ref,
-                            const pg_record_focus *f, pg_record **out, pg_error *err)
+int pg_store_get_focused_timed_in(const pg_store *s, size_t i, const char *image_ref,
+                                  const pg_record_focus *f, pg_record **out, pg_cred_times *times,
+                                  pg_error *err)
 {
     *out = NULL;
+    if (times)
+        memset(times, 0, sizeof *times);
     if (!f || !s || i >= s->n_dirs)
         return pg_store_get_in(s, i, image_ref, out, err);
     file_name file;
@@ -831,11 +888,24 @@ int pg_store_get_focused_in(const pg_store *s, size_t i, const char *image_ref,
     if (s->cache && d->pulled_fd >= 0)
         return get_cached(s, d, file, f, out, err);
     if (i == 0 && s->writable) {
-        rc = load_from_index(s, file, image_ref, f, out);
+        /* The record's stat first: it answers "absent" in one call and is the
+         * stamp the index is checked against. */
+        struct stat rec;
+        int found = record_stat(s, file, &rec);
+        if (found == 0)
+            return PG_ERR_NOT_FOUND;
+        rc = found == 1 ? load_from_index(s, file, &rec, image_ref, f, out, times)
+                        : PG_ERR_NOT_FOUND;
         if (rc != PG_ERR_NOT_FOUND)
             return rc == PG_OK ? rc : pg_fail(err, rc, "out of memory");
     }
     return pg_store_get_in(s, i, image_ref, out, err);
+}
+
+int pg_store_get_focused_in(const pg_store *s, size_t i, const char *image_ref,
+                            const pg_record_focus *f, pg_record **out, pg_error *err)
+{
+    return pg_store_get_focused_timed_in(s, i, image_ref, f, out, NULL, err);
 }
 
 /* ------------------------------------------------------ the record cache */

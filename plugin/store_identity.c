@@ -37,10 +37,14 @@ int pg_store_entry_exists(const pg_store *store, size_t i, pg_entry_kind kind, c
     if (!store || i >= store->n_dirs || pg_st_check_input("key", key, NULL) != PG_OK ||
         pg_record_file_name(key, name, NULL) != PG_OK)
         return 0;
+    struct stat st;
+    /* One fstatat: through the subdirectory's descriptor kept since store open,
+     * else by path relative to the directory's descriptor. */
+    int kept = pg_st_kept_fd(&store->dirs[i], entry_sub(kind));
+    if (kept >= 0)
+        return fstatat(kept, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
     char path[32 + FILE_NAME_LEN];
     snprintf(path, sizeof path, "%s/%s", entry_sub(kind), name);
-    struct stat st;
-    /* One fstatat relative to the directory's descriptor: the hook's common path. */
     return fstatat(store->dirs[i].fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
 }
 
@@ -52,9 +56,20 @@ int pg_store_get_in(const pg_store *store, size_t i, const char *image_ref, pg_r
     int rc = pg_st_check_input("imageRef", image_ref, err);
     if (rc == PG_OK)
         rc = pg_record_file_name(image_ref, name, err);
-    if (rc == PG_OK && !pg_store_entry_exists(store, i, PG_ENTRY_PULLED, image_ref))
+    if (rc != PG_OK)
+        return rc;
+    const record_dir *d = &store->dirs[i];
+    if (d->pulled_fd >= 0) {
+        /* The open itself tells absence (ENOENT): no separate probe. */
+        pg_error local = {0};
+        rc = pg_st_read_record_at(d->pulled_fd, d, name, out, &local);
+        if (rc != PG_OK && rc != PG_ERR_NOT_FOUND && err)
+            *err = local;
+        return rc;
+    }
+    if (!pg_store_entry_exists(store, i, PG_ENTRY_PULLED, image_ref))
         return PG_ERR_NOT_FOUND;
-    return rc == PG_OK ? pg_st_get_from_dir(&store->dirs[i], name, out, err) : rc;
+    return pg_st_get_from_dir(d, name, out, err);
 }
 
 int pg_store_index_in(const pg_store *store, size_t i, const char *key, char **ref_out,
@@ -212,15 +227,17 @@ int pg_store_credential_time(const pg_store *store, const pg_record *rec, const 
         return PG_OK;
     file_name file;
     int fd;
+    bool owned = false;
     int rc = pg_record_file_name(rec->image_ref, file, err);
     if (rc == PG_OK &&
-        (rc = pg_st_open_subdir(&store->dirs[0], SUB_CREDTIMES, &fd, err)) == PG_ERR_NOT_FOUND)
+        (rc = pg_st_lookup_fd(&store->dirs[0], SUB_CREDTIMES, &fd, &owned, err)) == PG_ERR_NOT_FOUND)
         return PG_OK;
     if (rc != PG_OK)
         return rc;
     json_t *times = NULL;
     rc = credtimes_read(fd, &store->dirs[0], file, rec->image_ref, &times, err);
-    close(fd);
+    if (owned)
+        close(fd);
     if (rc == PG_ERR_NOT_FOUND)
         return PG_OK;
     char *key = rc == PG_OK ? credential_key(image_name, secret, sa) : NULL;

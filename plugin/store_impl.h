@@ -39,6 +39,9 @@ typedef struct record_dir {
     char *path;
     int fd;
     int pulled_fd; /* pulled/, opened and checked at store open; -1: open per lookup */
+    /* Likewise for the other subdirectories a decision reads (store.c, open_lookup_fds);
+     * -1: missing at open, so opened per lookup as before. */
+    int pulling_fd, images_fd, credtimes_fd, credidx_fd;
 } record_dir;
 
 struct pg_store {
@@ -107,6 +110,12 @@ int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, 
                        pg_error *err);
 
 /* --------------------------------------------------------------- store.c */
+
+/* The descriptor of d/sub kept since store open (-1 when none is kept). */
+int pg_st_kept_fd(const record_dir *d, const char *sub);
+/* d/sub for a lookup: the kept descriptor (*owned false) or a new one (*owned true,
+ * caller closes). Missing: PG_ERR_NOT_FOUND. */
+int pg_st_lookup_fd(const record_dir *d, const char *sub, int *fd, bool *owned, pg_error *err);
 
 /* Reads and checks pulled/<name> (content must match the name). NOT_FOUND when absent. */
 int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name, pg_record **out,
