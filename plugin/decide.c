@@ -524,8 +524,8 @@ static int credential_time(decide_ctx *c, size_t r, size_t j, bool secret, time_
     }
     const pg_rec_mapping *m = pg_record_find(c->recs[r], c->name);
     const pg_pod_cred *cred = secret ? &m->secrets[j] : &m->sas[j];
-    return pg_store_credential_time(c->store, c->recs[r], c->name, secret ? cred : NULL,
-                                    secret ? NULL : cred, when, err);
+    return (t->index_unusable ? pg_store_credential_time_noindex : pg_store_credential_time)(
+        c->store, c->recs[r], c->name, secret ? cred : NULL, secret ? NULL : cred, when, err);
 }
 
 /* Judges one matching credential (j of record r); returns false on a store error (settled). */

@@ -898,6 +898,8 @@ int pg_store_get_focused_timed_in(const pg_store *s, size_t i, const char *image
                         : PG_ERR_NOT_FOUND;
         if (rc != PG_ERR_NOT_FOUND)
             return rc == PG_OK ? rc : pg_fail(err, rc, "out of memory");
+        if (times) /* the credential times need not try it again */
+            times->index_unusable = true;
     }
     return pg_store_get_in(s, i, image_ref, out, err);
 }

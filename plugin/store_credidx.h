@@ -55,6 +55,7 @@ int pg_store_get_focused_in(const pg_store *store, size_t i, const char *image_r
  */
 typedef struct pg_cred_times {
     bool known;
+    bool index_unusable; /* the index was tried for this record and not usable */
     time_t *secrets, *sas;
 } pg_cred_times;
 

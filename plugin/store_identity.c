@@ -77,9 +77,19 @@ int pg_store_index_in(const pg_store *store, size_t i, const char *key, char **r
 {
     *ref_out = NULL;
     int rc = pg_st_check_input("image", key, err);
-    if (rc == PG_OK && !pg_store_entry_exists(store, i, PG_ENTRY_INDEX, key))
+    if (rc != PG_OK)
+        return rc;
+    if (store->dirs[i].images_fd >= 0) {
+        /* The open through the kept descriptor tells absence: no separate probe. */
+        pg_error local = {0};
+        rc = pg_st_resolve_in_dir(&store->dirs[i], key, ref_out, &local);
+        if (rc != PG_OK && rc != PG_ERR_NOT_FOUND && err)
+            *err = local;
+        return rc;
+    }
+    if (!pg_store_entry_exists(store, i, PG_ENTRY_INDEX, key))
         return PG_ERR_NOT_FOUND;
-    return rc == PG_OK ? pg_st_resolve_in_dir(&store->dirs[i], key, ref_out, err) : rc;
+    return pg_st_resolve_in_dir(&store->dirs[i], key, ref_out, err);
 }
 
 /* ------------------------------------------------- per-credential times */
@@ -215,15 +225,15 @@ int pg_st_credtimes_update_locked(const pg_store *s, const pg_record *rec, const
     return rc;
 }
 
-int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
-                             const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out,
-                             pg_error *err)
+static int credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
+                           const pg_pod_cred *secret, const pg_pod_cred *sa, bool try_index,
+                           time_t *out, pg_error *err)
 {
     *out = rec->last_updated;
     if (!store || !store->writable || !rec->dir || strcmp(rec->dir, store->dirs[0].path) != 0)
         return PG_OK;
     /* A current credential index holds the same times, without a JSON parse. */
-    if (pg_st_credidx_time(store, rec->image_ref, image_name, secret, sa, out) == PG_OK)
+    if (try_index && pg_st_credidx_time(store, rec->image_ref, image_name, secret, sa, out) == PG_OK)
         return PG_OK;
     file_name file;
     int fd;
@@ -249,4 +259,18 @@ int pg_store_credential_time(const pg_store *store, const pg_record *rec, const 
     free(key);
     json_decref(times);
     return rc;
+}
+
+int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
+                             const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out,
+                             pg_error *err)
+{
+    return credential_time(store, rec, image_name, secret, sa, true, out, err);
+}
+
+int pg_store_credential_time_noindex(const pg_store *store, const pg_record *rec,
+                                     const char *image_name, const pg_pod_cred *secret,
+                                     const pg_pod_cred *sa, time_t *out, pg_error *err)
+{
+    return credential_time(store, rec, image_name, secret, sa, false, out, err);
 }

@@ -53,5 +53,10 @@ int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_r
 int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
                              const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out,
                              pg_error *err);
+/* The same, not trying the credential index (the caller found it unusable just now:
+ * the credential-times file it falls back to gives the same answer). */
+int pg_store_credential_time_noindex(const pg_store *store, const pg_record *rec,
+                                     const char *image_name, const pg_pod_cred *secret,
+                                     const pg_pod_cred *sa, time_t *out, pg_error *err);
 
 #endif
