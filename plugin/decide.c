@@ -357,6 +357,7 @@ static bool step_gather(decide_ctx *c)
     }
     pg_error err = {0};
     int rc = PG_OK;
+    pg_store_lookups_refresh(c->store); /* the decision sees the store as it is now */
     for (size_t k = 0; rc == PG_OK && k < c->content_keys.n; k++)
         rc = gather_records(c, c->content_keys.v[k], &err);
     for (size_t k = 0; rc == PG_OK && k < c->tag_keys.n; k++)

@@ -43,6 +43,7 @@
  */
 #include "image_identity.h"
 #include "internal.h"
+#include "lookup_cache.h"
 #include "record_cache.h"
 #include "store_credidx.h"
 #include "store_impl.h"
@@ -102,6 +103,7 @@ PG_API void pg_store_free(pg_store *store)
     }
     free(store->dirs);
     pg_record_cache_free(store->cache);
+    pg_lookup_cache_free(store->lookups);
     free(store->api_version);
     pg_strv_free(store->pinned);
     free(store);

@@ -32,6 +32,7 @@
  */
 #include "store_credidx.h"
 
+#include "lookup_cache.h"
 #include "record_cache.h"
 #include "store_impl.h"
 #include "store_lookup.h"
@@ -570,14 +571,7 @@ static bool header_ok(index_view *v, const char *image_ref, stamp *rec_st, bool 
  */
 static int record_stat(const pg_store *s, const char *file, struct stat *st)
 {
-    int pfd;
-    bool owned;
-    if (pg_st_lookup_fd(&s->dirs[0], SUB_PULLED, &pfd, &owned, NULL) != PG_OK)
-        return -1;
-    int found = stat_in(pfd, file, st);
-    if (owned)
-        close(pfd);
-    return found;
+    return pg_st_stat_sub(s, 0, PG_LC_PULLED, file, st);
 }
 
 /* The record's (rec, stat'ed by the caller) and the credential-times file's identities
@@ -585,7 +579,6 @@ static int record_stat(const pg_store *s, const char *file, struct stat *st)
 static bool stamps_current(const pg_store *s, const char *file, const struct stat *rec,
                            const stamp *rec_st, const stamp *times_st, bool times_absent)
 {
-    const record_dir *d = &s->dirs[0];
     struct stat st;
     stamp now;
     if (!record_file_ok(rec))
@@ -593,16 +586,8 @@ static bool stamps_current(const pg_store *s, const char *file, const struct sta
     stamp_of(rec, &now);
     if (!stamp_equal(&now, rec_st))
         return false;
-    int tfd;
-    bool owned;
-    int rc = pg_st_lookup_fd(d, SUB_CREDTIMES, &tfd, &owned, NULL);
-    if (rc == PG_ERR_NOT_FOUND)
-        return times_absent;
-    if (rc != PG_OK)
-        return false;
-    int found = stat_in(tfd, file, &st);
-    if (owned)
-        close(tfd);
+    /* A missing pullgate-credtimes/ reads as a missing file, as it should. */
+    int found = pg_st_stat_sub(s, 0, PG_LC_CREDTIMES, file, &st);
     if (found == 0)
         return times_absent;
     if (found < 0 || times_absent)
@@ -621,12 +606,16 @@ static bool index_open(const pg_store *s, const char *file, const struct stat *r
         return false;
     int fd;
     bool owned;
-    if (pg_st_lookup_fd(&s->dirs[0], SUB_CREDIDX, &fd, &owned, NULL) != PG_OK)
+    uint64_t gen = 0;
+    if (pg_lookup_cache_absent(s->lookups, 0, PG_LC_CREDIDX, file, &gen) ||
+        pg_st_lookup_fd(&s->dirs[0], SUB_CREDIDX, &fd, &owned, NULL) != PG_OK)
         return false;
     size_t len = 0;
     int rc = pg_read_file_at(fd, file, MAX_IDX_BYTES, PG_READ_STRICT, &v->text, &len, NULL);
     if (owned)
         close(fd);
+    if (rc == PG_ERR_NOT_FOUND) /* opening is what failed: the file is absent */
+        pg_lookup_cache_note_absent(s->lookups, 0, PG_LC_CREDIDX, file, gen);
     if (rc != PG_OK)
         return false;
     v->body = (reader){v->text, v->text + len};
@@ -885,8 +874,17 @@ int pg_store_get_focused_timed_in(const pg_store *s, size_t i, const char *image
     if (rc != PG_OK)
         return rc;
     const record_dir *d = &s->dirs[i];
-    if (s->cache && d->pulled_fd >= 0)
-        return get_cached(s, d, file, f, out, err);
+    if (s->cache && d->pulled_fd >= 0) {
+        /* Known absent: no probe. Else the record cache's own fstatat decides,
+         * and a NOT_FOUND from it means that fstatat/openat said ENOENT. */
+        uint64_t gen = 0;
+        if (pg_lookup_cache_absent(s->lookups, i, PG_LC_PULLED, file, &gen))
+            return PG_ERR_NOT_FOUND;
+        rc = get_cached(s, d, file, f, out, err);
+        if (rc == PG_ERR_NOT_FOUND)
+            pg_lookup_cache_note_absent(s->lookups, i, PG_LC_PULLED, file, gen);
+        return rc;
+    }
     if (i == 0 && s->writable) {
         /* The record's stat first: it answers "absent" in one call and is the
          * stamp the index is checked against. */
@@ -912,6 +910,34 @@ int pg_store_get_focused_in(const pg_store *s, size_t i, const char *image_ref,
 
 /* ------------------------------------------------------ the record cache */
 
+/*
+ * The absence cache (lookup_cache.h) over every record directory's kept
+ * subdirectory descriptors. NULL when inotify cannot be used (limits): the
+ * store then probes as without it, which is only slower.
+ */
+static struct pg_lookup_cache *lookups_new(const pg_store *s, size_t max_entries)
+{
+    const char **paths = calloc(s->n_dirs + 1, sizeof *paths);
+    int *dir_fds = calloc(s->n_dirs + 1, sizeof *dir_fds);
+    int *sub_fds = calloc((s->n_dirs + 1) * PG_LC_SUBS, sizeof *sub_fds);
+    pg_lookup_cache *lc = NULL;
+    if (paths && dir_fds && sub_fds) {
+        for (size_t i = 0; i < s->n_dirs; i++) {
+            const record_dir *d = &s->dirs[i];
+            paths[i] = d->path;
+            dir_fds[i] = d->fd;
+            for (size_t k = 0; k < PG_LC_SUBS; k++)
+                sub_fds[i * PG_LC_SUBS + k] = pg_st_kept_fd(d, pg_lc_sub_name((pg_lc_sub)k));
+        }
+        lc = pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds,
+                                 max_entries < 65536 ? 65536 : max_entries, NULL);
+    }
+    free(paths);
+    free(dir_fds);
+    free(sub_fds);
+    return lc;
+}
+
 int pg_store_enable_cache_settle(pg_store *s, size_t max_entries, size_t max_bytes,
                                  unsigned settle_ms, pg_error *err)
 {
@@ -923,6 +949,7 @@ int pg_store_enable_cache_settle(pg_store *s, size_t max_entries, size_t max_byt
     s->cache = pg_record_cache_new(max_entries, max_bytes, settle_ms, &local);
     if (!s->cache)
         return pg_fail(err, local.code ? local.code : PG_ERR_INVALID, "%s", local.message);
+    s->lookups = lookups_new(s, max_entries);
     return PG_OK;
 }
 

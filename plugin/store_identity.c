@@ -4,6 +4,7 @@
  * per-directory lookups for the decision and per-credential times
  * (credentialTTL per credential). The name index is in store_names.c.
  */
+#include "lookup_cache.h"
 #include "store_credidx.h"
 #include "store_impl.h"
 #include "store_lookup.h"
@@ -22,13 +23,44 @@
 
 size_t pg_store_dir_count(const pg_store *store) { return store ? store->n_dirs : 0; }
 
-static const char *entry_sub(pg_entry_kind kind)
+static pg_lc_sub entry_lc_sub(pg_entry_kind kind)
 {
     switch (kind) {
-    case PG_ENTRY_PULLED: return SUB_PULLED;
-    case PG_ENTRY_INTENT: return SUB_PULLING;
-    default: return SUB_IMAGES;
+    case PG_ENTRY_PULLED: return PG_LC_PULLED;
+    case PG_ENTRY_INTENT: return PG_LC_PULLING;
+    default: return PG_LC_IMAGES;
     }
+}
+
+int pg_st_stat_sub(const pg_store *s, size_t i, int sub, const char *file, struct stat *st)
+{
+    const record_dir *d = &s->dirs[i];
+    const char *sub_name = pg_lc_sub_name((pg_lc_sub)sub);
+    uint64_t gen = 0;
+    if (pg_lookup_cache_absent(s->lookups, i, (pg_lc_sub)sub, file, &gen))
+        return 0;
+    /* One fstatat: through the subdirectory's descriptor kept since store open,
+     * else by path relative to the directory's descriptor. */
+    int kept = pg_st_kept_fd(d, sub_name), rc;
+    if (kept >= 0) {
+        rc = fstatat(kept, file, st, AT_SYMLINK_NOFOLLOW);
+    } else {
+        char path[64 + FILE_NAME_LEN];
+        snprintf(path, sizeof path, "%s/%s", sub_name, file);
+        rc = fstatat(d->fd, path, st, AT_SYMLINK_NOFOLLOW);
+    }
+    if (rc == 0)
+        return 1;
+    if (errno != ENOENT)
+        return -1;
+    pg_lookup_cache_note_absent(s->lookups, i, (pg_lc_sub)sub, file, gen);
+    return 0;
+}
+
+void pg_store_lookups_refresh(const pg_store *store)
+{
+    if (store)
+        pg_lookup_cache_refresh(store->lookups);
 }
 
 int pg_store_entry_exists(const pg_store *store, size_t i, pg_entry_kind kind, const char *key)
@@ -38,14 +70,8 @@ int pg_store_entry_exists(const pg_store *store, size_t i, pg_entry_kind kind, c
         pg_record_file_name(key, name, NULL) != PG_OK)
         return 0;
     struct stat st;
-    /* One fstatat: through the subdirectory's descriptor kept since store open,
-     * else by path relative to the directory's descriptor. */
-    int kept = pg_st_kept_fd(&store->dirs[i], entry_sub(kind));
-    if (kept >= 0)
-        return fstatat(kept, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
-    char path[32 + FILE_NAME_LEN];
-    snprintf(path, sizeof path, "%s/%s", entry_sub(kind), name);
-    return fstatat(store->dirs[i].fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+    /* An entry that cannot be stat'ed counts: the strict side. */
+    return pg_st_stat_sub(store, i, entry_lc_sub(kind), name, &st) != 0;
 }
 
 int pg_store_get_in(const pg_store *store, size_t i, const char *image_ref, pg_record **out,
@@ -79,7 +105,7 @@ int pg_store_index_in(const pg_store *store, size_t i, const char *key, char **r
     int rc = pg_st_check_input("image", key, err);
     if (rc != PG_OK)
         return rc;
-    if (store->dirs[i].images_fd >= 0) {
+    if (store->dirs[i].images_fd >= 0 && !store->lookups) {
         /* The open through the kept descriptor tells absence: no separate probe. */
         pg_error local = {0};
         rc = pg_st_resolve_in_dir(&store->dirs[i], key, ref_out, &local);
@@ -245,11 +271,16 @@ static int credential_time(const pg_store *store, const pg_record *rec, const ch
     if (rc != PG_OK)
         return rc;
     json_t *times = NULL;
-    rc = credtimes_read(fd, &store->dirs[0], file, rec->image_ref, &times, err);
+    uint64_t gen = 0;
+    rc = pg_lookup_cache_absent(store->lookups, 0, PG_LC_CREDTIMES, file, &gen)
+             ? PG_ERR_NOT_FOUND
+             : credtimes_read(fd, &store->dirs[0], file, rec->image_ref, &times, err);
     if (owned)
         close(fd);
-    if (rc == PG_ERR_NOT_FOUND)
+    if (rc == PG_ERR_NOT_FOUND) {
+        pg_lookup_cache_note_absent(store->lookups, 0, PG_LC_CREDTIMES, file, gen);
         return PG_OK;
+    }
     char *key = rc == PG_OK ? credential_key(image_name, secret, sa) : NULL;
     if (rc == PG_OK && !key)
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");

@@ -16,6 +16,7 @@
 #include "internal.h"
 
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define SUB_PULLING "pulling"
@@ -52,6 +53,7 @@ struct pg_store {
     char **pinned; /* NULL-terminated copy of pinnedImages */
     pg_notifier *notifier;
     struct pg_record_cache *cache; /* pg_store_enable_cache (store_credidx.c); NULL: none */
+    struct pg_lookup_cache *lookups; /* absences, with cache enabled (lookup_cache.h); NULL: none */
 };
 
 /* One record_pulled call, normalised. */
@@ -126,6 +128,12 @@ int pg_st_get_from_dir(const record_dir *d, const char *name, pg_record **out, p
 
 /* Under the lock: count-- of image's intents (both spellings); at 0 they go. */
 int pg_st_release_intents(const pg_store *s, const char *image, pg_error *err);
+
+/* -------------------------------------------------- store_identity.c */
+
+/* d/sub/file stat'ed for a lookup of directory i (sub: a pg_lc_sub), the store's
+ * absence cache first: 1 present (*st filled), 0 absent, -1 cannot tell. */
+int pg_st_stat_sub(const pg_store *s, size_t i, int sub, const char *file, struct stat *st);
 
 /* --------------------------------------------------------- store_index.c */
 

@@ -19,6 +19,10 @@ typedef enum pg_entry_kind {
 
 size_t pg_store_dir_count(const pg_store *store);
 
+/* Before a decision's lookups: applies what changed in the record directories
+ * to the store's absence cache (lookup_cache.h; only after pg_store_enable_cache). */
+void pg_store_lookups_refresh(const pg_store *store);
+
 /*
  * 1 if directory i has an entry of that kind for key (a probe: fstatat only,
  * never read; an entry that cannot be stat'ed counts too: the strict side).
