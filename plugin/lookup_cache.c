@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,13 +32,13 @@
 #define DIR_MASK (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 
 typedef struct lc_slot {
-    int wd;      /* -1: not watched, never cached */
-    bool cached; /* watched and still trusted */
+    int wd;             /* -1: not watched, never cached */
+    atomic_bool cached; /* watched and still trusted (read without the lock) */
     uint64_t gen;
 } lc_slot;
 
 typedef struct entry {
-    uint32_t key; /* UINT32_MAX: empty */
+    uint32_t key; /* 1 + slot index; 0: empty (so calloc'd pages stay untouched) */
     uint64_t gen;
     char name[NAME_MAX_CACHED + 1];
 } entry;
@@ -101,8 +102,8 @@ static int watch_dirs(pg_lookup_cache *lc, const char *const *paths, const int *
             if (asprintf(&path, "%s/%s", paths[i], sub_names[k]) < 0)
                 return PG_ERR_NOMEM;
             s->wd = watch_verified(lc->ifd, path, sub_fds[i * PG_LC_SUBS + k], SUB_MASK);
-            s->cached = s->wd >= 0;
-            lc->stats.watched += s->cached;
+            atomic_init(&s->cached, s->wd >= 0);
+            lc->stats.watched += s->wd >= 0;
             free(path);
         }
     }
@@ -128,7 +129,7 @@ pg_lookup_cache *pg_lookup_cache_new(size_t n_dirs, const char *const *paths, co
         lc->cap *= 2;
     lc->slots = calloc(n_dirs ? n_dirs * PG_LC_SUBS : 1, sizeof *lc->slots);
     lc->dir_wds = calloc(n_dirs ? n_dirs : 1, sizeof *lc->dir_wds);
-    lc->table = malloc(lc->cap * sizeof *lc->table);
+    lc->table = calloc(lc->cap, sizeof *lc->table);
     if (!lc->slots || !lc->dir_wds || !lc->table || pthread_mutex_init(&lc->lock, NULL) != 0) {
         free(lc->slots);
         free(lc->dir_wds);
@@ -137,8 +138,6 @@ pg_lookup_cache *pg_lookup_cache_new(size_t n_dirs, const char *const *paths, co
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    for (size_t i = 0; i < lc->cap; i++)
-        lc->table[i].key = UINT32_MAX;
     lc->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     int rc = lc->ifd < 0 ? pg_fail_errno(err, errno, "inotify_init1")
                          : watch_dirs(lc, paths, dir_fds, sub_fds);
@@ -170,10 +169,8 @@ static void drop(pg_lookup_cache *lc, lc_slot *s, bool for_good)
 {
     s->gen++;
     lc->stats.drops++;
-    if (for_good && s->cached) {
-        s->cached = false;
+    if (for_good && atomic_exchange(&s->cached, false))
         lc->stats.watched--;
-    }
 }
 
 static void drop_all(pg_lookup_cache *lc, bool for_good)
@@ -262,7 +259,7 @@ static entry *find(pg_lookup_cache *lc, uint32_t key, const char *name)
     size_t mask = lc->cap - 1;
     for (size_t i = hash_of(key, name) & mask;; i = (i + 1) & mask) {
         entry *e = &lc->table[i];
-        if (e->key == UINT32_MAX || (e->key == key && strcmp(e->name, name) == 0))
+        if (e->key == 0 || (e->key == key && strcmp(e->name, name) == 0))
             return e;
     }
 }
@@ -281,10 +278,10 @@ bool pg_lookup_cache_absent(pg_lookup_cache *lc, size_t dir, pg_lc_sub sub, cons
     bool hit = false;
     pthread_mutex_lock(&lc->lock);
     lc_slot *s = slot_of(lc, dir, sub);
-    if (s && s->cached) {
+    if (s && atomic_load(&s->cached)) {
         *gen = s->gen;
-        entry *e = find(lc, (uint32_t)(dir * PG_LC_SUBS + sub), file);
-        hit = e->key != UINT32_MAX && e->gen == s->gen;
+        entry *e = find(lc, (uint32_t)(dir * PG_LC_SUBS + sub) + 1, file);
+        hit = e->key != 0 && e->gen == s->gen;
         lc->stats.hits += hit;
     }
     pthread_mutex_unlock(&lc->lock);
@@ -299,16 +296,16 @@ void pg_lookup_cache_note_absent(pg_lookup_cache *lc, size_t dir, pg_lc_sub sub,
     pthread_mutex_lock(&lc->lock);
     drain(lc); /* an event since the probe began must win over its result */
     lc_slot *s = slot_of(lc, dir, sub);
-    if (s && s->cached && s->gen == gen) {
-        uint32_t key = (uint32_t)(dir * PG_LC_SUBS + sub);
+    if (s && atomic_load(&s->cached) && s->gen == gen) {
+        uint32_t key = (uint32_t)(dir * PG_LC_SUBS + sub) + 1;
         entry *e = find(lc, key, file);
-        if (e->key == UINT32_MAX && lc->n >= lc->max) { /* full: start over */
+        if (e->key == 0 && lc->n >= lc->max) { /* full: start over */
             for (size_t i = 0; i < lc->cap; i++)
-                lc->table[i].key = UINT32_MAX;
+                lc->table[i].key = 0;
             lc->n = 0;
             e = find(lc, key, file);
         }
-        if (e->key == UINT32_MAX) {
+        if (e->key == 0) {
             e->key = key;
             snprintf(e->name, sizeof e->name, "%s", file);
             lc->n++;
@@ -317,6 +314,12 @@ void pg_lookup_cache_note_absent(pg_lookup_cache *lc, size_t dir, pg_lc_sub sub,
         lc->stats.inserts++;
     }
     pthread_mutex_unlock(&lc->lock);
+}
+
+bool pg_lookup_cache_trusted(const pg_lookup_cache *lc, size_t dir, pg_lc_sub sub)
+{
+    return lc && dir < lc->n_dirs && sub < PG_LC_SUBS &&
+           atomic_load(&lc->slots[dir * PG_LC_SUBS + sub].cached);
 }
 
 void pg_lookup_cache_get_stats(pg_lookup_cache *lc, pg_lookup_cache_stats *out)

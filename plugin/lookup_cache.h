@@ -81,6 +81,10 @@ bool pg_lookup_cache_absent(pg_lookup_cache *lc, size_t dir, pg_lc_sub sub, cons
 void pg_lookup_cache_note_absent(pg_lookup_cache *lc, size_t dir, pg_lc_sub sub, const char *file,
                                  uint64_t gen);
 
+/* Whether the store may still use its kept descriptor of that subdirectory:
+ * watched, and no event said it was moved, removed or replaced (lock-free). */
+bool pg_lookup_cache_trusted(const pg_lookup_cache *lc, size_t dir, pg_lc_sub sub);
+
 typedef struct pg_lookup_cache_stats {
     uint64_t hits;        /* absences answered without a probe */
     uint64_t inserts;     /* absences recorded */

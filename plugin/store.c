@@ -82,7 +82,8 @@ static int add_dir(pg_store *s, const char *path, bool optional, pg_error *err)
         close(fd);
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
-    s->dirs[s->n_dirs++] = (record_dir){copy, fd, -1, -1, -1, -1, -1};
+    s->dirs[s->n_dirs] = (record_dir){copy, fd, -1, -1, -1, -1, -1, NULL, s->n_dirs};
+    s->n_dirs++;
     return PG_OK;
 }
 
@@ -202,12 +203,20 @@ static void open_lookup_fds(pg_store *s)
 
 int pg_st_kept_fd(const record_dir *d, const char *sub)
 {
-    return strcmp(sub, SUB_PULLED) == 0      ? d->pulled_fd
-           : strcmp(sub, SUB_PULLING) == 0   ? d->pulling_fd
-           : strcmp(sub, SUB_IMAGES) == 0    ? d->images_fd
-           : strcmp(sub, SUB_CREDTIMES) == 0 ? d->credtimes_fd
-           : strcmp(sub, SUB_CREDIDX) == 0   ? d->credidx_fd
-                                             : -1;
+    const struct { const char *sub; int fd; pg_lc_sub which; } kept[] = {
+        {SUB_PULLED, d->pulled_fd, PG_LC_PULLED},          {SUB_PULLING, d->pulling_fd, PG_LC_PULLING},
+        {SUB_IMAGES, d->images_fd, PG_LC_IMAGES},          {SUB_CREDTIMES, d->credtimes_fd, PG_LC_CREDTIMES},
+        {SUB_CREDIDX, d->credidx_fd, PG_LC_CREDIDX},
+    };
+    for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++)
+        if (strcmp(sub, kept[k].sub) == 0)
+            /* A long-lived store stops using a descriptor once the subdirectory
+             * at its path may be another one (moved, removed, unwatchable). */
+            return kept[k].fd >= 0 && (!d->lookups ||
+                                       pg_lookup_cache_trusted(d->lookups, d->index, kept[k].which))
+                       ? kept[k].fd
+                       : -1;
+    return -1;
 }
 
 int pg_st_lookup_fd(const record_dir *d, const char *sub, int *fd, bool *owned, pg_error *err)
@@ -276,8 +285,9 @@ int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name, p
 
 int pg_st_get_from_dir(const record_dir *d, const char *name, pg_record **out, pg_error *err)
 {
-    if (d->pulled_fd >= 0)
-        return pg_st_read_record_at(d->pulled_fd, d, name, out, err);
+    int kept = pg_st_kept_fd(d, SUB_PULLED);
+    if (kept >= 0)
+        return pg_st_read_record_at(kept, d, name, out, err);
     int fd;
     int rc = pg_st_open_subdir(d, SUB_PULLED, &fd, err);
     if (rc != PG_OK)

@@ -827,7 +827,9 @@ int pg_st_credidx_time(const pg_store *s, const char *image_ref, const char *ima
     file_name file;
     index_view v;
     struct stat rec;
+    uint64_t gen;
     if (!s || !s->writable || s->n_dirs == 0 || pg_record_file_name(image_ref, file, NULL) != PG_OK ||
+        pg_lookup_cache_absent(s->lookups, 0, PG_LC_CREDIDX, file, &gen) ||
         record_stat(s, file, &rec) != 1 || !index_open(s, file, &rec, image_ref, &v))
         return PG_ERR_NOT_FOUND;
     time_ctx c = {secret, sa, false, 0};
@@ -850,7 +852,7 @@ static int get_cached(const pg_store *s, const record_dir *d, const char *file,
                       const pg_record_focus *f, pg_record **out, pg_error *err)
 {
     pg_cached_record *ref = NULL;
-    int rc = pg_record_cache_get(s->cache, d->pulled_fd, d->path, file, cache_loader, (void *)d,
+    int rc = pg_record_cache_get(s->cache, pg_st_kept_fd(d, SUB_PULLED), d->path, file, cache_loader, (void *)d,
                                  &ref, err);
     if (rc == PG_OK)
         rc = pg_record_project(pg_cached_record_get(ref), f, out, err);
@@ -874,7 +876,7 @@ int pg_store_get_focused_timed_in(const pg_store *s, size_t i, const char *image
     if (rc != PG_OK)
         return rc;
     const record_dir *d = &s->dirs[i];
-    if (s->cache && d->pulled_fd >= 0) {
+    if (s->cache && pg_st_kept_fd(d, SUB_PULLED) >= 0) {
         /* Known absent: no probe. Else the record cache's own fstatat decides,
          * and a NOT_FOUND from it means that fstatat/openat said ENOENT. */
         uint64_t gen = 0;
@@ -910,12 +912,16 @@ int pg_store_get_focused_in(const pg_store *s, size_t i, const char *image_ref,
 
 /* ------------------------------------------------------ the record cache */
 
+/* Absences remembered (~10 per distinct image decided; about 100 bytes each,
+ * 3 MiB of table at most, touched as used); the table starts over when full. */
+#define LOOKUP_CACHE_ENTRIES 16384
+
 /*
  * The absence cache (lookup_cache.h) over every record directory's kept
  * subdirectory descriptors. NULL when inotify cannot be used (limits): the
  * store then probes as without it, which is only slower.
  */
-static struct pg_lookup_cache *lookups_new(const pg_store *s, size_t max_entries)
+static struct pg_lookup_cache *lookups_new(const pg_store *s)
 {
     const char **paths = calloc(s->n_dirs + 1, sizeof *paths);
     int *dir_fds = calloc(s->n_dirs + 1, sizeof *dir_fds);
@@ -929,8 +935,7 @@ static struct pg_lookup_cache *lookups_new(const pg_store *s, size_t max_entries
             for (size_t k = 0; k < PG_LC_SUBS; k++)
                 sub_fds[i * PG_LC_SUBS + k] = pg_st_kept_fd(d, pg_lc_sub_name((pg_lc_sub)k));
         }
-        lc = pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds,
-                                 max_entries < 65536 ? 65536 : max_entries, NULL);
+        lc = pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds, LOOKUP_CACHE_ENTRIES, NULL);
     }
     free(paths);
     free(dir_fds);
@@ -949,7 +954,9 @@ int pg_store_enable_cache_settle(pg_store *s, size_t max_entries, size_t max_byt
     s->cache = pg_record_cache_new(max_entries, max_bytes, settle_ms, &local);
     if (!s->cache)
         return pg_fail(err, local.code ? local.code : PG_ERR_INVALID, "%s", local.message);
-    s->lookups = lookups_new(s, max_entries);
+    s->lookups = lookups_new(s);
+    for (size_t i = 0; s->lookups && i < s->n_dirs; i++)
+        s->dirs[i].lookups = s->lookups;
     return PG_OK;
 }
 

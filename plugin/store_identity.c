@@ -85,10 +85,11 @@ int pg_store_get_in(const pg_store *store, size_t i, const char *image_ref, pg_r
     if (rc != PG_OK)
         return rc;
     const record_dir *d = &store->dirs[i];
-    if (d->pulled_fd >= 0) {
+    int kept = pg_st_kept_fd(d, SUB_PULLED);
+    if (kept >= 0 && !store->lookups) {
         /* The open itself tells absence (ENOENT): no separate probe. */
         pg_error local = {0};
-        rc = pg_st_read_record_at(d->pulled_fd, d, name, out, &local);
+        rc = pg_st_read_record_at(kept, d, name, out, &local);
         if (rc != PG_OK && rc != PG_ERR_NOT_FOUND && err)
             *err = local;
         return rc;
@@ -105,7 +106,7 @@ int pg_store_index_in(const pg_store *store, size_t i, const char *key, char **r
     int rc = pg_st_check_input("image", key, err);
     if (rc != PG_OK)
         return rc;
-    if (store->dirs[i].images_fd >= 0 && !store->lookups) {
+    if (pg_st_kept_fd(&store->dirs[i], SUB_IMAGES) >= 0 && !store->lookups) {
         /* The open through the kept descriptor tells absence: no separate probe. */
         pg_error local = {0};
         rc = pg_st_resolve_in_dir(&store->dirs[i], key, ref_out, &local);

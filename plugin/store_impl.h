@@ -43,6 +43,10 @@ typedef struct record_dir {
     /* Likewise for the other subdirectories a decision reads (store.c, open_lookup_fds);
      * -1: missing at open, so opened per lookup as before. */
     int pulling_fd, images_fd, credtimes_fd, credidx_fd;
+    /* With pg_store_enable_cache: the kept descriptors are used only while this
+     * absence cache's watches say they are still the directories at their paths. */
+    struct pg_lookup_cache *lookups;
+    size_t index; /* of this directory in the store */
 } record_dir;
 
 struct pg_store {
