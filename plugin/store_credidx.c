@@ -571,7 +571,7 @@ static bool header_ok(index_view *v, const char *image_ref, stamp *rec_st, bool 
  */
 static int record_stat(const pg_store *s, const char *file, struct stat *st)
 {
-    return pg_st_stat_sub(s, 0, PG_LC_PULLED, file, st);
+    return pg_st_stat_sub(s, 0, PG_LC_PULLED, file, true, st);
 }
 
 /* The record's (rec, stat'ed by the caller) and the credential-times file's identities
@@ -587,7 +587,7 @@ static bool stamps_current(const pg_store *s, const char *file, const struct sta
     if (!stamp_equal(&now, rec_st))
         return false;
     /* A missing pullgate-credtimes/ reads as a missing file, as it should. */
-    int found = pg_st_stat_sub(s, 0, PG_LC_CREDTIMES, file, &st);
+    int found = pg_st_stat_sub(s, 0, PG_LC_CREDTIMES, file, true, &st);
     if (found == 0)
         return times_absent;
     if (found < 0 || times_absent)

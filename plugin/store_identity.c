@@ -32,18 +32,23 @@ static pg_lc_sub entry_lc_sub(pg_entry_kind kind)
     }
 }
 
-int pg_st_stat_sub(const pg_store *s, size_t i, int sub, const char *file, struct stat *st)
+/* fstatat of file in d/sub without the absence cache: see pg_st_stat_sub. */
+static int stat_uncached(const record_dir *d, const char *sub_name, const char *file, bool checked,
+                         struct stat *st)
 {
-    const record_dir *d = &s->dirs[i];
-    const char *sub_name = pg_lc_sub_name((pg_lc_sub)sub);
-    uint64_t gen = 0;
-    if (pg_lookup_cache_absent(s->lookups, i, (pg_lc_sub)sub, file, &gen))
-        return 0;
-    /* One fstatat: through the subdirectory's descriptor kept since store open,
-     * else by path relative to the directory's descriptor. */
     int kept = pg_st_kept_fd(d, sub_name), rc;
     if (kept >= 0) {
         rc = fstatat(kept, file, st, AT_SYMLINK_NOFOLLOW);
+    } else if (checked) {
+        /* The subdirectory's safety is part of the answer: open and check it. */
+        int fd;
+        int open_rc = pg_st_open_subdir(d, sub_name, &fd, NULL);
+        if (open_rc != PG_OK)
+            return open_rc == PG_ERR_NOT_FOUND ? 0 : -1;
+        rc = fstatat(fd, file, st, AT_SYMLINK_NOFOLLOW);
+        int e = errno;
+        close(fd);
+        errno = e;
     } else {
         char path[64 + FILE_NAME_LEN];
         snprintf(path, sizeof path, "%s/%s", sub_name, file);
@@ -51,10 +56,19 @@ int pg_st_stat_sub(const pg_store *s, size_t i, int sub, const char *file, struc
     }
     if (rc == 0)
         return 1;
-    if (errno != ENOENT)
-        return -1;
-    pg_lookup_cache_note_absent(s->lookups, i, (pg_lc_sub)sub, file, gen);
-    return 0;
+    return errno == ENOENT ? 0 : -1;
+}
+
+int pg_st_stat_sub(const pg_store *s, size_t i, int sub, const char *file, bool checked,
+                   struct stat *st)
+{
+    uint64_t gen = 0;
+    if (pg_lookup_cache_absent(s->lookups, i, (pg_lc_sub)sub, file, &gen))
+        return 0;
+    int found = stat_uncached(&s->dirs[i], pg_lc_sub_name((pg_lc_sub)sub), file, checked, st);
+    if (found == 0)
+        pg_lookup_cache_note_absent(s->lookups, i, (pg_lc_sub)sub, file, gen);
+    return found;
 }
 
 void pg_store_lookups_refresh(const pg_store *store)
@@ -71,7 +85,7 @@ int pg_store_entry_exists(const pg_store *store, size_t i, pg_entry_kind kind, c
         return 0;
     struct stat st;
     /* An entry that cannot be stat'ed counts: the strict side. */
-    return pg_st_stat_sub(store, i, entry_lc_sub(kind), name, &st) != 0;
+    return pg_st_stat_sub(store, i, entry_lc_sub(kind), name, false, &st) != 0;
 }
 
 int pg_store_get_in(const pg_store *store, size_t i, const char *image_ref, pg_record **out,

@@ -135,9 +135,15 @@ int pg_st_release_intents(const pg_store *s, const char *image, pg_error *err);
 
 /* -------------------------------------------------- store_identity.c */
 
-/* d/sub/file stat'ed for a lookup of directory i (sub: a pg_lc_sub), the store's
- * absence cache first: 1 present (*st filled), 0 absent, -1 cannot tell. */
-int pg_st_stat_sub(const pg_store *s, size_t i, int sub, const char *file, struct stat *st);
+/*
+ * d/sub/file stat'ed for a lookup of directory i (sub: a pg_lc_sub), the store's
+ * absence cache first: 1 present (*st filled), 0 absent, -1 cannot tell. Through
+ * the subdirectory's kept descriptor (checked at open); without one, `checked`
+ * opens and checks the subdirectory first (an answer that can lead to an allow),
+ * else stats by path (a probe, where "present" is the strict side).
+ */
+int pg_st_stat_sub(const pg_store *s, size_t i, int sub, const char *file, bool checked,
+                   struct stat *st);
 
 /* --------------------------------------------------------- store_index.c */
 
