@@ -287,13 +287,14 @@ static int credential_time(const pg_store *store, const pg_record *rec, const ch
         return rc;
     json_t *times = NULL;
     uint64_t gen = 0;
-    rc = pg_lookup_cache_absent(store->lookups, 0, PG_LC_CREDTIMES, file, &gen)
-             ? PG_ERR_NOT_FOUND
-             : credtimes_read(fd, &store->dirs[0], file, rec->image_ref, &times, err);
+    bool known_absent = pg_lookup_cache_absent(store->lookups, 0, PG_LC_CREDTIMES, file, &gen);
+    rc = known_absent ? PG_ERR_NOT_FOUND
+                      : credtimes_read(fd, &store->dirs[0], file, rec->image_ref, &times, err);
     if (owned)
         close(fd);
     if (rc == PG_ERR_NOT_FOUND) {
-        pg_lookup_cache_note_absent(store->lookups, 0, PG_LC_CREDTIMES, file, gen);
+        if (!known_absent) /* the open said ENOENT */
+            pg_lookup_cache_note_absent(store->lookups, 0, PG_LC_CREDTIMES, file, gen);
         return PG_OK;
     }
     char *key = rc == PG_OK ? credential_key(image_name, secret, sa) : NULL;
