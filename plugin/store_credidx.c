@@ -781,9 +781,12 @@ int pg_credidx_decode(const char *data, size_t len, const char *image_ref,
     v.body = (reader){v.text, v.text + len};
     stamp rec_st, times_st;
     bool rec_absent, times_absent;
+    pg_cred_times times; /* read as a decision reads them, then dropped */
+    memset(&times, 0, sizeof times);
     int rc = header_ok(&v, image_ref, &rec_st, &rec_absent, &times_st, &times_absent)
-                 ? build_focused(&v, image_ref, NULL, f, out, NULL)
+                 ? build_focused(&v, image_ref, NULL, f, out, &times)
                  : PG_ERR_NOT_FOUND;
+    pg_cred_times_clear(&times);
     free(v.text);
     return rc;
 }

@@ -99,7 +99,8 @@ void pg_st_credidx_remove(const pg_store *store, const char *file);
 
 /*
  * The focused record an index text describes, without reading files or
- * checking stamps (for the fuzz target): PG_ERR_NOT_FOUND when malformed.
+ * checking stamps (for the fuzz target; credential times are parsed as a decision
+ * parses them): PG_ERR_NOT_FOUND when malformed.
  */
 int pg_credidx_decode(const char *data, size_t len, const char *image_ref,
                       const pg_record_focus *focus, pg_record **out);
