@@ -29,7 +29,8 @@
 #define SUB_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 /* On the record directory itself: a subdirectory created, removed or renamed
  * (its kept descriptor may no longer be the one at its path). */
-#define DIR_MASK (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
+#define DIR_MASK                                                                                   \
+    (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 
 typedef struct lc_slot {
     int wd;             /* -1: not watched, never cached */
@@ -47,16 +48,16 @@ struct pg_lookup_cache {
     pthread_mutex_t lock;
     int ifd;
     size_t n_dirs;
-    lc_slot *slots;   /* n_dirs * PG_LC_SUBS */
-    int *dir_wds;  /* n_dirs; -1: none */
+    lc_slot *slots; /* n_dirs * PG_LC_SUBS */
+    int *dir_wds;   /* n_dirs; -1: none */
     entry *table;
-    size_t cap;    /* power of two, >= 2 * max */
+    size_t cap; /* power of two, >= 2 * max */
     size_t n, max;
     pg_lookup_cache_stats stats;
 };
 
 static const char *const sub_names[PG_LC_SUBS] = {"pulled", "pulling", "pullgate-images",
-                                                 "pullgate-credtimes", "pullgate-credidx"};
+                                                  "pullgate-credtimes", "pullgate-credidx"};
 
 const char *pg_lc_sub_name(pg_lc_sub sub) { return sub < PG_LC_SUBS ? sub_names[sub] : ""; }
 

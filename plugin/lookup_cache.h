@@ -86,11 +86,11 @@ void pg_lookup_cache_note_absent(pg_lookup_cache *lc, size_t dir, pg_lc_sub sub,
 bool pg_lookup_cache_trusted(const pg_lookup_cache *lc, size_t dir, pg_lc_sub sub);
 
 typedef struct pg_lookup_cache_stats {
-    uint64_t hits;        /* absences answered without a probe */
-    uint64_t inserts;     /* absences recorded */
-    uint64_t drops;       /* subdirectory generations bumped by events */
-    uint64_t overflows;   /* IN_Q_OVERFLOW or read errors (everything dropped) */
-    size_t watched;       /* subdirectories still cached */
+    uint64_t hits;      /* absences answered without a probe */
+    uint64_t inserts;   /* absences recorded */
+    uint64_t drops;     /* subdirectory generations bumped by events */
+    uint64_t overflows; /* IN_Q_OVERFLOW or read errors (everything dropped) */
+    size_t watched;     /* subdirectories still cached */
 } pg_lookup_cache_stats;
 
 void pg_lookup_cache_get_stats(pg_lookup_cache *lc, pg_lookup_cache_stats *out);

@@ -97,7 +97,8 @@ PG_API void pg_store_free(pg_store *store)
         free(store->dirs[i].path);
         close(store->dirs[i].fd);
         const record_dir *d = &store->dirs[i];
-        const int kept[] = {d->pulled_fd, d->pulling_fd, d->images_fd, d->credtimes_fd, d->credidx_fd};
+        const int kept[] = {d->pulled_fd, d->pulling_fd, d->images_fd, d->credtimes_fd,
+                            d->credidx_fd};
         for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++)
             if (kept[k] >= 0)
                 close(kept[k]);
@@ -190,9 +191,12 @@ static void open_lookup_fds(pg_store *s)
         (void)mkdirat(s->dirs[0].fd, SUB_CREDIDX, 0700); /* optional: failure only costs speed */
     for (size_t i = 0; i < s->n_dirs; i++) {
         record_dir *d = &s->dirs[i];
-        struct { const char *sub; int *fd; } subs[] = {
-            {SUB_PULLED, &d->pulled_fd},       {SUB_PULLING, &d->pulling_fd},
-            {SUB_IMAGES, &d->images_fd},       {SUB_CREDTIMES, &d->credtimes_fd},
+        struct {
+            const char *sub;
+            int *fd;
+        } subs[] = {
+            {SUB_PULLED, &d->pulled_fd},   {SUB_PULLING, &d->pulling_fd},
+            {SUB_IMAGES, &d->images_fd},   {SUB_CREDTIMES, &d->credtimes_fd},
             {SUB_CREDIDX, &d->credidx_fd},
         };
         for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++)
@@ -203,9 +207,15 @@ static void open_lookup_fds(pg_store *s)
 
 int pg_st_kept_fd(const record_dir *d, const char *sub)
 {
-    const struct { const char *sub; int fd; pg_lc_sub which; } kept[] = {
-        {SUB_PULLED, d->pulled_fd, PG_LC_PULLED},          {SUB_PULLING, d->pulling_fd, PG_LC_PULLING},
-        {SUB_IMAGES, d->images_fd, PG_LC_IMAGES},          {SUB_CREDTIMES, d->credtimes_fd, PG_LC_CREDTIMES},
+    const struct {
+        const char *sub;
+        int fd;
+        pg_lc_sub which;
+    } kept[] = {
+        {SUB_PULLED, d->pulled_fd, PG_LC_PULLED},
+        {SUB_PULLING, d->pulling_fd, PG_LC_PULLING},
+        {SUB_IMAGES, d->images_fd, PG_LC_IMAGES},
+        {SUB_CREDTIMES, d->credtimes_fd, PG_LC_CREDTIMES},
         {SUB_CREDIDX, d->credidx_fd, PG_LC_CREDIDX},
     };
     for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++)

@@ -621,7 +621,8 @@ static bool index_open(const pg_store *s, const char *file, const struct stat *r
     v->body = (reader){v->text, v->text + len};
     stamp rec_st, times_st;
     bool rec_absent, times_absent;
-    if (strlen(v->text) != len || !header_ok(v, image_ref, &rec_st, &rec_absent, &times_st, &times_absent) ||
+    if (strlen(v->text) != len ||
+        !header_ok(v, image_ref, &rec_st, &rec_absent, &times_st, &times_absent) ||
         !stamps_current(s, file, rec, &rec_st, &times_st, times_absent)) {
         free(v->text);
         v->text = NULL;
@@ -738,8 +739,10 @@ void pg_cred_times_clear(pg_cred_times *t)
 static int build_focused(index_view *v, const char *image_ref, const char *dir,
                          const pg_record_focus *f, pg_record **out, pg_cred_times *times)
 {
-    load_ctx c = {f, focused_new(image_ref, dir, v->api_version, (time_t)v->last_updated,
-                                 v->last_updated_text), NULL, times, false};
+    load_ctx c = {
+        f,
+        focused_new(image_ref, dir, v->api_version, (time_t)v->last_updated, v->last_updated_text),
+        NULL, times, false};
     bool ok = c.rec && walk_body(v, f->image_name, load_on_map, load_line, &c);
     if (!ok) {
         int rc = c.rec && !c.nomem ? PG_ERR_NOT_FOUND : PG_ERR_NOMEM;
@@ -831,7 +834,8 @@ int pg_st_credidx_time(const pg_store *s, const char *image_ref, const char *ima
     index_view v;
     struct stat rec;
     uint64_t gen;
-    if (!s || !s->writable || s->n_dirs == 0 || pg_record_file_name(image_ref, file, NULL) != PG_OK ||
+    if (!s || !s->writable || s->n_dirs == 0 ||
+        pg_record_file_name(image_ref, file, NULL) != PG_OK ||
         pg_lookup_cache_absent(s->lookups, 0, PG_LC_CREDIDX, file, &gen) ||
         record_stat(s, file, &rec) != 1 || !index_open(s, file, &rec, image_ref, &v))
         return PG_ERR_NOT_FOUND;
@@ -855,8 +859,8 @@ static int get_cached(const pg_store *s, const record_dir *d, const char *file,
                       const pg_record_focus *f, pg_record **out, pg_error *err)
 {
     pg_cached_record *ref = NULL;
-    int rc = pg_record_cache_get(s->cache, pg_st_kept_fd(d, SUB_PULLED), d->path, file, cache_loader, (void *)d,
-                                 &ref, err);
+    int rc = pg_record_cache_get(s->cache, pg_st_kept_fd(d, SUB_PULLED), d->path, file,
+                                 cache_loader, (void *)d, &ref, err);
     if (rc == PG_OK)
         rc = pg_record_project(pg_cached_record_get(ref), f, out, err);
     pg_cached_record_release(ref);

@@ -274,14 +274,15 @@ static int credential_time(const pg_store *store, const pg_record *rec, const ch
     if (!store || !store->writable || !rec->dir || strcmp(rec->dir, store->dirs[0].path) != 0)
         return PG_OK;
     /* A current credential index holds the same times, without a JSON parse. */
-    if (try_index && pg_st_credidx_time(store, rec->image_ref, image_name, secret, sa, out) == PG_OK)
+    if (try_index &&
+        pg_st_credidx_time(store, rec->image_ref, image_name, secret, sa, out) == PG_OK)
         return PG_OK;
     file_name file;
     int fd;
     bool owned = false;
     int rc = pg_record_file_name(rec->image_ref, file, err);
-    if (rc == PG_OK &&
-        (rc = pg_st_lookup_fd(&store->dirs[0], SUB_CREDTIMES, &fd, &owned, err)) == PG_ERR_NOT_FOUND)
+    if (rc == PG_OK && (rc = pg_st_lookup_fd(&store->dirs[0], SUB_CREDTIMES, &fd, &owned, err)) ==
+                           PG_ERR_NOT_FOUND)
         return PG_OK;
     if (rc != PG_OK)
         return rc;

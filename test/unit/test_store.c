@@ -725,7 +725,8 @@ END_TEST
 START_TEST(name_index_complete_only_without_records)
 {
     for (int with_record = 0; with_record < 2; with_record++) {
-        char *pulled = tu_sprintf("%s/pulled", fx.state), *names = tu_sprintf("%s/pullgate-names", fx.state);
+        char *pulled = tu_sprintf("%s/pulled", fx.state),
+             *names = tu_sprintf("%s/pullgate-names", fx.state);
         ck_assert_int_eq(mkdir(fx.state, 0700), 0);
         ck_assert_int_eq(mkdir(pulled, 0700), 0);
         for (int i = 0; i < 200; i++) {

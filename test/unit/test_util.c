@@ -146,15 +146,19 @@ END_TEST
  * included (both normalise), and apply the offset. */
 START_TEST(rfc3339_agrees_with_timegm)
 {
-    static const int years[] = {1, 399, 400, 1600, 1899, 1900, 1969, 1970, 1972, 2000,
-                                2024, 2038, 2100, 2400, 9999};
+    static const int years[] = {1,    399,  400,  1600, 1899, 1900, 1969, 1970,
+                                1972, 2000, 2024, 2038, 2100, 2400, 9999};
     for (size_t y = 0; y < sizeof years / sizeof years[0]; y++)
         for (int mon = 1; mon <= 12; mon++)
             for (int day = 1; day <= 31; day += 3) {
                 char text[64];
                 snprintf(text, sizeof text, "%04d-%02d-%02dT23:59:60.5+05:30", years[y], mon, day);
-                struct tm tm = {.tm_year = years[y] - 1900, .tm_mon = mon - 1, .tm_mday = day,
-                                .tm_hour = 23, .tm_min = 59, .tm_sec = 60};
+                struct tm tm = {.tm_year = years[y] - 1900,
+                                .tm_mon = mon - 1,
+                                .tm_mday = day,
+                                .tm_hour = 23,
+                                .tm_min = 59,
+                                .tm_sec = 60};
                 time_t want = timegm(&tm) - (5 * 3600 + 30 * 60), got = 0;
                 pg_error err = {0};
                 ck_assert_msg(pg_parse_rfc3339(text, &got, &err) == PG_OK, "%s: %s", text,
