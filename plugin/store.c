@@ -177,63 +177,87 @@ static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
 }
 
 /*
- * Lookups (pg_store_get, i.e. every decision) read pulled/ and the other
- * subdirectories a decision probes through descriptors opened and checked once
- * here, saving an openat + fstat + close (or a path walk) per lookup. A
- * subdirectory that is missing now is still opened per lookup, so one created
- * later is seen. The writable directory's pullgate-credidx/ (a validated cache,
- * never evidence) is created here so a store without one does not pay a failed
- * openat per lookup.
+ * Lookups (pg_store_get, i.e. every decision) read pulled/ through a
+ * descriptor opened and checked once here, saving an openat + fstat + close
+ * per lookup. A pulled/ that is missing now is still opened per lookup. The
+ * other subdirectories a decision reads are kept from the first lookup that
+ * opens one (pg_st_lookup_fd), not here: a one-shot store (the hook) makes one
+ * decision, which probes most of them by path and opens one or two (measured:
+ * bench/README.md, "Round three").
  */
 static void open_lookup_fds(pg_store *s)
 {
+    for (size_t i = 0; i < s->n_dirs; i++)
+        if (pg_st_open_subdir(&s->dirs[i], SUB_PULLED, &s->dirs[i].pulled_fd, NULL) != PG_OK)
+            s->dirs[i].pulled_fd = -1;
+}
+
+/* The kept-descriptor field of d/sub, or NULL (pulled/ is not lazily kept). */
+static atomic_int *lazy_field(record_dir *d, const char *sub, pg_lc_sub *which)
+{
+    const struct {
+        const char *sub;
+        atomic_int *fd;
+        pg_lc_sub which;
+    } fields[] = {
+        {SUB_PULLING, &d->pulling_fd, PG_LC_PULLING},
+        {SUB_IMAGES, &d->images_fd, PG_LC_IMAGES},
+        {SUB_CREDTIMES, &d->credtimes_fd, PG_LC_CREDTIMES},
+        {SUB_CREDIDX, &d->credidx_fd, PG_LC_CREDIDX},
+    };
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++)
+        if (strcmp(sub, fields[k].sub) == 0) {
+            *which = fields[k].which;
+            return fields[k].fd;
+        }
+    return NULL;
+}
+
+void pg_st_keep_lookup_fds(pg_store *s)
+{
+    /* The writable directory's pullgate-credidx/ (a validated cache, never
+     * evidence) is created so that it can be kept and watched too. */
     if (s->writable)
         (void)mkdirat(s->dirs[0].fd, SUB_CREDIDX, 0700); /* optional: failure only costs speed */
-    for (size_t i = 0; i < s->n_dirs; i++) {
-        record_dir *d = &s->dirs[i];
-        struct {
-            const char *sub;
-            int *fd;
-        } subs[] = {
-            {SUB_PULLED, &d->pulled_fd},   {SUB_PULLING, &d->pulling_fd},
-            {SUB_IMAGES, &d->images_fd},   {SUB_CREDTIMES, &d->credtimes_fd},
-            {SUB_CREDIDX, &d->credidx_fd},
-        };
-        for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++)
-            if (pg_st_open_subdir(d, subs[k].sub, subs[k].fd, NULL) != PG_OK)
-                *subs[k].fd = -1;
-    }
+    static const char *const subs[] = {SUB_PULLING, SUB_IMAGES, SUB_CREDTIMES, SUB_CREDIDX};
+    for (size_t i = 0; i < s->n_dirs; i++)
+        for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++) {
+            int fd;
+            bool owned;
+            if (pg_st_lookup_fd(&s->dirs[i], subs[k], &fd, &owned, NULL) == PG_OK && owned)
+                close(fd);
+        }
 }
 
 int pg_st_kept_fd(const record_dir *d, const char *sub)
 {
-    const struct {
-        const char *sub;
-        int fd;
-        pg_lc_sub which;
-    } kept[] = {
-        {SUB_PULLED, d->pulled_fd, PG_LC_PULLED},
-        {SUB_PULLING, d->pulling_fd, PG_LC_PULLING},
-        {SUB_IMAGES, d->images_fd, PG_LC_IMAGES},
-        {SUB_CREDTIMES, d->credtimes_fd, PG_LC_CREDTIMES},
-        {SUB_CREDIDX, d->credidx_fd, PG_LC_CREDIDX},
-    };
-    for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++)
-        if (strcmp(sub, kept[k].sub) == 0)
-            /* A long-lived store stops using a descriptor once the subdirectory
-             * at its path may be another one (moved, removed, unwatchable). */
-            return kept[k].fd >= 0 && (!d->lookups ||
-                                       pg_lookup_cache_trusted(d->lookups, d->index, kept[k].which))
-                       ? kept[k].fd
-                       : -1;
-    return -1;
+    pg_lc_sub which = PG_LC_PULLED;
+    int fd = strcmp(sub, SUB_PULLED) == 0 ? d->pulled_fd : -1;
+    atomic_int *field = fd < 0 ? lazy_field((record_dir *)d, sub, &which) : NULL;
+    if (field)
+        fd = atomic_load(field);
+    /* A long-lived store stops using a descriptor once the subdirectory at its
+     * path may be another one (moved, removed, unwatchable). */
+    bool trusted = !d->lookups || pg_lookup_cache_trusted(d->lookups, d->index, which);
+    return fd >= 0 && trusted ? fd : -1;
 }
 
 int pg_st_lookup_fd(const record_dir *d, const char *sub, int *fd, bool *owned, pg_error *err)
 {
     *fd = pg_st_kept_fd(d, sub);
-    *owned = *fd < 0;
-    return *owned ? pg_st_open_subdir(d, sub, fd, err) : PG_OK;
+    *owned = false;
+    if (*fd >= 0)
+        return PG_OK;
+    int rc = pg_st_open_subdir(d, sub, fd, err);
+    if (rc != PG_OK)
+        return rc;
+    pg_lc_sub which;
+    atomic_int *field = lazy_field((record_dir *)d, sub, &which);
+    int none = -1;
+    /* Kept unless another thread kept one first, or the cache watches (and so
+     * trusts) only what was open when it was enabled. */
+    *owned = !field || d->lookups || !atomic_compare_exchange_strong(field, &none, *fd);
+    return PG_OK;
 }
 
 PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_error *err)

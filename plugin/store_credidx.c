@@ -961,6 +961,7 @@ int pg_store_enable_cache_settle(pg_store *s, size_t max_entries, size_t max_byt
     s->cache = pg_record_cache_new(max_entries, max_bytes, settle_ms, &local);
     if (!s->cache)
         return pg_fail(err, local.code ? local.code : PG_ERR_INVALID, "%s", local.message);
+    pg_st_keep_lookup_fds(s);
     s->lookups = lookups_new(s);
     for (size_t i = 0; s->lookups && i < s->n_dirs; i++)
         s->dirs[i].lookups = s->lookups;

@@ -15,6 +15,7 @@
 
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -40,9 +41,10 @@ typedef struct record_dir {
     char *path;
     int fd;
     int pulled_fd; /* pulled/, opened and checked at store open; -1: open per lookup */
-    /* Likewise for the other subdirectories a decision reads (store.c, open_lookup_fds);
-     * -1: missing at open, so opened per lookup as before. */
-    int pulling_fd, images_fd, credtimes_fd, credidx_fd;
+    /* The other subdirectories a decision reads: kept once a lookup had to open
+     * one (pg_st_lookup_fd; atomic: lookups run on shared stores), and all at
+     * pg_store_enable_cache (pg_st_keep_lookup_fds); -1: not kept. */
+    atomic_int pulling_fd, images_fd, credtimes_fd, credidx_fd;
     /* With pg_store_enable_cache: the kept descriptors are used only while this
      * absence cache's watches say they are still the directories at their paths. */
     struct pg_lookup_cache *lookups;
@@ -117,10 +119,15 @@ int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, 
 
 /* --------------------------------------------------------------- store.c */
 
-/* The descriptor of d/sub kept since store open (-1 when none is kept). */
+/* pg_store_enable_cache: keeps every subdirectory a decision reads open (pulled/
+ * already is), so repeated decisions probe through descriptors the cache watches. */
+void pg_st_keep_lookup_fds(pg_store *s);
+/* The descriptor of d/sub the store keeps (-1 when none is kept or trusted). */
 int pg_st_kept_fd(const record_dir *d, const char *sub);
-/* d/sub for a lookup: the kept descriptor (*owned false) or a new one (*owned true,
- * caller closes). Missing: PG_ERR_NOT_FOUND. */
+/* d/sub for a lookup: the kept descriptor, or one opened and checked now and kept
+ * from then on (*owned false), or, when another thread kept one first or the
+ * store's cache does not trust it, a new one (*owned true: caller closes).
+ * Missing: PG_ERR_NOT_FOUND (not remembered: one created later is seen). */
 int pg_st_lookup_fd(const record_dir *d, const char *sub, int *fd, bool *owned, pg_error *err);
 
 /* Reads and checks pulled/<name> (content must match the name). NOT_FOUND when absent. */

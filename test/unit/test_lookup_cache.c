@@ -328,7 +328,7 @@ typedef struct racer {
     env *e;
     atomic_bool stop;
     unsigned decisions, bad;
-    char first_bad[sizeof ((pg_decision *)0)->text];
+    char first_bad[sizeof((pg_decision *)0)->text];
 } racer;
 
 static void *decide_loop(void *arg)
