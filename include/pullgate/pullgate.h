@@ -209,9 +209,10 @@ typedef struct pg_notifier pg_notifier;
  * pulling/ and pulled/ when missing) and the read-only ones (readOnlyRecordDirs;
  * a missing read-only directory is skipped). The store copies what it needs
  * from cfg. `notifier` may be NULL; it is borrowed and must outlive the store.
- * pulled/ is opened once here and read through that descriptor (with the
- * cache below, every subdirectory a decision reads): a host that replaces it
- * (rather than its files) under a store without the cache must reopen the store.
+ * pulled/ is opened once here, the other subdirectories a decision reads when
+ * first needed, and they are read through those descriptors from then on: a
+ * host that replaces one (rather than its files) under a store without the
+ * cache below must reopen the store (with it, the replacement is noticed).
  */
 pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_error *err);
 /* Opens only the read-only directories: for hosts that never write. */
