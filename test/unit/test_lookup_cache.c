@@ -373,6 +373,60 @@ START_TEST(changes_while_another_thread_decides)
 }
 END_TEST
 
+/* A store without the cache, shared by threads: the subdirectory descriptors
+ * it keeps from the first lookup that opens one (store.c, pg_st_lookup_fd) are
+ * kept once, whichever thread gets there first (run under -fsanitize=thread). */
+typedef struct plain_racer {
+    const env *e;
+    pg_store *store;
+    unsigned bad;
+} plain_racer;
+
+static void *plain_loop(void *arg)
+{
+    plain_racer *r = arg;
+    pg_request req = {
+        .image = IMAGE, .image_ref = REF1, .namespace_ = NS, .credentials = r->e->ann};
+    for (int i = 0; i < 200; i++) {
+        pg_decision d;
+        pg_decide(r->e->cfg, r->store, &req, &d);
+        r->bad += !(d.allow && d.reason == PG_REASON_SECRET_MATCH);
+    }
+    return NULL;
+}
+
+START_TEST(plain_store_shared_by_threads)
+{
+    env e;
+    env_init(&e);
+    pg_error err = {0};
+    pg_store *writer = pg_store_open(e.cfg, NULL, &err);
+    ck_assert_ptr_nonnull(writer);
+    char hash[65];
+    ck_assert_int_eq(pg_sha256_hex("cred-a", 6, hash, NULL), PG_OK);
+    pg_secret sec = {NS, "regcred", "uid-a", hash};
+    pg_pull_credentials creds = {&sec, 1, NULL, 0, 0};
+    ck_assert_int_eq(pg_store_record_pulled(writer, IMAGE, REF1, &creds, &err), PG_OK);
+    pg_store_free(writer);
+    pg_store *shared = pg_store_open(e.cfg, NULL, &err);
+    ck_assert_ptr_nonnull(shared);
+    plain_racer r[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (plain_racer){&e, shared, 0};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, plain_loop, &r[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_uint_eq(r[i].bad, 0);
+    }
+    /* Kept: the credential index's directory was opened by some lookup. */
+    ck_assert_int_ge(atomic_load(&shared->dirs[0].credidx_fd), 0);
+    pg_store_free(shared);
+    env_free(&e);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("lookup_cache");
@@ -385,6 +439,7 @@ static Suite *suite(void)
     tcase_add_test(tc, queue_overflow_drops_everything);
     tcase_add_test(tc, subdirectory_replaced_under_the_store);
     tcase_add_test(tc, changes_while_another_thread_decides);
+    tcase_add_test(tc, plain_store_shared_by_threads);
     suite_add_tcase(s, tc);
     return s;
 }
