@@ -28,6 +28,9 @@
  * fstatat): a lookup that finds nothing is not evidence, and this cache never
  * turns "something is there" into "nothing is".
  *
+ * Not reported by inotify, so out of scope as for the store's kept
+ * descriptors: a file system mounted over a record directory after the watch.
+ *
  * If inotify is unavailable (limits), pg_lookup_cache_new returns NULL and the
  * store probes as without a cache. Thread-safe: one mutex. Internal.
  */
