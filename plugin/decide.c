@@ -63,6 +63,7 @@ typedef struct decide_ctx {
     pg_keyset intent_keys;      /* intent spellings of every trusted reference */
     pg_keyset hint_keys;        /* keys of the hints (records, index, intents) */
     pg_record **recs;           /* the union of trusted records found */
+    pg_cred_times *times;       /* recs[i]'s credential times when its index gave them */
     size_t n_recs, cap_recs;
     bool pulled;                /* something says the image was pulled by us */
     char pulled_why[200];       /* what said so first */
@@ -238,25 +239,36 @@ static void note_pulled(decide_ctx *c, const char *fmt, ...)
 
 /* ------------------------------------------------------------- gathering */
 
-/* Adds rec to the union unless a record of the same directory and imageRef is there. */
-static int add_record(decide_ctx *c, pg_record *rec)
+/* Adds rec (and its credentials' times, taken over) to the union unless a record of the
+ * same directory and imageRef is there. */
+static int add_record(decide_ctx *c, pg_record *rec, pg_cred_times *times)
 {
+    pg_cred_times none = {0};
+    if (!times)
+        times = &none;
     for (size_t i = 0; i < c->n_recs; i++)
         if (strcmp(c->recs[i]->image_ref, rec->image_ref) == 0 &&
             strcmp(c->recs[i]->dir ? c->recs[i]->dir : "", rec->dir ? rec->dir : "") == 0) {
             pg_record_free(rec);
+            pg_cred_times_clear(times);
             return PG_OK;
         }
     if (c->n_recs == c->cap_recs) {
         size_t cap = c->cap_recs ? c->cap_recs * 2 : 4;
         pg_record **grown = realloc(c->recs, cap * sizeof *grown);
-        if (!grown) {
+        if (grown)
+            c->recs = grown;
+        pg_cred_times *grown_t = grown ? realloc(c->times, cap * sizeof *grown_t) : NULL;
+        if (grown_t)
+            c->times = grown_t;
+        if (!grown || !grown_t) {
             pg_record_free(rec);
+            pg_cred_times_clear(times);
             return PG_ERR_NOMEM;
         }
-        c->recs = grown;
         c->cap_recs = cap;
     }
+    c->times[c->n_recs] = *times;
     c->recs[c->n_recs++] = rec;
     note_pulled(c, "a pull record of %.160s exists", rec->image_ref);
     return PG_OK;
@@ -266,6 +278,8 @@ static int add_record(decide_ctx *c, pg_record *rec)
  * Records of key in every directory. A file that exists but is unusable: error.
  * Focused (store_credidx.h): only the image's mapping and the recorded
  * credentials that match presented ones, which is all the later steps read.
+ * A record read from its credential index comes with its credentials' times,
+ * so judging them reads nothing more.
  */
 static int gather_records(decide_ctx *c, const char *key, pg_error *err)
 {
@@ -273,9 +287,10 @@ static int gather_records(decide_ctx *c, const char *key, pg_error *err)
     const pg_record_focus focus = {c->name, c->presented};
     for (size_t i = 0; rc == PG_OK && i < pg_store_dir_count(c->store); i++) {
         pg_record *rec = NULL;
-        rc = pg_store_get_focused_in(c->store, i, key, &focus, &rec, err);
+        pg_cred_times times;
+        rc = pg_store_get_focused_timed_in(c->store, i, key, &focus, &rec, &times, err);
         if (rc == PG_OK)
-            rc = add_record(c, rec);
+            rc = add_record(c, rec, &times);
         else if (rc == PG_ERR_NOT_FOUND)
             rc = PG_OK;
     }
@@ -342,6 +357,7 @@ static bool step_gather(decide_ctx *c)
     }
     pg_error err = {0};
     int rc = PG_OK;
+    pg_store_lookups_refresh(c->store); /* the decision sees the store as it is now */
     for (size_t k = 0; rc == PG_OK && k < c->content_keys.n; k++)
         rc = gather_records(c, c->content_keys.v[k], &err);
     for (size_t k = 0; rc == PG_OK && k < c->tag_keys.n; k++)
@@ -421,7 +437,7 @@ static bool step_name_union(decide_ctx *c)
     int rc = PG_OK;
     for (size_t i = 0; i < n; i++)
         if (rc == PG_OK)
-            rc = add_record(c, recs[i]);
+            rc = add_record(c, recs[i], NULL);
         else
             pg_record_free(recs[i]);
     free(recs);
@@ -497,14 +513,31 @@ typedef struct match_state {
     const char *kind, *ns, *who, *image_ref;
 } match_state;
 
-/* Judges one matching credential's time; returns false on a store error (settled). */
-static bool judge_time(decide_ctx *c, match_state *m, const pg_record *rec, const pg_pod_cred *cred,
-                       bool secret)
+/* When recorded credential j (of kind secret/sa) of record r was recorded:
+ * from the index read with the record, else from the store. */
+static int credential_time(decide_ctx *c, size_t r, size_t j, bool secret, time_t *when,
+                           pg_error *err)
+{
+    const pg_cred_times *t = &c->times[r];
+    if (t->known) {
+        *when = secret ? t->secrets[j] : t->sas[j];
+        return PG_OK;
+    }
+    const pg_rec_mapping *m = pg_record_find(c->recs[r], c->name);
+    const pg_pod_cred *cred = secret ? &m->secrets[j] : &m->sas[j];
+    return (t->index_unusable ? pg_store_credential_time_noindex : pg_store_credential_time)(
+        c->store, c->recs[r], c->name, secret ? cred : NULL, secret ? NULL : cred, when, err);
+}
+
+/* Judges one matching credential (j of record r); returns false on a store error (settled). */
+static bool judge_time(decide_ctx *c, match_state *m, size_t r, size_t j, bool secret)
 {
     time_t when;
     pg_error err = {0};
-    if (pg_store_credential_time(c->store, rec, c->name, secret ? cred : NULL,
-                                 secret ? NULL : cred, &when, &err) != PG_OK) {
+    const pg_record *rec = c->recs[r];
+    const pg_rec_mapping *map = pg_record_find(rec, c->name);
+    const pg_pod_cred *cred = secret ? &map->secrets[j] : &map->sas[j];
+    if (credential_time(c, r, j, secret, &when, &err) != PG_OK) {
         store_error(c, &err);
         return false;
     }
@@ -556,7 +589,7 @@ static bool find_matches(decide_ctx *c, bool secrets, match_state *m)
                 if (!pg_pod_cred_matches(&pres[i], &rec_creds[j]))
                     continue;
                 bool was_fresh = m->fresh;
-                if (!judge_time(c, m, c->recs[r], &rec_creds[j], secrets))
+                if (!judge_time(c, m, r, j, secrets))
                     return false;
                 if (!was_fresh && m->fresh) {
                     m->kind = match_kind(&pres[i], &rec_creds[j], secrets);
@@ -644,9 +677,12 @@ static const decide_step steps[] = {
 
 static void decide_cleanup(decide_ctx *c)
 {
-    for (size_t i = 0; i < c->n_recs; i++)
+    for (size_t i = 0; i < c->n_recs; i++) {
         pg_record_free(c->recs[i]);
+        pg_cred_times_clear(&c->times[i]);
+    }
     free(c->recs);
+    free(c->times);
     pg_keyset_free(&c->content_keys);
     pg_keyset_free(&c->tag_keys);
     pg_keyset_free(&c->intent_keys);

@@ -46,6 +46,7 @@
  */
 #include "image_identity.h"
 #include "internal.h"
+#include "lookup_cache.h"
 #include "record_cache.h"
 #include "store_credidx.h"
 #include "store_impl.h"
@@ -84,7 +85,8 @@ static int add_dir(pg_store *s, const char *path, bool optional, pg_error *err)
         close(fd);
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
-    s->dirs[s->n_dirs++] = (record_dir){copy, fd, -1};
+    s->dirs[s->n_dirs] = (record_dir){copy, fd, -1, -1, -1, -1, -1, NULL, s->n_dirs};
+    s->n_dirs++;
     return PG_OK;
 }
 
@@ -97,11 +99,16 @@ PG_API void pg_store_free(pg_store *store)
     for (size_t i = 0; i < store->n_dirs; i++) {
         free(store->dirs[i].path);
         close(store->dirs[i].fd);
-        if (store->dirs[i].pulled_fd >= 0)
-            close(store->dirs[i].pulled_fd);
+        const record_dir *d = &store->dirs[i];
+        const int kept[] = {d->pulled_fd, d->pulling_fd, d->images_fd, d->credtimes_fd,
+                            d->credidx_fd};
+        for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++)
+            if (kept[k] >= 0)
+                close(kept[k]);
     }
     free(store->dirs);
     pg_record_cache_free(store->cache);
+    pg_lookup_cache_free(store->lookups);
     free(store->api_version);
     pg_strv_free(store->pinned);
     free(store);
@@ -175,13 +182,85 @@ static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
 /*
  * Lookups (pg_store_get, i.e. every decision) read pulled/ through a
  * descriptor opened and checked once here, saving an openat + fstat + close
- * per lookup. A pulled/ that is missing now is still opened per lookup.
+ * per lookup. A pulled/ that is missing now is still opened per lookup. The
+ * other subdirectories a decision reads are kept from the first lookup that
+ * opens one (pg_st_lookup_fd), not here: a one-shot store (the hook) makes one
+ * decision, which probes most of them by path and opens one or two (measured:
+ * bench/README.md, "Round three").
  */
-static void open_pulled_fds(pg_store *s)
+static void open_lookup_fds(pg_store *s)
 {
     for (size_t i = 0; i < s->n_dirs; i++)
         if (pg_st_open_subdir(&s->dirs[i], SUB_PULLED, &s->dirs[i].pulled_fd, NULL) != PG_OK)
             s->dirs[i].pulled_fd = -1;
+}
+
+/* The kept-descriptor field of d/sub, or NULL (pulled/ is not lazily kept). */
+static atomic_int *lazy_field(record_dir *d, const char *sub, pg_lc_sub *which)
+{
+    const struct {
+        const char *sub;
+        atomic_int *fd;
+        pg_lc_sub which;
+    } fields[] = {
+        {SUB_PULLING, &d->pulling_fd, PG_LC_PULLING},
+        {SUB_IMAGES, &d->images_fd, PG_LC_IMAGES},
+        {SUB_CREDTIMES, &d->credtimes_fd, PG_LC_CREDTIMES},
+        {SUB_CREDIDX, &d->credidx_fd, PG_LC_CREDIDX},
+    };
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++)
+        if (strcmp(sub, fields[k].sub) == 0) {
+            *which = fields[k].which;
+            return fields[k].fd;
+        }
+    return NULL;
+}
+
+void pg_st_keep_lookup_fds(pg_store *s)
+{
+    /* The writable directory's pullgate-credidx/ (a validated cache, never
+     * evidence) is created so that it can be kept and watched too. */
+    if (s->writable)
+        (void)mkdirat(s->dirs[0].fd, SUB_CREDIDX, 0700); /* optional: failure only costs speed */
+    static const char *const subs[] = {SUB_PULLING, SUB_IMAGES, SUB_CREDTIMES, SUB_CREDIDX};
+    for (size_t i = 0; i < s->n_dirs; i++)
+        for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++) {
+            int fd;
+            bool owned;
+            if (pg_st_lookup_fd(&s->dirs[i], subs[k], &fd, &owned, NULL) == PG_OK && owned)
+                close(fd);
+        }
+}
+
+int pg_st_kept_fd(const record_dir *d, const char *sub)
+{
+    pg_lc_sub which = PG_LC_PULLED;
+    int fd = strcmp(sub, SUB_PULLED) == 0 ? d->pulled_fd : -1;
+    atomic_int *field = fd < 0 ? lazy_field((record_dir *)d, sub, &which) : NULL;
+    if (field)
+        fd = atomic_load(field);
+    /* A long-lived store stops using a descriptor once the subdirectory at its
+     * path may be another one (moved, removed, unwatchable). */
+    bool trusted = !d->lookups || pg_lookup_cache_trusted(d->lookups, d->index, which);
+    return fd >= 0 && trusted ? fd : -1;
+}
+
+int pg_st_lookup_fd(const record_dir *d, const char *sub, int *fd, bool *owned, pg_error *err)
+{
+    *fd = pg_st_kept_fd(d, sub);
+    *owned = false;
+    if (*fd >= 0)
+        return PG_OK;
+    int rc = pg_st_open_subdir(d, sub, fd, err);
+    if (rc != PG_OK)
+        return rc;
+    pg_lc_sub which;
+    atomic_int *field = lazy_field((record_dir *)d, sub, &which);
+    int none = -1;
+    /* Kept unless another thread kept one first, or the cache watches (and so
+     * trusts) only what was open when it was enabled. */
+    *owned = !field || d->lookups || !atomic_compare_exchange_strong(field, &none, *fd);
+    return PG_OK;
 }
 
 PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_error *err)
@@ -194,7 +273,7 @@ PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_e
         pg_store_free(s);
         return NULL;
     }
-    open_pulled_fds(s);
+    open_lookup_fds(s);
     return s;
 }
 
@@ -206,7 +285,7 @@ PG_API pg_store *pg_store_open_readonly(const pg_config *cfg, pg_error *err)
         return NULL;
     }
     if (s)
-        open_pulled_fds(s);
+        open_lookup_fds(s);
     return s;
 }
 
@@ -243,8 +322,9 @@ int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name, p
 
 int pg_st_get_from_dir(const record_dir *d, const char *name, pg_record **out, pg_error *err)
 {
-    if (d->pulled_fd >= 0)
-        return pg_st_read_record_at(d->pulled_fd, d, name, out, err);
+    int kept = pg_st_kept_fd(d, SUB_PULLED);
+    if (kept >= 0)
+        return pg_st_read_record_at(kept, d, name, out, err);
     int fd;
     int rc = pg_st_open_subdir(d, SUB_PULLED, &fd, err);
     if (rc != PG_OK)

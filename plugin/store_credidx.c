@@ -32,6 +32,7 @@
  */
 #include "store_credidx.h"
 
+#include "lookup_cache.h"
 #include "record_cache.h"
 #include "store_impl.h"
 #include "store_lookup.h"
@@ -564,30 +565,29 @@ static bool header_ok(index_view *v, const char *image_ref, stamp *rec_st, bool 
     return true;
 }
 
-/* The record's and the credential-times file's identities equal the index's. */
-static bool stamps_current(const pg_store *s, const char *file, const stamp *rec_st,
-                           const stamp *times_st, bool times_absent)
+/*
+ * The record file of `file` in the writable directory, stat'ed without
+ * following links: 1 found (*st filled), 0 absent, -1 cannot tell.
+ */
+static int record_stat(const pg_store *s, const char *file, struct stat *st)
 {
-    const record_dir *d = &s->dirs[0];
-    int pfd = d->pulled_fd, tfd;
-    if (pfd < 0 && pg_st_open_subdir(d, SUB_PULLED, &pfd, NULL) != PG_OK)
-        return false;
+    return pg_st_stat_sub(s, 0, PG_LC_PULLED, file, true, st);
+}
+
+/* The record's (rec, stat'ed by the caller) and the credential-times file's identities
+ * equal the index's. */
+static bool stamps_current(const pg_store *s, const char *file, const struct stat *rec,
+                           const stamp *rec_st, const stamp *times_st, bool times_absent)
+{
     struct stat st;
     stamp now;
-    bool ok = stat_in(pfd, file, &st) == 1 && record_file_ok(&st);
-    if (pfd != d->pulled_fd)
-        close(pfd);
-    if (ok)
-        stamp_of(&st, &now);
-    if (!ok || !stamp_equal(&now, rec_st))
+    if (!record_file_ok(rec))
         return false;
-    int rc = pg_st_open_subdir(d, SUB_CREDTIMES, &tfd, NULL);
-    if (rc == PG_ERR_NOT_FOUND)
-        return times_absent;
-    if (rc != PG_OK)
+    stamp_of(rec, &now);
+    if (!stamp_equal(&now, rec_st))
         return false;
-    int found = stat_in(tfd, file, &st);
-    close(tfd);
+    /* A missing pullgate-credtimes/ reads as a missing file, as it should. */
+    int found = pg_st_stat_sub(s, 0, PG_LC_CREDTIMES, file, true, &st);
     if (found == 0)
         return times_absent;
     if (found < 0 || times_absent)
@@ -596,25 +596,34 @@ static bool stamps_current(const pg_store *s, const char *file, const stamp *rec
     return stamp_equal(&now, times_st);
 }
 
-/* Reads the index of file and checks it is current. false: not usable (no error). */
-static bool index_open(const pg_store *s, const char *file, const char *image_ref, index_view *v)
+/* Reads the index of file (whose record the caller stat'ed as rec) and checks it is
+ * current. false: not usable (no error). */
+static bool index_open(const pg_store *s, const char *file, const struct stat *rec,
+                       const char *image_ref, index_view *v)
 {
     memset(v, 0, sizeof *v);
     if (!s || !s->writable || s->n_dirs == 0)
         return false;
     int fd;
-    if (pg_st_open_subdir(&s->dirs[0], SUB_CREDIDX, &fd, NULL) != PG_OK)
+    bool owned;
+    uint64_t gen = 0;
+    if (pg_lookup_cache_absent(s->lookups, 0, PG_LC_CREDIDX, file, &gen) ||
+        pg_st_lookup_fd(&s->dirs[0], SUB_CREDIDX, &fd, &owned, NULL) != PG_OK)
         return false;
     size_t len = 0;
     int rc = pg_read_file_at(fd, file, MAX_IDX_BYTES, PG_READ_STRICT, &v->text, &len, NULL);
-    close(fd);
+    if (owned)
+        close(fd);
+    if (rc == PG_ERR_NOT_FOUND) /* opening is what failed: the file is absent */
+        pg_lookup_cache_note_absent(s->lookups, 0, PG_LC_CREDIDX, file, gen);
     if (rc != PG_OK)
         return false;
     v->body = (reader){v->text, v->text + len};
     stamp rec_st, times_st;
     bool rec_absent, times_absent;
-    if (strlen(v->text) != len || !header_ok(v, image_ref, &rec_st, &rec_absent, &times_st, &times_absent) ||
-        !stamps_current(s, file, &rec_st, &times_st, times_absent)) {
+    if (strlen(v->text) != len ||
+        !header_ok(v, image_ref, &rec_st, &rec_absent, &times_st, &times_absent) ||
+        !stamps_current(s, file, rec, &rec_st, &times_st, times_absent)) {
         free(v->text);
         v->text = NULL;
         return false;
@@ -664,11 +673,12 @@ static bool walk_body(index_view *v, const char *image_name, bool (*on_map)(bool
     return false; /* no E line: truncated */
 }
 
-/* Building a focused record from the index. */
+/* Building a focused record (and its credentials' times) from the index. */
 typedef struct load_ctx {
     const pg_record_focus *focus;
     pg_record *rec;
     pg_rec_mapping *map;
+    pg_cred_times *times; /* NULL: not wanted */
     bool nomem;
 } load_ctx;
 
@@ -680,48 +690,82 @@ static bool load_on_map(bool node_accessible, void *ud)
     return c->map != NULL;
 }
 
+/* Appends when to *v (one slot per credential appended to the focused mapping). */
+static bool append_time(time_t **v, size_t n, const char *text, bool *nomem)
+{
+    intmax_t when;
+    if (!parse_i64(text, &when))
+        return false; /* malformed: the index is not used */
+    time_t *grown = realloc(*v, (n + 1) * sizeof *grown);
+    if (!grown)
+        return !(*nomem = true);
+    grown[n] = (time_t)when;
+    *v = grown;
+    return true;
+}
+
+/* A malformed time (false, nomem unset) makes the whole index unusable. */
 static bool load_line(const line *l, void *ud)
 {
     load_ctx *c = ud;
-    bool ok = true;
     if (l->tag == 's') {
         pg_pod_cred r = {l->f[2], l->f[3], l->f[4], l->f[1]};
-        if (any_secret_matches(c->focus, &r))
-            ok = append_secret(c->map, r.namespace_, r.name, r.uid, r.credential_hash);
+        if (!any_secret_matches(c->focus, &r))
+            return true;
+        if (c->times && !append_time(&c->times->secrets, c->map->n_secrets, l->f[0], &c->nomem))
+            return false;
+        c->nomem = !append_secret(c->map, r.namespace_, r.name, r.uid, r.credential_hash);
     } else {
         pg_pod_cred r = {l->f[1], l->f[2], l->f[3], NULL};
-        if (any_sa_matches(c->focus, &r))
-            ok = append_sa(c->map, r.namespace_, r.name, r.uid);
+        if (!any_sa_matches(c->focus, &r))
+            return true;
+        if (c->times && !append_time(&c->times->sas, c->map->n_sas, l->f[0], &c->nomem))
+            return false;
+        c->nomem = !append_sa(c->map, r.namespace_, r.name, r.uid);
     }
-    c->nomem = !ok;
-    return ok;
+    return !c->nomem;
+}
+
+void pg_cred_times_clear(pg_cred_times *t)
+{
+    if (!t)
+        return;
+    free(t->secrets);
+    free(t->sas);
+    memset(t, 0, sizeof *t);
 }
 
 /* The focused record an opened index describes; PG_ERR_NOT_FOUND: malformed. */
 static int build_focused(index_view *v, const char *image_ref, const char *dir,
-                         const pg_record_focus *f, pg_record **out)
+                         const pg_record_focus *f, pg_record **out, pg_cred_times *times)
 {
-    load_ctx c = {f, focused_new(image_ref, dir, v->api_version, (time_t)v->last_updated,
-                                 v->last_updated_text), NULL, false};
+    load_ctx c = {
+        f,
+        focused_new(image_ref, dir, v->api_version, (time_t)v->last_updated, v->last_updated_text),
+        NULL, times, false};
     bool ok = c.rec && walk_body(v, f->image_name, load_on_map, load_line, &c);
     if (!ok) {
         int rc = c.rec && !c.nomem ? PG_ERR_NOT_FOUND : PG_ERR_NOMEM;
         pg_record_free(c.rec);
+        pg_cred_times_clear(times);
         return rc;
     }
+    if (times)
+        times->known = true;
     *out = c.rec;
     return PG_OK;
 }
 
 /* PG_OK: *out from a current index; PG_ERR_NOT_FOUND: no usable index. */
-static int load_from_index(const pg_store *s, const char *file, const char *image_ref,
-                           const pg_record_focus *f, pg_record **out)
+static int load_from_index(const pg_store *s, const char *file, const struct stat *rec,
+                           const char *image_ref, const pg_record_focus *f, pg_record **out,
+                           pg_cred_times *times)
 {
     index_view v;
     *out = NULL;
-    if (!index_open(s, file, image_ref, &v))
+    if (!index_open(s, file, rec, image_ref, &v))
         return PG_ERR_NOT_FOUND;
-    int rc = build_focused(&v, image_ref, s->dirs[0].path, f, out);
+    int rc = build_focused(&v, image_ref, s->dirs[0].path, f, out, times);
     free(v.text);
     return rc;
 }
@@ -740,9 +784,12 @@ int pg_credidx_decode(const char *data, size_t len, const char *image_ref,
     v.body = (reader){v.text, v.text + len};
     stamp rec_st, times_st;
     bool rec_absent, times_absent;
+    pg_cred_times times; /* read as a decision reads them, then dropped */
+    memset(&times, 0, sizeof times);
     int rc = header_ok(&v, image_ref, &rec_st, &rec_absent, &times_st, &times_absent)
-                 ? build_focused(&v, image_ref, NULL, f, out)
+                 ? build_focused(&v, image_ref, NULL, f, out, &times)
                  : PG_ERR_NOT_FOUND;
+    pg_cred_times_clear(&times);
     free(v.text);
     return rc;
 }
@@ -785,7 +832,12 @@ int pg_st_credidx_time(const pg_store *s, const char *image_ref, const char *ima
 {
     file_name file;
     index_view v;
-    if (pg_record_file_name(image_ref, file, NULL) != PG_OK || !index_open(s, file, image_ref, &v))
+    struct stat rec;
+    uint64_t gen;
+    if (!s || !s->writable || s->n_dirs == 0 ||
+        pg_record_file_name(image_ref, file, NULL) != PG_OK ||
+        pg_lookup_cache_absent(s->lookups, 0, PG_LC_CREDIDX, file, &gen) ||
+        record_stat(s, file, &rec) != 1 || !index_open(s, file, &rec, image_ref, &v))
         return PG_ERR_NOT_FOUND;
     time_ctx c = {secret, sa, false, 0};
     bool ok = walk_body(&v, image_name, time_on_map, time_line, &c);
@@ -807,18 +859,21 @@ static int get_cached(const pg_store *s, const record_dir *d, const char *file,
                       const pg_record_focus *f, pg_record **out, pg_error *err)
 {
     pg_cached_record *ref = NULL;
-    int rc = pg_record_cache_get(s->cache, d->pulled_fd, d->path, file, cache_loader, (void *)d,
-                                 &ref, err);
+    int rc = pg_record_cache_get(s->cache, pg_st_kept_fd(d, SUB_PULLED), d->path, file,
+                                 cache_loader, (void *)d, &ref, err);
     if (rc == PG_OK)
         rc = pg_record_project(pg_cached_record_get(ref), f, out, err);
     pg_cached_record_release(ref);
     return rc;
 }
 
-int pg_store_get_focused_in(const pg_store *s, size_t i, const char *image_ref,
-                            const pg_record_focus *f, pg_record **out, pg_error *err)
+int pg_store_get_focused_timed_in(const pg_store *s, size_t i, const char *image_ref,
+                                  const pg_record_focus *f, pg_record **out, pg_cred_times *times,
+                                  pg_error *err)
 {
     *out = NULL;
+    if (times)
+        memset(times, 0, sizeof *times);
     if (!f || !s || i >= s->n_dirs)
         return pg_store_get_in(s, i, image_ref, out, err);
     file_name file;
@@ -828,17 +883,72 @@ int pg_store_get_focused_in(const pg_store *s, size_t i, const char *image_ref,
     if (rc != PG_OK)
         return rc;
     const record_dir *d = &s->dirs[i];
-    if (s->cache && d->pulled_fd >= 0)
-        return get_cached(s, d, file, f, out, err);
+    if (s->cache && pg_st_kept_fd(d, SUB_PULLED) >= 0) {
+        /* Known absent: no probe. Else the record cache's own fstatat decides,
+         * and a NOT_FOUND from it means that fstatat/openat said ENOENT. */
+        uint64_t gen = 0;
+        if (pg_lookup_cache_absent(s->lookups, i, PG_LC_PULLED, file, &gen))
+            return PG_ERR_NOT_FOUND;
+        rc = get_cached(s, d, file, f, out, err);
+        if (rc == PG_ERR_NOT_FOUND)
+            pg_lookup_cache_note_absent(s->lookups, i, PG_LC_PULLED, file, gen);
+        return rc;
+    }
     if (i == 0 && s->writable) {
-        rc = load_from_index(s, file, image_ref, f, out);
+        /* The record's stat first: it answers "absent" in one call and is the
+         * stamp the index is checked against. */
+        struct stat rec;
+        int found = record_stat(s, file, &rec);
+        if (found == 0)
+            return PG_ERR_NOT_FOUND;
+        rc = found == 1 ? load_from_index(s, file, &rec, image_ref, f, out, times)
+                        : PG_ERR_NOT_FOUND;
         if (rc != PG_ERR_NOT_FOUND)
             return rc == PG_OK ? rc : pg_fail(err, rc, "out of memory");
+        if (times) /* the credential times need not try it again */
+            times->index_unusable = true;
     }
     return pg_store_get_in(s, i, image_ref, out, err);
 }
 
+int pg_store_get_focused_in(const pg_store *s, size_t i, const char *image_ref,
+                            const pg_record_focus *f, pg_record **out, pg_error *err)
+{
+    return pg_store_get_focused_timed_in(s, i, image_ref, f, out, NULL, err);
+}
+
 /* ------------------------------------------------------ the record cache */
+
+/* Absences remembered (~10 per distinct image decided; about 100 bytes each,
+ * 3 MiB of table at most, touched as used); the table starts over when full. */
+#define LOOKUP_CACHE_ENTRIES 16384
+
+/*
+ * The absence cache (lookup_cache.h) over every record directory's kept
+ * subdirectory descriptors. NULL when inotify cannot be used (limits): the
+ * store then probes as without it, which is only slower.
+ */
+static struct pg_lookup_cache *lookups_new(const pg_store *s)
+{
+    const char **paths = calloc(s->n_dirs + 1, sizeof *paths);
+    int *dir_fds = calloc(s->n_dirs + 1, sizeof *dir_fds);
+    int *sub_fds = calloc((s->n_dirs + 1) * PG_LC_SUBS, sizeof *sub_fds);
+    pg_lookup_cache *lc = NULL;
+    if (paths && dir_fds && sub_fds) {
+        for (size_t i = 0; i < s->n_dirs; i++) {
+            const record_dir *d = &s->dirs[i];
+            paths[i] = d->path;
+            dir_fds[i] = d->fd;
+            for (size_t k = 0; k < PG_LC_SUBS; k++)
+                sub_fds[i * PG_LC_SUBS + k] = pg_st_kept_fd(d, pg_lc_sub_name((pg_lc_sub)k));
+        }
+        lc = pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds, LOOKUP_CACHE_ENTRIES, NULL);
+    }
+    free(paths);
+    free(dir_fds);
+    free(sub_fds);
+    return lc;
+}
 
 int pg_store_enable_cache_settle(pg_store *s, size_t max_entries, size_t max_bytes,
                                  unsigned settle_ms, pg_error *err)
@@ -851,6 +961,10 @@ int pg_store_enable_cache_settle(pg_store *s, size_t max_entries, size_t max_byt
     s->cache = pg_record_cache_new(max_entries, max_bytes, settle_ms, &local);
     if (!s->cache)
         return pg_fail(err, local.code ? local.code : PG_ERR_INVALID, "%s", local.message);
+    pg_st_keep_lookup_fds(s);
+    s->lookups = lookups_new(s);
+    for (size_t i = 0; s->lookups && i < s->n_dirs; i++)
+        s->dirs[i].lookups = s->lookups;
     return PG_OK;
 }
 

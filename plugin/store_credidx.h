@@ -31,6 +31,7 @@
 
 #include "internal.h"
 
+#include <stdbool.h>
 #include <time.h>
 
 /* What a decision reads of a record. */
@@ -46,6 +47,25 @@ typedef struct pg_record_focus {
  */
 int pg_store_get_focused_in(const pg_store *store, size_t i, const char *image_ref,
                             const pg_record_focus *focus, pg_record **out, pg_error *err);
+
+/*
+ * The recorded times of a focused record's credentials, in the order of its
+ * mapping's secrets and service accounts, when it came from a current index
+ * (known); otherwise the caller asks pg_store_credential_time, as without it.
+ */
+typedef struct pg_cred_times {
+    bool known;
+    bool index_unusable; /* the index was tried for this record and not usable */
+    time_t *secrets, *sas;
+} pg_cred_times;
+
+void pg_cred_times_clear(pg_cred_times *t);
+
+/* pg_store_get_focused_in that also fills *times (may be NULL; cleared first;
+ * the caller clears it after use). One index read serves record and times. */
+int pg_store_get_focused_timed_in(const pg_store *store, size_t i, const char *image_ref,
+                                  const pg_record_focus *focus, pg_record **out,
+                                  pg_cred_times *times, pg_error *err);
 
 /* full projected onto focus (a new record; full is not changed). */
 int pg_record_project(const pg_record *full, const pg_record_focus *focus, pg_record **out,
@@ -79,7 +99,8 @@ void pg_st_credidx_remove(const pg_store *store, const char *file);
 
 /*
  * The focused record an index text describes, without reading files or
- * checking stamps (for the fuzz target): PG_ERR_NOT_FOUND when malformed.
+ * checking stamps (for the fuzz target; credential times are parsed as a decision
+ * parses them): PG_ERR_NOT_FOUND when malformed.
  */
 int pg_credidx_decode(const char *data, size_t len, const char *image_ref,
                       const pg_record_focus *focus, pg_record **out);

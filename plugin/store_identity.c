@@ -4,6 +4,7 @@
  * per-directory lookups for the decision and per-credential times
  * (credentialTTL per credential). The name index is in store_names.c.
  */
+#include "lookup_cache.h"
 #include "store_credidx.h"
 #include "store_impl.h"
 #include "store_lookup.h"
@@ -22,13 +23,58 @@
 
 size_t pg_store_dir_count(const pg_store *store) { return store ? store->n_dirs : 0; }
 
-static const char *entry_sub(pg_entry_kind kind)
+static pg_lc_sub entry_lc_sub(pg_entry_kind kind)
 {
     switch (kind) {
-    case PG_ENTRY_PULLED: return SUB_PULLED;
-    case PG_ENTRY_INTENT: return SUB_PULLING;
-    default: return SUB_IMAGES;
+    case PG_ENTRY_PULLED: return PG_LC_PULLED;
+    case PG_ENTRY_INTENT: return PG_LC_PULLING;
+    default: return PG_LC_IMAGES;
     }
+}
+
+/* fstatat of file in d/sub without the absence cache: see pg_st_stat_sub. */
+static int stat_uncached(const record_dir *d, const char *sub_name, const char *file, bool checked,
+                         struct stat *st)
+{
+    int kept = pg_st_kept_fd(d, sub_name), rc;
+    if (kept >= 0) {
+        rc = fstatat(kept, file, st, AT_SYMLINK_NOFOLLOW);
+    } else if (checked) {
+        /* The subdirectory's safety is part of the answer: open and check it. */
+        int fd;
+        int open_rc = pg_st_open_subdir(d, sub_name, &fd, NULL);
+        if (open_rc != PG_OK)
+            return open_rc == PG_ERR_NOT_FOUND ? 0 : -1;
+        rc = fstatat(fd, file, st, AT_SYMLINK_NOFOLLOW);
+        int e = errno;
+        close(fd);
+        errno = e;
+    } else {
+        char path[64 + FILE_NAME_LEN];
+        snprintf(path, sizeof path, "%s/%s", sub_name, file);
+        rc = fstatat(d->fd, path, st, AT_SYMLINK_NOFOLLOW);
+    }
+    if (rc == 0)
+        return 1;
+    return errno == ENOENT ? 0 : -1;
+}
+
+int pg_st_stat_sub(const pg_store *s, size_t i, int sub, const char *file, bool checked,
+                   struct stat *st)
+{
+    uint64_t gen = 0;
+    if (pg_lookup_cache_absent(s->lookups, i, (pg_lc_sub)sub, file, &gen))
+        return 0;
+    int found = stat_uncached(&s->dirs[i], pg_lc_sub_name((pg_lc_sub)sub), file, checked, st);
+    if (found == 0)
+        pg_lookup_cache_note_absent(s->lookups, i, (pg_lc_sub)sub, file, gen);
+    return found;
+}
+
+void pg_store_lookups_refresh(const pg_store *store)
+{
+    if (store)
+        pg_lookup_cache_refresh(store->lookups);
 }
 
 int pg_store_entry_exists(const pg_store *store, size_t i, pg_entry_kind kind, const char *key)
@@ -37,11 +83,9 @@ int pg_store_entry_exists(const pg_store *store, size_t i, pg_entry_kind kind, c
     if (!store || i >= store->n_dirs || pg_st_check_input("key", key, NULL) != PG_OK ||
         pg_record_file_name(key, name, NULL) != PG_OK)
         return 0;
-    char path[32 + FILE_NAME_LEN];
-    snprintf(path, sizeof path, "%s/%s", entry_sub(kind), name);
     struct stat st;
-    /* One fstatat relative to the directory's descriptor: the hook's common path. */
-    return fstatat(store->dirs[i].fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+    /* An entry that cannot be stat'ed counts: the strict side. */
+    return pg_st_stat_sub(store, i, entry_lc_sub(kind), name, false, &st) != 0;
 }
 
 int pg_store_get_in(const pg_store *store, size_t i, const char *image_ref, pg_record **out,
@@ -52,9 +96,21 @@ int pg_store_get_in(const pg_store *store, size_t i, const char *image_ref, pg_r
     int rc = pg_st_check_input("imageRef", image_ref, err);
     if (rc == PG_OK)
         rc = pg_record_file_name(image_ref, name, err);
-    if (rc == PG_OK && !pg_store_entry_exists(store, i, PG_ENTRY_PULLED, image_ref))
+    if (rc != PG_OK)
+        return rc;
+    const record_dir *d = &store->dirs[i];
+    int kept = pg_st_kept_fd(d, SUB_PULLED);
+    if (kept >= 0 && !store->lookups) {
+        /* The open itself tells absence (ENOENT): no separate probe. */
+        pg_error local = {0};
+        rc = pg_st_read_record_at(kept, d, name, out, &local);
+        if (rc != PG_OK && rc != PG_ERR_NOT_FOUND && err)
+            *err = local;
+        return rc;
+    }
+    if (!pg_store_entry_exists(store, i, PG_ENTRY_PULLED, image_ref))
         return PG_ERR_NOT_FOUND;
-    return rc == PG_OK ? pg_st_get_from_dir(&store->dirs[i], name, out, err) : rc;
+    return pg_st_get_from_dir(d, name, out, err);
 }
 
 int pg_store_index_in(const pg_store *store, size_t i, const char *key, char **ref_out,
@@ -62,9 +118,19 @@ int pg_store_index_in(const pg_store *store, size_t i, const char *key, char **r
 {
     *ref_out = NULL;
     int rc = pg_st_check_input("image", key, err);
-    if (rc == PG_OK && !pg_store_entry_exists(store, i, PG_ENTRY_INDEX, key))
+    if (rc != PG_OK)
+        return rc;
+    if (pg_st_kept_fd(&store->dirs[i], SUB_IMAGES) >= 0 && !store->lookups) {
+        /* The open through the kept descriptor tells absence: no separate probe. */
+        pg_error local = {0};
+        rc = pg_st_resolve_in_dir(&store->dirs[i], key, ref_out, &local);
+        if (rc != PG_OK && rc != PG_ERR_NOT_FOUND && err)
+            *err = local;
+        return rc;
+    }
+    if (!pg_store_entry_exists(store, i, PG_ENTRY_INDEX, key))
         return PG_ERR_NOT_FOUND;
-    return rc == PG_OK ? pg_st_resolve_in_dir(&store->dirs[i], key, ref_out, err) : rc;
+    return pg_st_resolve_in_dir(&store->dirs[i], key, ref_out, err);
 }
 
 /* ------------------------------------------------- per-credential times */
@@ -200,29 +266,38 @@ int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_re
     return rc;
 }
 
-int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
-                             const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out,
-                             pg_error *err)
+static int credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
+                           const pg_pod_cred *secret, const pg_pod_cred *sa, bool try_index,
+                           time_t *out, pg_error *err)
 {
     *out = rec->last_updated;
     if (!store || !store->writable || !rec->dir || strcmp(rec->dir, store->dirs[0].path) != 0)
         return PG_OK;
     /* A current credential index holds the same times, without a JSON parse. */
-    if (pg_st_credidx_time(store, rec->image_ref, image_name, secret, sa, out) == PG_OK)
+    if (try_index &&
+        pg_st_credidx_time(store, rec->image_ref, image_name, secret, sa, out) == PG_OK)
         return PG_OK;
     file_name file;
     int fd;
+    bool owned = false;
     int rc = pg_record_file_name(rec->image_ref, file, err);
-    if (rc == PG_OK &&
-        (rc = pg_st_open_subdir(&store->dirs[0], SUB_CREDTIMES, &fd, err)) == PG_ERR_NOT_FOUND)
+    if (rc == PG_OK && (rc = pg_st_lookup_fd(&store->dirs[0], SUB_CREDTIMES, &fd, &owned, err)) ==
+                           PG_ERR_NOT_FOUND)
         return PG_OK;
     if (rc != PG_OK)
         return rc;
     json_t *times = NULL;
-    rc = credtimes_read(fd, &store->dirs[0], file, rec->image_ref, &times, err);
-    close(fd);
-    if (rc == PG_ERR_NOT_FOUND)
+    uint64_t gen = 0;
+    bool known_absent = pg_lookup_cache_absent(store->lookups, 0, PG_LC_CREDTIMES, file, &gen);
+    rc = known_absent ? PG_ERR_NOT_FOUND
+                      : credtimes_read(fd, &store->dirs[0], file, rec->image_ref, &times, err);
+    if (owned)
+        close(fd);
+    if (rc == PG_ERR_NOT_FOUND) {
+        if (!known_absent) /* the open said ENOENT */
+            pg_lookup_cache_note_absent(store->lookups, 0, PG_LC_CREDTIMES, file, gen);
         return PG_OK;
+    }
     char *key = rc == PG_OK ? credential_key(image_name, secret, sa) : NULL;
     if (rc == PG_OK && !key)
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
@@ -232,4 +307,18 @@ int pg_store_credential_time(const pg_store *store, const pg_record *rec, const 
     free(key);
     json_decref(times);
     return rc;
+}
+
+int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
+                             const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out,
+                             pg_error *err)
+{
+    return credential_time(store, rec, image_name, secret, sa, true, out, err);
+}
+
+int pg_store_credential_time_noindex(const pg_store *store, const pg_record *rec,
+                                     const char *image_name, const pg_pod_cred *secret,
+                                     const pg_pod_cred *sa, time_t *out, pg_error *err)
+{
+    return credential_time(store, rec, image_name, secret, sa, false, out, err);
 }

@@ -15,7 +15,9 @@
 
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define SUB_PULLING "pulling"
@@ -39,6 +41,14 @@ typedef struct record_dir {
     char *path;
     int fd;
     int pulled_fd; /* pulled/, opened and checked at store open; -1: open per lookup */
+    /* The other subdirectories a decision reads: kept once a lookup had to open
+     * one (pg_st_lookup_fd; atomic: lookups run on shared stores), and all at
+     * pg_store_enable_cache (pg_st_keep_lookup_fds); -1: not kept. */
+    atomic_int pulling_fd, images_fd, credtimes_fd, credidx_fd;
+    /* With pg_store_enable_cache: the kept descriptors are used only while this
+     * absence cache's watches say they are still the directories at their paths. */
+    struct pg_lookup_cache *lookups;
+    size_t index; /* of this directory in the store */
 } record_dir;
 
 struct pg_store {
@@ -50,6 +60,7 @@ struct pg_store {
     pg_notifier *notifier;
     struct pg_record_cache *cache; /* pg_store_enable_cache (store_credidx.c); NULL: none */
     int test_stop_after;           /* tests only: record_pulled's batch stops (pg_st_batch) */
+    struct pg_lookup_cache *lookups; /* absences, with cache enabled (lookup_cache.h); NULL: none */
 };
 
 /* One record_pulled call, normalised. */
@@ -152,6 +163,17 @@ int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, 
 
 /* --------------------------------------------------------------- store.c */
 
+/* pg_store_enable_cache: keeps every subdirectory a decision reads open (pulled/
+ * already is), so repeated decisions probe through descriptors the cache watches. */
+void pg_st_keep_lookup_fds(pg_store *s);
+/* The descriptor of d/sub the store keeps (-1 when none is kept or trusted). */
+int pg_st_kept_fd(const record_dir *d, const char *sub);
+/* d/sub for a lookup: the kept descriptor, or one opened and checked now and kept
+ * from then on (*owned false), or, when another thread kept one first or the
+ * store's cache does not trust it, a new one (*owned true: caller closes).
+ * Missing: PG_ERR_NOT_FOUND (not remembered: one created later is seen). */
+int pg_st_lookup_fd(const record_dir *d, const char *sub, int *fd, bool *owned, pg_error *err);
+
 /* Reads and checks pulled/<name> (content must match the name). NOT_FOUND when absent. */
 int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name, pg_record **out,
                          pg_error *err);
@@ -162,6 +184,18 @@ int pg_st_get_from_dir(const record_dir *d, const char *name, pg_record **out, p
 /* Under the lock: count-- of image's intents (both spellings); at 0 they go. Not
  * synced: a release lost in a crash leaves an intent, the strict side. */
 int pg_st_release_intents(const pg_store *s, const char *image, pg_error *err);
+
+/* -------------------------------------------------- store_identity.c */
+
+/*
+ * d/sub/file stat'ed for a lookup of directory i (sub: a pg_lc_sub), the store's
+ * absence cache first: 1 present (*st filled), 0 absent, -1 cannot tell. Through
+ * the subdirectory's kept descriptor (checked at open); without one, `checked`
+ * opens and checks the subdirectory first (an answer that can lead to an allow),
+ * else stats by path (a probe, where "present" is the strict side).
+ */
+int pg_st_stat_sub(const pg_store *s, size_t i, int sub, const char *file, bool checked,
+                   struct stat *st);
 
 /* --------------------------------------------------------- store_index.c */
 

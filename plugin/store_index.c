@@ -99,15 +99,17 @@ int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, p
 {
     file_name name;
     int fd;
+    bool owned = false;
     int rc = pg_record_file_name(key, name, err);
     if (rc == PG_OK)
-        rc = pg_st_open_subdir(d, SUB_IMAGES, &fd, err);
+        rc = pg_st_lookup_fd(d, SUB_IMAGES, &fd, &owned, err);
     if (rc != PG_OK)
         return rc;
     char *buf;
     size_t len;
     rc = pg_st_read_strict(fd, d, SUB_IMAGES, name, MAX_INDEX_BYTES, &buf, &len, err);
-    close(fd);
+    if (owned)
+        close(fd);
     if (rc != PG_OK)
         return rc;
     rc = parse_index(buf, len, d, name, ref_out, err);

@@ -19,6 +19,10 @@ typedef enum pg_entry_kind {
 
 size_t pg_store_dir_count(const pg_store *store);
 
+/* Before a decision's lookups: applies what changed in the record directories
+ * to the store's absence cache (lookup_cache.h; only after pg_store_enable_cache). */
+void pg_store_lookups_refresh(const pg_store *store);
+
 /*
  * 1 if directory i has an entry of that kind for key (a probe: fstatat only,
  * never read; an entry that cannot be stat'ed counts too: the strict side).
@@ -53,5 +57,10 @@ int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_r
 int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
                              const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out,
                              pg_error *err);
+/* The same, not trying the credential index (the caller found it unusable just now:
+ * the credential-times file it falls back to gives the same answer). */
+int pg_store_credential_time_noindex(const pg_store *store, const pg_record *rec,
+                                     const char *image_name, const pg_pod_cred *secret,
+                                     const pg_pod_cred *sa, time_t *out, pg_error *err);
 
 #endif

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,6 +278,23 @@ static int digits(const char *s, int n, int *out)
     return 0;
 }
 
+/*
+ * Days from 1970-01-01 to the proleptic Gregorian date y-m-d (H. Hinnant's
+ * days_from_civil). Used instead of timegm(3), which in glibc reads the
+ * timezone file (/etc/localtime) on first use: a decision parses record times
+ * and must not touch files outside the store. Linear in d, so an out-of-range
+ * day (Feb 31) normalises exactly as timegm's does.
+ */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    y -= m <= 2;
+    const int64_t era = (y >= 0 ? y : y - 399) / 400;
+    const int64_t yoe = y - era * 400;
+    const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
 int pg_parse_rfc3339(const char *s, time_t *out, pg_error *err)
 {
     int Y, M, D, h, m, sec, oh = 0, om = 0, sign = 0;
@@ -306,9 +324,7 @@ int pg_parse_rfc3339(const char *s, time_t *out, pg_error *err)
     if (*p || M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60 || oh > 23 ||
         om > 59)
         goto bad;
-    struct tm tm = {.tm_year = Y - 1900, .tm_mon = M - 1, .tm_mday = D,
-                    .tm_hour = h, .tm_min = m, .tm_sec = sec};
-    time_t t = timegm(&tm);
+    time_t t = (time_t)(days_from_civil(Y, M, D) * 86400 + h * 3600 + m * 60 + sec);
     *out = t - sign * (oh * 3600 + om * 60);
     return PG_OK;
 bad:

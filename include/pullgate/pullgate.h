@@ -209,6 +209,10 @@ typedef struct pg_notifier pg_notifier;
  * pulling/ and pulled/ when missing) and the read-only ones (readOnlyRecordDirs;
  * a missing read-only directory is skipped). The store copies what it needs
  * from cfg. `notifier` may be NULL; it is borrowed and must outlive the store.
+ * pulled/ is opened once here, the other subdirectories a decision reads when
+ * first needed, and they are read through those descriptors from then on: a
+ * host that replaces one (rather than its files) under a store without the
+ * cache below must reopen the store (with it, the replacement is noticed).
  */
 pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_error *err);
 /* Opens only the read-only directories: for hosts that never write. */
@@ -221,9 +225,17 @@ void pg_store_free(pg_store *store);
  * decision costs an fstatat and a hash lookup instead of a read and a parse.
  * Never trusted blindly: every use re-stats the record file and compares its
  * identity (device, inode, size, mtime, ctime, mode, owner, links) with what
- * was parsed, so a record replaced on disk is seen at the next decision. Call
- * once, before the store is shared between threads (the cache itself is
- * thread-safe: its own mutex, reference-counted records). The one-shot hook
+ * was parsed, so a record replaced on disk is seen at the next decision.
+ * Also remembers which record, intent, index and credential files are ABSENT
+ * (never which are present), for as long as inotify(7) watches on the record
+ * directories report nothing created or renamed into them: one inotify
+ * instance per store, drained (non-blocking) at the start of every decision,
+ * so a decision sees every change made before it started. A queue overflow
+ * forgets every absence; a watched subdirectory moved, removed or replaced is
+ * no longer cached and is read by path again. Without inotify (limits) the
+ * store probes as before. Call
+ * once, before the store is shared between threads (the caches themselves are
+ * thread-safe: their own mutexes, reference-counted records). The one-shot hook
  * does not use it. PG_ERR_INVALID when already enabled or a bound is out of
  * range.
  */

@@ -3,8 +3,9 @@
  * Focused record lookups (plugin/store_credidx.c): the store's record cache
  * and the per-record credential index must never change a decision. Every
  * case of $PG_TESTDATA/decision-cases.json decides identically with neither,
- * with the cache (first and second lookup) and with an index for every
- * record; a 1,000-secret record decides identically with and without its
+ * with the cache (first and second lookup, then again after unrelated files
+ * appeared in the watched subdirectories, which drops the cached absences)
+ * and with an index for every record; a 1,000-secret record decides identically with and without its
  * index; a stale, truncated or malformed index is never used; a record
  * replaced on disk is seen at the next decision with the cache enabled.
  */
@@ -273,6 +274,17 @@ static unsigned run_case(const json_t *c)
     pg_decision want = decide_case(&e, plain, &q);
     expect_same(name, "record cache, first lookup", want, decide_case(&e, cached, &q));
     expect_same(name, "record cache, second lookup", want, decide_case(&e, cached, &q));
+    /* An unrelated file appearing in every watched subdirectory drops the cached
+     * absences (lookup_cache.h); the decision is the same, re-probed. */
+    static const char *const subs[] = {"pulled", "pulling"};
+    for (size_t k = 0; k < 2; k++) {
+        char *junk = tu_sprintf("%s/%s/unrelated", k ? e.ro : e.state, subs[k]);
+        tu_write_file(junk, "x", -1, 0600);
+        ck_assert_int_eq(unlink(junk), 0);
+        free(junk);
+    }
+    expect_same(name, "record cache, after unrelated changes", want, decide_case(&e, cached, &q));
+    expect_same(name, "record cache, third lookup", want, decide_case(&e, cached, &q));
     unsigned built = index_all(plain, c);
     expect_same(name, "credential index", want, decide_case(&e, plain, &q));
     pg_store_free(plain);

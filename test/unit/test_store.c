@@ -719,6 +719,38 @@ START_TEST(record_aliases)
 }
 END_TEST
 
+/* Opening a store without a complete name index marks it complete only when
+ * pulled/ holds no record: temporary files do not count, however many (more
+ * than one getdents batch), and one record among them does. */
+START_TEST(name_index_complete_only_without_records)
+{
+    for (int with_record = 0; with_record < 2; with_record++) {
+        char *pulled = tu_sprintf("%s/pulled", fx.state),
+             *names = tu_sprintf("%s/pullgate-names", fx.state);
+        ck_assert_int_eq(mkdir(fx.state, 0700), 0);
+        ck_assert_int_eq(mkdir(pulled, 0700), 0);
+        for (int i = 0; i < 200; i++) {
+            char *tmp = tu_sprintf("%s/sha256-%064d.tmp", pulled, i);
+            tu_write_file(tmp, "x", -1, 0600);
+            free(tmp);
+        }
+        if (with_record) {
+            char *rec = record_path(fx.state, "pulled", REF1);
+            tu_write_file(rec, "{}", -1, 0600);
+            free(rec);
+        }
+        pg_store *s = open_store();
+        char *marker = tu_sprintf("%s/.complete", names);
+        ck_assert_int_eq(access(marker, F_OK) == 0, !with_record);
+        pg_store_free(s);
+        tu_rmrf(fx.state);
+        free(marker);
+        free(names);
+        free(pulled);
+    }
+}
+END_TEST
+
 START_TEST(name_index)
 {
     pg_store *s = open_store();
@@ -882,6 +914,7 @@ static Suite *store_suite(void)
     tcase_add_test(hostile, hostile_oversized);
     tcase_add_test(hostile, hostile_content_mismatch);
     tcase_add_test(hostile, temp_files_are_not_records);
+    tcase_add_test(hostile, name_index_complete_only_without_records);
     suite_add_tcase(s, hostile);
     return s;
 }

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -140,6 +141,38 @@ START_TEST(string_vector)
 }
 END_TEST
 
+/* The RFC 3339 parser computes the date itself (no timegm: it reads the timezone
+ * file); it must agree with timegm everywhere, out-of-range days and leap seconds
+ * included (both normalise), and apply the offset. */
+START_TEST(rfc3339_agrees_with_timegm)
+{
+    static const int years[] = {1,    399,  400,  1600, 1899, 1900, 1969, 1970,
+                                1972, 2000, 2024, 2038, 2100, 2400, 9999};
+    for (size_t y = 0; y < sizeof years / sizeof years[0]; y++)
+        for (int mon = 1; mon <= 12; mon++)
+            for (int day = 1; day <= 31; day += 3) {
+                char text[64];
+                snprintf(text, sizeof text, "%04d-%02d-%02dT23:59:60.5+05:30", years[y], mon, day);
+                struct tm tm = {.tm_year = years[y] - 1900,
+                                .tm_mon = mon - 1,
+                                .tm_mday = day,
+                                .tm_hour = 23,
+                                .tm_min = 59,
+                                .tm_sec = 60};
+                time_t want = timegm(&tm) - (5 * 3600 + 30 * 60), got = 0;
+                pg_error err = {0};
+                ck_assert_msg(pg_parse_rfc3339(text, &got, &err) == PG_OK, "%s: %s", text,
+                              err.message);
+                ck_assert_msg(got == want, "%s: %lld, timegm says %lld", text, (long long)got,
+                              (long long)want);
+            }
+    time_t t = 0;
+    ck_assert_int_eq(pg_parse_rfc3339("1970-01-01T00:00:00Z", &t, NULL), PG_OK);
+    ck_assert_int_eq((int)t, 0);
+    ck_assert_int_ne(pg_parse_rfc3339("1970-13-01T00:00:00Z", &t, NULL), PG_OK);
+}
+END_TEST
+
 static Suite *util_suite(void)
 {
     Suite *s = suite_create("util");
@@ -151,6 +184,7 @@ static Suite *util_suite(void)
     tcase_add_test(tc, monotonic_clock_advances);
     tcase_add_test(tc, buffer_grows_and_terminates);
     tcase_add_test(tc, string_vector);
+    tcase_add_test(tc, rfc3339_agrees_with_timegm);
     suite_add_tcase(s, tc);
     return s;
 }
