@@ -422,9 +422,10 @@ static int stage_record(const pg_store *s, pg_st_batch *b, int pulled_fd, const 
  * record (credential times, name index), then the record and the image index.
  */
 static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const char *name,
-                            const pg_record *rec, const pull *p, time_t previous, pg_error *err)
+                            const pg_record *rec, const json_t *old_keys, const pull *p,
+                            time_t previous, pg_error *err)
 {
-    int rc = pg_st_credtimes_update_locked(s, b, rec, name, p, previous, err);
+    int rc = pg_st_credtimes_update_locked(s, b, rec, old_keys, name, p, previous, err);
     if (rc == PG_OK)
         rc = pg_st_names_add_locked(s, b, rec, name, err);
     size_t evidence = b->n;
@@ -453,6 +454,9 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
     bool existed = false;
     rc = load_or_new(s, fd, name, p->image_ref, &rec, &existed, err);
     time_t previous = rec ? rec->last_updated : 0;
+    json_t *old_keys = NULL;
+    if (rc == PG_OK && existed && !(old_keys = pg_st_credtimes_keys(rec)))
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     if (rc == PG_OK)
         rc = pg_record_merge(rec, p->image_name, p->creds, err);
     if (rc == PG_OK)
@@ -460,8 +464,10 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
     pg_st_batch b;
     pg_st_batch_init(&b, s->test_stop_after);
     if (rc == PG_OK)
-        rc = write_pull_files(s, &b, fd, name, rec, p, existed ? previous : rec->last_updated, err);
+        rc = write_pull_files(s, &b, fd, name, rec, old_keys, p,
+                              existed ? previous : rec->last_updated, err);
     pg_st_batch_free(&b);
+    json_decref(old_keys);
     pg_st_cache_forget(s, s->dirs[0].path, name); /* the record may have changed, even on error */
     if (rc == PG_OK) {
         /* An optimisation only (store_credidx.h): on failure there is no index and

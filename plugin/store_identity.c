@@ -228,8 +228,48 @@ static int credtimes_add(json_t *out, const json_t *old, const pull *p, const ch
     return rc;
 }
 
+json_t *pg_st_credtimes_keys(const pg_record *rec)
+{
+    json_t *keys = json_object();
+    for (size_t m = 0; keys && m < rec->n_maps; m++) {
+        const pg_rec_mapping *map = &rec->maps[m];
+        size_t n = map->n_secrets + map->n_sas;
+        for (size_t i = 0; keys && i < n; i++) {
+            char *key = i < map->n_secrets
+                            ? credential_key(map->image_name, &map->secrets[i], NULL)
+                            : credential_key(map->image_name, NULL, &map->sas[i - map->n_secrets]);
+            if (!key || json_object_set_new(keys, key, json_true()) != 0) {
+                json_decref(keys);
+                keys = NULL;
+            }
+            free(key);
+        }
+    }
+    return keys;
+}
+
+/*
+ * The times of credentials the record on disk still has but the merge
+ * replaced (a secret's new hash): the side file becomes durable before the
+ * new record does, so until then it must still cover the old one. The next
+ * write drops them (they are no longer in its on-disk record).
+ */
+static int carry_superseded(json_t *times, const json_t *old, const json_t *old_keys)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)old_keys, key, v) {
+        json_t *was = old ? json_object_get(old, key) : NULL;
+        if (json_is_integer(was) && !json_object_get(times, key) &&
+            json_object_set(times, key, was) != 0)
+            return PG_ERR_NOMEM;
+    }
+    return PG_OK;
+}
+
 int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
-                                  const char *file, const pull *p, time_t previous, pg_error *err)
+                                  const json_t *old_keys, const char *file, const pull *p,
+                                  time_t previous, pg_error *err)
 {
     int fd;
     int rc = pg_st_open_subdir(&s->dirs[0], SUB_CREDTIMES, &fd, err);
@@ -250,6 +290,8 @@ int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_re
             rc = credtimes_add(times, old, p, map->image_name, NULL, &map->sas[i],
                                rec->last_updated, previous);
     }
+    if (rc == PG_OK && old_keys)
+        rc = carry_superseded(times, old, old_keys);
     json_t *o =
         rc == PG_OK ? json_pack("{s:s, s:O}", "imageRef", rec->image_ref, "times", times) : NULL;
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;

@@ -216,7 +216,13 @@ int pg_st_credtimes_load(const pg_store *s, int fd, const char *file, const char
 /* Under the lock: the per-credential times of rec (record file `file`) after pull p,
  * staged in b. */
 int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
-                                  const char *file, const pull *p, time_t previous, pg_error *err);
+                                  const json_t *old_keys, const char *file, const pull *p,
+                                  time_t previous, pg_error *err);
+/* The credential-time keys of rec's credentials, as a JSON object of keys (new
+ * reference; NULL when out of memory). old_keys above: those of the record on
+ * disk before the merge, so the side file keeps covering it until the new
+ * record is durable (NULL: a new record). */
+json_t *pg_st_credtimes_keys(const pg_record *rec);
 /* --------------------------------------------------------- store_names.c */
 
 /* Under the lock: adds `file` to the name index of every name rec maps (the

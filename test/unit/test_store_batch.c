@@ -425,6 +425,48 @@ START_TEST(record_pulled_stopped_at_each_step)
 }
 END_TEST
 
+/*
+ * A secret's hash replaced by a re-pull (same namespace, name and uid): the
+ * credential times become durable before the record, so at every step the
+ * record on disk, old or new, still finds a time for each of its secrets.
+ */
+START_TEST(record_pulled_rotated_hash_at_each_step)
+{
+    bool completed = false;
+    for (int k = 1; k < 32 && !completed; k++) {
+        tu_rmrf(state);
+        pg_store *s = open_store();
+        pg_secret sec;
+        pg_pull_credentials c = creds_of(&sec, "ns-a", H_A);
+        pg_error err = {0};
+        ck_assert_int_eq(pg_store_record_pulled(s, APP, REF1, &c, &err), PG_OK);
+        ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_OK);
+        c = creds_of(&sec, "ns-a", H_B);
+        s->test_stop_after = k;
+        completed = pg_store_record_pulled(s, APP, REF1, &c, &err) == PG_OK;
+        s->test_stop_after = 0;
+        pg_record *rec = check_record(s, REF1);
+        ck_assert_msg(rec != NULL, "step %d: the record vanished", k);
+        pg_record_free(rec);
+        pg_store_free(s);
+        /* Once a record without the old hash is on disk, the next write drops
+         * its time (the first pull here may still start from the old record). */
+        s = open_store();
+        for (int i = 0; i < 2; i++)
+            ck_assert_msg(pg_store_record_pulled(s, APP, REF1, &c, &err) == PG_OK, "%s",
+                          err.message);
+        char *times = path_of(SUB_CREDTIMES, REF1);
+        char *text = tu_read_file(times, NULL);
+        ck_assert_msg(text && strstr(text, H_B) && !strstr(text, H_A),
+                      "step %d: credential times after the next pull: %s", k, text ? text : "none");
+        free(text);
+        free(times);
+        pg_store_free(s);
+    }
+    ck_assert_msg(completed, "the batch never completed");
+}
+END_TEST
+
 /* A symbolic link at the record's name: refused, nothing written, no temp left. */
 START_TEST(record_pulled_symlink_target)
 {
@@ -536,6 +578,7 @@ static Suite *batch_suite(void)
     tcase_add_checked_fixture(r, setup, teardown);
     tcase_set_timeout(r, 120);
     tcase_add_test(r, record_pulled_stopped_at_each_step);
+    tcase_add_test(r, record_pulled_rotated_hash_at_each_step);
     tcase_add_test(r, record_pulled_symlink_target);
     tcase_add_test(r, record_pulled_index_blocked);
     tcase_add_test(r, record_pulled_killed_writers);
