@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define INITIAL_CAP 1024 /* entries; 1024 * ~96 bytes */
 #define NAME_MAX_CACHED 80 /* "sha256-" + 64 hex fits; longer names are not cached */
 
 /*
@@ -51,7 +52,7 @@ struct pg_lookup_cache {
     lc_slot *slots; /* n_dirs * PG_LC_SUBS */
     int *dir_wds;   /* n_dirs; -1: none */
     entry *table;
-    size_t cap; /* power of two, >= 2 * max */
+    size_t cap; /* power of two; grows with n up to >= 2 * max (grow_table) */
     size_t n, max;
     pg_lookup_cache_stats stats;
 };
@@ -126,7 +127,9 @@ pg_lookup_cache *pg_lookup_cache_new(size_t n_dirs, const char *const *paths, co
     lc->ifd = -1;
     lc->n_dirs = n_dirs;
     lc->max = max_entries;
-    for (lc->cap = 16; lc->cap < 2 * max_entries;)
+    /* Memory follows the working set: the table starts small and doubles. */
+    lc->cap = 2 * max_entries < INITIAL_CAP ? 16 : INITIAL_CAP;
+    while (lc->cap < 2 * max_entries && lc->cap < INITIAL_CAP)
         lc->cap *= 2;
     lc->slots = calloc(n_dirs ? n_dirs * PG_LC_SUBS : 1, sizeof *lc->slots);
     lc->dir_wds = calloc(n_dirs ? n_dirs : 1, sizeof *lc->dir_wds);
@@ -265,6 +268,25 @@ static entry *find(pg_lookup_cache *lc, uint32_t key, const char *name)
     }
 }
 
+/* Doubles the table while it is more than half full and below its bound
+ * (2 * max); on no memory it stays as it is (the caller then starts over). */
+static void grow_table(pg_lookup_cache *lc)
+{
+    if (lc->n < lc->cap / 2 || lc->cap >= 2 * lc->max)
+        return;
+    entry *old = lc->table;
+    size_t old_cap = lc->cap;
+    entry *bigger = calloc(old_cap * 2, sizeof *bigger);
+    if (!bigger)
+        return;
+    lc->table = bigger;
+    lc->cap = old_cap * 2;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].key != 0)
+            *find(lc, old[i].key, old[i].name) = old[i];
+    free(old);
+}
+
 static lc_slot *slot_of(pg_lookup_cache *lc, size_t dir, pg_lc_sub sub)
 {
     return dir < lc->n_dirs && sub < PG_LC_SUBS ? &lc->slots[dir * PG_LC_SUBS + sub] : NULL;
@@ -299,8 +321,9 @@ void pg_lookup_cache_note_absent(pg_lookup_cache *lc, size_t dir, pg_lc_sub sub,
     lc_slot *s = slot_of(lc, dir, sub);
     if (s && atomic_load(&s->cached) && s->gen == gen) {
         uint32_t key = (uint32_t)(dir * PG_LC_SUBS + sub) + 1;
+        grow_table(lc);
         entry *e = find(lc, key, file);
-        if (e->key == 0 && lc->n >= lc->max) { /* full: start over */
+        if (e->key == 0 && (lc->n >= lc->max || lc->n + 1 >= lc->cap)) { /* full: start over */
             for (size_t i = 0; i < lc->cap; i++)
                 lc->table[i].key = 0;
             lc->n = 0;
@@ -330,5 +353,7 @@ void pg_lookup_cache_get_stats(pg_lookup_cache *lc, pg_lookup_cache_stats *out)
         return;
     pthread_mutex_lock(&lc->lock);
     *out = lc->stats;
+    out->entries = lc->n;
+    out->capacity = lc->cap;
     pthread_mutex_unlock(&lc->lock);
 }

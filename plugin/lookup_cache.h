@@ -94,6 +94,8 @@ typedef struct pg_lookup_cache_stats {
     uint64_t drops;     /* subdirectory generations bumped by events */
     uint64_t overflows; /* IN_Q_OVERFLOW or read errors (everything dropped) */
     size_t watched;     /* subdirectories still cached */
+    size_t entries;     /* absences held now */
+    size_t capacity;    /* table slots now (grows with entries, bounded by 2 * max) */
 } pg_lookup_cache_stats;
 
 void pg_lookup_cache_get_stats(pg_lookup_cache *lc, pg_lookup_cache_stats *out);

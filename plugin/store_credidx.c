@@ -921,7 +921,7 @@ int pg_store_get_focused_in(const pg_store *s, size_t i, const char *image_ref,
 
 /* Absences remembered (~10 per distinct image decided; about 100 bytes each,
  * 3 MiB of table at most, touched as used); the table starts over when full. */
-#define LOOKUP_CACHE_ENTRIES 16384
+#define LOOKUP_CACHE_ENTRIES 131072 /* absences; the table grows to the working set */
 
 /*
  * The absence cache (lookup_cache.h) over every record directory's kept

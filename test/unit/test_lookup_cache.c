@@ -182,6 +182,49 @@ static void remove_file(const char *dir, const char *sub, const char *key)
 
 /* ------------------------------------------------------------------ tests */
 
+/*
+ * A working set larger than the table's first size: the table grows, every
+ * absence stays cached (the second pass probes nothing new), and an intent
+ * for one of the first images still ends its cached absences.
+ */
+START_TEST(table_grows_with_the_working_set)
+{
+    env e;
+    env_init(&e);
+    size_t first_capacity = stats(&e).capacity;
+    enum { IMAGES = 300 };
+    char images[IMAGES][80];
+    for (int pass = 0; pass < 2; pass++) {
+        pg_lookup_cache_stats before = stats(&e);
+        for (int i = 0; i < IMAGES; i++) {
+            snprintf(images[i], sizeof images[i], "registry.example.com/team-a/app%d:1.0", i);
+            pg_request r = {.image = images[i], .namespace_ = NS, .credentials = e.ann};
+            pg_decision d;
+            ck_assert_msg(pg_decide(e.cfg, e.store, &r, &d) && d.reason == PG_REASON_PRELOADED,
+                          "%s: %s", images[i], d.text);
+        }
+        pg_lookup_cache_stats after = stats(&e);
+        if (pass == 1) {
+            ck_assert_uint_eq(after.inserts, before.inserts);
+            ck_assert_uint_ge(after.hits - before.hits, IMAGES);
+        }
+    }
+    ck_assert_msg(stats(&e).entries > first_capacity / 2 && stats(&e).capacity > first_capacity,
+                  "%zu absences in %zu slots (first %zu): the table did not grow",
+                  stats(&e).entries, stats(&e).capacity, first_capacity);
+    char *intent = file_path(e.state, "pulling", images[0]);
+    tu_write_file(intent, "{\"kind\":\"ImagePullIntent\",\"apiVersion\":\"kubelet.config.k8s.io/v1alpha1\","
+                          "\"image\":\"registry.example.com/team-a/app0:1.0\"}\n",
+                  -1, 0600);
+    free(intent);
+    pg_request r = {.image = images[0], .namespace_ = NS, .credentials = e.ann};
+    pg_decision d;
+    ck_assert_msg(!pg_decide(e.cfg, e.store, &r, &d) && d.reason != PG_REASON_PRELOADED,
+                  "an intent after growth: %s", d.text);
+    env_free(&e);
+}
+END_TEST
+
 START_TEST(intent_added_in_each_directory)
 {
     const char *which[] = {"writable", "read-only"};
@@ -432,6 +475,7 @@ static Suite *suite(void)
     Suite *s = suite_create("lookup_cache");
     TCase *tc = tcase_create("absences");
     tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, table_grows_with_the_working_set);
     tcase_add_test(tc, intent_added_in_each_directory);
     tcase_add_test(tc, record_added_modified_and_removed);
     tcase_add_test(tc, record_renamed_over);
