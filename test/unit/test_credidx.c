@@ -9,6 +9,7 @@
  * index; a stale, truncated or malformed index is never used; a record
  * replaced on disk is seen at the next decision with the cache enabled.
  */
+#include "decision_cases.h"
 #include "internal.h"
 #include "store_credidx.h"
 #include "testutil.h"
@@ -31,21 +32,9 @@ typedef struct env {
     pg_config *cfg;
 } env;
 
-static void make_record_dir(const char *path)
-{
-    ck_assert_int_eq(mkdir(path, 0700), 0);
-    char *pulled = tu_sprintf("%s/pulled", path), *pulling = tu_sprintf("%s/pulling", path);
-    ck_assert_int_eq(mkdir(pulled, 0700), 0);
-    ck_assert_int_eq(mkdir(pulling, 0700), 0);
-    free(pulled);
-    free(pulling);
-}
-
 static void env_set(env *e, const char *key, const char *value)
 {
-    pg_error err = {0};
-    ck_assert_msg(pg_config_set(e->cfg, key, value, &err) == PG_OK, "%s=%s: %s", key, value,
-                  err.message);
+    dc_config_set(e->cfg, key, value);
 }
 
 static void env_init(env *e)
@@ -54,8 +43,8 @@ static void env_init(env *e)
     e->root = tu_mkdtemp();
     e->state = tu_sprintf("%s/state", e->root);
     e->ro = tu_sprintf("%s/kubelet", e->root);
-    make_record_dir(e->state);
-    make_record_dir(e->ro);
+    dc_make_record_dir(e->state);
+    dc_make_record_dir(e->ro);
     pg_error err = {0};
     e->cfg = pg_config_new(&err);
     ck_assert_ptr_nonnull(e->cfg);
@@ -82,140 +71,7 @@ static pg_store *open_store(const env *e)
     return s;
 }
 
-static char *file_path(const char *dir, const char *sub, const char *key)
-{
-    char name[7 + PG_HASH_HEX_LEN + 1];
-    ck_assert_int_eq(pg_record_file_name(key, name, NULL), PG_OK);
-    return tu_sprintf("%s/%s/%s", dir, sub, name);
-}
-
-static void write_at(const char *dir, const char *sub, const char *key, const char *content)
-{
-    char *path = file_path(dir, sub, key);
-    tu_write_file(path, content, -1, 0600);
-    free(path);
-}
-
-static char *time_text(time_t t)
-{
-    char buf[32];
-    pg_format_rfc3339(t, buf);
-    return tu_sprintf("%s", buf);
-}
-
-/* Replaces every "@now" with the current time; caller frees. */
-static char *with_now(const char *s)
-{
-    char *now = time_text(time(NULL));
-    size_t n = 0, nl = strlen(now);
-    for (const char *p = strstr(s, "@now"); p; p = strstr(p + 4, "@now"))
-        n++;
-    char *out = malloc(strlen(s) + n * nl + 1), *o = out;
-    ck_assert_ptr_nonnull(out);
-    const char *p = s, *q;
-    while ((q = strstr(p, "@now"))) {
-        memcpy(o, p, (size_t)(q - p));
-        o += q - p;
-        memcpy(o, now, nl);
-        o += nl;
-        p = q + 4;
-    }
-    strcpy(o, p);
-    free(now);
-    return out;
-}
-
-static const char *str_field(const json_t *obj, const char *key)
-{
-    const json_t *v = json_object_get(obj, key);
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
 /* ------------------------------------------------- shared decision cases */
-
-static void apply_case_config(env *e, const json_t *cfg)
-{
-    const char *policy = str_field(cfg, "policy"), *ttl = str_field(cfg, "credentialTTL");
-    if (policy)
-        env_set(e, "policy", policy);
-    if (ttl)
-        env_set(e, "credentialTTL", ttl);
-    static const char *const lists[] = {"allowlist", "pinnedImages"};
-    for (size_t l = 0; l < 2; l++) {
-        size_t i;
-        json_t *item;
-        json_array_foreach(json_object_get(cfg, lists[l]), i, item)
-            env_set(e, lists[l], json_string_value(item));
-    }
-}
-
-static void write_pulled_list(const json_t *records, const char *dir)
-{
-    size_t i;
-    json_t *rec;
-    json_array_foreach(records, i, rec)
-    {
-        char *raw = json_dumps(rec, JSON_COMPACT);
-        char *json = with_now(raw);
-        write_at(dir, "pulled", str_field(rec, "imageRef"), json);
-        free(json);
-        free(raw);
-    }
-}
-
-static void write_intents(const json_t *intents, const char *dir)
-{
-    size_t i;
-    json_t *image;
-    json_array_foreach(intents, i, image)
-    {
-        char *json = tu_sprintf("{\"kind\":\"ImagePullIntent\",\"apiVersion\":"
-                                "\"kubelet.config.k8s.io/v1alpha1\",\"image\":\"%s\"}\n",
-                                json_string_value(image));
-        write_at(dir, "pulling", json_string_value(image), json);
-        free(json);
-    }
-}
-
-static const json_t *raw_ref(const json_t *entry)
-{
-    if (json_is_array(entry) && json_array_size(entry) == 2)
-        return json_array_get(entry, 0);
-    return json_object_get(entry, "imageRef");
-}
-
-static void write_raw_files(const json_t *raws, const char *dir)
-{
-    size_t i;
-    json_t *entry;
-    json_array_foreach(raws, i, entry)
-    {
-        const json_t *content = NULL;
-        if (json_is_array(entry) && json_array_size(entry) == 2)
-            content = json_array_get(entry, 1);
-        static const char *const keys[] = {"content", "data", "text", "raw"};
-        for (size_t k = 0; k < 4 && !content && json_is_object(entry); k++)
-            content = json_object_get(entry, keys[k]);
-        ck_assert_msg(json_is_string(raw_ref(entry)) && content, "rawPulledFiles entry %zu", i);
-        char *dumped = json_is_string(content) ? strdup(json_string_value(content))
-                                               : json_dumps(content, JSON_COMPACT);
-        char *text = with_now(dumped);
-        write_at(dir, "pulled", json_string_value(raw_ref(entry)), text);
-        free(text);
-        free(dumped);
-    }
-}
-
-static const char **str_list(const json_t *arr)
-{
-    if (!json_is_array(arr))
-        return NULL;
-    const char **v = calloc(json_array_size(arr) + 1, sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    for (size_t i = 0; i < json_array_size(arr); i++)
-        v[i] = json_string_value(json_array_get(arr, i));
-    return v;
-}
 
 /* An index for every record of the writable directory (unusable ones get none). */
 static unsigned index_all(pg_store *s, const json_t *c)
@@ -224,18 +80,13 @@ static unsigned index_all(pg_store *s, const json_t *c)
     size_t i;
     json_t *rec;
     json_array_foreach(json_object_get(c, "pulled"), i, rec)
-        built += pg_store_credidx_build(s, str_field(rec, "imageRef"), NULL) == PG_OK;
+        built += pg_store_credidx_build(s, dc_str(rec, "imageRef"), NULL) == PG_OK;
     json_array_foreach(json_object_get(c, "rawPulledFiles"), i, rec)
-        built += pg_store_credidx_build(s, json_string_value(raw_ref(rec)), NULL) == PG_OK;
+        built += pg_store_credidx_build(s, json_string_value(dc_raw_ref(rec)), NULL) == PG_OK;
     return built;
 }
 
-typedef struct case_request {
-    pg_request r;
-    const char **aliases, **hints;
-} case_request;
-
-static pg_decision decide_case(const env *e, pg_store *s, const case_request *q)
+static pg_decision decide_case(const env *e, pg_store *s, const dc_request *q)
 {
     pg_decision d;
     pg_decide_identity(e->cfg, s, &q->r, q->aliases, q->hints, &d);
@@ -253,21 +104,11 @@ static void expect_same(const char *name, const char *how, pg_decision want, pg_
 
 static unsigned run_case(const json_t *c)
 {
-    const char *name = str_field(c, "name");
+    const char *name = dc_str(c, "name");
     env e;
     env_init(&e);
-    apply_case_config(&e, json_object_get(c, "config"));
-    write_pulled_list(json_object_get(c, "pulled"), e.state);
-    write_pulled_list(json_object_get(c, "readOnlyPulled"), e.ro);
-    write_intents(json_object_get(c, "intents"), e.state);
-    write_intents(json_object_get(c, "readOnlyIntents"), e.ro);
-    write_raw_files(json_object_get(c, "rawPulledFiles"), e.state);
-    const json_t *req = json_object_get(c, "request");
-    case_request q = {{.image = str_field(req, "image"), .image_ref = str_field(req, "imageRef"),
-                       .namespace_ = str_field(req, "namespace"),
-                       .credentials = str_field(req, "credentials")},
-                      str_list(json_object_get(req, "aliases")),
-                      str_list(json_object_get(req, "hints"))};
+    dc_setup(e.cfg, e.state, e.ro, c);
+    dc_request q = dc_request_of(c);
     pg_store *plain = open_store(&e), *cached = open_store(&e);
     pg_error err = {0};
     ck_assert_int_eq(pg_store_enable_cache_settle(cached, 64, 0, 0, &err), PG_OK);
@@ -289,20 +130,14 @@ static unsigned run_case(const json_t *c)
     expect_same(name, "credential index", want, decide_case(&e, plain, &q));
     pg_store_free(plain);
     pg_store_free(cached);
-    free(q.aliases);
-    free(q.hints);
+    dc_request_free(&q);
     env_free(&e);
     return built;
 }
 
 START_TEST(decision_cases_equal_with_cache_and_index)
 {
-    char *path = tu_testdata("decision-cases.json");
-    size_t len;
-    char *text = tu_read_file(path, &len);
-    ck_assert_msg(text != NULL, "cannot read %s", path);
-    json_t *cases = json_loadb(text, len, 0, NULL);
-    ck_assert(json_is_array(cases) && json_array_size(cases) > 0);
+    json_t *cases = dc_load_cases();
     unsigned built = 0;
     size_t i;
     json_t *c;
@@ -311,8 +146,6 @@ START_TEST(decision_cases_equal_with_cache_and_index)
     /* Not vacuous: most cases' records got an index that was consulted. */
     ck_assert_uint_gt(built, 10);
     json_decref(cases);
-    free(text);
-    free(path);
 }
 END_TEST
 
@@ -410,7 +243,7 @@ START_TEST(thousand_secrets_same_with_and_without_index)
     env_init(&e);
     pg_store *s = open_store(&e);
     record_many(s, APP ":1.0", REF1);
-    char *idx = file_path(e.state, "pullgate-credidx", REF1);
+    char *idx = dc_record_path(e.state, "pullgate-credidx", REF1);
     ck_assert_msg(exists(idx), "record_pulled wrote no index");
     enum { N = sizeof probes / sizeof probes[0] };
     pg_decision with[N], without[N], cached[N];
@@ -454,7 +287,7 @@ START_TEST(current_index_is_used)
     record_many(s, APP ":1.0", REF1);
     char *ann = annotation("team-5", "uid-999", NULL, false); /* by coordinates only */
     ck_assert_int_eq(decide_ns(&e, s, "team-5", ann).allow, 1);
-    char *idx = file_path(e.state, "pullgate-credidx", REF1);
+    char *idx = dc_record_path(e.state, "pullgate-credidx", REF1);
     char *text = read_text(idx);
     char *line = strstr(text, "\x1fuid-999\n");
     ck_assert_ptr_nonnull(line);
@@ -479,22 +312,22 @@ START_TEST(stale_index_never_authorises)
     record_many(s, APP ":1.0", REF1);
     char *ann = annotation("team-5", "uid-999", "cred-999", false);
     ck_assert_int_eq(decide_ns(&e, s, "team-5", ann).allow, 1);
-    char *idx = file_path(e.state, "pullgate-credidx", REF1);
+    char *idx = dc_record_path(e.state, "pullgate-credidx", REF1);
     char *before = read_text(idx);
-    char *t = time_text(time(NULL));
+    char *t = dc_time_text(time(NULL));
     char *json = tu_sprintf("{\"kind\":\"ImagePulledRecord\",\"apiVersion\":"
                             "\"kubelet.config.k8s.io/v1alpha1\",\"lastUpdatedTime\":\"%s\","
                             "\"imageRef\":\"%s\",\"credentialMapping\":{\"" APP "\":{"
                             "\"kubernetesSecrets\":[{\"uid\":\"u\",\"namespace\":\"team-9\","
                             "\"name\":\"other\",\"credentialHash\":\"\"}]}}}\n", t, REF1);
-    write_at(e.state, "pulled", REF1, json);
+    dc_write_at(e.state, "pulled", REF1, json);
     char *after = read_text(idx);
     ck_assert_str_eq(before, after); /* the old index is still there ... */
     pg_decision d = decide_ns(&e, s, "team-5", ann);
     ck_assert_msg(!d.allow && d.reason == PG_REASON_CREDENTIALS_MISMATCH, "%s", d.text); /* ... unused */
     /* The credential-times file changing alone makes the index stale too. */
     record_many(s, APP ":1.0", REF1);
-    char *times = file_path(e.state, "pullgate-credtimes", REF1);
+    char *times = dc_record_path(e.state, "pullgate-credtimes", REF1);
     ck_assert_int_eq(truncate(times, 0), 0);
     d = decide_ns(&e, s, "team-5", ann);
     ck_assert_msg(!d.allow && d.reason == PG_REASON_STORE_ERROR, "%s", d.text);
@@ -518,7 +351,7 @@ START_TEST(malformed_index_falls_back_to_the_record)
     pg_store *s = open_store(&e);
     record_many(s, APP ":1.0", REF1);
     char *ann = annotation("team-5", "uid-999", NULL, false); /* by coordinates only */
-    char *idx = file_path(e.state, "pullgate-credidx", REF1);
+    char *idx = dc_record_path(e.state, "pullgate-credidx", REF1);
     char *good = read_text(idx);
     size_t len = strlen(good);
     char *dropped = strdup(good);
@@ -577,11 +410,11 @@ START_TEST(cache_sees_replaced_record)
     char *ann = annotation("team-5", "uid-999", "cred-999", false);
     ck_assert_int_eq(decide_ns(&e, s, "team-5", ann).allow, 1);
     ck_assert_int_eq(decide_ns(&e, s, "team-5", ann).allow, 1);
-    char *t = time_text(time(NULL));
+    char *t = dc_time_text(time(NULL));
     char *json = tu_sprintf("{\"kind\":\"ImagePulledRecord\",\"apiVersion\":"
                             "\"kubelet.config.k8s.io/v1alpha1\",\"lastUpdatedTime\":\"%s\","
                             "\"imageRef\":\"%s\",\"credentialMapping\":{}}\n", t, REF1);
-    write_at(e.state, "pulled", REF1, json);
+    dc_write_at(e.state, "pulled", REF1, json);
     pg_decision d = decide_ns(&e, s, "team-5", ann);
     ck_assert_msg(!d.allow && d.reason == PG_REASON_NO_MAPPING, "%s", d.text);
     free(json);

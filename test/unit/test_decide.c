@@ -4,6 +4,7 @@
  * built into real record directories and run through pg_decide, plus cases for
  * TTL expiry, failing closed on store errors, unknown imageRefs and bad input.
  */
+#include "decision_cases.h"
 #include "internal.h"
 #include "testutil.h"
 
@@ -29,24 +30,14 @@ typedef struct env {
     pg_store *store;
 } env;
 
-static void make_record_dir(const char *path)
-{
-    ck_assert_int_eq(mkdir(path, 0700), 0);
-    char *pulled = tu_sprintf("%s/pulled", path), *pulling = tu_sprintf("%s/pulling", path);
-    ck_assert_int_eq(mkdir(pulled, 0700), 0);
-    ck_assert_int_eq(mkdir(pulling, 0700), 0);
-    free(pulled);
-    free(pulling);
-}
-
 static void env_init(env *e)
 {
     memset(e, 0, sizeof *e);
     e->root = tu_mkdtemp();
     e->state = tu_sprintf("%s/state", e->root);
     e->ro = tu_sprintf("%s/kubelet", e->root);
-    make_record_dir(e->state);
-    make_record_dir(e->ro);
+    dc_make_record_dir(e->state);
+    dc_make_record_dir(e->ro);
     pg_error err = {0};
     e->cfg = pg_config_new(&err);
     ck_assert_ptr_nonnull(e->cfg);
@@ -57,9 +48,7 @@ static void env_init(env *e)
 
 static void env_set(env *e, const char *key, const char *value)
 {
-    pg_error err = {0};
-    ck_assert_msg(pg_config_set(e->cfg, key, value, &err) == PG_OK, "%s=%s: %s", key, value,
-                  err.message);
+    dc_config_set(e->cfg, key, value);
 }
 
 /* Opened lazily, after the files are in place. */
@@ -83,55 +72,6 @@ static void env_free(env *e)
     free(e->ro);
 }
 
-static char *record_path(const char *dir, const char *sub, const char *key)
-{
-    char name[7 + PG_HASH_HEX_LEN + 1];
-    ck_assert_int_eq(pg_record_file_name(key, name, NULL), PG_OK);
-    return tu_sprintf("%s/%s/%s", dir, sub, name);
-}
-
-static void write_at(const char *dir, const char *sub, const char *key, const char *content)
-{
-    char *path = record_path(dir, sub, key);
-    tu_write_file(path, content, -1, 0600);
-    free(path);
-}
-
-/* Replaces every "@now" (or another marker) with text; caller frees. */
-static char *replace_all(const char *s, const char *marker, const char *text)
-{
-    size_t ml = strlen(marker), tl = strlen(text), n = 0;
-    for (const char *p = strstr(s, marker); p; p = strstr(p + ml, marker))
-        n++;
-    char *out = malloc(strlen(s) + n * tl + 1), *o = out;
-    ck_assert_ptr_nonnull(out);
-    const char *p = s, *q;
-    while ((q = strstr(p, marker))) {
-        memcpy(o, p, (size_t)(q - p));
-        o += q - p;
-        memcpy(o, text, tl);
-        o += tl;
-        p = q + ml;
-    }
-    strcpy(o, p);
-    return out;
-}
-
-static char *time_text(time_t t)
-{
-    char buf[32];
-    pg_format_rfc3339(t, buf);
-    return tu_sprintf("%s", buf);
-}
-
-static char *with_now(const char *s)
-{
-    char *now = time_text(time(NULL));
-    char *out = replace_all(s, "@now", now);
-    free(now);
-    return out;
-}
-
 static char *record_json(const char *image_ref, const char *updated, const char *mapping)
 {
     return tu_sprintf("{\"kind\":\"ImagePulledRecord\",\"apiVersion\":"
@@ -143,9 +83,9 @@ static char *record_json(const char *image_ref, const char *updated, const char 
 static void write_record(const char *dir, const char *image_ref, time_t updated,
                          const char *mapping)
 {
-    char *t = time_text(updated);
+    char *t = dc_time_text(updated);
     char *json = record_json(image_ref, t, mapping);
-    write_at(dir, "pulled", image_ref, json);
+    dc_write_at(dir, "pulled", image_ref, json);
     free(json);
     free(t);
 }
@@ -179,143 +119,29 @@ static void expect(pg_decision d, int allow, int reason)
 
 /* ------------------------------------------------------- shared cases */
 
-static json_t *load_cases(void)
-{
-    char *path = tu_testdata("decision-cases.json");
-    size_t len;
-    char *text = tu_read_file(path, &len);
-    ck_assert_msg(text != NULL, "cannot read %s", path);
-    json_error_t je;
-    json_t *cases = json_loadb(text, len, 0, &je);
-    ck_assert_msg(json_is_array(cases), "%s: %s", path, je.text);
-    free(text);
-    free(path);
-    return cases;
-}
-
-static const char *str_field(const json_t *obj, const char *key)
-{
-    const json_t *v = json_object_get(obj, key);
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-static void apply_case_config(env *e, const json_t *cfg)
-{
-    const char *policy = str_field(cfg, "policy"), *ttl = str_field(cfg, "credentialTTL");
-    if (policy)
-        env_set(e, "policy", policy);
-    if (ttl)
-        env_set(e, "credentialTTL", ttl);
-    static const char *const lists[] = {"allowlist", "pinnedImages"};
-    for (size_t l = 0; l < 2; l++) {
-        size_t i;
-        json_t *item;
-        json_array_foreach(json_object_get(cfg, lists[l]), i, item)
-            env_set(e, lists[l], json_string_value(item));
-    }
-}
-
-static void write_pulled_list(const json_t *records, const char *dir)
-{
-    size_t i;
-    json_t *rec;
-    json_array_foreach(records, i, rec)
-    {
-        char *raw = json_dumps(rec, JSON_COMPACT);
-        char *json = with_now(raw);
-        write_at(dir, "pulled", str_field(rec, "imageRef"), json);
-        free(json);
-        free(raw);
-    }
-}
-
-static void write_intents(const json_t *intents, const char *dir)
-{
-    size_t i;
-    json_t *image;
-    json_array_foreach(intents, i, image)
-    {
-        char *json = tu_sprintf("{\"kind\":\"ImagePullIntent\",\"apiVersion\":"
-                                "\"kubelet.config.k8s.io/v1alpha1\",\"image\":\"%s\"}\n",
-                                json_string_value(image));
-        write_at(dir, "pulling", json_string_value(image), json);
-        free(json);
-    }
-}
-
-/* rawPulledFiles entries: [imageRef, content] or {"imageRef":..,"content"|"data"|"text"|"raw":..}. */
-static void write_raw_files(const json_t *raws, const char *dir)
-{
-    size_t i;
-    json_t *entry;
-    json_array_foreach(raws, i, entry)
-    {
-        const json_t *ref = NULL, *content = NULL;
-        if (json_is_array(entry) && json_array_size(entry) == 2) {
-            ref = json_array_get(entry, 0);
-            content = json_array_get(entry, 1);
-        } else if (json_is_object(entry)) {
-            ref = json_object_get(entry, "imageRef");
-            static const char *const keys[] = {"content", "data", "text", "raw"};
-            for (size_t k = 0; k < 4 && !content; k++)
-                content = json_object_get(entry, keys[k]);
-        }
-        ck_assert_msg(json_is_string(ref) && content, "unrecognised rawPulledFiles entry %zu", i);
-        char *dumped = json_is_string(content) ? strdup(json_string_value(content))
-                                               : json_dumps(content, JSON_COMPACT);
-        char *text = with_now(dumped);
-        write_at(dir, "pulled", json_string_value(ref), text);
-        free(text);
-        free(dumped);
-    }
-}
-
-/* A JSON array of strings as a NULL-terminated vector (borrowed strings); NULL when absent. */
-static const char **str_list(const json_t *arr)
-{
-    if (!json_is_array(arr))
-        return NULL;
-    const char **v = calloc(json_array_size(arr) + 1, sizeof *v);
-    ck_assert_ptr_nonnull(v);
-    for (size_t i = 0; i < json_array_size(arr); i++)
-        v[i] = json_string_value(json_array_get(arr, i));
-    return v;
-}
-
 static void run_case(const json_t *c)
 {
-    const char *name = str_field(c, "name"), *want = str_field(c, "expect");
+    const char *name = dc_str(c, "name"), *want = dc_str(c, "expect");
     ck_assert_msg(name && want, "case without name/expect");
     env e;
     env_init(&e);
-    apply_case_config(&e, json_object_get(c, "config"));
-    write_pulled_list(json_object_get(c, "pulled"), e.state);
-    write_pulled_list(json_object_get(c, "readOnlyPulled"), e.ro);
-    write_intents(json_object_get(c, "intents"), e.state);
-    write_intents(json_object_get(c, "readOnlyIntents"), e.ro);
-    write_raw_files(json_object_get(c, "rawPulledFiles"), e.state);
-    const json_t *req = json_object_get(c, "request");
-    const char **aliases = str_list(json_object_get(req, "aliases"));
-    const char **hints = str_list(json_object_get(req, "hints"));
-    pg_request r = {.image = str_field(req, "image"), .image_ref = str_field(req, "imageRef"),
-                    .namespace_ = str_field(req, "namespace"),
-                    .credentials = str_field(req, "credentials")};
+    dc_setup(e.cfg, e.state, e.ro, c);
+    dc_request q = dc_request_of(c);
     pg_decision d;
-    pg_decide_identity(e.cfg, env_store(&e), &r, aliases, hints, &d);
-    const char *want_reason = str_field(c, "expectReason");
+    pg_decide_identity(e.cfg, env_store(&e), &q.r, q.aliases, q.hints, &d);
+    const char *want_reason = dc_str(c, "expectReason");
     ck_assert_msg(want_reason, "case %s has no expectReason", name);
     ck_assert_msg(d.allow == (strcmp(want, "allow") == 0) &&
                       strcmp(pg_reason_name(d.reason), want_reason) == 0,
                   "case %s: want %s/%s, got %s/%s (%s)", name, want, want_reason,
                   d.allow ? "allow" : "deny", pg_reason_name(d.reason), d.text);
-    free(aliases);
-    free(hints);
+    dc_request_free(&q);
     env_free(&e);
 }
 
 START_TEST(shared_decision_cases)
 {
-    json_t *cases = load_cases();
+    json_t *cases = dc_load_cases();
     ck_assert_uint_gt(json_array_size(cases), 0);
     size_t i;
     json_t *c;
@@ -376,7 +202,7 @@ START_TEST(corrupt_record_fails_closed)
 {
     env e;
     env_init(&e);
-    write_at(e.state, "pulled", REF1, "{\"kind\":\"ImagePulledRecord\", garbage");
+    dc_write_at(e.state, "pulled", REF1, "{\"kind\":\"ImagePulledRecord\", garbage");
     pg_decision d = decide(&e, APP ":1.0", REF1, "team-a", CREDS_A);
     expect(d, 0, PG_REASON_STORE_ERROR);
     ck_assert_msg(strstr(d.text, "sha256-"), "reason should name the file: %s", d.text);
@@ -391,9 +217,9 @@ START_TEST(record_under_wrong_name_fails_closed)
     env e;
     env_init(&e);
     /* A valid record of REF2 placed under REF1's name must not vouch for REF1. */
-    char *t = time_text(time(NULL));
+    char *t = dc_time_text(time(NULL));
     char *json = record_json(REF2, t, secret_mapping());
-    write_at(e.ro, "pulled", REF1, json);
+    dc_write_at(e.ro, "pulled", REF1, json);
     expect(decide(&e, APP ":1.0", REF1, "team-a", CREDS_A), 0, PG_REASON_STORE_ERROR);
     free(json);
     free(t);
@@ -405,9 +231,9 @@ START_TEST(unsafe_record_fails_closed)
 {
     env e;
     env_init(&e);
-    char *t = time_text(time(NULL));
+    char *t = dc_time_text(time(NULL));
     char *json = record_json(REF1, t, secret_mapping());
-    char *path = record_path(e.state, "pulled", REF1);
+    char *path = dc_record_path(e.state, "pulled", REF1);
     tu_write_file(path, json, -1, 0666);
     expect(decide(&e, APP ":1.0", REF1, "team-a", CREDS_A), 0, PG_REASON_STORE_ERROR);
     free(path);
@@ -425,7 +251,7 @@ START_TEST(unknown_image_ref)
     expect(decide(&e, APP ":1.0", NULL, "team-a", CREDS_A), 1, PG_REASON_PRELOADED);
     expect(decide(&e, APP ":1.0", "", "team-a", CREDS_A), 1, PG_REASON_PRELOADED);
     /* An intent says it was pulled: without an image ID its records cannot be checked. */
-    write_at(e.state, "pulling", APP ":1.0", "{}");
+    dc_write_at(e.state, "pulling", APP ":1.0", "{}");
     expect(decide(&e, APP ":1.0", NULL, "team-a", CREDS_A), 0, PG_REASON_NO_IMAGE_REF);
     env_set(&e, "pinnedImages", "registry.k8s.io/pause*");
     expect(decide(&e, "registry.k8s.io/pause:3.10", NULL, "team-a", NULL), 1, PG_REASON_PINNED);
@@ -491,7 +317,7 @@ START_TEST(intent_under_normalised_name)
 {
     env e;
     env_init(&e);
-    write_at(e.ro, "pulling", "docker.io/library/nginx:1.25", "{}");
+    dc_write_at(e.ro, "pulling", "docker.io/library/nginx:1.25", "{}");
     expect(decide(&e, "nginx:1.25", REF1, "team-a", NULL), 0, PG_REASON_NO_RECORD);
     expect(decide(&e, "nginx:1.26", REF1, "team-a", NULL), 1, PG_REASON_PRELOADED);
     env_free(&e);
@@ -611,9 +437,9 @@ START_TEST(identity_intent_spellings)
 {
     env e;
     env_init(&e);
-    write_at(e.state, "pulling", "acme/app:1.0", "{}");
-    write_at(e.ro, "pulling", "nginx:1.25", "{}");
-    write_at(e.ro, "pulling", "redis:latest", "{}");
+    dc_write_at(e.state, "pulling", "acme/app:1.0", "{}");
+    dc_write_at(e.ro, "pulling", "nginx:1.25", "{}");
+    dc_write_at(e.ro, "pulling", "redis:latest", "{}");
     expect(decide(&e, "docker.io/acme/app:1.0", REF1, "team-b", NULL), 0, PG_REASON_NO_RECORD);
     expect(decide(&e, "docker.io/library/nginx:1.25", REF1, "team-b", NULL), 0,
            PG_REASON_NO_RECORD);

@@ -10,6 +10,7 @@
  * and a read-only directory; a queue overflow; a subdirectory replaced under
  * the store; and the same while another thread decides.
  */
+#include "decision_cases.h"
 #include "internal.h"
 #include "lookup_cache.h"
 #include "store_credidx.h"
@@ -39,21 +40,9 @@ typedef struct env {
     char *ann;       /* presents secret NS/regcred/uid-a */
 } env;
 
-static void make_record_dir(const char *path)
-{
-    ck_assert_int_eq(mkdir(path, 0700), 0);
-    char *pulled = tu_sprintf("%s/pulled", path), *pulling = tu_sprintf("%s/pulling", path);
-    ck_assert_int_eq(mkdir(pulled, 0700), 0);
-    ck_assert_int_eq(mkdir(pulling, 0700), 0);
-    free(pulled);
-    free(pulling);
-}
-
 static void env_set(env *e, const char *key, const char *value)
 {
-    pg_error err = {0};
-    ck_assert_msg(pg_config_set(e->cfg, key, value, &err) == PG_OK, "%s=%s: %s", key, value,
-                  err.message);
+    dc_config_set(e->cfg, key, value);
 }
 
 static void env_init(env *e)
@@ -62,8 +51,8 @@ static void env_init(env *e)
     e->root = tu_mkdtemp();
     e->state = tu_sprintf("%s/state", e->root);
     e->ro = tu_sprintf("%s/kubelet", e->root);
-    make_record_dir(e->state);
-    make_record_dir(e->ro);
+    dc_make_record_dir(e->state);
+    dc_make_record_dir(e->ro);
     pg_error err = {0};
     e->cfg = pg_config_new(&err);
     ck_assert_ptr_nonnull(e->cfg);
@@ -126,13 +115,6 @@ static void warm(const env *e)
     ck_assert_msg(stats(e).hits > hits, "the second decision used no cached absence");
 }
 
-static char *file_path(const char *dir, const char *sub, const char *key)
-{
-    char name[7 + PG_HASH_HEX_LEN + 1];
-    ck_assert_int_eq(pg_record_file_name(key, name, NULL), PG_OK);
-    return tu_sprintf("%s/%s/%s", dir, sub, name);
-}
-
 /* A kubelet record of REF1 for APP holding secret NS/regcred/<uid>. */
 static char *record_text(const char *uid)
 {
@@ -154,7 +136,7 @@ static char *record_text(const char *uid)
  * concurrent decision never reads half a record. */
 static void write_record(const char *dir, const char *uid)
 {
-    char *path = file_path(dir, "pulled", REF1), *text = record_text(uid);
+    char *path = dc_record_path(dir, "pulled", REF1), *text = record_text(uid);
     char *tmp = tu_sprintf("%s/pulled/record.tmp", dir);
     tu_write_file(tmp, text, -1, 0600);
     ck_assert_int_eq(rename(tmp, path), 0);
@@ -165,7 +147,7 @@ static void write_record(const char *dir, const char *uid)
 
 static void write_intent(const char *dir)
 {
-    char *path = file_path(dir, "pulling", IMAGE);
+    char *path = dc_record_path(dir, "pulling", IMAGE);
     tu_write_file(path,
                   "{\"kind\":\"ImagePullIntent\",\"apiVersion\":\"kubelet.config.k8s.io/"
                   "v1alpha1\",\"image\":\"" IMAGE "\"}",
@@ -175,7 +157,7 @@ static void write_intent(const char *dir)
 
 static void remove_file(const char *dir, const char *sub, const char *key)
 {
-    char *path = file_path(dir, sub, key);
+    char *path = dc_record_path(dir, sub, key);
     ck_assert_int_eq(unlink(path), 0);
     free(path);
 }
@@ -212,7 +194,7 @@ START_TEST(table_grows_with_the_working_set)
     ck_assert_msg(stats(&e).entries > first_capacity / 2 && stats(&e).capacity > first_capacity,
                   "%zu absences in %zu slots (first %zu): the table did not grow",
                   stats(&e).entries, stats(&e).capacity, first_capacity);
-    char *intent = file_path(e.state, "pulling", images[0]);
+    char *intent = dc_record_path(e.state, "pulling", images[0]);
     tu_write_file(intent, "{\"kind\":\"ImagePullIntent\",\"apiVersion\":\"kubelet.config.k8s.io/v1alpha1\","
                           "\"image\":\"registry.example.com/team-a/app0:1.0\"}\n",
                   -1, 0600);
@@ -251,7 +233,7 @@ START_TEST(record_added_modified_and_removed)
         write_record(dir, "uid-a");
         expect(&e, 1, PG_REASON_SECRET_MATCH, "record added");
         /* In place: same size, same second, same inode; only the uid differs. */
-        char *path = file_path(dir, "pulled", REF1), *text = record_text("uid-b");
+        char *path = dc_record_path(dir, "pulled", REF1), *text = record_text("uid-b");
         int fd = open(path, O_WRONLY);
         ck_assert_int_ge(fd, 0);
         ck_assert_int_eq(pwrite(fd, text, strlen(text), 0), (ssize_t)strlen(text));
@@ -271,7 +253,7 @@ START_TEST(record_renamed_over)
     env e;
     env_init(&e);
     warm(&e);
-    char *final = file_path(e.ro, "pulled", REF1), *tmp = tu_sprintf("%s/pulled/new.tmp", e.ro);
+    char *final = dc_record_path(e.ro, "pulled", REF1), *tmp = tu_sprintf("%s/pulled/new.tmp", e.ro);
     char *text = record_text("uid-a");
     tu_write_file(tmp, text, -1, 0600);
     expect(&e, 1, PG_REASON_PRELOADED, "temporary file only");
