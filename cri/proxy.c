@@ -1189,34 +1189,31 @@ static void *loop_main(void *arg)
 
 /* ------------------------------------------------------------ setup */
 
+static grpc_arg int_arg(const char *key, int value)
+{
+    grpc_arg a = {.type = GRPC_ARG_INTEGER, .key = (char *)key};
+    a.value.integer = value;
+    return a;
+}
+
 static grpc_channel *runtime_channel(const char *target)
 {
-    grpc_arg args[6];
-    memset(args, 0, sizeof args);
     /* No channelz bookkeeping, no HTTP proxy lookup for a unix socket. The
      * retry layer stays (cri/README.md "Cost": it costs 1-2 %, and it retries
      * a call lost in a GOAWAY race transparently, as the kubelet's own gRPC
-     * does towards a runtime). */
-    args[4].type = GRPC_ARG_INTEGER;
-    args[4].key = GRPC_ARG_ENABLE_CHANNELZ;
-    args[4].value.integer = 0;
-    args[5].type = GRPC_ARG_INTEGER;
-    args[5].key = GRPC_ARG_ENABLE_HTTP_PROXY;
-    args[5].value.integer = 0;
-    args[0].type = GRPC_ARG_INTEGER;
-    args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[0].value.integer = CRI_MAX_MESSAGE_BYTES;
-    args[1].type = GRPC_ARG_INTEGER;
-    args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-    args[1].value.integer = CRI_MAX_MESSAGE_BYTES;
-    /* A restarted runtime is found again within a second, not after gRPC's 120 s backoff cap. */
-    args[2].type = GRPC_ARG_INTEGER;
-    args[2].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-    args[2].value.integer = MAX_RECONNECT_BACKOFF_MS;
-    args[3].type = GRPC_ARG_STRING;
-    args[3].key = GRPC_ARG_PRIMARY_USER_AGENT_STRING;
-    args[3].value.string = "pullgate-cri/" PG_VERSION_STRING;
-    grpc_channel_args ca = {6, args};
+     * does towards a runtime). A restarted runtime is found again within a
+     * second, not after gRPC's 120 s backoff cap. */
+    grpc_arg args[] = {
+        int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, CRI_MAX_MESSAGE_BYTES),
+        int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, CRI_MAX_MESSAGE_BYTES),
+        int_arg(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, MAX_RECONNECT_BACKOFF_MS),
+        {.type = GRPC_ARG_STRING,
+         .key = (char *)GRPC_ARG_PRIMARY_USER_AGENT_STRING,
+         .value.string = (char *)"pullgate-cri/" PG_VERSION_STRING},
+        int_arg(GRPC_ARG_ENABLE_CHANNELZ, 0),
+        int_arg(GRPC_ARG_ENABLE_HTTP_PROXY, 0),
+    };
+    grpc_channel_args ca = {sizeof args / sizeof args[0], args};
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
     grpc_channel *ch = grpc_channel_create(target, creds, &ca);
     grpc_channel_credentials_release(creds);
@@ -1225,18 +1222,12 @@ static grpc_channel *runtime_channel(const char *target)
 
 static grpc_server *new_server(void)
 {
-    grpc_arg args[3];
-    memset(args, 0, sizeof args);
-    args[2].type = GRPC_ARG_INTEGER;
-    args[2].key = GRPC_ARG_ENABLE_CHANNELZ;
-    args[2].value.integer = 0;
-    args[0].type = GRPC_ARG_INTEGER;
-    args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-    args[0].value.integer = CRI_MAX_MESSAGE_BYTES;
-    args[1].type = GRPC_ARG_INTEGER;
-    args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-    args[1].value.integer = CRI_MAX_MESSAGE_BYTES;
-    grpc_channel_args ca = {3, args};
+    grpc_arg args[] = {
+        int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, CRI_MAX_MESSAGE_BYTES),
+        int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, CRI_MAX_MESSAGE_BYTES),
+        int_arg(GRPC_ARG_ENABLE_CHANNELZ, 0),
+    };
+    grpc_channel_args ca = {sizeof args / sizeof args[0], args};
     return grpc_server_create(&ca, NULL);
 }
 
