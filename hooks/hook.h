@@ -120,6 +120,16 @@ void hook_identity_clear(hook_identity *id);
 int hook_is_image_id(const char *s);
 const char *hook_runtime_name(pg_runtime runtime);
 
+/* ------------------------------------------------------------- deadline.c */
+
+/* Arms the run's deadline (HOOK_HARD_DEADLINE_S, or less when an alarm is
+ * already pending: the thin hook's, carried over by its exec of the local one).
+ * When it fires the hook exits: 0 if hook_deadline_decided(0) was called,
+ * else 1 with a denial line on stderr. */
+void hook_deadline_arm(void);
+/* The exit status the deadline keeps once the decision is made. */
+void hook_deadline_decided(int status);
+
 /* --------------------------------------------------------------- report.c */
 
 /* The fields a report line names; NULL fields print as HOOK_UNKNOWN. */

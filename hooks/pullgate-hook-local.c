@@ -23,45 +23,6 @@
 #include <syslog.h>
 #include <unistd.h>
 
-/* ------------------------------------------------------------ failure */
-
-/*
- * Set once the decision is made, before it is reported: a deadline that fires
- * while reporting (a stuck syslog socket, say) must not turn an allow into a
- * deny, nor print a second line after the real one.
- */
-static volatile sig_atomic_t decided_status = -1;
-
-/* Fixed text: the handler may only use async-signal-safe calls. */
-static void on_deadline(int sig)
-{
-    (void)sig;
-    if (decided_status == 0)
-        _exit(0);
-    static const char line[] = "pullgate: denied container " HOOK_UNKNOWN " (namespace " HOOK_UNKNOWN
-                               ", image " HOOK_UNKNOWN "): the hook exceeded its internal deadline\n";
-    ssize_t ignored = write(STDERR_FILENO, line, sizeof line - 1);
-    (void)ignored;
-    _exit(1);
-}
-
-/*
- * Whatever hangs (a stuck store filesystem, the bus) the hook exits on its own,
- * denying, before the runtime's hooks.d timeout kills it. A pending alarm
- * survives execve: when the thin pullgate-hook fell back to this one, the
- * time it already spent counts, so the whole run stays within the deadline.
- */
-static void arm_deadline(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_deadline;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
-    unsigned left = alarm(0);
-    alarm(left > 0 && left < HOOK_HARD_DEADLINE_S ? left : HOOK_HARD_DEADLINE_S);
-}
-
 /* stdin is done with; keep fd 0 occupied so nothing opened later lands on it. */
 static void release_stdin(void)
 {
@@ -123,7 +84,7 @@ static int stdin_spent_ms(void)
 
 int main(int argc, char **argv)
 {
-    arm_deadline();
+    hook_deadline_arm();
     init_crypto();
     hook_run run;
     memset(&run, 0, sizeof run);
@@ -132,7 +93,7 @@ int main(int argc, char **argv)
     hook_log_open(run.cfg ? pg_config_log_level(run.cfg) : NULL);
     pg_notifier *notifier = open_notifier(run.cfg);
     hook_subject who = hook_run_subject(&run);
-    decided_status = hook_run_status(&run);
+    hook_deadline_decided(hook_run_status(&run));
     int status = hook_report(&who, &run.decision, hook_run_mode(&run), notifier);
     alarm(0); /* reported: nothing left that may hang */
     pg_notifier_free(notifier);

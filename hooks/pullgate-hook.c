@@ -43,34 +43,6 @@
 #define HOOK_DAEMON_BUDGET_MS 500 /* connect + send + reply, in total */
 #define LOCAL_HOOK_NAME "pullgate-hook-local"
 
-/* The daemon's exit status once its reply is in hand: the deadline handler then keeps it. */
-static volatile sig_atomic_t decided_status = -1;
-
-/* Fixed text: the handler may only use async-signal-safe calls. */
-static void on_deadline(int sig)
-{
-    (void)sig;
-    if (decided_status == 0)
-        _exit(0);
-    static const char line[] =
-        "pullgate: denied container " HOOK_UNKNOWN " (namespace " HOOK_UNKNOWN
-        ", image " HOOK_UNKNOWN "): the hook exceeded its internal deadline\n";
-    ssize_t ignored = write(STDERR_FILENO, line, sizeof line - 1);
-    (void)ignored;
-    _exit(1);
-}
-
-/* The same deadline as the local hook; the alarm survives the exec into it. */
-static void arm_deadline(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_deadline;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGALRM, &sa, NULL);
-    alarm(HOOK_HARD_DEADLINE_S);
-}
-
 /* ------------------------------------------------------------ fallback */
 
 /* What the local hook gets on fd 0. */
@@ -300,7 +272,7 @@ static int ask_daemon(const char *path, const hook_request *req, int bundle_fd, 
 
 int main(int argc, char **argv)
 {
-    arm_deadline();
+    hook_deadline_arm();
     hook_args args;
     pg_error err = {0};
     /* Bad arguments: the local hook reads the state and denies naming the container. */
@@ -355,7 +327,7 @@ int main(int argc, char **argv)
         fall_back(argv, STDIN_THE_BYTES, state, state_len);
 
     /* Decided by the daemon, which also logged it: this process only relays. */
-    decided_status = reply.status;
+    hook_deadline_decided(reply.status);
     int status = reply.status;
     if (reply.line_len) {
         int ignored = write_all(STDERR_FILENO, reply.line, reply.line_len);
