@@ -230,7 +230,8 @@ int pg_annotation_add_service_account(pg_annotation *a, const char *image, const
     return PG_OK;
 }
 
-/* Replaces an item's clear hashes by their sealed form (annotation v2). */
+/* Replaces an item's clear hashes (credentialHash, authHash) by their sealed form,
+ * "sealedHashes" (annotation v2). */
 static int seal_item(const pg_mac_key *key, json_t *item, pg_error *err)
 {
     const char *hash = json_string_value(json_object_get(item, "credentialHash"));
