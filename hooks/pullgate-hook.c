@@ -272,6 +272,8 @@ static int ask_daemon(const char *path, const hook_request *req, int bundle_fd, 
 
 int main(int argc, char **argv)
 {
+    if (hook_print_version(argc, argv, "pullgate-hook"))
+        return fclose(stdout) == 0 ? 0 : 1;
     hook_deadline_arm();
     hook_args args;
     pg_error err = {0};

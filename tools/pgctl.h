@@ -94,6 +94,9 @@ int pgctl_read_input(const char *path, size_t max, char **buf, size_t *len, pg_e
  * On failure prints the error, sets *status and returns NULL. */
 pg_store *pgctl_store_open(const pg_config *cfg, pg_notifier **notifier, int *status);
 void pgctl_store_close(pg_store *store, pg_notifier *notifier);
+/* For the commands that only read (list, show, verify): opens the store without
+ * creating anything; a missing stateDir is skipped (it holds no records). */
+pg_store *pgctl_store_open_reading(const pg_config *cfg, pg_error *err);
 
 /* Prints a JSON document and a newline to stdout; steals the reference
  * (json may be NULL: an allocation failed). Returns an exit status. */

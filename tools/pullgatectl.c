@@ -264,9 +264,15 @@ static int parse_global_options(int argc, char **argv, global_settings *g)
 
 /* ------------------------------------------------------ configuration */
 
+/*
+ * Any configuration that cannot be used (unknown key, bad value, a file that is
+ * missing, unsafe or unreadable) is the administrator's to fix: exit 2, as
+ * pullgatectl(8) says; 3 stays for the record store and for bugs.
+ */
 static int config_error(const pg_error *err, const char *what)
 {
-    return pgctl_fail(err, what);
+    int status = pgctl_fail(err, what);
+    return err->code == PG_ERR_NOMEM || err->code == PG_ERR_INTERNAL ? status : PGCTL_USAGE;
 }
 
 static int load_config_file(pg_config *cfg, const char *explicit_path)
