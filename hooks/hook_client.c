@@ -139,9 +139,9 @@ static int receive_reply(int fd, unsigned char *buf, size_t cap, hook_reply *rep
     }
 }
 
-int hook_client_exchange_why(const char *path, const unsigned char *msg, size_t len,
-                             int bundle_fd, int64_t deadline, unsigned char *buf, size_t cap,
-                             hook_reply *reply, hook_client_error *why)
+int hook_client_exchange_why(const char *path, const unsigned char *msg, size_t len, int bundle_fd,
+                             int64_t deadline, unsigned char *buf, size_t cap, hook_reply *reply,
+                             hook_client_error *why)
 {
     hook_client_error ignored;
     if (!why)

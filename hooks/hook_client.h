@@ -17,10 +17,10 @@
 /* Why an exchange failed, for callers that report it (the doctor); the hook only falls back. */
 typedef enum hook_client_error {
     HOOK_CLIENT_OK = 0,
-    HOOK_CLIENT_NO_SERVER,    /* no socket, nothing listening, or the path is too long */
-    HOOK_CLIENT_NOT_ROOT,     /* the server does not run as uid 0: never trusted */
-    HOOK_CLIENT_TIMEOUT,      /* no answer before the deadline */
-    HOOK_CLIENT_BAD_REPLY     /* a send error, or a reply that does not decode */
+    HOOK_CLIENT_NO_SERVER, /* no socket, nothing listening, or the path is too long */
+    HOOK_CLIENT_NOT_ROOT,  /* the server does not run as uid 0: never trusted */
+    HOOK_CLIENT_TIMEOUT,   /* no answer before the deadline */
+    HOOK_CLIENT_BAD_REPLY  /* a send error, or a reply that does not decode */
 } hook_client_error;
 
 /*
@@ -29,9 +29,9 @@ typedef enum hook_client_error {
  * buf, cap bytes) before deadline (pg_monotonic_ms() time). Returns 0, or -1
  * with *why (may be NULL) saying what failed.
  */
-int hook_client_exchange_why(const char *path, const unsigned char *msg, size_t len,
-                             int bundle_fd, int64_t deadline, unsigned char *buf, size_t cap,
-                             hook_reply *reply, hook_client_error *why);
+int hook_client_exchange_why(const char *path, const unsigned char *msg, size_t len, int bundle_fd,
+                             int64_t deadline, unsigned char *buf, size_t cap, hook_reply *reply,
+                             hook_client_error *why);
 /* The same without the reason. */
 int hook_client_exchange(const char *path, const unsigned char *msg, size_t len, int bundle_fd,
                          int64_t deadline, unsigned char *buf, size_t cap, hook_reply *reply);

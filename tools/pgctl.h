@@ -47,6 +47,11 @@ extern const pgctl_command pgctl_cmd_show;
 extern const pgctl_command pgctl_cmd_prune;
 extern const pgctl_command pgctl_cmd_check_config;
 extern const pgctl_command pgctl_cmd_annotate;
+extern const pgctl_command pgctl_cmd_doctor;
+
+/* `pullgatectl [--config FILE] doctor ...`: execs pullgate-doctor (tools/doctor/) with the
+ * global --config (NULL: the default) and argv[1..]; returns only on failure. */
+int pgctl_run_doctor(const char *config_path, int argc, char **argv);
 
 /* ------------------------------------------------------------- helpers */
 

@@ -91,7 +91,7 @@ INSTALLED=(
     /usr/libexec/oci/hooks.d/pullgate-hook-local
     /usr/bin/pullgate-webhook /usr/share/man/man8/pullgate-webhook.8.gz
     /lib/systemd/system/pullgate-cri.service /usr/share/man/man8/pullgate-cri.8.gz
-    /usr/libexec/pullgate/pullgate-prune /usr/lib/tmpfiles.d/pullgate.conf
+    /usr/libexec/pullgate/pullgate-prune /usr/libexec/pullgate/pullgate-doctor /usr/lib/tmpfiles.d/pullgate.conf
     /lib/systemd/system/pullgate-prune.service /lib/systemd/system/pullgate-prune.timer
     /usr/share/man/man8/pullgatectl.8.gz /usr/share/man/man8/pullgate-hook.8.gz
     /usr/share/man/man5/pullgate.json.5.gz
@@ -281,6 +281,7 @@ $tmpfilesdir/pullgate.conf
 /usr/libexec/oci/hooks.d/pullgate-hook
 /usr/libexec/oci/hooks.d/pullgate-hook-local
 /usr/libexec/pullgate
+/usr/libexec/pullgate/pullgate-doctor
 /usr/libexec/pullgate/pullgate-prune
 /usr/share/containers
 /usr/share/containers/oci
