@@ -67,7 +67,7 @@ contains "--help lists commands" "$OUT" "record-pulled"
 expect_status 0 "-h" "$CTL" -h
 expect_status 0 "--version" "$CTL" --version
 contains "--version prints the version" "$OUT" "1."
-for cmd in hash record-intent record-pulled record-failed verify list show prune check-config; do
+for cmd in hash record-intent record-pulled record-failed verify list show prune check-config doctor; do
     expect_status 0 "$cmd --help" "$CTL" "$cmd" --help
     contains "$cmd --help prints a usage" "$OUT" "Usage: pullgatectl"
 done
