@@ -11,9 +11,10 @@
 #   4. reinstalls the same .deb: the edited conffile survives;
 #   5. removes pullgate from a node wired as docs/lifecycle.md describes (a containerd config
 #      whose base spec runs the hook, a hooks.d entry, the kubelet at pullgate-cri): the prerm
-#      warns about each and a container start with the entry left behind fails; then, after the
+#      warns about each and a container from the base spec left behind fails; then, after the
 #      documented procedure, the check is silent, the removal warns about nothing and a
-#      container starts (podman with the same hooks.d directory);
+#      container starts (runc with a bundle built from containerd's configuration, as containerd
+#      builds one, and podman with its default hooks directories);
 #   6. purges: everything is gone except /var/lib/pullgate (the records);
 #   7. builds the RPMs (packaging/build-rpm.sh) and compares `rpm -qlp` with the expected list.
 # Exit 77 (skip) when a tool is missing, or when pullgate is already installed on this machine
@@ -259,9 +260,9 @@ pg_section "removal from a wired node, then by the documented procedure"
 # The node's wiring, in $WORK (the machine's own runtime configuration is left alone): a
 # containerd configuration whose runc handler's base_runtime_spec runs the installed hook, the
 # kubelet's configuration pointing at pullgate-cri, and a hooks.d entry for the hook (what the
-# DaemonSet writes to /etc/containers/oci/hooks.d). podman, reading that hooks.d directory,
-# stands in for the runtime that starts containers: containerd cannot be wired from here to a
-# package's paths without touching the machine's configuration.
+# DaemonSet writes to /etc/containers/oci/hooks.d). runc, given a bundle built from that
+# containerd configuration, stands in for containerd (which cannot be pointed at the package's
+# paths from here without touching the machine's own configuration).
 WIRED="$WORK/wired"
 mkdir -p "$WIRED/containerd" "$WIRED/hooks.d"
 python3 - "$WIRED/containerd/base.json" "$HOOK" <<'EOF2'
@@ -296,12 +297,40 @@ pg_expect_ok "dpkg -r pullgate on the wired node (it warns, it does not refuse)"
 pg_expect_contains "the removal warns about the base spec" "$PG_OUT" "pullgate: WARNING: containerd's base_runtime_spec"
 pg_expect_contains "the removal warns about the kubelet" "$PG_OUT" "points at pullgate-cri"
 pg_expect_contains "the removal says it goes on anyway" "$PG_OUT" "removing pullgate anyway"
-PODMAN_OK=0
-run_with_hooks_dir() { local PG_HOOKS_DIR="$1"; shift; pg_podman run "$@"; } # podman --hooks-dir DIR run ...
-if [[ "${PG_PACKAGING_SKIP_PODMAN:-0}" != 1 ]] && [[ ${#PG_PODMAN_GLOBAL[@]} -gt 0 && -n "${ID:-}" ]]; then
-    PODMAN_OK=1
-    pg_expect_fail "a container start with the hooks.d entry left behind fails (the hook is gone)" \
-        run_with_hooks_dir "$WIRED/hooks.d" "${PG_PODMAN_RUN_FLAGS[@]}" "$IMAGE"
+# containerd builds each container's config.json from the runc handler's base_runtime_spec; runc
+# then runs its hooks. The same here: a bundle from the effective containerd configuration.
+RUNC="$(command -v runc || true)"
+BUSYBOX="$(command -v busybox || true)"
+cd_container() { # ID: runs /bin/true in a bundle built as containerd builds one; runc's output
+    local id="$1" b="$WIRED/bundle-$1"
+    mkdir -p "$b/rootfs/bin"
+    cp "$BUSYBOX" "$b/rootfs/bin/busybox" && ln -sf busybox "$b/rootfs/bin/true"
+    (cd "$b" && "$RUNC" spec) || return 1
+    python3 - "$b" "$PULLGATE_CONTAINERD_CONFIG" <<'EOF2' || return 1
+import json, sys, tomllib
+bundle, cd_config = sys.argv[1:3]
+handler = tomllib.load(open(cd_config, "rb"))["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["runc"]
+base = json.load(open(handler["base_runtime_spec"])) if handler.get("base_runtime_spec") else {}
+spec = json.load(open(bundle + "/config.json"))
+spec["root"] = {"path": bundle + "/rootfs", "readonly": True}
+spec["process"].update({"terminal": False, "args": ["/bin/true"]})
+spec["process"].pop("rlimits", None)
+spec["hooks"] = base.get("hooks", {})
+json.dump(spec, open(bundle + "/config.json", "w"))
+EOF2
+    timeout 60 "$RUNC" --root "$WIRED/runc" run --bundle "$b" "$id" </dev/null
+    local rc=$?
+    "$RUNC" --root "$WIRED/runc" delete -f "$id" >/dev/null 2>&1
+    return $rc
+}
+RUNC_OK=0
+if [[ -n "$RUNC" && -n "$BUSYBOX" ]] && file -L "$BUSYBOX" | grep -q "statically linked"; then
+    RUNC_OK=1
+    pg_expect_fail "a container from containerd's base spec left naming the removed hook fails" \
+        cd_container "pkgtest-left-$$"
+    pg_expect_contains "... at the hook runc cannot find" "$PG_OUT" "pullgate-hook"
+else
+    pg_log "runc or a static busybox missing: no container started around the removal"
 fi
 
 # Now by the procedure: reinstall, then kubelet back to the runtime, the hook out of the
@@ -317,14 +346,14 @@ pg_expect_ok "dpkg -r pullgate after the procedure" dpkg -r pullgate
     pg_check_fail "the removal warned: $PG_OUT"
 [[ ! -e "$HOOK" && ! -e "$HOOK_JSON" ]] && pg_check_ok "the hook and its hooks.d entry are gone" ||
     pg_check_fail "the hook or its entry survived dpkg -r"
-if ((PODMAN_OK)); then
-    pg_expect_ok "a container starts after the removal (same hooks.d directory, now without pullgate)" \
-        run_with_hooks_dir "$WIRED/hooks.d" "${PG_PODMAN_RUN_FLAGS[@]}" "$IMAGE"
-    pg_expect_contains "its output" "$PG_OUT" "pkgtest-ok"
-    pg_expect_ok "and with podman's default hooks directories (the package's entry went with it)" \
+if ((RUNC_OK)); then
+    pg_expect_ok "a container from containerd's configuration starts after the documented removal" \
+        cd_container "pkgtest-after-$$"
+fi
+if [[ "${PG_PACKAGING_SKIP_PODMAN:-0}" != 1 && ${#PG_PODMAN_GLOBAL[@]} -gt 0 && -n "${ID:-}" ]]; then
+    pg_expect_ok "podman (CRI-O's stand-in) starts a container after the removal, default hooks dirs" \
         pg_podman run "${PG_PODMAN_RUN_FLAGS[@]}" "$IMAGE"
-else
-    pg_log "podman part skipped: no container started after the removal"
+    pg_expect_contains "its output" "$PG_OUT" "pkgtest-ok"
 fi
 unset PULLGATE_CONTAINERD_CONFIG PULLGATE_HOOKS_DIRS PULLGATE_KUBELET_FILES
 
