@@ -242,6 +242,10 @@ chmod 0775 "$KUBELET_BIN"
 doctor
 expect kubelet-policy fail "not run"
 chmod 0755 "$KUBELET_BIN"
+printf 'Name:\tkubelet\nUid:\t1000\t1000\t1000\t1000\n' >"$PROC/$KPID/status"
+doctor
+expect kubelet-policy fail "not run" # a "kubelet" not running as root: its binary is never run
+printf 'Name:\tkubelet\nUid:\t0\t0\t0\t0\n' >"$PROC/$KPID/status"
 printf 'a: &x [1]\nb: *x\n' >"$KCONFIG"
 doctor
 expect kubelet fail "aliases are not accepted"

@@ -115,27 +115,40 @@ static int parse_version(const char *s, int *major, int *minor)
     return v && sscanf(v + 1, "%d.%d", major, minor) == 2 ? 0 : -1;
 }
 
-/* The running kubelet's binary is run with --version only when root runs it and root owns it
- * and alone may change it: anything else would run someone's program as root. */
-static bool trusted_binary(const pgd_node *n, const kubelet *k, char *exe, size_t size)
+/*
+ * The running kubelet's binary is run with --version only when root runs it
+ * and the file is root's alone (owned by root, not writable by group or
+ * others): anything else would run someone's program as root. The file is
+ * opened once and run through that descriptor (fexecve), so the one checked is
+ * the one run, even if the process exits and its pid is reused meanwhile.
+ * Returns the descriptor (not close-on-exec: a script's interpreter opens it
+ * as /dev/fd/N), or -1.
+ */
+static int trusted_binary(const pgd_node *n, const kubelet *k)
 {
-    char status_path[4096];
-    snprintf(status_path, sizeof status_path, "%s/%d/status", n->opt->proc_root, k->pid);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d/status", n->opt->proc_root, k->pid);
     char *text = NULL;
     size_t len;
-    if (pgd_read_file(status_path, &text, &len, NULL) != PG_OK)
-        return false;
+    if (pgd_read_file(path, &text, &len, NULL) != PG_OK)
+        return -1;
     const char *uid = strstr(text, "\nUid:");
     bool root = uid && strtol(uid + 5, NULL, 10) == 0;
     free(text);
-    snprintf(exe, size, "%s/%d/exe", n->opt->proc_root, k->pid);
+    snprintf(path, sizeof path, "%s/%d/exe", n->opt->proc_root, k->pid);
+    int fd = root ? open(path, O_RDONLY) : -1;
     struct stat st;
-    return root && stat(exe, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0 &&
-           !(st.st_mode & (S_IWGRP | S_IWOTH));
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+                    (st.st_mode & (S_IWGRP | S_IWOTH)) || !(st.st_mode & S_IXUSR))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
 }
 
-/* `exe --version`: stdin /dev/null, stdout bounded, killed after VERSION_TIMEOUT_MS. */
-static int run_version(const char *exe, char *out, size_t n)
+/* `kubelet --version` from exe_fd: stdin /dev/null, stdout bounded, killed after
+ * VERSION_TIMEOUT_MS. */
+static int run_version(int exe_fd, char *out, size_t n)
 {
     int pipefd[2];
     if (pipe2(pipefd, O_CLOEXEC) != 0)
@@ -150,7 +163,9 @@ static int run_version(const char *exe, char *out, size_t n)
         int null = open("/dev/null", O_RDWR);
         if (null < 0 || dup2(null, 0) < 0 || dup2(pipefd[1], 1) < 0 || dup2(null, 2) < 0)
             _exit(127);
-        execl(exe, "kubelet", "--version", (char *)NULL);
+        char *const argv[] = {(char *)"kubelet", (char *)"--version", NULL};
+        char *const envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+        fexecve(exe_fd, argv, envp);
         _exit(127);
     }
     close(pipefd[1]);
@@ -170,7 +185,7 @@ static int run_version(const char *exe, char *out, size_t n)
     }
     out[got] = '\0';
     close(pipefd[0]);
-    kill(pid, SIGKILL); /* ours: the child just forked; harmless when it has exited */
+    kill(pid, SIGKILL); /* our own child, by its pid; harmless when it has exited */
     int status;
     waitpid(pid, &status, 0);
     return got ? 0 : -1;
@@ -185,14 +200,17 @@ static int kubelet_version(const pgd_node *n, const kubelet *k, int *major, int 
         snprintf(why, why_n, "no kubelet process runs");
         return -1;
     }
-    char exe[4200], out[256];
-    if (!trusted_binary(n, k, exe, sizeof exe)) {
+    char out[256];
+    int exe_fd = trusted_binary(n, k);
+    if (exe_fd < 0) {
         snprintf(why, why_n,
                  "the kubelet's binary is not root's alone or it does not run as "
                  "root: not run");
         return -1;
     }
-    if (run_version(exe, out, sizeof out) != 0 || parse_version(out, major, minor) != 0) {
+    int rc = run_version(exe_fd, out, sizeof out);
+    close(exe_fd);
+    if (rc != 0 || parse_version(out, major, minor) != 0) {
         snprintf(why, why_n, "`kubelet --version` said nothing usable");
         return -1;
     }
