@@ -15,13 +15,13 @@ PACKAGES=(
   # daemons: pullgate-cri (gRPC C core, protobuf-c), pullgate-webhook (libmicrohttpd, libcurl)
   libgrpc-dev protobuf-c-compiler libprotobuf-c-dev libmicrohttpd-dev libcurl4-openssl-dev
   python3-protobuf openssl
-  # pullgatectl doctor (pullgate-doctor): the kubelet's configuration is YAML (libyaml),
-  # containerd's and CRI-O's are TOML (toml++, C++: Debian 12 packages no C TOML parser)
-  libyaml-dev libtomlplusplus-dev g++
   # webhook tests: manifest checks (YAML) and TLS calls as the API server makes them
   python3-yaml curl
   # packaging
   debhelper devscripts lintian rpm rpmlint fakeroot
+  # pullgatectl doctor (pullgate-doctor): the kubelet's configuration is YAML (libyaml),
+  # containerd's and CRI-O's are TOML (toml++, C++: Debian 12 packages no C TOML parser)
+  libyaml-dev libtomlplusplus-dev g++
 )
 
 missing=()
