@@ -101,6 +101,10 @@ STATUS=0
 doctor() { # runs doctor --json; OUT, STATUS
     STATUS=0
     OUT="$("$PULLGATECTL" --config "$CFG" doctor --json "${DOCTOR_ARGS[@]}" "$@" 2>"$W/doctor.err")" || STATUS=$?
+    if ((STATUS > 1)); then
+        pg_log "doctor exited $STATUS; its stderr:"
+        head -c 4000 "$W/doctor.err" >&2
+    fi
 }
 # expect CHECK ok|fail [TEXT]: the check's verdict (and TEXT in its detail), the exit status
 # that follows from all checks, and a fix for every failed check.

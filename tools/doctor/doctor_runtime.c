@@ -81,6 +81,7 @@ static bool is_our_hook(const json_t *hook)
     return base && strcmp(base + 1, HOOK_NAME) == 0;
 }
 
+/* The hook's argv as runc runs it: args[0] is the program name, as in execv. */
 static char **hook_argv(const json_t *hook)
 {
     const json_t *args = json_object_get(hook, "args");
@@ -88,10 +89,12 @@ static char **hook_argv(const json_t *hook)
     char **argv = calloc(n + 2, sizeof *argv);
     if (!argv)
         return NULL;
-    argv[0] = strdup(HOOK_NAME);
-    for (size_t i = 0; i < n; i++) {
-        const char *a = json_string_value(json_array_get(args, i));
-        argv[i] = strdup(a ? a : ""); /* args[0] is the program name, as in execv */
+    for (size_t i = 0; i < (n ? n : 1); i++) {
+        const char *a = n ? json_string_value(json_array_get(args, i)) : HOOK_NAME;
+        if (!(argv[i] = strdup(a ? a : ""))) {
+            pg_strv_free(argv);
+            return NULL;
+        }
     }
     return argv;
 }
