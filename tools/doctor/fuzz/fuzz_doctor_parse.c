@@ -20,7 +20,12 @@ static void flags(const char *text, size_t len)
     size_t n = 0;
     for (size_t i = 0; i < len && n < 63;) {
         size_t l = strnlen(text + i, len - i);
-        argv[n++] = strndup(text + i, l);
+        char *arg = malloc(l + 1); /* the input is not NUL-terminated: no str* on it */
+        if (!arg)
+            break;
+        memcpy(arg, text + i, l);
+        arg[l] = '\0';
+        argv[n++] = arg;
         i += l + 1;
     }
     static const char *const names[] = {"config", "container-runtime-endpoint", "feature-gates",
