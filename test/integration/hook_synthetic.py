@@ -268,7 +268,13 @@ def crio_cases(env):
     expect_allow("crio-image-from-Image-key", env, b)
 
     b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP))
-    expect_deny("crio-no-credentials", env, b, ns="team-a", image=IMG_APP)
+    expect_deny("crio-no-credentials", env, b, ns="team-a", image=IMG_APP,
+                reason=r"^no pullgate\.dev/credentials annotation in the container's OCI config "
+                       r"\(no admission webhook .*presented 0 secrets")
+    # An annotation that lists nothing is another case: it was passed, it just holds nothing.
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: "{}"}))
+    expect_deny("crio-empty-annotation", env, b, ns="team-a", image=IMG_APP,
+                reason=r"^no presented credential matches .*presented 0 secrets")
     b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP,
                                     pod={ANNOTATION: creds("team-a", uid="uid-x", hash_=HASH_B)}))
     expect_deny("crio-wrong-credentials", env, b, ns="team-a", image=IMG_APP)
@@ -314,7 +320,13 @@ def containerd_cases(env):
     b = env.bundle(containerd_annotations("team-a", IMG_APP, pod={ANNOTATION: good}))
     expect_allow("containerd-authorized", env, b)
     b = env.bundle(containerd_annotations("team-a", IMG_APP))
-    expect_deny("containerd-no-credentials", env, b, ns="team-a", image=IMG_APP)
+    expect_deny("containerd-no-credentials", env, b, ns="team-a", image=IMG_APP,
+                reason=r"^no pullgate\.dev/credentials annotation in the container's OCI config "
+                       r"\(containerd passes it only when the runtime handler lists it: "
+                       r"pod_annotations = \[\"pullgate\.dev/credentials\"\]")
+    b = env.bundle(containerd_annotations("team-a", IMG_APP, pod={ANNOTATION: "{}"}))
+    expect_deny("containerd-empty-annotation", env, b, ns="team-a", image=IMG_APP,
+                reason=r"^no presented credential matches .*presented 0 secrets")
     b = env.bundle(containerd_annotations("team-b", IMG_APP, pod={ANNOTATION: good}))
     expect_deny("containerd-credentials-other-namespace", env, b, ns="team-b")
     # Never pulled under any spelling, no record maps its name: proven preloaded.
@@ -666,8 +678,32 @@ def identity_cases(root):
                 ns="team-a", reason="future")
 
 
+def version_cases():
+    """--version alone prints the version and allows nothing else: with other arguments it
+    is a bad argument, which denies (a runtime never passes it)."""
+    global checks
+    local = os.path.join(os.path.dirname(HOOK), "pullgate-hook-local")
+    for prog in (HOOK, local):
+        checks += 1
+        name = os.path.basename(prog)
+        r = subprocess.run([prog, "--version"], stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=10)
+        if r.returncode != 0 or not re.fullmatch(re.escape(name) + r" \d+\.\d+\.\d+\n", r.stdout):
+            fail(f"{name}-version", f"exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r}")
+        else:
+            print(f"ok   {name}-version: {r.stdout.strip()}", flush=True)
+        checks += 1
+        r = subprocess.run([prog, "--stage", "createRuntime", "--version"], input=b"{}",
+                           capture_output=True, timeout=10)
+        if r.returncode != 1 or b"bad argument" not in r.stderr:
+            fail(f"{name}-version-in-a-run", f"exit {r.returncode}, stderr {r.stderr!r}")
+        else:
+            print(f"ok   {name}-version-in-a-run: denied", flush=True)
+
+
 def main():
     become_subreaper()
+    version_cases()
     with tempfile.TemporaryDirectory(prefix="pg-hook-synth-") as root:
         os.chmod(root, 0o755)
         env = Env(root)
