@@ -5,14 +5,17 @@
  * TTL expiry, failing closed on store errors, unknown imageRefs and bad input.
  */
 #include "decision_cases.h"
+#include "store_lookup.h"
 #include "internal.h"
 #include "testutil.h"
 
 #include <check.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define REF1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 #define REF2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
@@ -531,6 +534,86 @@ START_TEST(identity_index_digest_forms)
 }
 END_TEST
 
+/* ------------------------------------------------ short names (issue 22) */
+
+#define SHORT "secretorg/myimage"
+#define SHORT_NAME "docker.io/" SHORT
+#define REF5 "sha256:5555555555555555555555555555555555555555555555555555555555555555"
+#define SHORT_MAPPING                                                                        \
+    "\"" SHORT "\":{\"kubernetesSecrets\":[{\"uid\":\"uid-a\",\"namespace\":\"team-a\","     \
+    "\"name\":\"regcred\",\"credentialHash\":\"" HASH_A "\"}]}"
+#define CREDS_SHORT                                                                          \
+    "{\"" SHORT_NAME "\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":"        \
+    "\"regcred\",\"uid\":\"uid-a\",\"credentialHash\":\"" HASH_A "\"}]}}"
+
+/* The name index of the writable directory, rebuilt by prune from a record the
+ * kubelet keyed "secretorg/myimage": found under the image's normalised name. */
+START_TEST(short_key_in_rebuilt_name_index)
+{
+    env e;
+    env_init(&e);
+    write_record(e.state, REF5, time(NULL), SHORT_MAPPING);
+    const char *in_use[] = {REF5, NULL};
+    unsigned pruned = 99;
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_prune(env_store(&e), in_use, 0, &pruned, &err), PG_OK);
+    ck_assert_uint_eq(pruned, 0);
+    char *marker = tu_sprintf("%s/pullgate-names/.complete-2", e.state);
+    ck_assert_int_eq(access(marker, F_OK), 0); /* the index, not a scan, answers */
+    free(marker);
+    pg_record **recs = NULL;
+    size_t n = 0;
+    bool unknown = true;
+    ck_assert_int_eq(pg_store_records_mapping(env_store(&e), SHORT_NAME, &recs, &n, &unknown, &err),
+                     PG_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert(!unknown);
+    pg_record_free(recs[0]);
+    pg_free(recs);
+    expect(decide(&e, SHORT ":customtag", NULL, "team-b", NULL), 0, PG_REASON_NO_CREDENTIALS);
+    expect(decide(&e, SHORT_NAME ":customtag", NULL, "team-a", CREDS_SHORT), 1,
+           PG_REASON_SECRET_MATCH);
+    env_free(&e);
+}
+END_TEST
+
+/* dir_stamp's text for one subdirectory (plugin/store_names.c). */
+static char *sub_stamp(const char *dir, const char *sub)
+{
+    char *path = tu_sprintf("%s/%s", dir, sub);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    free(path);
+    return tu_sprintf("%ju:%ju:%lld.%09ld", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
+                      (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+}
+
+/* A read-only directory's name cache of the previous format listed keys as
+ * written: one with a current stamp must not hide a record keyed "secretorg/myimage". */
+START_TEST(short_key_old_dircache_is_not_trusted)
+{
+    env e;
+    env_init(&e);
+    write_record(e.ro, REF5, time(NULL) - 60, SHORT_MAPPING);
+    char *cache_dir = tu_sprintf("%s/pullgate-dircache", e.state);
+    mkdir(cache_dir, 0700);
+    char *pulled = sub_stamp(e.ro, "pulled"), *pulling = sub_stamp(e.ro, "pulling");
+    char file[7 + PG_HASH_HEX_LEN + 1];
+    ck_assert_int_eq(pg_record_file_name(e.ro, file, NULL), PG_OK);
+    char *path = tu_sprintf("%s/%s", cache_dir, file);
+    /* Format 1: the stamp, then nothing under docker.io/secretorg/myimage. */
+    char *text = tu_sprintf("pullgate-dircache 1 %s %s\n", pulled, pulling);
+    tu_write_file(path, text, -1, 0600);
+    expect(decide(&e, SHORT ":customtag", NULL, "team-b", NULL), 0, PG_REASON_NO_CREDENTIALS);
+    free(text);
+    free(path);
+    free(pulled);
+    free(pulling);
+    free(cache_dir);
+    env_free(&e);
+}
+END_TEST
+
 /* Case 6: a pinned pattern never overrides a record of a credentialed pull. */
 START_TEST(identity_pinned_needs_no_pull)
 {
@@ -622,6 +705,8 @@ static Suite *decide_suite(void)
     tcase_add_test(tc, identity_pinned_needs_no_pull);
     tcase_add_test(tc, identity_ttl_per_credential);
     tcase_add_test(tc, identity_bad_annotation_before_exemptions);
+    tcase_add_test(tc, short_key_in_rebuilt_name_index);
+    tcase_add_test(tc, short_key_old_dircache_is_not_trusted);
     suite_add_tcase(s, tc);
     return s;
 }
