@@ -307,7 +307,12 @@ START_TEST(no_mapping_and_node_accessible)
     write_record(e.state, REF1, time(NULL), secret_mapping());
     write_record(e.state, REF2, time(NULL) - 10 * 86400,
                  "\"" APP "\":{\"nodePodsAccessible\":true}");
-    /* Same image ID, pulled under another name: no credentials recorded for this name. */
+    /* Same image ID, pulled under another name: no credentials recorded for this
+     * name. Nothing says this name was pulled: preloaded under it (kubelet
+     * #138175); verified, there is nothing to match. */
+    expect(decide(&e, "registry.example.com/team-b/app:1.0", REF1, "team-b", NULL), 1,
+           PG_REASON_PRELOADED);
+    env_set(&e, "policy", "AlwaysVerify");
     expect(decide(&e, "registry.example.com/team-b/app:1.0", REF1, "team-b", NULL), 0,
            PG_REASON_NO_MAPPING);
     env_set(&e, "credentialTTL", "1h");
