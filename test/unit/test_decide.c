@@ -122,13 +122,40 @@ static void expect(pg_decision d, int allow, int reason)
 
 /* ------------------------------------------------------- shared cases */
 
+/*
+ * A case ported from the kubelet's tests carries the kubelet's answer; ours is
+ * the same, or the case names the divergence (docs/interfaces.md) and differs.
+ */
+static void check_kubelet_answer(const json_t *c, const char *name, const char *want)
+{
+    const json_t *k = json_object_get(c, "kubelet");
+    if (!k)
+        return;
+    const char *theirs = dc_str(k, "expect");
+    const char *ours = json_is_true(json_object_get(c, "expectConfigError")) ? "config-error" : want;
+    ck_assert_msg(theirs, "case %s: kubelet.expect missing", name);
+    if (dc_str(c, "divergence"))
+        ck_assert_msg(strcmp(theirs, ours) != 0, "case %s: a divergence that answers as the kubelet",
+                      name);
+    else
+        ck_assert_msg(strcmp(theirs, ours) == 0,
+                      "case %s: the kubelet answers %s, this case %s, and no divergence is named",
+                      name, theirs, ours);
+}
+
 static void run_case(const json_t *c)
 {
     const char *name = dc_str(c, "name"), *want = dc_str(c, "expect");
     ck_assert_msg(name && want, "case without name/expect");
+    check_kubelet_answer(c, name, want);
     env e;
     env_init(&e);
-    dc_setup(e.cfg, e.state, e.ro, c);
+    bool configured = dc_setup(e.cfg, e.state, e.ro, c);
+    if (json_is_true(json_object_get(c, "expectConfigError"))) {
+        ck_assert_msg(!configured, "case %s: the configuration accepted its values", name);
+        env_free(&e);
+        return;
+    }
     dc_request q = dc_request_of(c);
     pg_decision d;
     pg_decide_identity(e.cfg, env_store(&e), &q.r, q.aliases, q.hints, &d);
