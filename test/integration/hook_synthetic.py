@@ -666,6 +666,80 @@ def identity_cases(root):
                 ns="team-a", reason="future")
 
 
+# ------------------------------------------------ image-name spellings (issue 22)
+
+# Every way a pod (so the kubelet's key, its intent, containerd 2.x's image-name) or a runtime may
+# spell one Docker Hub image, and the tag/digest forms it may carry.
+OFFICIAL = ["tool", "library/tool", "docker.io/tool", "docker.io/library/tool",
+            "index.docker.io/library/tool", "index.docker.io/tool"]
+ORG = ["secretorg/myimage", "docker.io/secretorg/myimage", "index.docker.io/secretorg/myimage"]
+SPELLING_DIGEST = "sha256:" + "5" * 64
+SUFFIXES = ["", ":1", "@" + SPELLING_DIGEST, ":1@" + SPELLING_DIGEST]
+REF_SPELL = "6" * 64
+
+
+def normalised(name):
+    return "docker.io/library/tool" if name in OFFICIAL else "docker.io/secretorg/myimage"
+
+
+def spelling_cases(root):
+    """Issue 22: whichever spelling the kubelet recorded and the runtime names, one image."""
+    # Records: the kubelet keyed its record by the name as the pod wrote it.
+    for family in (OFFICIAL, ORG):
+        for key in family:
+            env = fresh_env(root, "spell-record-" + key.replace("/", "_"))
+            kdir = kubelet_dir(env.root, "kubelet")
+            cfg = env.config(readOnlyRecordDirs=[kdir])
+            write_record(kdir, "sha256:" + REF_SPELL, secret_mapping(key))
+            owner = creds("team-a", image_name=normalised(key))
+            for i, name in enumerate(family):
+                for suffix in (":1", ":1@" + SPELLING_DIGEST):
+                    image = name + suffix
+                    tag = f"spell-record-{key}-as-{image}"
+                    b = env.bundle(crio_annotations("team-b", image, REF_SPELL))
+                    expect_deny(tag + "-crio-team-b", env, b, cfg=cfg, ns="team-b",
+                                reason="no presented credential")
+                    b = env.bundle(containerd_annotations("team-b", image))
+                    expect_deny(tag + "-containerd-team-b", env, b, cfg=cfg, ns="team-b")
+                b = env.bundle(crio_annotations("team-a", name + ":1", REF_SPELL,
+                                                pod={ANNOTATION: owner}))
+                expect_allow(f"spell-record-{key}-as-{name}-crio-owner", env, b, cfg=cfg)
+                b = env.bundle(containerd_annotations("team-a", name + ":1", pod={ANNOTATION: owner}))
+                expect_allow(f"spell-record-{key}-as-{name}-containerd-owner", env, b, cfg=cfg)
+
+    # Intents: the kubelet's intent under the pod's spelling, the runtime naming it otherwise.
+    env = fresh_env(root, "spell-intents")
+    kdir = kubelet_dir(env.root, "kubelet")
+    cfg = env.config(readOnlyRecordDirs=[kdir])
+    for family in (OFFICIAL, ORG):
+        for name in family:
+            for suffix in SUFFIXES:
+                write_intent(kdir, name + suffix)
+                for shown in (normalised(name), family[0]):
+                    image = shown + suffix
+                    tag = f"spell-intent-{name + suffix}-as-{image}"
+                    b = env.bundle(crio_annotations("team-b", image, ID_X))
+                    expect_deny(tag + "-crio", env, b, cfg=cfg, ns="team-b", reason="intent")
+                    b = env.bundle(containerd_annotations("team-b", image))
+                    expect_deny(tag + "-containerd", env, b, cfg=cfg, ns="team-b", reason="intent")
+                os.unlink(os.path.join(kdir, "pulling", sha_name(name + suffix)))
+
+    # The name index: pullgate's own record (pulled under any spelling, keyed normalised);
+    # another tag of that name has no index entry and no ID, so the index of names decides.
+    for family in (OFFICIAL, ORG):
+        for pulled in family:
+            env = fresh_env(root, "spell-index-" + pulled.replace("/", "_"))
+            env.ctl("record-pulled", "--image", pulled + ":1", "--image-ref", "sha256:" + REF_SPELL,
+                    "--secret", f"team-a/regcred/uid-a:{HASH_A}")
+            for name in family:
+                b = env.bundle(containerd_annotations("team-b", name + ":2"))
+                expect_deny(f"spell-index-{pulled}-as-{name}:2-containerd", env, b, ns="team-b",
+                            reason="no presented credential")
+                b = env.bundle(crio_annotations("team-b", name + ":2", ID_X))
+                expect_deny(f"spell-index-{pulled}-as-{name}:2-crio-other-id", env, b, ns="team-b",
+                            reason="no pull record")
+
+
 def main():
     become_subreaper()
     with tempfile.TemporaryDirectory(prefix="pg-hook-synth-") as root:
@@ -677,6 +751,7 @@ def main():
                       dbus_cases):
             group(env)
         identity_cases(root)
+        spelling_cases(root)
     print(f"{checks} checks, {len(failures)} failures")
     for f in failures:
         print("  " + f)
