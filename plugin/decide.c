@@ -548,12 +548,13 @@ static bool step_preloaded_name(decide_ctx *c)
         return true;
     if (n > 0)
         return false;
-    return settle(c, 1, PG_REASON_PRELOADED,
-                  "%.256s (%.160s) was not pulled by the kubelet or pullgate under this name "
-                  "(preloaded: the pull record%s of its content map%s only other images; no record, "
-                  "intent or hint names it)",
-                  c->name, c->image_ref ? c->image_ref : c->recs[0]->image_ref,
-                  c->n_recs > 1 ? "s" : "", c->n_recs > 1 ? "" : "s");
+    return settle(
+        c, 1, PG_REASON_PRELOADED,
+        "%.256s (%.160s) was not pulled by the kubelet or pullgate under this name "
+        "(preloaded: the pull record%s of its content map%s only other images; no record, "
+        "intent or hint names it)",
+        c->name, c->image_ref ? c->image_ref : c->recs[0]->image_ref, c->n_recs > 1 ? "s" : "",
+        c->n_recs > 1 ? "" : "s");
 }
 
 static const char *shown_ref(const decide_ctx *c)
@@ -750,11 +751,11 @@ typedef bool (*decide_step)(decide_ctx *c);
  * the image is gathered before the first step that depends on it.
  */
 static const decide_step steps[] = {
-    step_request,     step_never_verify,    step_parse_image,     step_identities,
-    step_annotation,  step_gather,          step_pinned,          step_allowlisted,
-    step_name_union,  step_preloaded,       step_preloaded_name,  step_mapping,
-    step_node_accessible,
-    step_secret,      step_service_account, step_signature_rejected, step_no_match,
+    step_request,         step_never_verify, step_parse_image,     step_identities,
+    step_annotation,      step_gather,       step_pinned,          step_allowlisted,
+    step_name_union,      step_preloaded,    step_preloaded_name,  step_mapping,
+    step_node_accessible, step_secret,       step_service_account, step_signature_rejected,
+    step_no_match,
 };
 
 static void decide_cleanup(decide_ctx *c)

@@ -168,7 +168,8 @@ static bool allowlist_pattern_matches(const char *pattern, const char *name)
         return strcmp(pattern, name) == 0;
     /* "ubuntu", "library/ubuntu": the image they name (validated when configured). */
     pg_ref *ref = pg_ref_parse(pattern, NULL);
-    bool match = ref && !pg_ref_tag(ref) && !pg_ref_digest(ref) && strcmp(pg_ref_name(ref), name) == 0;
+    bool match =
+        ref && !pg_ref_tag(ref) && !pg_ref_digest(ref) && strcmp(pg_ref_name(ref), name) == 0;
     pg_ref_free(ref);
     return match;
 }

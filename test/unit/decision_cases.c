@@ -131,8 +131,8 @@ static bool apply_config(pg_config *cfg, const json_t *c, bool may_fail)
     for (size_t l = 0; l < 2; l++) {
         size_t i;
         json_t *item;
-        json_array_foreach(json_object_get(c, lists[l]), i, item)
-            ok = config_try(cfg, lists[l], json_string_value(item), may_fail) && ok;
+        json_array_foreach(json_object_get(c, lists[l]), i, item) ok =
+            config_try(cfg, lists[l], json_string_value(item), may_fail) && ok;
     }
     return ok;
 }

@@ -132,11 +132,12 @@ static void check_kubelet_answer(const json_t *c, const char *name, const char *
     if (!k)
         return;
     const char *theirs = dc_str(k, "expect");
-    const char *ours = json_is_true(json_object_get(c, "expectConfigError")) ? "config-error" : want;
+    const char *ours =
+        json_is_true(json_object_get(c, "expectConfigError")) ? "config-error" : want;
     ck_assert_msg(theirs, "case %s: kubelet.expect missing", name);
     if (dc_str(c, "divergence"))
-        ck_assert_msg(strcmp(theirs, ours) != 0, "case %s: a divergence that answers as the kubelet",
-                      name);
+        ck_assert_msg(strcmp(theirs, ours) != 0,
+                      "case %s: a divergence that answers as the kubelet", name);
     else
         ck_assert_msg(strcmp(theirs, ours) == 0,
                       "case %s: the kubelet answers %s, this case %s, and no divergence is named",
@@ -571,11 +572,11 @@ END_TEST
 #define SHORT "secretorg/myimage"
 #define SHORT_NAME "docker.io/" SHORT
 #define REF5 "sha256:5555555555555555555555555555555555555555555555555555555555555555"
-#define SHORT_MAPPING                                                                        \
-    "\"" SHORT "\":{\"kubernetesSecrets\":[{\"uid\":\"uid-a\",\"namespace\":\"team-a\","     \
+#define SHORT_MAPPING                                                                              \
+    "\"" SHORT "\":{\"kubernetesSecrets\":[{\"uid\":\"uid-a\",\"namespace\":\"team-a\","           \
     "\"name\":\"regcred\",\"credentialHash\":\"" HASH_A "\"}]}"
-#define CREDS_SHORT                                                                          \
-    "{\"" SHORT_NAME "\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":"        \
+#define CREDS_SHORT                                                                                \
+    "{\"" SHORT_NAME "\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":"              \
     "\"regcred\",\"uid\":\"uid-a\",\"credentialHash\":\"" HASH_A "\"}]}}"
 
 /* The name index of the writable directory, rebuilt by prune from a record the

@@ -50,11 +50,20 @@ END_TEST
 START_TEST(allowlist_validate_accepts)
 {
     const char *good[] = {
-        "registry.example.com/team-a/*", "registry.example.com/*", "docker.io/*",
-        "docker.io/library/*", "docker.io/library/nginx", "registry.example.com:5000/x/y",
-        "registry.example.com:5000/*", "localhost/app", "quay.io/team/app",
+        "registry.example.com/team-a/*",
+        "registry.example.com/*",
+        "docker.io/*",
+        "docker.io/library/*",
+        "docker.io/library/nginx",
+        "registry.example.com:5000/x/y",
+        "registry.example.com:5000/*",
+        "localhost/app",
+        "quay.io/team/app",
         /* The kubelet's familiar names (kubelet #137629): the image they name. */
-        "nginx", "library/nginx", "secretorg/myimage", "index.docker.io/library/nginx",
+        "nginx",
+        "library/nginx",
+        "secretorg/myimage",
+        "index.docker.io/library/nginx",
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         pg_error err = {0};

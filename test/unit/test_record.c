@@ -326,9 +326,9 @@ START_TEST(key_names)
 }
 END_TEST
 
-#define SECRET_OF(ns, uid, hash)                                                                  \
-    "{\"uid\":\"" uid "\",\"namespace\":\"" ns "\",\"name\":\"regcred\",\"credentialHash\":\""    \
-    hash "\"}"
+#define SECRET_OF(ns, uid, hash)                                                                   \
+    "{\"uid\":\"" uid "\",\"namespace\":\"" ns                                                     \
+    "\",\"name\":\"regcred\",\"credentialHash\":\"" hash "\"}"
 
 START_TEST(find_by_image_across_spellings)
 {
@@ -336,13 +336,21 @@ START_TEST(find_by_image_across_spellings)
         "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"" PG_API_V1ALPHA1 "\","
         "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"" REF "\","
         "\"credentialMapping\":{"
-        "\"Weird\":{\"kubernetesSecrets\":[" SECRET_OF("w", "u5", H_A) "]},"
-        "\"docker.io/library/nginx\":{\"kubernetesSecrets\":[" SECRET_OF("b", "u2", H_B) "]},"
-        "\"index.docker.io/library/redis\":{\"nodePodsAccessible\":true},"
-        "\"nginx\":{\"kubernetesSecrets\":[" SECRET_OF("a", "u1", H_A) "],"
-        "\"kubernetesServiceAccounts\":[{\"uid\":\"s\",\"namespace\":\"a\",\"name\":\"sa\"}]},"
-        "\"registry.example.com/x:tag\":{\"nodePodsAccessible\":true},"
-        "\"secretorg/myimage\":{\"kubernetesSecrets\":[" SECRET_OF("c", "u3", H_C) "]}}}";
+        "\"Weird\":{\"kubernetesSecrets\":[" SECRET_OF(
+            "w", "u5",
+            H_A) "]},"
+                 "\"docker.io/library/nginx\":{\"kubernetesSecrets\":[" SECRET_OF(
+                     "b", "u2",
+                     H_B) "]},"
+                          "\"index.docker.io/library/redis\":{\"nodePodsAccessible\":true},"
+                          "\"nginx\":{\"kubernetesSecrets\":[" SECRET_OF(
+                              "a", "u1",
+                              H_A) "],"
+                                   "\"kubernetesServiceAccounts\":[{\"uid\":\"s\",\"namespace\":"
+                                   "\"a\",\"name\":\"sa\"}]},"
+                                   "\"registry.example.com/x:tag\":{\"nodePodsAccessible\":true},"
+                                   "\"secretorg/myimage\":{\"kubernetesSecrets\":[" SECRET_OF(
+                                       "c", "u3", H_C) "]}}}";
     pg_record *rec = parse_ok(text);
     ck_assert_uint_eq(rec->n_maps, 6);
     /* nginx and docker.io/library/nginx are one image: the union of both keys. */
@@ -373,25 +381,28 @@ START_TEST(merge_pull_folds_spellings_of_its_image)
         "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"" PG_API_V1ALPHA1 "\","
         "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"" REF "\","
         "\"credentialMapping\":{"
-        "\"docker.io/secretorg/myimage\":{\"kubernetesSecrets\":[" SECRET_OF("a", "u1", H_B) "]},"
-        "\"index.docker.io/secretorg/myimage\":{\"kubernetesServiceAccounts\":"
-        "[{\"uid\":\"s\",\"namespace\":\"a\",\"name\":\"sa\"}]},"
-        "\"nginx\":{\"nodePodsAccessible\":true},"
-        "\"secretorg/myimage\":{\"kubernetesSecrets\":[" SECRET_OF("a", "u1", H_A) ","
-        SECRET_OF("b", "u2", H_A) "]}}}");
+        "\"docker.io/secretorg/myimage\":{\"kubernetesSecrets\":[" SECRET_OF(
+            "a", "u1", H_B) "]},"
+                            "\"index.docker.io/secretorg/myimage\":{\"kubernetesServiceAccounts\":"
+                            "[{\"uid\":\"s\",\"namespace\":\"a\",\"name\":\"sa\"}]},"
+                            "\"nginx\":{\"nodePodsAccessible\":true},"
+                            "\"secretorg/myimage\":{\"kubernetesSecrets\":[" SECRET_OF(
+                                "a", "u1", H_A) "," SECRET_OF("b", "u2", H_A) "]}}}");
     pg_secret s[] = {{"c", "regcred", "u3", H_C}};
     pg_pull_credentials c = secrets_creds(s, 1);
     ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/secretorg/myimage", &c, NULL), PG_OK);
     char *text = json_of(rec);
     /* One key for the image; the normalised key's hash of a:u1 kept; nginx untouched. */
-    ck_assert_str_eq(text,
-                     "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"" PG_API_V1ALPHA1 "\","
-                     "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"" REF "\","
-                     "\"credentialMapping\":{\"docker.io/secretorg/myimage\":{\"kubernetesSecrets\":["
-                     SECRET_OF("a", "u1", H_B) "," SECRET_OF("b", "u2", H_A) ","
-                     SECRET_OF("c", "u3", H_C) "],\"kubernetesServiceAccounts\":"
-                     "[{\"uid\":\"s\",\"namespace\":\"a\",\"name\":\"sa\"}]},"
-                     "\"nginx\":{\"nodePodsAccessible\":true}}}");
+    ck_assert_str_eq(
+        text, "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"" PG_API_V1ALPHA1 "\","
+              "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"" REF "\","
+              "\"credentialMapping\":{\"docker.io/secretorg/"
+              "myimage\":{\"kubernetesSecrets\":[" SECRET_OF("a", "u1", H_B) "," SECRET_OF(
+                  "b", "u2",
+                  H_A) "," SECRET_OF("c", "u3",
+                                     H_C) "],\"kubernetesServiceAccounts\":"
+                                          "[{\"uid\":\"s\",\"namespace\":\"a\",\"name\":\"sa\"}]},"
+                                          "\"nginx\":{\"nodePodsAccessible\":true}}}");
     free(text);
     /* A spelling that was node-accessible makes the image so. */
     ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/library/nginx", &c, NULL), PG_OK);

@@ -201,8 +201,7 @@ START_TEST(pull_without_credentials_still_records)
     /* An empty mapping for the name: pulled under it, credentials unknown. */
     ck_assert_uint_eq(rec->n_maps, 1);
     ck_assert_str_eq(rec->maps[0].image_name, APP_NAME);
-    ck_assert(!rec->maps[0].node_pods_accessible && !rec->maps[0].n_secrets &&
-              !rec->maps[0].n_sas);
+    ck_assert(!rec->maps[0].node_pods_accessible && !rec->maps[0].n_secrets && !rec->maps[0].n_sas);
     pg_record_free(rec);
     pg_error err = {0};
     ck_assert_int_eq(pg_store_record_pulled(s, "", REF1, NULL, &err), PG_ERR_INVALID);
