@@ -62,6 +62,7 @@ typedef struct decide_ctx {
     pg_keyset tag_keys;         /* record/index keys of tag references (the image name) */
     pg_keyset intent_keys;      /* intent spellings of every trusted reference */
     pg_keyset hint_keys;        /* keys of the hints (records, index, intents) */
+    pg_keyset ref_names;        /* normalised names of every reference given (aliases, hints) */
     pg_record **recs;           /* the union of trusted records found */
     pg_cred_times *times;       /* recs[i]'s credential times when its index gave them */
     size_t n_recs, cap_recs;
@@ -152,6 +153,8 @@ static int add_identity(decide_ctx *c, const char *s, bool trusted, pg_error *er
     rc = pg_identity_add_keys(keys, s, ref, err);
     if (rc == PG_OK && ref)
         rc = pg_identity_add_intent_keys(trusted ? &c->intent_keys : &c->hint_keys, s, ref, err);
+    if (rc == PG_OK && ref)
+        rc = pg_keyset_add(&c->ref_names, pg_ref_name(ref), err);
     pg_ref_free(ref);
     return rc;
 }
@@ -496,6 +499,19 @@ static bool step_preloaded(decide_ctx *c)
                   c->names_mapped > 0 ? " (records of other images map its name)" : "");
 }
 
+/* Whether a record in any directory maps name (an unreadable one may): 1, 0, -1 settled. */
+static int other_name_mapped(decide_ctx *c, const char *name)
+{
+    pg_error err = {0};
+    size_t n = 0;
+    bool unknown = false;
+    if (pg_store_records_mapping(c->store, name, NULL, &n, &unknown, &err) != PG_OK) {
+        store_error(c, &err);
+        return -1;
+    }
+    return n + unknown > 0;
+}
+
 /*
  * Whether every record gathered maps some image (read whole: the gathered ones
  * are focused on this image's name). 1 yes; 0 no; -1 settled (store error).
@@ -535,19 +551,24 @@ static bool step_preloaded_name(decide_ctx *c)
 {
     if (!c->n_recs || pg_config_policy(c->cfg) != PG_POLICY_NEVER_VERIFY_PRELOADED)
         return false;
-    for (size_t i = 0; i < c->n_recs; i++)
-        if (pg_record_find(c->recs[i], c->name))
-            return false;
+    /* Every name given for the image (CRI-O's Image may hold the one the pod wrote). */
+    for (size_t k = 0; k < c->ref_names.n; k++)
+        for (size_t i = 0; i < c->n_recs; i++)
+            if (pg_record_find(c->recs[i], c->ref_names.v[k]))
+                return false;
     if (name_pulled(c))
         return false;
     int maps_others = records_map_other_images(c);
     if (maps_others <= 0)
         return maps_others < 0;
-    int n = names_mapped(c);
-    if (n < 0)
-        return true;
-    if (n > 0)
-        return false;
+    for (size_t k = 0; k < c->ref_names.n; k++) {
+        int n = strcmp(c->ref_names.v[k], c->name) == 0 ? names_mapped(c)
+                                                        : other_name_mapped(c, c->ref_names.v[k]);
+        if (n < 0)
+            return true;
+        if (n > 0)
+            return false;
+    }
     return settle(
         c, 1, PG_REASON_PRELOADED,
         "%.256s (%.160s) was not pulled by the kubelet or pullgate under this name "
@@ -770,6 +791,7 @@ static void decide_cleanup(decide_ctx *c)
     pg_keyset_free(&c->tag_keys);
     pg_keyset_free(&c->intent_keys);
     pg_keyset_free(&c->hint_keys);
+    pg_keyset_free(&c->ref_names);
     pg_presented_free(c->presented);
     pg_ref_free(c->ref);
 }
