@@ -250,8 +250,11 @@ static int index_by_name(pg_record *rec)
     mappings_free(rec->by_name, rec->n_by_name);
     rec->by_name = NULL;
     rec->n_by_name = 0;
-    if (!rec->n_maps)
-        return PG_OK;
+    bool spelled = false; /* some key spells its image otherwise (pg_record_key_name) */
+    for (size_t i = 0; !spelled && i < rec->n_maps; i++)
+        spelled = pg_ref_needs_normalising(rec->maps[i].image_name);
+    if (!spelled)
+        return PG_OK; /* the common case: no allocation */
     named_key *keys = calloc(rec->n_maps, sizeof *keys);
     if (!keys)
         return PG_ERR_NOMEM;
