@@ -205,7 +205,7 @@ const pg_rec_mapping *pg_record_find(const pg_record *rec, const char *image_nam
 static int cred_copy(pg_pod_cred *dst, const pg_pod_cred *src)
 {
     *dst = (pg_pod_cred){strdup(src->namespace_), strdup(src->name), strdup(src->uid),
-                         src->credential_hash ? strdup(src->credential_hash) : NULL};
+                         src->credential_hash ? strdup(src->credential_hash) : NULL, NULL};
     if (dst->namespace_ && dst->name && dst->uid && (dst->credential_hash || !src->credential_hash))
         return PG_OK;
     pg_pod_cred_clear(dst);
