@@ -108,25 +108,26 @@ reached_runtime registry.example.com/team-a/nul:1 || reached_runtime registry.ex
 
 # ------------------------------------------------------------ the wire
 pg_section "wire variants: what protobuf-c cannot read is refused; a path without '/' is a pull"
-IMG_WIRE=registry.example.com/team-a/wire:1.0
-REQ_HEX=$(fc request "$IMG_WIRE" team-a "" "")
+wire_req() { fc request "registry.example.com/team-a/$1:1.0" team-a "" ""; }
 # The request with its first tag (0x0a) as a six-byte varint (8a 80 80 80 80 00), as Go
-# decodes it; and with a group (field 15: 7b ... 7c) appended.
-LONG_TAG="8a8080808000${REQ_HEX:2}"
-GROUP="${REQ_HEX}7b7c"
-OUT=$(fc raw "$PROXY_SOCK" /runtime.v1.ImageService/PullImage "$LONG_TAG")
+# decodes it; and with a group (field 15: 7b ... 7c) appended. One image per case.
+REQ_HEX=$(wire_req wire-tag)
+OUT=$(fc raw "$PROXY_SOCK" /runtime.v1.ImageService/PullImage "8a8080808000${REQ_HEX:2}")
 pg_expect_contains "non-minimal varint tag: refused" "$OUT" "INVALID_ARGUMENT pullgate: PullImage request not understood"
-OUT=$(fc raw "$PROXY_SOCK" /runtime.v1.ImageService/PullImage "$GROUP")
+OUT=$(fc raw "$PROXY_SOCK" /runtime.v1.ImageService/PullImage "$(wire_req wire-group)7b7c")
 pg_expect_contains "a group field: refused" "$OUT" "INVALID_ARGUMENT pullgate: PullImage request not understood"
+REQ_HEX=$(wire_req wire-two)
 OUT=$(fc raw "$PROXY_SOCK" /runtime.v1.ImageService/PullImage "$REQ_HEX" "$REQ_HEX")
 pg_expect_contains "two request messages on one call: refused" "$OUT" "INVALID_ARGUMENT pullgate: PullImage takes exactly one request message"
-reached_runtime "$IMG_WIRE" && pg_check_fail "a refused wire variant reached the runtime" ||
-    pg_check_ok "no refused variant reached the runtime"
-OUT=$(fc raw "$PROXY_SOCK" runtime.v1.ImageService/PullImage "$REQ_HEX")
+reached_runtime registry.example.com/team-a/wire-tag:1.0 || reached_runtime registry.example.com/team-a/wire-group:1.0 ||
+    reached_runtime registry.example.com/team-a/wire-two:1.0 &&
+    pg_check_fail "a refused wire variant reached the runtime" || pg_check_ok "no refused variant reached the runtime"
+IMG_WIRE=registry.example.com/team-a/wire:1.0
+OUT=$(fc raw "$PROXY_SOCK" runtime.v1.ImageService/PullImage "$(wire_req wire)")
 [[ $OUT == OK ]] && pg_check_ok "method without '/': answered" || pg_check_fail "method without '/': $OUT"
 pg_expect_ok "method without '/': recorded like the canonical one" ctl show --image-ref "$(image_id "$IMG_WIRE")"
 grep -qx "pull $IMG_WIRE intent-present" "$EVENTS" && pg_check_ok "its intent was on disk when it was forwarded" ||
-    pg_check_fail "no intent-present event for $IMG_WIRE"
+    pg_check_fail "the runtime got $IMG_WIRE without its intent: $(grep "pull $IMG_WIRE " "$EVENTS" | xargs)"
 
 # ------------------------------------------------------------ failures
 pg_section "a runtime that stores the image, then answers UNAVAILABLE"
