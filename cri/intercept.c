@@ -59,8 +59,9 @@ struct cri_intercept {
 };
 
 struct pull_call {
-    cri_intercept *x;
-    atomic_int refs; /* the machine's, and one per record operation in flight */
+    cri_intercept *x;   /* only while the call runs: the proxy may be gone at a late outcome */
+    cri_worker *worker; /* outlives the proxy (stopped after the record writer) */
+    atomic_int refs;    /* the machine's, and one per record operation in flight */
     pull_phase phase;
     int outstanding; /* gRPC batches in flight */
     cri_method method;
@@ -264,7 +265,7 @@ static void post_completion(void *arg, int ok)
     pull_event *ev = arg;
     pull_call *pc = ev->task.owner;
     ev->task.ok = ok;
-    cri_worker_post(pc->x->o.worker, &ev->task);
+    cri_worker_post(pc->worker, &ev->task);
 }
 
 static bool start_batch(pull_call *pc, grpc_call *gc, const grpc_op *ops, size_t n, pull_event *ev)
@@ -413,7 +414,7 @@ static void on_record_done(void *arg, int rc, const pg_error *err)
     t->ok = rc;
     if (err)
         t->err = *err;
-    cri_worker_post(pc->x->o.worker, t);
+    cri_worker_post(pc->worker, t);
 }
 
 static void on_intent_done(cri_task *t)
@@ -864,6 +865,7 @@ void cri_intercept_start(cri_intercept *x, const cri_method *m, grpc_call *incom
         return;
     }
     pc->x = x;
+    pc->worker = x->o.worker;
     atomic_init(&pc->refs, 1);
     pc->method = *m;
     pc->start_ms = cri_now_ms();

@@ -18,7 +18,7 @@
 #include "worker.h"
 
 #define CRI_MAX_PULL_SLOTS 64       /* pulls in flight towards the runtime */
-#define CRI_MAX_SLOT_WAITERS 1024   /* pulls waiting for a slot; beyond that: refused */
+#define CRI_MAX_SLOT_WAITERS 256    /* pulls waiting for a slot; beyond that: refused */
 #define CRI_RECORD_UNITS_PER_PULL 3 /* intent, aliases, pulled | failed | release */
 
 typedef struct cri_intercept_options {
