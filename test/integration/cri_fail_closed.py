@@ -84,8 +84,13 @@ def request(image, ns, user, password):
     print(binascii.hexlify(req.SerializeToString()).decode())
 
 
+CHUNK = 16 << 20
+MAX_REGION = 1 << 30  # larger: a sanitizer's reserved shadow or allocator space, not the heap
+
+
 def memscan(pid, *needles):
-    found = 0
+    found, skipped = 0, 0
+    keep = max(len(n) for n in needles) if needles else 0
     maps = open("/proc/%s/maps" % pid).read().splitlines()
     with open("/proc/%s/mem" % pid, "rb", 0) as mem:
         for line in maps:
@@ -93,20 +98,32 @@ def memscan(pid, *needles):
             if "w" not in fields[1] or (len(fields) > 5 and fields[5].startswith("/dev/")):
                 continue
             start, end = (int(x, 16) for x in fields[0].split("-"))
-            try:
-                mem.seek(start)
-                data = mem.read(end - start)
-            except (OSError, ValueError, OverflowError):
+            if end - start > MAX_REGION:
+                skipped += 1
                 continue
-            for needle in needles:
-                pos = data.find(needle.encode())
-                while pos >= 0:
-                    ctx = data[max(0, pos - int(os.environ.get("PG_MEMSCAN_BEFORE", "48"))):pos + len(needle) + 16]
-                    print("found %s at %#x (%s) context %r" % (
-                        needle[:6] + "...", start + pos, fields[5] if len(fields) > 5 else "anon",
-                        ctx if os.environ.get("PG_MEMSCAN_CONTEXT") else len(ctx)))
-                    found += 1
-                    pos = data.find(needle.encode(), pos + 1)
+            tail = b""
+            for at in range(start, end, CHUNK):
+                try:
+                    mem.seek(at)
+                    data = tail + mem.read(min(CHUNK, end - at))
+                except (OSError, ValueError, OverflowError):
+                    break
+                base = at - len(tail)
+                for needle in needles:
+                    pos = data.find(needle.encode())
+                    while pos >= 0:
+                        ctx = data[max(0, pos - int(os.environ.get("PG_MEMSCAN_BEFORE", "48"))):
+                                   pos + len(needle) + 16]
+                        print("found %s at %#x (%s) context %r" % (
+                            needle[:6] + "...", base + pos,
+                            fields[5] if len(fields) > 5 else "anon",
+                            ctx if os.environ.get("PG_MEMSCAN_CONTEXT") else len(ctx)))
+                        found += 1
+                        pos = data.find(needle.encode(), pos + 1)
+                tail = data[-keep:] if keep else b""
+    if skipped:
+        sys.stderr.write("memscan: %d writable regions over 1 GiB not read (sanitizer "
+                         "reservations)\n" % skipped)
     if not found:
         print("clean")
 
