@@ -342,6 +342,7 @@ static cri_admission step(cri_next_step s)
     return a;
 }
 
+/* The refusal for a request that did not decode (never called with CRI_DECODED). */
 static cri_admission admit_decoded(cri_decode_result decoded)
 {
     switch (decoded) {
@@ -356,9 +357,9 @@ static cri_admission admit_decoded(cri_decode_result decoded)
                       "pullgate: PullImage takes exactly one request message");
     case CRI_DECODE_NO_RESOURCE:
         return refuse(GRPC_STATUS_RESOURCE_EXHAUSTED, "pullgate: out of memory; retry");
-    case CRI_DECODED: break;
+    case CRI_DECODED: break; /* not a refusal: the caller goes on to the slot and the intent */
     }
-    return step(CRI_STEP_FORWARD); /* decided by the caller */
+    return refuse(GRPC_STATUS_INTERNAL, "pullgate: internal error");
 }
 
 cri_admission cri_pull_admit(cri_decode_result decoded, cri_slot_state slot,
