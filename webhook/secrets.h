@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Everything the webhook does with the bytes of a pull secret, in one file
+ * (secrets.c): the Secret object as the API returned it -> its dockerconfig
+ * -> the annotation builder. Nothing derived from the secret's data reaches
+ * a message: failures are described by field name and error code only.
+ * Every buffer that held decoded data is wiped; the JSON holding the encoded
+ * data is wiped by the allocator when the caller releases it (memory.h).
+ */
+#ifndef PULLGATE_WEBHOOK_SECRETS_H
+#define PULLGATE_WEBHOOK_SECRETS_H
+
+#include "review.h"
+
+typedef enum wh_secret_outcome {
+    WH_SECRET_ADDED,   /* its entries that apply were added (possibly none) */
+    WH_SECRET_SKIPPED, /* not a pull secret type: the kubelet ignores it too */
+    WH_SECRET_FAILED   /* msg says why, by field name only */
+} wh_secret_outcome;
+
+/*
+ * Adds the credentials of the pull secret ns/name (secret: the object from the
+ * API, already checked to be that Secret) to a, for every image a holds.
+ */
+wh_secret_outcome wh_secret_add(pg_annotation *a, const char *ns, const char *name,
+                                const json_t *secret, char *msg, size_t msg_size);
+
+#endif
