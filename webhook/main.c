@@ -251,7 +251,7 @@ static void block_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* The annotation key, or none with the explicit opt-out (loudly). */
+/* The annotation key, or none with the explicit opt-out (loudly). 0, or the exit status. */
 static int open_keys(const options *o, const char *key_file, wh_keyholder **keys, char *msg,
                      size_t msg_size)
 {
@@ -259,7 +259,7 @@ static int open_keys(const options *o, const char *key_file, wh_keyholder **keys
     if (o->unkeyed && *key_file) {
         snprintf(msg, msg_size, "--unkeyed-annotations with an annotation key (%.200s): choose",
                  key_file);
-        return -1;
+        return EXIT_USAGE;
     }
     if (o->unkeyed) {
         wh_log("warning", "UNKEYED ANNOTATIONS (--unkeyed-annotations)",
@@ -271,9 +271,9 @@ static int open_keys(const options *o, const char *key_file, wh_keyholder **keys
     if (!*key_file) {
         snprintf(msg, msg_size, "no annotation key: give --hmac-key-file (or hmacKeyFile in "
                                 "--config), or opt out with --unkeyed-annotations");
-        return -1;
+        return EXIT_USAGE;
     }
-    return (*keys = wh_keyholder_new(key_file, msg, msg_size)) ? 0 : -1;
+    return (*keys = wh_keyholder_new(key_file, msg, msg_size)) ? 0 : 1;
 }
 
 static void log_serving(const options *o, const char *server_url, const char *annotation,
@@ -318,25 +318,33 @@ static int serve(const options *o, const char *server_url, const char *annotatio
     return 0;
 }
 
+/* TLS, the API client, then serve until a signal: 0, or 1 with msg. */
+static int start(const options *o, const char *server_url, const char *ca, const char *token,
+                 const char *annotation, wh_keyholder *keys, char *msg, size_t msg_size)
+{
+    wh_tls *tls = wh_tls_new(o->tls_cert, o->tls_key, log_tls, msg, msg_size);
+    wh_kubeapi *api = NULL;
+    int rc = 1;
+    if (tls && (!o->client_ca || wh_tls_require_clients(tls, o->client_ca, msg, msg_size) == 0) &&
+        (api = wh_kubeapi_new(server_url, ca, token, msg, msg_size)))
+        rc = serve(o, server_url, annotation, keys, api, msg, msg_size) == 0 ? 0 : 1;
+    wh_kubeapi_free(api);
+    wh_tls_free(tls);
+    return rc;
+}
+
 static int run(const options *o, const char *server_url, const char *ca, const char *token)
 {
     char msg[WH_MESSAGE_MAX] = "";
     char *annotation = NULL, *key_file = NULL;
-    int status = 1;
-    wh_tls *tls = NULL;
-    wh_kubeapi *api = NULL;
     wh_keyholder *keys = NULL;
+    int status = 1;
     if (read_config(o, &annotation, &key_file) != 0)
         snprintf(msg, sizeof msg, "configuration unusable");
-    else if (open_keys(o, key_file, &keys, msg, sizeof msg) == 0 &&
-             (tls = wh_tls_new(o->tls_cert, o->tls_key, log_tls, msg, sizeof msg)) &&
-             (!o->client_ca || wh_tls_require_clients(tls, o->client_ca, msg, sizeof msg) == 0) &&
-             (api = wh_kubeapi_new(server_url, ca, token, msg, sizeof msg)))
-        status = serve(o, server_url, annotation, keys, api, msg, sizeof msg) == 0 ? 0 : 1;
+    else if ((status = open_keys(o, key_file, &keys, msg, sizeof msg)) == 0)
+        status = start(o, server_url, ca, token, annotation, keys, msg, sizeof msg);
     if (status != 0)
         wh_log("error", "cannot start", msg);
-    wh_kubeapi_free(api);
-    wh_tls_free(tls);
     wh_keyholder_free(keys);
     free(annotation);
     free(key_file);

@@ -263,6 +263,8 @@ static void log_review(struct MHD_Connection *c, wh_request *q, wh_review_result
 
 static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_request *q)
 {
+    if (!q->cut && pg_monotonic_ms() >= q->deadline_ms) /* no time left to parse it */
+        q->cut = "time limit exceeded receiving the AdmissionReview";
     char key_msg[WH_MESSAGE_MAX] = "";
     wh_key_ref *key = s->cfg.keys ? wh_keyholder_get(s->cfg.keys, key_msg, sizeof key_msg)
                                   : NULL;
@@ -361,11 +363,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return q->answered ? MHD_YES : route_other(ep, c, url, method);
     }
     if (*upload_data_size) {
+        /* Past the deadline the rest is drained, not kept, and the answer is a refusal:
+         * answering before the upload ends would break the caller's write, a call
+         * failure. A body that never ends is the watchdog's. */
+        if (!q->cut && pg_monotonic_ms() >= q->deadline_ms) {
+            q->cut = "time limit exceeded receiving the AdmissionReview";
+            wh_buf_wipe(&q->body);
+        }
         take_chunk(q, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        if (pg_monotonic_ms() < q->deadline_ms)
-            return MHD_YES;
-        q->cut = "time limit exceeded receiving the AdmissionReview";
+        return MHD_YES;
     }
     return serve_review(s, c, q);
 }

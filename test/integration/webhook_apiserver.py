@@ -5,7 +5,8 @@
 It serves GET /api/v1/namespaces/NS/{secrets,serviceaccounts}/NAME and GET /version the way
 kube-apiserver does: objects as stored in the state file, a v1 Status for 404 NotFound, 401
 Unauthorized (wrong or missing bearer token) and any injected failure. The state file is re-read
-on every request, so a test changes behaviour (tokens, objects, failures) by rewriting it:
+whenever it changed (mtime and size), so a test changes behaviour (tokens, objects, failures) by
+rewriting it (atomically, with a new mtime):
 
   {"tokens": ["..."],                       accepted bearer tokens
    "objects": {"/api/v1/...": {...}},       path -> object
@@ -17,6 +18,7 @@ last 8 characters only), so a test can prove which objects were read and with wh
 """
 import argparse
 import json
+import os
 import socket
 import ssl
 import threading
@@ -24,6 +26,18 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
+STATE = {"key": None, "value": None}
+
+
+def load_state(path):
+    st = os.stat(path)
+    key = (st.st_mtime_ns, st.st_size, st.st_ino)
+    with LOCK:
+        if STATE["key"] != key:
+            with open(path) as f:
+                STATE["value"] = json.load(f)
+            STATE["key"] = key
+        return STATE["value"]
 REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 500: "InternalError",
            503: "ServiceUnavailable", 429: "TooManyRequests"}
 
@@ -63,8 +77,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "token": token[-8:] if token else ""}) + "\n")
 
     def do_GET(self):
-        with open(self.server.state_path) as f:
-            state = json.load(f)
+        state = load_state(self.server.state_path)
         auth = self.headers.get("Authorization", "")
         token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
         self.record(token)
