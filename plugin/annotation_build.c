@@ -4,8 +4,14 @@
  * {"kubernetesSecrets":[...], "kubernetesServiceAccounts":[...], "hmac"?}.
  * Entries keep insertion order so the output is deterministic for a given
  * pod (the webhook must be side-effect free and give the same answer twice).
+ * Secret items are built in the clear (credentialHash, and authHash when the
+ * entry has an email) and sealed by pg_annotation_sign (annotation v2): an
+ * unsigned value is the explicit unkeyed opt-out.
  */
 #include "annotation_build.h"
+
+#include "annotation_seal.h"
+#include "keyring.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -105,10 +111,17 @@ static int check_credential(const pg_annotation *a, const char *ns, const char *
 }
 
 static int append_credential(json_t *entry, const char *field, const char *ns, const char *name,
-                             const char *uid, const char *hash, pg_error *err)
+                             const char *uid, const char *hash, const char *auth_hash,
+                             pg_error *err)
 {
     json_t *o = json_pack("{s:s, s:s, s:s}", "namespace", ns, "name", name, "uid", uid);
     if (o && hash && *hash && json_object_set_new(o, "credentialHash", json_string(hash)) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    /* authHash only when it differs: the entry had an email (interfaces.md §4). */
+    if (o && hash && *hash && auth_hash && strcmp(auth_hash, hash) != 0 &&
+        json_object_set_new(o, "authHash", json_string(auth_hash)) != 0) {
         json_decref(o);
         o = NULL;
     }
@@ -117,41 +130,79 @@ static int append_credential(json_t *entry, const char *field, const char *ns, c
     return PG_OK;
 }
 
-int pg_annotation_add_secret_hash(pg_annotation *a, const char *image, const char *ns,
-                                         const char *name, const char *uid, const char *hash,
-                                         pg_error *err)
+static int check_hashes(const char *hash, const char *auth_hash, pg_error *err)
+{
+    const char *both[] = {hash, auth_hash};
+    for (size_t i = 0; i < 2; i++) {
+        if (both[i] && *both[i] && !pg_is_hex64(both[i]))
+            return pg_fail(err, PG_ERR_INVALID, "annotation: a hash is not 64 lowercase hex");
+        if (both[i] && strcmp(both[i], PG_EMPTY_CREDENTIAL_HASH) == 0)
+            return pg_fail(err, PG_ERR_INVALID, "annotation: the hash of empty credentials "
+                                                "proves nothing and is never presented");
+    }
+    if (auth_hash && *auth_hash && !(hash && *hash))
+        return pg_fail(err, PG_ERR_INVALID, "annotation: an auth hash needs a credentialHash");
+    return PG_OK;
+}
+
+int pg_annotation_add_secret_hashes(pg_annotation *a, const char *image, const char *ns,
+                                    const char *name, const char *uid, const char *hash,
+                                    const char *auth_hash, pg_error *err)
 {
     if (!a || !image)
         return pg_fail(err, PG_ERR_INVALID, "annotation: no image");
     int rc = check_credential(a, ns, name, uid, err);
+    if (rc == PG_OK)
+        rc = check_hashes(hash, auth_hash, err);
+    json_t *entry;
+    if (rc == PG_OK)
+        rc = entry_for(a, image, &entry, NULL, err);
     if (rc != PG_OK)
         return rc;
-    json_t *entry;
-    if ((rc = entry_for(a, image, &entry, NULL, err)) != PG_OK)
-        return rc;
-    return append_credential(entry, SECRETS_FIELD, ns, name, uid, hash, err);
+    return append_credential(entry, SECRETS_FIELD, ns, name, uid, hash, auth_hash, err);
+}
+
+int pg_annotation_add_secret_hash(pg_annotation *a, const char *image, const char *ns,
+                                  const char *name, const char *uid, const char *hash,
+                                  pg_error *err)
+{
+    return pg_annotation_add_secret_hashes(a, image, ns, name, uid, hash, NULL, err);
+}
+
+/* The usable entries of dc that apply to image, one item each. */
+static int add_matching_entries(json_t *entry, const pg_dockerconfig *dc, const char *image,
+                                const char *ns, const char *name, const char *uid,
+                                pg_error *err)
+{
+    pg_cred_hashes *pairs = NULL;
+    size_t n = 0;
+    int rc = pg_dockerconfig_lookup(dc, image, &pairs, &n, err);
+    for (size_t i = 0; rc == PG_OK && i < n; i++)
+        if (pairs[i].usable) /* no username, no password: proves nothing (E0) */
+            rc = append_credential(entry, SECRETS_FIELD, ns, name, uid, pairs[i].hash,
+                                   pairs[i].auth_hash, err);
+    pg_cred_hashes_free(pairs, n);
+    return rc;
 }
 
 int pg_annotation_add_dockerconfig(pg_annotation *a, const char *ns, const char *name,
-                                          const char *uid, const char *dockerconfig, size_t len,
-                                          pg_error *err)
+                                   const char *uid, const char *dockerconfig, size_t len,
+                                   pg_error *err)
 {
     if (!a || !dockerconfig)
         return pg_fail(err, PG_ERR_INVALID, "annotation: no dockerconfig");
     int rc = check_credential(a, ns, name, uid, err);
+    pg_dockerconfig *dc = NULL;
+    if (rc == PG_OK) /* parsed once for every image */
+        rc = pg_dockerconfig_parse(dockerconfig, len, &dc, err);
     const char *image;
     json_t *entry;
     json_object_foreach(a->value, image, entry)
     {
-        char **hashes = NULL;
         if (rc == PG_OK)
-            rc = pg_dockerconfig_hashes(dockerconfig, len, image, &hashes, err);
-        for (size_t i = 0; rc == PG_OK && hashes[i]; i++)
-            rc = append_credential(entry, SECRETS_FIELD, ns, name, uid, hashes[i], err);
-        pg_strv_free(hashes);
-        if (rc != PG_OK)
-            return rc;
+            rc = add_matching_entries(entry, dc, image, ns, name, uid, err);
     }
+    pg_dockerconfig_free(dc);
     return rc;
 }
 
@@ -167,15 +218,37 @@ int pg_annotation_add_service_account(pg_annotation *a, const char *image, const
         json_t *entry;
         if ((rc = entry_for(a, image, &entry, NULL, err)) != PG_OK)
             return rc;
-        return append_credential(entry, SAS_FIELD, ns, name, uid, NULL, err);
+        return append_credential(entry, SAS_FIELD, ns, name, uid, NULL, NULL, err);
     }
     const char *key;
     json_t *entry;
     json_object_foreach(a->value, key, entry)
     {
-        if ((rc = append_credential(entry, SAS_FIELD, ns, name, uid, NULL, err)) != PG_OK)
+        if ((rc = append_credential(entry, SAS_FIELD, ns, name, uid, NULL, NULL, err)) != PG_OK)
             return rc;
     }
+    return PG_OK;
+}
+
+/* Replaces an item's clear hashes (credentialHash, authHash) by their sealed form,
+ * "sealedHashes" (annotation v2). */
+static int seal_item(const pg_mac_key *key, json_t *item, pg_error *err)
+{
+    const char *hash = json_string_value(json_object_get(item, "credentialHash"));
+    if (!hash)
+        return PG_OK; /* coordinates only, or sealed already */
+    const char *auth = json_string_value(json_object_get(item, "authHash"));
+    char sealed[PG_SEALED_LEN + 1];
+    int rc = pg_seal_hashes(key, json_string_value(json_object_get(item, "namespace")),
+                            json_string_value(json_object_get(item, "name")),
+                            json_string_value(json_object_get(item, "uid")), hash,
+                            auth ? auth : hash, sealed, err);
+    if (rc != PG_OK)
+        return rc;
+    if (json_object_set_new(item, PG_SEALED_FIELD, json_string(sealed)) != 0 ||
+        json_object_del(item, "credentialHash") != 0)
+        return nomem(err);
+    json_object_del(item, "authHash"); /* absent when it equalled credentialHash */
     return PG_OK;
 }
 
@@ -187,6 +260,14 @@ int pg_annotation_sign(pg_annotation *a, const pg_mac_key *key, pg_error *err)
     json_t *entry;
     json_object_foreach(a->value, image, entry)
     {
+        size_t i;
+        json_t *item;
+        json_array_foreach(json_object_get(entry, SECRETS_FIELD), i, item)
+        {
+            int rc = seal_item(key, item, err);
+            if (rc != PG_OK)
+                return rc;
+        }
         char mac[PG_MAC_HEX_LEN + 1];
         /* Any stale "hmac" is ignored by the MAC and replaced here. */
         int rc = pg_annotation_mac_of_entry(key, a->namespace_, image, entry, mac, err);

@@ -31,16 +31,24 @@ int pg_annotation_add_image(pg_annotation *a, const char *image, const char **na
                             pg_error *err);
 
 /* Adds one secret credential to the entry of image_name (added first if absent).
- * hash NULL or "" omits credentialHash. */
+ * hash NULL or "" omits credentialHash. The hash of empty credentials
+ * (PG_EMPTY_CREDENTIAL_HASH) is refused: it proves nothing. */
 int pg_annotation_add_secret_hash(pg_annotation *a, const char *image, const char *ns,
                                   const char *name, const char *uid, const char *hash,
                                   pg_error *err);
+/* The same with the auth hash A (the hash with the email omitted; NULL or
+ * equal to hash when the entry has no email) (docs/interfaces.md §4). */
+int pg_annotation_add_secret_hashes(pg_annotation *a, const char *image, const char *ns,
+                                    const char *name, const char *uid, const char *hash,
+                                    const char *auth_hash, pg_error *err);
 
 /*
  * For every image added so far, one secret credential per entry of the
  * dockerconfig text (kubernetes.io/dockerconfigjson or the legacy bare map of
- * kubernetes.io/dockercfg) that applies to it by the kubelet keyring's rules.
- * The caller owns and wipes the dockerconfig text.
+ * kubernetes.io/dockercfg) that applies to it by the kubelet keyring's rules
+ * and has a username or a password (an entry with neither, e.g. identity-token
+ * only or {}, proves nothing and is not presented). The text is parsed once per
+ * call; errors never quote it. The caller owns and wipes the dockerconfig text.
  */
 int pg_annotation_add_dockerconfig(pg_annotation *a, const char *ns, const char *name,
                                    const char *uid, const char *dockerconfig, size_t len,
@@ -50,7 +58,10 @@ int pg_annotation_add_dockerconfig(pg_annotation *a, const char *ns, const char 
 int pg_annotation_add_service_account(pg_annotation *a, const char *image, const char *ns,
                                       const char *name, const char *uid, pg_error *err);
 
-/* Signs every entry for the pod's namespace ("hmac" field). */
+/* Seals every secret item's hashes (sealedHashes, annotation_seal.h) and signs
+ * every entry for the pod's namespace ("hmac" field): the keyed annotation (v2).
+ * Without this call the value is the unkeyed form (v1: clear credentialHash and
+ * authHash), the explicit opt-out for clusters without a shared key. */
 int pg_annotation_sign(pg_annotation *a, const pg_mac_key *key, pg_error *err);
 
 /* Number of image entries. */

@@ -11,7 +11,9 @@
 #include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/core_names.h>
 #include <openssl/hmac.h>
+#include <openssl/kdf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,9 +22,30 @@
 struct pg_mac_key {
     size_t len;
     unsigned char bytes[PG_MAC_KEY_MAX_BYTES];
+    unsigned char seal[PG_SEAL_KEY_BYTES]; /* HKDF-derived: the MAC key is never an AES key */
+    EVP_CIPHER *siv;                       /* fetched once per key; shared read-only */
 };
 
 /* ------------------------------------------------------------------ keys */
+
+/* K_seal = HKDF-SHA256(IKM = the key file's bytes, no salt, info = PG_SEAL_KEY_INFO). */
+static int derive_seal_key(pg_mac_key *key, pg_error *err)
+{
+    EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+    EVP_KDF_CTX *ctx = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, key->bytes, key->len),
+        OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (char *)PG_SEAL_KEY_INFO,
+                                          strlen(PG_SEAL_KEY_INFO)),
+        OSSL_PARAM_construct_end()};
+    int ok = ctx && EVP_KDF_derive(ctx, key->seal, sizeof key->seal, params) == 1;
+    EVP_KDF_CTX_free(ctx);
+    EVP_KDF_free(kdf);
+    if (ok)
+        ok = (key->siv = EVP_CIPHER_fetch(NULL, "AES-256-SIV", NULL)) != NULL;
+    return ok ? PG_OK : pg_fail(err, PG_ERR_INTERNAL, "HKDF or AES-256-SIV unavailable (OpenSSL)");
+}
 
 int pg_mac_key_from_bytes(const void *bytes, size_t len, pg_mac_key **out, pg_error *err)
 {
@@ -35,6 +58,11 @@ int pg_mac_key_from_bytes(const void *bytes, size_t len, pg_mac_key **out, pg_er
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     memcpy(key->bytes, bytes, len);
     key->len = len;
+    int rc = derive_seal_key(key, err);
+    if (rc != PG_OK) {
+        pg_mac_key_free(key);
+        return rc;
+    }
     *out = key;
     return PG_OK;
 }
@@ -43,9 +71,13 @@ void pg_mac_key_free(pg_mac_key *key)
 {
     if (!key)
         return;
+    EVP_CIPHER_free(key->siv);
     OPENSSL_cleanse(key, sizeof *key); /* the key must not outlive its use in freed memory */
     free(key);
 }
+
+const unsigned char *pg_mac_key_seal_bytes(const pg_mac_key *key) { return key->seal; }
+EVP_CIPHER *pg_mac_key_siv(const pg_mac_key *key) { return key->siv; }
 
 /*
  * pg_read_file_at(PG_READ_STRICT) refuses symlinks, hard links, foreign owners
@@ -205,6 +237,17 @@ int pg_annotation_mac_message(const char *namespace_, const char *image_name,
                               const pg_mac_cred *sas, size_t n_sas, char **out, size_t *len,
                               pg_error *err)
 {
+    return pg_annotation_mac_message_v(1, namespace_, image_name, secrets, n_secrets, sas, n_sas,
+                                       out, len, err);
+}
+
+int pg_annotation_mac_message_v(int version, const char *namespace_, const char *image_name,
+                                const pg_mac_cred *secrets, size_t n_secrets,
+                                const pg_mac_cred *sas, size_t n_sas, char **out, size_t *len,
+                                pg_error *err)
+{
+    if (version != 1 && version != 2)
+        return pg_fail(err, PG_ERR_INTERNAL, "HMAC message: unknown version %d", version);
     *out = NULL;
     int rc = check_all(namespace_, image_name, secrets, n_secrets, sas, n_sas, err);
     pg_mac_cred *s_sorted = NULL, *sa_sorted = NULL;
@@ -214,7 +257,7 @@ int pg_annotation_mac_message(const char *namespace_, const char *image_name,
         rc = sorted_copy(sas, n_sas, &sa_sorted, err);
     text t = {0};
     if (rc == PG_OK) {
-        put(&t, PG_MAC_MESSAGE_HEADER);
+        put(&t, version == 2 ? PG_MAC_MESSAGE_HEADER_V2 : PG_MAC_MESSAGE_HEADER);
         put(&t, namespace_);
         put(&t, "\n");
         put(&t, image_name);
@@ -256,8 +299,22 @@ int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len
 
 /* ------------------------------------------------------- annotation entries */
 
-/* Borrowed views of a credential list; items must be objects of strings. */
-static int creds_of(const json_t *list, bool secrets, pg_mac_cred **out, size_t *n,
+/* 2 when any secret item carries sealed hashes (annotation v2), else 1. */
+int pg_annotation_entry_version(const json_t *entry)
+{
+    size_t i;
+    const json_t *item;
+    json_array_foreach(json_object_get(entry, "kubernetesSecrets"), i, item)
+    {
+        if (json_object_get(item, PG_SEALED_FIELD))
+            return 2;
+    }
+    return 1;
+}
+
+/* Borrowed views of a credential list; items must be objects of strings. A secret's
+ * signed value is its credentialHash (v1) or its sealedHashes text (v2). */
+static int creds_of(const json_t *list, bool secrets, int version, pg_mac_cred **out, size_t *n,
                     pg_error *err)
 {
     *out = NULL;
@@ -275,8 +332,9 @@ static int creds_of(const json_t *list, bool secrets, pg_mac_cred **out, size_t 
         c->namespace_ = json_string_value(json_object_get(item, "namespace"));
         c->name = json_string_value(json_object_get(item, "name"));
         c->uid = json_string_value(json_object_get(item, "uid"));
-        /* An absent credentialHash signs as empty, the same as "" (both mean "no hash"). */
-        c->hash = secrets ? json_string_value(json_object_get(item, "credentialHash")) : NULL;
+        /* An absent value signs as empty, the same as "" (both mean "no hash"). */
+        const char *field = version == 2 ? PG_SEALED_FIELD : "credentialHash";
+        c->hash = secrets ? json_string_value(json_object_get(item, field)) : NULL;
         if (secrets && !c->hash)
             c->hash = "";
         if (!c->namespace_ || !c->name || !c->uid) {
@@ -299,13 +357,15 @@ int pg_annotation_mac_of_entry(const pg_mac_key *key, const char *namespace_,
     size_t n_secrets = 0, n_sas = 0;
     char *message = NULL;
     size_t len = 0;
-    int rc = creds_of(json_object_get(entry, "kubernetesSecrets"), true, &secrets, &n_secrets, err);
+    int version = pg_annotation_entry_version(entry);
+    int rc = creds_of(json_object_get(entry, "kubernetesSecrets"), true, version, &secrets,
+                      &n_secrets, err);
     if (rc == PG_OK)
-        rc = creds_of(json_object_get(entry, "kubernetesServiceAccounts"), false, &sas, &n_sas,
-                      err);
+        rc = creds_of(json_object_get(entry, "kubernetesServiceAccounts"), false, version, &sas,
+                      &n_sas, err);
     if (rc == PG_OK)
-        rc = pg_annotation_mac_message(namespace_, image_name, secrets, n_secrets, sas, n_sas,
-                                       &message, &len, err);
+        rc = pg_annotation_mac_message_v(version, namespace_, image_name, secrets, n_secrets, sas,
+                                         n_sas, &message, &len, err);
     if (rc == PG_OK)
         rc = pg_annotation_mac_hex(key, message, len, out, err);
     free(message);

@@ -13,13 +13,20 @@
 
 #include "internal.h"
 
+#include <openssl/evp.h>
+
 #define PG_MAC_KEY_MIN_BYTES 32
 #define PG_MAC_KEY_MAX_BYTES 1024
 #define PG_MAC_HEX_LEN 64 /* HMAC-SHA-256, lowercase hex */
 #define PG_MAC_FIELD "hmac"
 #define PG_MAC_MESSAGE_HEADER "pullgate-annotation-v1\n"
+#define PG_MAC_MESSAGE_HEADER_V2 "pullgate-annotation-v2\n" /* entries with sealed hashes */
+#define PG_SEALED_FIELD "sealedHashes"                      /* annotation v2 secret items */
+#define PG_SEAL_KEY_INFO "pullgate-annotation-seal-v2"      /* HKDF info of the sealing key */
+#define PG_SEAL_KEY_BYTES 64                                /* AES-256-SIV: two 256-bit keys */
 
-/* A loaded key; its bytes are wiped when freed. */
+/* A loaded key; its bytes are wiped when freed. It also holds the sealing key
+ * (annotation_seal.h) derived from it, and is read-only once made: threads may share it. */
 typedef struct pg_mac_key pg_mac_key;
 
 /*
@@ -32,6 +39,10 @@ int pg_mac_key_load(const char *path, pg_mac_key **out, pg_error *err);
 /* A key from memory (tests, tools); same length bounds. */
 int pg_mac_key_from_bytes(const void *bytes, size_t len, pg_mac_key **out, pg_error *err);
 void pg_mac_key_free(pg_mac_key *key);
+/* For annotation_seal.c: the derived PG_SEAL_KEY_BYTES sealing key and the
+ * AES-256-SIV cipher (both owned by key). */
+const unsigned char *pg_mac_key_seal_bytes(const pg_mac_key *key);
+EVP_CIPHER *pg_mac_key_siv(const pg_mac_key *key);
 
 /* One credential as it appears in an annotation entry; hash NULL for a service account. */
 typedef struct pg_mac_cred {
@@ -49,6 +60,16 @@ int pg_annotation_mac_message(const char *namespace_, const char *image_name,
                               const pg_mac_cred *secrets, size_t n_secrets,
                               const pg_mac_cred *sas, size_t n_sas, char **out, size_t *len,
                               pg_error *err);
+
+/* The same with the v2 header (version 2: the secret lines carry the items'
+ * sealedHashes text where v1 carries credentialHash). */
+int pg_annotation_mac_message_v(int version, const char *namespace_, const char *image_name,
+                                const pg_mac_cred *secrets, size_t n_secrets,
+                                const pg_mac_cred *sas, size_t n_sas, char **out, size_t *len,
+                                pg_error *err);
+
+/* 2 when any kubernetesSecrets item of entry carries sealedHashes, else 1. */
+int pg_annotation_entry_version(const json_t *entry);
 
 /* Lowercase hex HMAC-SHA-256 of message under key. */
 int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len,
@@ -78,7 +99,10 @@ int pg_annotation_mac_verify_entry(const pg_mac_key *key, const char *namespace_
  * an entry that does not verify for pod_namespace presents no credentials. */
 int pg_presented_parse_keyed(const char *json, size_t len, const char *pod_namespace,
                              const pg_mac_key *key, pg_presented **out, pg_error *err);
-/* Entries for image_name dropped because their "hmac" did not verify. */
+/* Entries for image_name dropped because their "hmac" did not verify (or, v2,
+ * their sealed hashes did not open; v1 with a key: they carried authHash). */
 size_t pg_presented_rejected(const pg_presented *p, const char *image_name);
+/* v2 entries for image_name dropped because no key was given to open them. */
+size_t pg_presented_unopened(const pg_presented *p, const char *image_name);
 
 #endif

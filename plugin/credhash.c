@@ -30,7 +30,7 @@ static void go_json_field(pg_buf *b, bool *first, const char *key, const char *v
 
 int pg_cred_hash(const pg_cred *c, char out[PG_HASH_HEX_LEN + 1], pg_error *err)
 {
-    pg_buf b = {0};
+    pg_buf b = {.wipe = true}; /* the marshalled JSON holds the password */
     bool first = true;
     pg_buf_append(&b, "{", 1);
     go_json_field(&b, &first, "username", c->user, c->user_len);
@@ -39,7 +39,7 @@ int pg_cred_hash(const pg_cred *c, char out[PG_HASH_HEX_LEN + 1], pg_error *err)
     pg_buf_append(&b, "}", 1);
     int rc =
         b.oom ? pg_fail(err, PG_ERR_NOMEM, "out of memory") : pg_sha256_hex(b.p, b.len, out, err);
-    free(b.p);
+    pg_buf_wipe_free(&b);
     return rc;
 }
 

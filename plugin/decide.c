@@ -563,6 +563,8 @@ static const char *match_kind(const pg_pod_cred *p, const pg_pod_cred *r, bool s
 {
     if (!secret)
         return "service account";
+    if (pg_pod_cred_is_placeholder(r))
+        return "secret (same credentials as an unattributed pull in its namespace)";
     return pg_pod_cred_same_hash(p, r) ? "secret (by credentialHash)"
                                    : "secret (by namespace/name/uid)";
 }
@@ -630,10 +632,18 @@ static bool step_service_account(decide_ctx *c)
     return settle_matches(c, false, PG_REASON_SERVICE_ACCOUNT_MATCH);
 }
 
-/* Entries for the image existed but were not signed for this namespace: say so. */
+/* Entries for the image existed but were not signed for this namespace, or
+ * were sealed and this node has no key to open them: say so. */
 static bool step_signature_rejected(decide_ctx *c)
 {
     size_t rejected = pg_presented_rejected(c->presented, c->name);
+    size_t unopened = pg_presented_unopened(c->presented, c->name);
+    if (!rejected && unopened)
+        return settle(c, 0, PG_REASON_ANNOTATION_SIGNATURE,
+                      "the credentials annotation for %.256s carries sealed credentials (%zu "
+                      "entr%s) and this node has no hmacKeyFile to open them: give the node the "
+                      "webhook's annotation key",
+                      c->name, unopened, unopened == 1 ? "y" : "ies");
     if (!rejected)
         return false;
     return settle(c, 0, PG_REASON_ANNOTATION_SIGNATURE,

@@ -78,18 +78,42 @@ void pg_format_rfc3339(time_t t, char out[32]);
 typedef struct pg_pod_cred {
     char *namespace_, *name, *uid;
     char *credential_hash; /* secrets: "" or 64 hex; service accounts: NULL */
+    /* Presented secrets only (NULL in records): the hash of the same credentials
+     * with the email omitted, what pullgate-cri computes from a CRI AuthConfig
+     * (docs/interfaces.md §4); "" when unknown. */
+    char *auth_hash;
 } pg_pod_cred;
+
+/* The credentialHash of empty credentials, SHA-256("{}"): what an entry with no
+ * username and no password hashes to. It proves nothing (every such entry has
+ * it), so it is never presented, recorded by pullgate or matched. */
+#define PG_EMPTY_CREDENTIAL_HASH "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+
+/*
+ * The secret name pullgate-cri records when it cannot attribute a pull's
+ * credentials to one of the pod's secrets (docs/interfaces.md §10): the
+ * placeholder {namespace: the pod's, name: prefix + A, uid: "", credentialHash: A}
+ * with A the auth hash. ':' cannot occur in a Kubernetes object name.
+ */
+#define PG_UNVERIFIED_NAME_PREFIX "pullgate:unverified-"
+#define PG_UNKNOWN_NAMESPACE "pullgate:unknown-namespace"
 
 /* Frees c's strings (not c). */
 void pg_pod_cred_clear(pg_pod_cred *c);
 /* Clears and frees (*v)[0..*n), then *v = NULL, *n = 0. */
 void pg_pod_creds_free(pg_pod_cred **v, size_t *n);
-/* Both carry the same non-empty credentialHash. */
+/* Both carry the same non-empty credentialHash, and it is not the empty-credential hash. */
 bool pg_pod_cred_same_hash(const pg_pod_cred *a, const pg_pod_cred *b);
+/* recorded is pullgate-cri's placeholder for credentials it could not attribute. */
+bool pg_pod_cred_is_placeholder(const pg_pod_cred *recorded);
 /*
- * The kubelet's match of a presented credential against a recorded one: the
- * same non-empty credentialHash, or the same namespace/name/uid. The one place
- * that decides it, for secrets and service accounts (no hash) alike.
+ * The match of a presented credential against a recorded one, the one place
+ * that decides it, for secrets and service accounts (no hash) alike:
+ *  - the kubelet's rule: the same credentialHash (non-empty, not the
+ *    empty-credential hash), or the same namespace/name/uid;
+ *  - a placeholder (pg_pod_cred_is_placeholder) matches only a presented
+ *    secret of the same namespace whose auth hash is the placeholder's hash:
+ *    an unattributed pull is bound to the pulling pod's namespace.
  */
 bool pg_pod_cred_matches(const pg_pod_cred *presented, const pg_pod_cred *recorded);
 
@@ -201,9 +225,12 @@ typedef struct pg_buf {
     char *p;
     size_t len, cap;
     bool oom;
+    bool wipe; /* holds secret bytes: growth wipes the old block (free with pg_buf_wipe_free) */
 } pg_buf;
 void pg_buf_append(pg_buf *b, const void *data, size_t n);
 void pg_buf_puts(pg_buf *b, const char *s);
+/* Wipes the whole allocation, frees it and empties b. */
+void pg_buf_wipe_free(pg_buf *b);
 
 /* A vector of owned strings; v is NULL-terminated (a pg_strv_free-able char **)
  * once written or ensured. Zero-initialise; release with pg_strv_clear. */

@@ -9,6 +9,9 @@
  */
 #include "credhash.h"
 #include "gocompat.h"
+#include "keyring.h"
+
+#include <openssl/crypto.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +21,7 @@
 
 typedef struct entry {
     char *key; /* keyring index key, NULL when the location does not parse */
-    char hash[PG_HASH_HEX_LEN + 1];
+    pg_cred_hashes hashes;
     size_t order; /* position in the document: ties keep document order */
 } entry;
 
@@ -27,10 +30,17 @@ typedef struct entries {
     size_t n, cap;
 } entries;
 
+/* A parsed document: its entries sorted in the keyring's lookup order. */
+struct pg_dockerconfig {
+    entries e;
+};
+
 static void entries_free(entries *e)
 {
     for (size_t i = 0; i < e->n; i++)
         free(e->v[i].key);
+    if (e->v) /* the hashes identify credentials: leave none in freed memory */
+        OPENSSL_cleanse(e->v, e->cap * sizeof *e->v);
     free(e->v);
 }
 
@@ -69,9 +79,20 @@ static int read_entry_fields(json_t *obj, pg_cred *c, const char **auth, size_t 
     return PG_OK;
 }
 
+/* H (the kubelet's hash, with the email) and A (the same without it). */
+static int hash_pair(const pg_cred *c, pg_cred_hashes *out, pg_error *err)
+{
+    pg_cred no_email = *c;
+    no_email.email = "";
+    no_email.email_len = 0;
+    out->usable = c->user_len > 0 || c->pass_len > 0;
+    int rc = pg_cred_hash(c, out->hash, err);
+    return rc == PG_OK ? pg_cred_hash(&no_email, out->auth_hash, err) : rc;
+}
+
 /* decodeDockerConfigFieldAuth: base64 "user:pass" replaces username/password. */
-static int hash_with_auth(pg_cred *c, const char *auth, size_t auth_len,
-                          char out[PG_HASH_HEX_LEN + 1], pg_error *err)
+static int hash_with_auth(pg_cred *c, const char *auth, size_t auth_len, pg_cred_hashes *out,
+                          pg_error *err)
 {
     unsigned char *dec = malloc(auth_len + 1);
     if (!dec)
@@ -90,20 +111,21 @@ static int hash_with_auth(pg_cred *c, const char *auth, size_t auth_len,
             c->user_len = (size_t)(colon - dec);
             c->pass = (const char *)colon + 1;
             c->pass_len = dec_len - c->user_len - 1;
-            rc = pg_cred_hash(c, out, err);
+            rc = hash_pair(c, out, err);
         }
     }
+    OPENSSL_cleanse(dec, auth_len + 1); /* the decoded password */
     free(dec);
     return rc;
 }
 
-static int entry_hash(json_t *obj, char out[PG_HASH_HEX_LEN + 1], pg_error *err)
+static int entry_hash(json_t *obj, pg_cred_hashes *out, pg_error *err)
 {
     pg_cred c = {"", "", "", 0, 0, 0};
     const char *auth = "";
     size_t auth_len = 0;
     if (json_is_null(obj))
-        return pg_cred_hash(&c, out, err); /* Go decodes null into a zero entry */
+        return hash_pair(&c, out, err); /* Go decodes null into a zero entry */
     if (!json_is_object(obj))
         return pg_fail(err, PG_ERR_INVALID, "dockerconfig: an entry is not an object");
     int rc = read_entry_fields(obj, &c, &auth, &auth_len, err);
@@ -111,7 +133,7 @@ static int entry_hash(json_t *obj, char out[PG_HASH_HEX_LEN + 1], pg_error *err)
         return rc;
     if (auth_len)
         return hash_with_auth(&c, auth, auth_len, out, err);
-    return pg_cred_hash(&c, out, err);
+    return hash_pair(&c, out, err);
 }
 
 /* ================================================================ keyring */
@@ -247,16 +269,41 @@ static size_t group_end(const entries *e, size_t i)
     return j;
 }
 
-static int push_group(pg_strv *out, const entries *e, size_t i, size_t end)
+/* The lookup's result: a growing array of hash pairs. */
+typedef struct found {
+    pg_cred_hashes *v;
+    size_t n, cap;
+} found;
+
+static int push(found *out, const pg_cred_hashes *h)
+{
+    if (out->n == out->cap) {
+        size_t cap = out->cap ? out->cap * 2 : 4;
+        pg_cred_hashes *nv = malloc(cap * sizeof *nv);
+        if (!nv)
+            return PG_ERR_NOMEM;
+        if (out->n)
+            memcpy(nv, out->v, out->n * sizeof *nv);
+        if (out->v)
+            OPENSSL_cleanse(out->v, out->cap * sizeof *out->v);
+        free(out->v);
+        out->v = nv;
+        out->cap = cap;
+    }
+    out->v[out->n++] = *h;
+    return PG_OK;
+}
+
+static int push_group(found *out, const entries *e, size_t i, size_t end)
 {
     for (; i < end; i++)
-        if (pg_strv_push(out, e->v[i].hash, NULL) != PG_OK)
+        if (push(out, &e->v[i].hashes) != PG_OK)
             return PG_ERR_NOMEM;
     return PG_OK;
 }
 
 /* BasicDockerKeyring.Lookup over entries sorted by entry_cmp. */
-static int keyring_lookup(const entries *e, const char *image_name, pg_strv *out)
+static int keyring_lookup(const entries *e, const char *image_name, found *out)
 {
     pg_go_url target;
     int rc = pg_go_url_parse_schemeless(image_name, &target);
@@ -274,8 +321,7 @@ static int keyring_lookup(const entries *e, const char *image_name, pg_strv *out
     if (rc != PG_OK || out->n > 0 || !is_default_registry_match(image_name))
         return rc;
     for (size_t i = 0; i < e->n; i++) /* Docker Hub fallback */
-        if (strcmp(e->v[i].key, "index.docker.io") == 0 &&
-            pg_strv_push(out, e->v[i].hash, NULL) != PG_OK)
+        if (strcmp(e->v[i].key, "index.docker.io") == 0 && push(out, &e->v[i].hashes) != PG_OK)
             return PG_ERR_NOMEM;
     return PG_OK;
 }
@@ -284,8 +330,8 @@ static int keyring_lookup(const entries *e, const char *image_name, pg_strv *out
 
 static int add_entry(entries *e, const char *loc, json_t *val, pg_error *err)
 {
-    char hash[PG_HASH_HEX_LEN + 1];
-    int rc = entry_hash(val, hash, err); /* a bad entry fails the whole secret, as in Go */
+    pg_cred_hashes hashes;
+    int rc = entry_hash(val, &hashes, err); /* a bad entry fails the whole secret, as in Go */
     if (rc != PG_OK)
         return rc;
     char *key;
@@ -295,16 +341,21 @@ static int add_entry(entries *e, const char *loc, json_t *val, pg_error *err)
         return PG_OK; /* the kubelet logs and ignores unparsable locations */
     if (e->n == e->cap) {
         size_t cap = e->cap ? e->cap * 2 : 8;
-        entry *nv = realloc(e->v, cap * sizeof *nv);
+        entry *nv = calloc(cap, sizeof *nv);
         if (!nv) {
             free(key);
             return pg_fail(err, PG_ERR_NOMEM, "out of memory");
         }
+        if (e->n)
+            memcpy(nv, e->v, e->n * sizeof *nv);
+        if (e->v)
+            OPENSSL_cleanse(e->v, e->cap * sizeof *e->v);
+        free(e->v);
         e->v = nv;
         e->cap = cap;
     }
     e->v[e->n].key = key;
-    memcpy(e->v[e->n].hash, hash, sizeof hash);
+    e->v[e->n].hashes = hashes;
     e->v[e->n].order = e->n;
     e->n++;
     return PG_OK;
@@ -385,8 +436,87 @@ static int load_entries(json_t *root, entries *e, pg_error *err)
     return add_auth_map(e, auths, err);
 }
 
-static int lookup_image(entries *e, const char *image, pg_strv *out, pg_error *err)
+/*
+ * Every string of the parsed document wiped before it is freed: jansson keeps
+ * its own copies of the passwords and "auth" values. (A process that wants
+ * jansson's parse buffers wiped too sets a wiping allocator with
+ * json_set_alloc_funcs; that is global state, the caller's to choose.)
+ */
+static void wipe_strings(json_t *v, int depth)
 {
+    if (depth > 64) /* dockerconfig documents are shallow; jansson bounds depth itself */
+        return;
+    if (json_is_string(v)) {
+        OPENSSL_cleanse((char *)json_string_value(v), json_string_length(v));
+    } else if (json_is_object(v)) {
+        const char *k;
+        json_t *m;
+        json_object_foreach(v, k, m)
+        {
+            wipe_strings(m, depth + 1);
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *m;
+        json_array_foreach(v, i, m)
+        {
+            wipe_strings(m, depth + 1);
+        }
+    }
+}
+
+/* Strict parse whose error names a position, never a byte of the (secret) text. */
+static json_t *parse_secret_json(const char *json, size_t len, pg_error *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        pg_fail(err, PG_ERR_INVALID, "dockerconfig: invalid JSON at line %d column %d", je.line,
+                je.column);
+    OPENSSL_cleanse(&je, sizeof je); /* its text may quote the document */
+    return root;
+}
+
+int pg_dockerconfig_parse(const char *json, size_t len, pg_dockerconfig **out, pg_error *err)
+{
+    *out = NULL;
+    if (!json)
+        return pg_fail(err, PG_ERR_INVALID, "no dockerconfig");
+    if (len > PG_MAX_DOCKERCONFIG_BYTES)
+        return pg_fail(err, PG_ERR_LIMIT, "dockerconfig larger than %u bytes",
+                       PG_MAX_DOCKERCONFIG_BYTES);
+    json_t *root = parse_secret_json(json, len, err);
+    if (!root)
+        return PG_ERR_INVALID;
+    pg_dockerconfig *dc = calloc(1, sizeof *dc);
+    int rc = dc ? load_entries(root, &dc->e, err) : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    wipe_strings(root, 0);
+    json_decref(root);
+    if (rc != PG_OK) {
+        pg_dockerconfig_free(dc);
+        return rc;
+    }
+    if (dc->e.n)
+        qsort(dc->e.v, dc->e.n, sizeof *dc->e.v, entry_cmp);
+    *out = dc;
+    return PG_OK;
+}
+
+void pg_dockerconfig_free(pg_dockerconfig *dc)
+{
+    if (!dc)
+        return;
+    entries_free(&dc->e);
+    free(dc);
+}
+
+int pg_dockerconfig_lookup(const pg_dockerconfig *dc, const char *image, pg_cred_hashes **out,
+                           size_t *n, pg_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    if (!dc || !image)
+        return pg_fail(err, PG_ERR_INVALID, "no dockerconfig or image");
     pg_error local = {0};
     char *name = pg_image_name(image, &local);
     if (!name) {
@@ -394,11 +524,23 @@ static int lookup_image(entries *e, const char *image, pg_strv *out, pg_error *e
             *err = local;
         return local.code;
     }
-    if (e->n)
-        qsort(e->v, e->n, sizeof *e->v, entry_cmp);
-    int rc = keyring_lookup(e, name, out);
+    found f = {0};
+    int rc = keyring_lookup(&dc->e, name, &f);
     free(name);
-    return rc == PG_OK ? PG_OK : pg_fail(err, rc, "out of memory");
+    if (rc != PG_OK) {
+        pg_cred_hashes_free(f.v, f.cap);
+        return pg_fail(err, rc, "out of memory");
+    }
+    *out = f.v;
+    *n = f.n;
+    return PG_OK;
+}
+
+void pg_cred_hashes_free(pg_cred_hashes *v, size_t n)
+{
+    if (v)
+        OPENSSL_cleanse(v, n * sizeof *v);
+    free(v);
 }
 
 PG_API int pg_dockerconfig_hashes(const char *json, size_t len, const char *image,
@@ -409,21 +551,19 @@ PG_API int pg_dockerconfig_hashes(const char *json, size_t len, const char *imag
     *hashes_out = NULL;
     if (!json || !image)
         return pg_fail(err, PG_ERR_INVALID, "no dockerconfig or image");
-    if (len > PG_MAX_DOCKERCONFIG_BYTES)
-        return pg_fail(err, PG_ERR_LIMIT, "dockerconfig larger than %u bytes",
-                       PG_MAX_DOCKERCONFIG_BYTES);
-    json_t *root = pg_json_parse(json, len, "dockerconfig", err);
-    if (!root)
-        return PG_ERR_INVALID;
-    entries e = {0};
+    pg_dockerconfig *dc = NULL;
+    pg_cred_hashes *pairs = NULL;
+    size_t n = 0;
     pg_strv out = {0};
-    int rc = load_entries(root, &e, err);
+    int rc = pg_dockerconfig_parse(json, len, &dc, err);
     if (rc == PG_OK)
-        rc = lookup_image(&e, image, &out, err);
+        rc = pg_dockerconfig_lookup(dc, image, &pairs, &n, err);
+    for (size_t i = 0; rc == PG_OK && i < n; i++)
+        rc = pg_strv_push(&out, pairs[i].hash, err);
     if (rc == PG_OK)
         rc = pg_strv_ensure(&out, err); /* no match: an empty list, not NULL */
-    entries_free(&e);
-    json_decref(root);
+    pg_cred_hashes_free(pairs, n);
+    pg_dockerconfig_free(dc);
     if (rc != PG_OK) {
         pg_strv_clear(&out);
         return rc;

@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The credentials a pod presents (docs/interfaces.md §4): the annotation
- *   {"<image name>":{"kubernetesSecrets":[{namespace,name,uid,credentialHash}],
- *                    "kubernetesServiceAccounts":[{namespace,name,uid}]}}
+ *   {"<image name>":{"kubernetesSecrets":[{namespace,name,uid, credentialHash[,authHash]
+ *                                          | sealedHashes}],
+ *                    "kubernetesServiceAccounts":[{namespace,name,uid}], "hmac"?}}
  * parsed strictly (the value is attacker-reachable: anyone who can create a
  * pod can try to set it), keys normalised like record mapping keys, and every
  * credential outside the pod's namespace dropped: a pod can only use secrets
- * and service accounts of its own namespace.
+ * and service accounts of its own namespace. v2 items carry their hashes sealed
+ * (annotation_seal.h); they are opened here, after the entry's "hmac" verified,
+ * so every consumer sees the same {credential_hash, auth_hash} whatever the
+ * version.
  */
 #include "annotation_mac.h"
+#include "annotation_seal.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -20,8 +25,10 @@ typedef struct pres_entry {
     size_t n_secrets;
     pg_pod_cred *sas; /* service accounts (credential_hash NULL) */
     size_t n_sas;
+    char **sealed;    /* per secret: its sealedHashes text until opened, else NULL */
     size_t n_ignored; /* credentials dropped for naming another namespace */
     size_t n_rejected; /* entries dropped because their "hmac" did not verify */
+    size_t n_unopened; /* v2 entries dropped because this node has no key to open them */
 } pres_entry;
 
 struct pg_presented {
@@ -34,8 +41,17 @@ struct pg_presented {
 
 /* ------------------------------------------------------------------ freeing */
 
+static void free_sealed(pres_entry *e)
+{
+    for (size_t i = 0; e->sealed && i < e->n_secrets; i++)
+        free(e->sealed[i]);
+    free(e->sealed);
+    e->sealed = NULL;
+}
+
 static void free_entry(pres_entry *e)
 {
+    free_sealed(e);
     pg_pod_creds_free(&e->secrets, &e->n_secrets);
     pg_pod_creds_free(&e->sas, &e->n_sas);
     free(e->image_name);
@@ -73,49 +89,108 @@ static int get_string(const json_t *obj, const char *field, const char *what, bo
 
 
 typedef struct coords {
-    const char *namespace_, *name, *uid, *hash;
+    const char *namespace_, *name, *uid;
+    const char *hash;   /* v1 credentialHash ("" or 64 hex), NULL when absent */
+    const char *auth;   /* v1 authHash (64 hex), NULL when absent */
+    const char *sealed; /* v2 sealedHashes, NULL when absent */
 } coords;
 
-static int parse_coords(const json_t *obj, const char *what, bool with_hash, coords *c,
+static int check_hex64(const char *v, const char *field, const char *what, pg_error *err)
+{
+    if (v && *v && !pg_is_hex64(v))
+        return pg_fail(err, PG_ERR_INVALID, "%s: %s is not 64 lowercase hex digits", what, field);
+    return PG_OK;
+}
+
+/* The hash fields of a secret item: clear (v1) or sealed (v2), never both. */
+static int parse_hashes(const json_t *obj, const char *what, coords *c, pg_error *err)
+{
+    int rc = get_string(obj, "credentialHash", what, false, &c->hash, err);
+    if (rc == PG_OK)
+        rc = get_string(obj, "authHash", what, false, &c->auth, err);
+    if (rc == PG_OK)
+        rc = get_string(obj, PG_SEALED_FIELD, what, false, &c->sealed, err);
+    if (rc == PG_OK)
+        rc = check_hex64(c->hash, "credentialHash", what, err);
+    if (rc == PG_OK)
+        rc = check_hex64(c->auth, "authHash", what, err);
+    if (rc != PG_OK)
+        return rc;
+    if (c->auth && (!*c->auth || !c->hash || !*c->hash))
+        return pg_fail(err, PG_ERR_INVALID, "%s: authHash needs a credentialHash", what);
+    if (c->sealed && (c->hash || c->auth))
+        return pg_fail(err, PG_ERR_INVALID, "%s: sealedHashes with a clear hash", what);
+    if (c->sealed && !pg_sealed_text_valid(c->sealed))
+        return pg_fail(err, PG_ERR_INVALID, "%s: sealedHashes is not %d base64url characters",
+                       what, PG_SEALED_LEN);
+    return PG_OK;
+}
+
+static int parse_coords(const json_t *obj, const char *what, bool secret, coords *c,
                         pg_error *err)
 {
-    static const char *const secret_keys[] = {"namespace", "name", "uid", "credentialHash", NULL};
+    static const char *const secret_keys[] = {"namespace", "name", "uid", "credentialHash",
+                                              "authHash", PG_SEALED_FIELD, NULL};
     static const char *const sa_keys[] = {"namespace", "name", "uid", NULL};
+    *c = (coords){0};
     if (!json_is_object(obj))
         return pg_fail(err, PG_ERR_INVALID, "%s: expected an object", what);
-    int rc = pg_json_only_keys(obj, with_hash ? secret_keys : sa_keys, what, err);
+    int rc = pg_json_only_keys(obj, secret ? secret_keys : sa_keys, what, err);
     if (rc == PG_OK)
         rc = get_string(obj, "namespace", what, true, &c->namespace_, err);
     if (rc == PG_OK)
         rc = get_string(obj, "name", what, true, &c->name, err);
     if (rc == PG_OK)
         rc = get_string(obj, "uid", what, true, &c->uid, err);
-    c->hash = NULL;
-    if (rc == PG_OK && with_hash)
-        rc = get_string(obj, "credentialHash", what, false, &c->hash, err);
-    if (rc == PG_OK && c->hash && *c->hash && !pg_is_hex64(c->hash))
-        rc = pg_fail(err, PG_ERR_INVALID, "%s: credentialHash is not 64 lowercase hex digits",
-                     what);
+    if (rc == PG_OK && secret)
+        rc = parse_hashes(obj, what, c, err);
     return rc;
 }
 
 /* ------------------------------------------------------------ credentials */
 
-/* Appends a copy of c to v[0..*n); a secret (with_hash) gets "" for a missing hash. */
-static int add_cred(pg_pod_cred **v, size_t *n, const coords *c, bool with_hash, pg_error *err)
+/* A hash that proves something: the empty-credential hash is kept as "" (none). */
+static char *proving_copy(const char *h)
+{
+    return pg_strdup(h && strcmp(h, PG_EMPTY_CREDENTIAL_HASH) != 0 ? h : "");
+}
+
+/* Appends a copy of c to v[0..*n); a secret gets "" for a missing hash, and its
+ * auth hash defaults to its credentialHash (a v1 entry without an email). */
+static int add_cred(pg_pod_cred **v, size_t *n, const coords *c, bool secret, pg_error *err)
 {
     pg_pod_cred *nv = realloc(*v, (*n + 1) * sizeof *nv);
     if (!nv)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     *v = nv;
     pg_pod_cred cred = {pg_strdup(c->namespace_), pg_strdup(c->name), pg_strdup(c->uid),
-                    with_hash ? pg_strdup(c->hash ? c->hash : "") : NULL};
-    if (!cred.namespace_ || !cred.name || !cred.uid || (with_hash && !cred.credential_hash)) {
+                        secret ? proving_copy(c->hash) : NULL,
+                        secret ? proving_copy(c->auth ? c->auth : c->hash) : NULL};
+    if (!cred.namespace_ || !cred.name || !cred.uid ||
+        (secret && (!cred.credential_hash || !cred.auth_hash))) {
         pg_pod_cred_clear(&cred);
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
     nv[(*n)++] = cred;
     return PG_OK;
+}
+
+/* A secret with its sealed text kept beside it until the entry's MAC is checked. */
+static int add_secret(pres_entry *e, const coords *c, pg_error *err)
+{
+    char **ns = realloc(e->sealed, (e->n_secrets + 1) * sizeof *ns);
+    if (!ns)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    e->sealed = ns;
+    ns[e->n_secrets] = NULL;
+    if (c->sealed && !(ns[e->n_secrets] = pg_strdup(c->sealed)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    int rc = add_cred(&e->secrets, &e->n_secrets, c, true, err);
+    if (rc != PG_OK) {
+        free(ns[e->n_secrets]);
+        ns[e->n_secrets] = NULL;
+    }
+    return rc;
 }
 
 /* Parses one credential list; every item is validated, even those later dropped. */
@@ -142,8 +217,7 @@ static int parse_list(const json_t *arr, const char *field, const char *image,
             e->n_ignored++;
             continue;
         }
-        rc = secrets ? add_cred(&e->secrets, &e->n_secrets, &c, true, err)
-                     : add_cred(&e->sas, &e->n_sas, &c, false, err);
+        rc = secrets ? add_secret(e, &c, err) : add_cred(&e->sas, &e->n_sas, &c, false, err);
         if (rc != PG_OK)
             return rc;
     }
@@ -171,8 +245,22 @@ static int normalise_key(const char *key, char **name_out, pg_error *err)
 /* Forgets an entry's credentials (its name stays, for the folding and the reason text). */
 static void drop_credentials(pres_entry *e)
 {
+    free_sealed(e);
     pg_pod_creds_free(&e->secrets, &e->n_secrets);
     pg_pod_creds_free(&e->sas, &e->n_sas);
+}
+
+/* With a key, a v1 entry may not carry authHash: the v1 MAC does not cover it. */
+static bool has_auth_hash(const json_t *val)
+{
+    size_t i;
+    const json_t *item;
+    json_array_foreach(json_object_get(val, "kubernetesSecrets"), i, item)
+    {
+        if (json_object_get(item, "authHash"))
+            return true;
+    }
+    return false;
 }
 
 /*
@@ -188,12 +276,73 @@ static int check_mac(const json_t *val, const char *pod_namespace, const pg_mac_
         return PG_OK;
     pg_error why = {0};
     int rc = pg_annotation_mac_verify_entry(key, pod_namespace, e->image_name, val, &why);
+    if (rc == PG_OK && pg_annotation_entry_version(val) == 1 && has_auth_hash(val))
+        rc = PG_ERR_UNSAFE;
     if (rc == PG_ERR_UNSAFE) {
         drop_credentials(e);
         e->n_rejected++;
         return PG_OK;
     }
     return rc == PG_OK ? PG_OK : pg_fail(err, rc, "annotation: %s", why.message);
+}
+
+/*
+ * A v2 entry's sealed hashes, opened once its MAC verified. Without a key
+ * nothing can be opened: the entry presents nothing (n_unopened). A value that
+ * does not open rejects the whole entry, as a bad MAC does.
+ */
+static int open_sealed(const pg_mac_key *key, pres_entry *e, pg_error *err)
+{
+    bool any = false;
+    for (size_t i = 0; i < e->n_secrets; i++)
+        any = any || e->sealed[i];
+    if (!any)
+        return PG_OK;
+    if (!key) {
+        drop_credentials(e);
+        e->n_unopened++;
+        return PG_OK;
+    }
+    for (size_t i = 0; i < e->n_secrets; i++) {
+        pg_pod_cred *c = &e->secrets[i];
+        char hash[PG_HASH_HEX_LEN + 1], auth[PG_HASH_HEX_LEN + 1];
+        pg_error why = {0};
+        if (!e->sealed[i])
+            continue;
+        int rc = pg_unseal_hashes(key, c->namespace_, c->name, c->uid, e->sealed[i], hash, auth,
+                                  &why);
+        if (rc == PG_ERR_UNSAFE) {
+            drop_credentials(e);
+            e->n_rejected++;
+            return PG_OK;
+        }
+        if (rc != PG_OK)
+            return pg_fail(err, rc, "annotation: %s", why.message);
+        free(c->credential_hash);
+        free(c->auth_hash);
+        c->credential_hash = proving_copy(hash);
+        c->auth_hash = proving_copy(auth);
+        if (!c->credential_hash || !c->auth_hash)
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    }
+    free_sealed(e);
+    return PG_OK;
+}
+
+/* An entry is v1 (clear hashes) or v2 (sealed), never both. */
+static int check_one_version(const json_t *val, const char *what, pg_error *err)
+{
+    if (pg_annotation_entry_version(val) != 2)
+        return PG_OK;
+    size_t i;
+    const json_t *item;
+    json_array_foreach(json_object_get(val, "kubernetesSecrets"), i, item)
+    {
+        if (json_object_get(item, "credentialHash"))
+            return pg_fail(err, PG_ERR_INVALID, "%s: mixes sealed and clear credential hashes",
+                           what);
+    }
+    return PG_OK;
 }
 
 static int parse_entry(const char *key, const json_t *val, const char *pod_namespace,
@@ -218,7 +367,12 @@ static int parse_entry(const char *key, const json_t *val, const char *pod_names
     if (rc == PG_OK) /* optional; its value is judged only when a key is configured */
         rc = get_string(val, PG_MAC_FIELD, what, false, &mac, err);
     if (rc == PG_OK)
+        rc = check_one_version(val, what, err);
+    if (rc == PG_OK)
         rc = check_mac(val, pod_namespace, mac_key, e, err);
+    if (rc == PG_OK)
+        rc = open_sealed(mac_key, e, err);
+    free_sealed(e); /* opened, dropped or failed: the texts are no longer needed */
     return rc;
 }
 
@@ -265,6 +419,7 @@ static int merge_entry(pres_entry *into, pres_entry *from, pg_error *err)
         return rc;
     into->n_ignored += from->n_ignored;
     into->n_rejected += from->n_rejected;
+    into->n_unopened += from->n_unopened;
     return PG_OK;
 }
 
@@ -381,4 +536,10 @@ size_t pg_presented_rejected(const pg_presented *p, const char *image_name)
 {
     const pres_entry *e = find_entry(p, image_name);
     return e ? e->n_rejected : 0;
+}
+
+size_t pg_presented_unopened(const pg_presented *p, const char *image_name)
+{
+    const pres_entry *e = find_entry(p, image_name);
+    return e ? e->n_unopened : 0;
 }

@@ -28,6 +28,7 @@ void pg_pod_cred_clear(pg_pod_cred *c)
     free(c->name);
     free(c->uid);
     free(c->credential_hash);
+    free(c->auth_hash);
 }
 
 void pg_pod_creds_free(pg_pod_cred **v, size_t *n)
@@ -39,14 +40,31 @@ void pg_pod_creds_free(pg_pod_cred **v, size_t *n)
     *n = 0;
 }
 
+/* A hash that proves holding credentials: present, and not the hash of none. */
+static bool proving_hash(const char *h)
+{
+    return h && *h && strcmp(h, PG_EMPTY_CREDENTIAL_HASH) != 0;
+}
+
 bool pg_pod_cred_same_hash(const pg_pod_cred *a, const pg_pod_cred *b)
 {
     const char *x = a->credential_hash, *y = b->credential_hash;
-    return x && y && *x && *y && strcmp(x, y) == 0;
+    return proving_hash(x) && proving_hash(y) && strcmp(x, y) == 0;
+}
+
+bool pg_pod_cred_is_placeholder(const pg_pod_cred *recorded)
+{
+    return recorded->credential_hash &&
+           strncmp(recorded->name, PG_UNVERIFIED_NAME_PREFIX,
+                   sizeof PG_UNVERIFIED_NAME_PREFIX - 1) == 0;
 }
 
 bool pg_pod_cred_matches(const pg_pod_cred *presented, const pg_pod_cred *recorded)
 {
+    if (pg_pod_cred_is_placeholder(recorded))
+        return presented->credential_hash && proving_hash(presented->auth_hash) &&
+               strcmp(presented->namespace_, recorded->namespace_) == 0 &&
+               strcmp(presented->auth_hash, recorded->credential_hash) == 0;
     return pg_pod_cred_same_hash(presented, recorded) ||
            (strcmp(presented->namespace_, recorded->namespace_) == 0 &&
             strcmp(presented->name, recorded->name) == 0 &&
@@ -675,7 +693,7 @@ static int merge_one_cred(pg_pod_cred **v, size_t *n, const pg_pod_cred *in, boo
         (*v)[at].credential_hash = hash;
         return PG_OK;
     }
-    pg_pod_cred c = {strdup(in->namespace_), strdup(in->name), strdup(in->uid), hash};
+    pg_pod_cred c = {strdup(in->namespace_), strdup(in->name), strdup(in->uid), hash, NULL};
     pg_pod_cred *grown = realloc(*v, (*n + 1) * sizeof *grown);
     if (grown)
         *v = grown;
@@ -751,12 +769,12 @@ int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_creden
     for (size_t i = 0; rc == PG_OK && i < creds->n_secrets; i++) {
         const pg_secret *in = &creds->secrets[i];
         pg_pod_cred c = {(char *)in->namespace_, (char *)in->name, (char *)in->uid,
-                         (char *)in->credential_hash};
+                         (char *)in->credential_hash, NULL};
         rc = merge_one_cred(&m->secrets, &m->n_secrets, &c, true, err);
     }
     for (size_t i = 0; rc == PG_OK && i < creds->n_service_accounts; i++) {
         const pg_service_account *in = &creds->service_accounts[i];
-        pg_pod_cred c = {(char *)in->namespace_, (char *)in->name, (char *)in->uid, NULL};
+        pg_pod_cred c = {(char *)in->namespace_, (char *)in->name, (char *)in->uid, NULL, NULL};
         rc = merge_one_cred(&m->sas, &m->n_sas, &c, false, err);
     }
     return rc;

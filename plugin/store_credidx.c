@@ -116,7 +116,7 @@ static bool append_secret(pg_rec_mapping *m, const char *ns, const char *name, c
     if (!grown)
         return false;
     m->secrets = grown;
-    pg_pod_cred s = {strdup(ns), strdup(name), strdup(uid), strdup(hash ? hash : "")};
+    pg_pod_cred s = {strdup(ns), strdup(name), strdup(uid), strdup(hash ? hash : ""), NULL};
     if (!s.namespace_ || !s.name || !s.uid || !s.credential_hash) {
         free(s.namespace_);
         free(s.name);
@@ -134,7 +134,7 @@ static bool append_sa(pg_rec_mapping *m, const char *ns, const char *name, const
     if (!grown)
         return false;
     m->sas = grown;
-    pg_pod_cred sa = {strdup(ns), strdup(name), strdup(uid), NULL};
+    pg_pod_cred sa = {strdup(ns), strdup(name), strdup(uid), NULL, NULL};
     if (!sa.namespace_ || !sa.name || !sa.uid) {
         free(sa.namespace_);
         free(sa.name);
@@ -709,14 +709,14 @@ static bool load_line(const line *l, void *ud)
 {
     load_ctx *c = ud;
     if (l->tag == 's') {
-        pg_pod_cred r = {l->f[2], l->f[3], l->f[4], l->f[1]};
+        pg_pod_cred r = {l->f[2], l->f[3], l->f[4], l->f[1], NULL};
         if (!any_secret_matches(c->focus, &r))
             return true;
         if (c->times && !append_time(&c->times->secrets, c->map->n_secrets, l->f[0], &c->nomem))
             return false;
         c->nomem = !append_secret(c->map, r.namespace_, r.name, r.uid, r.credential_hash);
     } else {
-        pg_pod_cred r = {l->f[1], l->f[2], l->f[3], NULL};
+        pg_pod_cred r = {l->f[1], l->f[2], l->f[3], NULL, NULL};
         if (!any_sa_matches(c->focus, &r))
             return true;
         if (c->times && !append_time(&c->times->sas, c->map->n_sas, l->f[0], &c->nomem))

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <openssl/crypto.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -416,6 +417,20 @@ size_t pg_utf8_valid_len(const unsigned char *s)
 
 /* ---------------------------------------------------------- growable buffer */
 
+/* realloc that leaves no copy of a secret behind in the freed block. */
+static char *grow_wiping(char *old, size_t len, size_t old_cap, size_t cap)
+{
+    char *np = malloc(cap);
+    if (!np)
+        return NULL; /* old stays owned by the buffer */
+    if (old) {
+        memcpy(np, old, len + 1 <= old_cap ? len + 1 : len);
+        OPENSSL_cleanse(old, old_cap);
+        free(old);
+    }
+    return np;
+}
+
 void pg_buf_append(pg_buf *b, const void *data, size_t n)
 {
     if (b->oom)
@@ -428,7 +443,7 @@ void pg_buf_append(pg_buf *b, const void *data, size_t n)
         size_t cap = b->cap ? b->cap : 64;
         while (cap < b->len + n + 1)
             cap *= 2;
-        char *np = realloc(b->p, cap);
+        char *np = b->wipe ? grow_wiping(b->p, b->len, b->cap, cap) : realloc(b->p, cap);
         if (!np) {
             b->oom = true;
             return;
@@ -442,6 +457,15 @@ void pg_buf_append(pg_buf *b, const void *data, size_t n)
 }
 
 void pg_buf_puts(pg_buf *b, const char *s) { pg_buf_append(b, s, strlen(s)); }
+
+void pg_buf_wipe_free(pg_buf *b)
+{
+    if (b->p)
+        OPENSSL_cleanse(b->p, b->cap);
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
 
 /* ------------------------------------------------------------ string vector */
 

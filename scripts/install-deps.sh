@@ -15,6 +15,8 @@ PACKAGES=(
   # daemons: pullgate-cri (gRPC C core, protobuf-c), pullgate-webhook (libmicrohttpd, libcurl)
   libgrpc-dev protobuf-c-compiler libprotobuf-c-dev libmicrohttpd-dev libcurl4-openssl-dev
   python3-protobuf openssl
+  # keyed annotations read independently in the tests (AES-SIV, HKDF: docs/annotation-hmac.md)
+  python3-cryptography
   # webhook tests: manifest checks (YAML) and TLS calls as the API server makes them
   python3-yaml curl
   # packaging

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pullgatectl annotate: prints a credentials annotation value (docs/interfaces.md §4)
- * for one image, signed for its namespace when an HMAC key file is given
- * (docs/annotation-hmac.md). The MAC is computed by the same library function
- * the verifier uses, so producer and verifier cannot drift apart.
+ * for one image. With an HMAC key file it is the keyed form (v2): every hash
+ * sealed and every entry signed for its namespace (docs/annotation-hmac.md);
+ * without one the unkeyed form (v1, clear hashes). Sealing and MAC are the
+ * library functions the verifiers use, so producer and verifier cannot drift.
  */
 #include "annotation_build.h"
 #include "pgctl.h"
@@ -34,21 +35,29 @@ typedef struct annotate_options {
 static void usage(void)
 {
     puts("Usage: " PGCTL_PROG " annotate --namespace NS --image IMAGE\n"
-         "           [--secret NS/NAME/UID:HASH]... [--service-account NS/NAME/UID]...\n"
+         "           [--secret NS/NAME/UID:HASH[:AUTHHASH]]... [--service-account NS/NAME/UID]...\n"
          "           [--hmac-key-file FILE]\n"
          "\nPrints the value of the credentials annotation for a pod in namespace NS that\n"
          "holds the given secrets and service accounts for IMAGE (keyed by its normalised\n"
-         "name). With --hmac-key-file the entry carries \"hmac\", binding it to NS\n"
-         "(config hmacKeyFile on the nodes; see docs/annotation-hmac.md). FILE must be\n"
-         "owned by root, mode 0600 or 0400, 32 to 1024 bytes, used exactly as stored.");
+         "name). HASH is the credentialHash (pullgatectl hash, with --email when the secret\n"
+         "has one); AUTHHASH the same hash without the email (give it when they differ).\n"
+         "With --hmac-key-file the hashes are sealed (\"sealedHashes\") and the entry carries\n"
+         "\"hmac\", binding it to NS (config hmacKeyFile on the nodes; see\n"
+         "docs/annotation-hmac.md); without it the hashes are printed in clear, which only\n"
+         "clusters that opted out of the key may use. FILE must be owned by root, mode 0600\n"
+         "or 0400, 32 to 1024 bytes, used exactly as stored.");
 }
 
 /* Appends a credential object; hash NULL for a service account, "" omits it. */
 static int append_cred(json_t *list, const char *ns, const char *name, const char *uid,
-                       const char *hash)
+                       const char *hash, const char *auth_hash)
 {
     json_t *o = json_pack("{s:s, s:s, s:s}", "namespace", ns, "name", name, "uid", uid);
     if (o && hash && *hash && json_object_set_new(o, "credentialHash", json_string(hash)) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    if (o && auth_hash && json_object_set_new(o, "authHash", json_string(auth_hash)) != 0) {
         json_decref(o);
         o = NULL;
     }
@@ -59,13 +68,28 @@ static int append_cred(json_t *list, const char *ns, const char *name, const cha
     return PGCTL_OK;
 }
 
+/* NS/NAME/UID:HASH:AUTHHASH: splits off AUTHHASH (NULL when not given). */
+static const char *split_auth_hash(char *arg)
+{
+    char *last = strrchr(arg, ':');
+    if (!last || !pgctl_is_hash(last + 1))
+        return NULL;
+    *last = '\0';
+    char *prev = strrchr(arg, ':');
+    if (prev && pgctl_is_hash(prev + 1))
+        return last + 1;
+    *last = ':';
+    return NULL;
+}
+
 static int add_secret(annotate_options *o, char *arg)
 {
     pg_secret s;
+    const char *auth_hash = split_auth_hash(arg);
     int status = pgctl_parse_secret(CMD, arg, &s);
     if (status != PGCTL_OK)
         return status;
-    return append_cred(o->secrets, s.namespace_, s.name, s.uid, s.credential_hash);
+    return append_cred(o->secrets, s.namespace_, s.name, s.uid, s.credential_hash, auth_hash);
 }
 
 static int add_service_account(annotate_options *o, char *arg)
@@ -74,7 +98,7 @@ static int add_service_account(annotate_options *o, char *arg)
     int status = pgctl_parse_service_account(CMD, arg, &sa);
     if (status != PGCTL_OK)
         return status;
-    return append_cred(o->sas, sa.namespace_, sa.name, sa.uid, NULL);
+    return append_cred(o->sas, sa.namespace_, sa.name, sa.uid, NULL, NULL);
 }
 
 static int parse_option(annotate_options *o, int c, char **argv)
@@ -146,11 +170,12 @@ static int add_credentials(const annotate_options *o, pg_annotation *a, pg_error
     json_array_foreach(o->secrets, i, c)
     {
         if (rc == PG_OK)
-            rc = pg_annotation_add_secret_hash(
+            rc = pg_annotation_add_secret_hashes(
                 a, o->image, json_string_value(json_object_get(c, "namespace")),
                 json_string_value(json_object_get(c, "name")),
                 json_string_value(json_object_get(c, "uid")),
-                json_string_value(json_object_get(c, "credentialHash")), err);
+                json_string_value(json_object_get(c, "credentialHash")),
+                json_string_value(json_object_get(c, "authHash")), err);
     }
     json_array_foreach(o->sas, i, c)
     {

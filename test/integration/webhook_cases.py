@@ -22,6 +22,9 @@ import sys
 import time
 import uuid
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import annotation_v2  # noqa: E402  (the independent reader of keyed annotations)
+
 E = os.environ
 ANNOTATION = "pullgate.dev/credentials"
 failures = []
@@ -43,6 +46,13 @@ VECTORS = {v["name"]: v for v in json.load(open(E["WH_VECTORS"]))}
 
 def vec_hash(name):
     return VECTORS[name]["credentialHash"]
+
+
+def vec_auth_hash(name):
+    """A: the vector's hash with the email omitted (docs/interfaces.md §4); ASCII vectors only."""
+    v = VECTORS[name]
+    return hashlib.sha256(json.dumps({"username": v["username"], "password": v["password"]},
+                                     separators=(",", ":")).encode()).hexdigest()
 
 
 def auth_entry(name):
@@ -233,22 +243,37 @@ KEY = open(E["WH_KEY"], "rb").read()
 
 
 def expected_mac(ns, image_name, entry):
-    """docs/annotation-hmac.md, independently of the C code."""
-    secrets = sorted(entry.get("kubernetesSecrets", []),
-                     key=lambda s: (s["namespace"], s["name"], s["uid"],
-                                    s.get("credentialHash", "")))
-    sas = sorted(entry.get("kubernetesServiceAccounts", []),
-                 key=lambda s: (s["namespace"], s["name"], s["uid"]))
-    msg = f"pullgate-annotation-v1\n{ns}\n{image_name}\n"
-    for s in secrets:
-        msg += f'secret\t{s["namespace"]}\t{s["name"]}\t{s["uid"]}\t{s.get("credentialHash", "")}\n'
-    for s in sas:
-        msg += f'sa\t{s["namespace"]}\t{s["name"]}\t{s["uid"]}\n'
-    return hmac.new(KEY, msg.encode(), hashlib.sha256).hexdigest()
+    """docs/annotation-hmac.md (v1 or v2 message), independently of the C code."""
+    return annotation_v2.entry_mac(KEY, ns, image_name, entry)
+
+
+def clear_view(ann):
+    """The annotation with every sealed item opened (KEY) into its v1 spelling: credentialHash,
+    and authHash when it differs. A keyed annotation must not carry a hash in clear."""
+    if ann is None:
+        return None
+    out = {}
+    for img, e in ann.items():
+        items = []
+        for s in e.get("kubernetesSecrets", []):
+            s = dict(s)
+            if "sealedHashes" in s:
+                h, a = annotation_v2.unseal(KEY, s["namespace"], s["name"], s["uid"],
+                                            s.pop("sealedHashes"))
+                s["credentialHash"] = h
+                if a != h:
+                    s["authHash"] = a
+            items.append(s)
+        out[img] = dict(e, kubernetesSecrets=items)
+    return out
 
 
 def sec(name, uid, vector):
     return {"namespace": "team-a", "name": name, "uid": uid, "credentialHash": vec_hash(vector)}
+
+
+def sec_email(name, uid, vector):
+    return dict(sec(name, uid, vector), authHash=vec_auth_hash(vector))
 
 
 def sa_entry(name, uid):
@@ -256,7 +281,7 @@ def sa_entry(name, uid):
 
 
 def strip_mac(ann):
-    return {k: {f: v for f, v in e.items() if f != "hmac"} for k, e in ann.items()}
+    return {k: {f: v for f, v in e.items() if f != "hmac"} for k, e in clear_view(ann).items()}
 
 
 def check_macs(ann, ns, name):
@@ -317,7 +342,7 @@ def case_service_account_pull_secrets_and_no_annotations():
         "pod without annotations: the patch creates the map first", ops)
     ann = annotation_of(resp) if resp else None
     want = {"registry.example.com/team-a/app": {
-        "kubernetesSecrets": [sec("sa-regcred", "uid-sa-regcred", "with-email")],
+        "kubernetesSecrets": [sec_email("sa-regcred", "uid-sa-regcred", "with-email")],
         "kubernetesServiceAccounts": [sa_entry("default", "uid-sa-default")]}}
     check(ann == want, "the service account's imagePullSecrets when the pod lists none",
           json.dumps(ann))
@@ -333,7 +358,8 @@ def case_forged_annotation_overwritten():
         ann = annotation_of(resp) if resp else None
         ops = patch_of(resp) if resp else []
         check(ann is not None and "f" * 64 not in json.dumps(ann) and len(ops) == 1 and
-              ann["registry.example.com/team-a/app"]["kubernetesSecrets"] ==
+              vec_hash("plain") not in json.dumps(ann) and
+              clear_view(ann)["registry.example.com/team-a/app"]["kubernetesSecrets"] ==
               [sec("regcred", "uid-regcred", "plain")],
               f"{op_name}: a user-forged annotation is overwritten", json.dumps(ops))
 

@@ -168,7 +168,7 @@ static void check_after_crash(const char *ref, char **acked, size_t n_acked)
                   "after kill: rc %d (%s), %zu acknowledged", rc, err.message, n_acked);
     const pg_rec_mapping *m = rec ? pg_record_find(rec, IMAGE_NAME) : NULL;
     for (size_t i = 0; i < n_acked; i++) {
-        pg_pod_cred key = {"team-a", acked[i], "uid", NULL};
+        pg_pod_cred key = {"team-a", acked[i], "uid", NULL, NULL};
         bool found = false;
         for (size_t j = 0; m && !found && j < m->n_secrets; j++)
             found = strcmp(m->secrets[j].name, key.name) == 0;
