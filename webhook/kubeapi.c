@@ -310,7 +310,7 @@ static void end_transfers(CURLM *m, transfer *t, size_t n)
 static const char *transfer_failure(wh_kubeapi *api, const transfer *t, char *msg,
                                     size_t msg_size)
 {
-    if (!t->done)
+    if (!t->done || t->rc == CURLE_OPERATION_TIMEDOUT) /* curl's timeout is the deadline */
         snprintf(msg, msg_size, "API server %s: %s", api->server,
                  atomic_load(&api->stopping) ? "the webhook is stopping" : "time limit exceeded");
     else if (t->cut)
@@ -362,9 +362,18 @@ static void finish_get(wh_kubeapi *api, transfer *t, const char *ns, wh_get_req 
     if (transfer_failure(api, t, req->msg, sizeof req->msg))
         return;
     curl_easy_getinfo(t->h, CURLINFO_RESPONSE_CODE, &status);
-    json_t *parsed = t->body.data ? json_loadb(t->body.data, t->body.len,
-                                               JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL)
-                                  : NULL;
+    json_t *parsed = NULL;
+    if (t->body.data && wh_parse_begin(wh_json_parse_cost(t->body.data, t->body.len)) != 0) {
+        snprintf(req->msg, sizeof req->msg, "API server %s: response larger than the memory "
+                                            "budget allows now", api->server);
+        return;
+    }
+    if (t->body.data) {
+        parsed = json_loadb(t->body.data, t->body.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
+                            NULL);
+        wh_parse_end();
+    }
+    wh_buf_wipe(&t->body); /* its text is in parsed now, or nowhere */
     req->result = interpret(status, parsed, req->resource, ns, req->name, req->msg,
                             sizeof req->msg);
     if (req->result == WH_FOUND)

@@ -25,7 +25,7 @@
 #define EXIT_USAGE 2
 #define DEFAULT_MAX_CONNECTIONS 128u
 #define DEFAULT_MAX_PER_PEER 32u
-#define DEFAULT_MEMORY_BUDGET_MIB 160u
+#define DEFAULT_MEMORY_BUDGET_MIB 256u
 #define MMAP_THRESHOLD (128 * 1024) /* large blocks go back to the system when freed */
 #define MALLOC_ARENAS 4
 

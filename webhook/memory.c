@@ -13,6 +13,10 @@ static atomic_size_t global_used;
 static size_t global_limit = (size_t)-1;
 /* The account the allocations of this thread charge (one request per connection thread). */
 static _Thread_local wh_account *current;
+/* A parse in progress on this thread: its admitted bound, and what it allocated net. */
+static _Thread_local int parsing;
+static _Thread_local size_t parse_bound;
+static _Thread_local long long parse_net;
 
 void wh_account_init(wh_account *a, size_t limit)
 {
@@ -41,6 +45,15 @@ int wh_charge(wh_account *a, size_t n)
     return 0;
 }
 
+/* A charge that cannot fail: what jansson allocates (see memory.h). */
+static void charge_anyway(wh_account *a, size_t n)
+{
+    atomic_fetch_add(&global_used, n);
+    a->used += n;
+    if (a->used > a->peak)
+        a->peak = a->used;
+}
+
 void wh_uncharge(wh_account *a, size_t n)
 {
     if (!a)
@@ -67,23 +80,43 @@ void wh_account_leave(wh_account *a)
 
 size_t wh_memory_used(void) { return atomic_load(&global_used); }
 
+/* Counts a block leaving (freed) or entering (allocated) this thread's books. */
+static void book(size_t n, int allocated)
+{
+    if (parsing)
+        parse_net += allocated ? (long long)n : -(long long)n;
+    else if (current && allocated)
+        charge_anyway(current, n);
+    else if (current)
+        wh_uncharge(current, n);
+}
+
 void wh_free_wiped(void *p)
 {
     if (!p)
         return;
     size_t n = malloc_usable_size(p);
     OPENSSL_cleanse(p, n);
-    if (current)
-        wh_uncharge(current, n);
+    book(n, 0);
     free(p);
 }
 
 /* ------------------------------------------------ the hooks (jansson, curl) */
 
+/* jansson's: counted, never refused. */
+static void *counted_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p)
+        book(malloc_usable_size(p), 1);
+    return p;
+}
+
+/* libcurl's: refused over the budget (curl fails the transfer). */
 static void *charged_malloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
-    if (p && current && wh_charge(current, malloc_usable_size(p)) != 0) {
+    if (p && current && !parsing && wh_charge(current, malloc_usable_size(p)) != 0) {
         free(p); /* never held anything */
         return NULL;
     }
@@ -123,10 +156,30 @@ static char *charged_strdup(const char *s)
     return p;
 }
 
+int wh_parse_begin(size_t cost)
+{
+    if (current && wh_charge(current, cost) != 0)
+        return -1;
+    parsing = 1;
+    parse_bound = current ? cost : 0;
+    parse_net = 0;
+    return 0;
+}
+
+void wh_parse_end(void)
+{
+    parsing = 0;
+    if (!current)
+        return;
+    wh_uncharge(current, parse_bound);
+    if (parse_net > 0)
+        charge_anyway(current, (size_t)parse_net);
+}
+
 int wh_memory_init(size_t limit)
 {
     global_limit = limit;
-    json_set_alloc_funcs(charged_malloc, wh_free_wiped);
+    json_set_alloc_funcs(counted_malloc, wh_free_wiped);
     return curl_global_init_mem(CURL_GLOBAL_DEFAULT, charged_malloc, wh_free_wiped,
                                 charged_realloc, charged_strdup, charged_calloc) == CURLE_OK
                ? 0

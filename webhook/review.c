@@ -17,6 +17,7 @@
  */
 #include "review.h"
 
+#include "memory.h"
 #include "secrets.h"
 
 #include <openssl/evp.h>
@@ -37,8 +38,9 @@ typedef struct review {
     json_t *log;
     json_t *warnings; /* array of strings */
     char message[WH_MESSAGE_MAX];
-    int status_code; /* of a refusal */
-    int answering;   /* before_answer was called */
+    int status_code;      /* of a refusal */
+    int answering;        /* before_answer was called */
+    size_t matching_left; /* secrets.h */
 } review;
 
 /* ------------------------------------------------------------ utilities */
@@ -311,7 +313,8 @@ static int use_secret(review *r, pg_annotation *a, wh_get_req *req)
         return 0;
     }
     char msg[WH_MESSAGE_MAX];
-    wh_secret_outcome out = wh_secret_add(a, r->ns, req->name, req->obj, msg, sizeof msg);
+    wh_secret_outcome out =
+        wh_secret_add(a, r->ns, req->name, req->obj, &r->matching_left, msg, sizeof msg);
     json_decref(req->obj); /* the allocator wipes what it held */
     req->obj = NULL;
     if (out == WH_SECRET_FAILED)
@@ -402,7 +405,7 @@ static json_t *remove_annotation_patch(const review *r)
 static void before_answer(review *r)
 {
     if (!r->answering && r->cfg->before_answer)
-        r->cfg->before_answer(r->cfg->before_answer_ctx);
+        r->cfg->before_answer(r->cfg->ctx);
     r->answering = 1;
 }
 
@@ -568,9 +571,12 @@ static void read_coverage(review *r, coverage *c)
     const char *value = wh_text_at(annotations_of(r->pod), r->cfg->annotation_key);
     pg_error err = {0};
     c->presented = NULL;
-    if (value && pg_presented_parse_keyed(value, strlen(value), r->ns, r->cfg->key,
-                                          &c->presented, &err) != PG_OK)
+    if (!value || wh_parse_begin(wh_json_parse_cost(value, strlen(value))) != 0)
+        return; /* over the budget: nothing counts as covered */
+    if (pg_presented_parse_keyed(value, strlen(value), r->ns, r->cfg->key, &c->presented,
+                                 &err) != PG_OK)
         c->presented = NULL;
+    wh_parse_end();
 }
 
 static int covered(const coverage *c, const char *image)
@@ -793,11 +799,24 @@ static const char *parse_failure(const json_error_t *e)
     }
 }
 
+/* The review as a tree (admitted by wh_parse_begin); the body is released right after. */
+static json_t *parse(const wh_review_config *cfg, const char *body, size_t len, json_error_t *e)
+{
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, e);
+    wh_parse_end();
+    if (root && cfg->body_done)
+        cfg->body_done(cfg->ctx);
+    return root;
+}
+
 void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
                       wh_review_result *out)
 {
     memset(out, 0, sizeof *out);
-    review r = {.cfg = cfg, .log = json_object(), .warnings = json_array()};
+    review r = {.cfg = cfg,
+                .log = json_object(),
+                .warnings = json_array(),
+                .matching_left = WH_MAX_MATCHING};
     out->log = r.log;
     json_object_set_new(r.log, "images", json_array());
     json_object_set_new(r.log, "skippedSecrets", json_array());
@@ -807,7 +826,10 @@ void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
     const char *bad = NULL, *outcome = "refused";
     if (cfg->cut)
         answer = unreadable(&r, body, len, uid, sizeof uid, 413, cfg->cut);
-    else if (!(root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr)))
+    else if (wh_parse_begin(wh_json_parse_cost(body, len)) != 0)
+        answer = unreadable(&r, body, len, uid, sizeof uid, 413,
+                            "AdmissionReview larger than the webhook's memory budget allows now");
+    else if (!(root = parse(cfg, body, len, &jerr)))
         answer = unreadable(&r, body, len, uid, sizeof uid, 400, parse_failure(&jerr));
     else if (!(bad = parse_envelope(&r, root))) {
         log_request(&r);

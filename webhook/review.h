@@ -58,9 +58,11 @@ typedef struct wh_review_config {
     /* Non-NULL: the body was cut (over the size bound or the memory budget) and
      * only its first bytes are given; the text says why. */
     const char *cut;
-    /* Called once before the answer is built (the server stops charging memory). */
+    /* Called once the body was parsed (the server wipes and frees it), and once
+     * before the answer is built (the server stops charging memory). */
+    void (*body_done)(void *ctx);
     void (*before_answer)(void *ctx);
-    void *before_answer_ctx;
+    void *ctx;
 } wh_review_config;
 
 typedef struct wh_review_result {
@@ -82,6 +84,17 @@ void wh_review_result_free(wh_review_result *r);
  * of 1..WH_MAX_UID_BYTES printable ASCII characters; -1 otherwise.
  */
 int wh_review_uid_of_prefix(const char *text, size_t len, char *uid, size_t uid_size);
+
+/* What a JSON text holds, counted without parsing it (skim.c): any bytes, any size. */
+typedef struct wh_json_stats {
+    size_t objects, arrays, members, strings, scalars;
+    size_t bytes;   /* of all strings, keys included, as written (escapes, quotes) */
+    size_t longest; /* the longest string as written */
+} wh_json_stats;
+
+void wh_json_skim(const char *text, size_t len, wh_json_stats *st);
+/* An upper bound of the bytes jansson allocates to parse text. */
+size_t wh_json_parse_cost(const char *text, size_t len);
 
 /* DNS-1123 label (namespaces) and subdomain (object names), as the API validates them. */
 int wh_is_dns_label(const char *s);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "secrets.h"
 
+#include "memory.h"
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -52,9 +54,9 @@ static const char *dockerconfig_field(const char *type)
 static const char *builder_failure(int code)
 {
     switch (code) {
-    case PG_ERR_NOMEM: return "out of memory";
+    case PG_ERR_NOMEM: return "is larger than the memory budget allows now";
     case PG_ERR_INVALID: return "is not a valid docker config";
-    case PG_ERR_LIMIT: return "is larger than the builder accepts";
+    case PG_ERR_LIMIT: return "has more entries than one review matches against its images";
     default: return "cannot be used";
     }
 }
@@ -66,8 +68,29 @@ static wh_secret_outcome fail(char *msg, size_t msg_size, const char *ns, const 
     return WH_SECRET_FAILED;
 }
 
+/* The library call that parses and matches, bounded: by the review's matching
+ * budget, and by the memory budget for its parse. */
+static int add_dockerconfig(pg_annotation *a, const char *ns, const char *name, const char *uid,
+                            const char *text, size_t len, size_t *matching_left)
+{
+    wh_json_stats st;
+    wh_json_skim(text, len, &st);
+    size_t images = pg_annotation_count(a), matching = st.objects * (images ? images : 1);
+    if (matching > *matching_left)
+        return PG_ERR_LIMIT;
+    *matching_left -= matching;
+    if (wh_parse_begin(wh_json_parse_cost(text, len)) != 0)
+        return PG_ERR_NOMEM;
+    pg_error err = {0};
+    int rc = pg_annotation_add_dockerconfig(a, ns, name, uid, text, len, &err);
+    wh_parse_end();
+    OPENSSL_cleanse(err.message, sizeof err.message); /* never shown: see builder_failure */
+    return rc;
+}
+
 wh_secret_outcome wh_secret_add(pg_annotation *a, const char *ns, const char *name,
-                                const json_t *secret, char *msg, size_t msg_size)
+                                const json_t *secret, size_t *matching_left, char *msg,
+                                size_t msg_size)
 {
     const char *type = wh_text_at(secret, "type");
     const char *field = dockerconfig_field(type);
@@ -85,11 +108,9 @@ wh_secret_outcome wh_secret_add(pg_annotation *a, const char *ns, const char *na
     size_t len = 0;
     if (base64_decode(json_string_value(data), json_string_length(data), &text, &len) != 0)
         return fail(msg, msg_size, ns, name, field, "is not base64");
-    pg_error err = {0};
-    int rc = pg_annotation_add_dockerconfig(a, ns, name, uid, (const char *)text, len, &err);
+    int rc = add_dockerconfig(a, ns, name, uid, (const char *)text, len, matching_left);
     OPENSSL_cleanse(text, len);
     free(text);
-    OPENSSL_cleanse(err.message, sizeof err.message); /* never shown: see builder_failure */
     if (rc != PG_OK)
         return fail(msg, msg_size, ns, name, field, builder_failure(rc));
     return WH_SECRET_ADDED;

@@ -19,10 +19,20 @@ typedef enum wh_secret_outcome {
 } wh_secret_outcome;
 
 /*
+ * Matching a dockerconfig against the images costs its entries x the images (in
+ * one library call, which no deadline interrupts: 14,000 entries x 256 images
+ * took 2 s here). One review does at most this much of it, counted before each
+ * call; a legitimate pod with 64 secrets of 10 entries and 256 images is 164k.
+ */
+#define WH_MAX_MATCHING 1000000u
+
+/*
  * Adds the credentials of the pull secret ns/name (secret: the object from the
  * API, already checked to be that Secret) to a, for every image a holds.
+ * *matching_left is what the review may still spend (WH_MAX_MATCHING at first).
  */
 wh_secret_outcome wh_secret_add(pg_annotation *a, const char *ns, const char *name,
-                                const json_t *secret, char *msg, size_t msg_size);
+                                const json_t *secret, size_t *matching_left, char *msg,
+                                size_t msg_size);
 
 #endif

@@ -234,6 +234,12 @@ static void stop_charging(void *ctx)
     wh_account_suspend();
 }
 
+static void release_body(void *ctx)
+{
+    wh_request *q = ctx;
+    wh_buf_wipe(&q->body);
+}
+
 static void peer_of(struct MHD_Connection *c, char *out, size_t size)
 {
     const union MHD_ConnectionInfo *i =
@@ -275,7 +281,9 @@ static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_r
                            .get_ctx = s->cfg.api,
                            .deadline_ms = q->deadline_ms,
                            .cut = q->cut,
-                           .before_answer = stop_charging};
+                           .body_done = release_body,
+                           .before_answer = stop_charging,
+                           .ctx = q};
     wh_review_result res;
     if (q->cut)
         wh_review_handle(&rc, q->prefix, q->prefix_len, &res);

@@ -10,8 +10,10 @@
 
 #define WH_REVIEW_DEADLINE_MS 2500L /* from a review's headers to its answer; timeoutSeconds is 3 */
 #define WH_READY_CACHE_MS 3000LL
-/* What one review may hold: the largest legal review and its parsed form. */
-#define WH_REQUEST_MEMORY ((size_t)WH_MAX_REVIEW_BYTES + 20u * 1024u * 1024u)
+/* What one review may hold: the largest legal review (28 MiB) while jansson parses it
+ * (its strings at their escaped length, 27 MiB, and the lexer's buffer at twice the
+ * longest, 36 MiB; wh_json_parse_cost), then its secrets. */
+#define WH_REQUEST_MEMORY (96u * 1024u * 1024u)
 
 typedef struct wh_server_config {
     const char *annotation_key;

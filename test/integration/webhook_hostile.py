@@ -4,9 +4,8 @@
 
 Each case starts the webhook instances it needs (flags, fresh process for measurements) against the
 API stand-in (webhook_apiserver.py) and sends AdmissionReviews shaped like kube-apiserver's,
-including Go's escaping of '<' as \\u003c. Expected values are recomputed here from the text of
-docs/interfaces.md section 4 (v2 annotation: HKDF, AES-SIV, HMAC), never taken from the code under
-test; the node's view is `pullgatectl verify`.
+including Go's escaping of '<' as \\u003c. Keyed values are opened and checked by annotation_v2.py (an independent reading of
+docs/annotation-hmac.md), never by the code under test; the node's view is `pullgatectl verify`.
 Environment: WH_BIN, WH_WORK (certificates, key, state.json, requests.log), WH_API, WH_MANIFEST,
 WH_CTL, WH_NODE_CONFIG.
 """
@@ -14,7 +13,6 @@ import atexit
 import base64
 import concurrent.futures
 import hashlib
-import hmac
 import http.client
 import json
 import os
@@ -29,9 +27,8 @@ import threading
 import time
 import uuid
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESSIV
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import annotation_v2  # noqa: E402  (the independent reader of keyed annotations)
 
 E = os.environ
 W = E["WH_WORK"]
@@ -373,29 +370,12 @@ def deployment_memory_limit_bytes():
 KEY = open(path_of("hmac.key"), "rb").read()
 
 
-def seal_key(key):
-    return HKDF(algorithm=hashes.SHA256(), length=64, salt=None,
-                info=b"pullgate-annotation-seal-v2").derive(key)
-
-
 def unseal(key, ns, item):
-    ad = f"pullgate-sealed-v2\n{ns}\n{item['name']}\n{item['uid']}\n".encode()
-    sealed = base64.urlsafe_b64decode(item["sealedHashes"] + "=" * (-len(item["sealedHashes"]) % 4))
-    plain = AESSIV(seal_key(key)).decrypt(sealed, [ad])
-    return plain[:32].hex(), plain[32:].hex()
+    return annotation_v2.unseal(key, ns, item["name"], item["uid"], item["sealedHashes"])
 
 
 def v2_mac(key, ns, image, entry):
-    secrets = sorted(entry.get("kubernetesSecrets", []),
-                     key=lambda s: (s["namespace"], s["name"], s["uid"], s["sealedHashes"]))
-    sas = sorted(entry.get("kubernetesServiceAccounts", []),
-                 key=lambda s: (s["namespace"], s["name"], s["uid"]))
-    msg = f"pullgate-annotation-v2\n{ns}\n{image}\n"
-    for s in secrets:
-        msg += f'secret\t{s["namespace"]}\t{s["name"]}\t{s["uid"]}\t{s["sealedHashes"]}\n'
-    for s in sas:
-        msg += f'sa\t{s["namespace"]}\t{s["name"]}\t{s["uid"]}\n'
-    return hmac.new(key, msg.encode(), hashlib.sha256).hexdigest()
+    return annotation_v2.entry_mac(key, ns, image, entry)
 
 
 # ================================================================= cases
@@ -699,9 +679,11 @@ def timed_review(wh, rev):
 def case_wide_pods(wh):
     pid = wh.pid
     base_threads = threads(pid)
-    for n_secrets, n_images, what in ((16, 128, "16 secrets x 128 images"),
-                                      (64, 256, "64 secrets x 256 images (the maximum)")):
-        names = wide_objects(n_secrets, 400)
+    for n_secrets, n_entries, n_images, what in (
+            (16, 400, 128, "16 secrets x 128 images"),
+            (64, 400, 256, "64 secrets x 256 images (the maximum)"),
+            (1, 14000, 256, "one 0.8 MB dockerconfig x 256 images")):
+        names = wide_objects(n_secrets, n_entries)
         images = [f"registry.example.com/team-a/img{i}:1" for i in range(n_images)]
         rev = review(pod(containers=images, pull_secrets=names))
         status, body, took = timed_review(wh, rev)
@@ -766,8 +748,12 @@ def case_memory_at_full_concurrency():
         r = answer(status, body)
         return uid, status, r
 
-    with concurrent.futures.ThreadPoolExecutor(concurrency) as ex:
-        results = list(ex.map(one, range(concurrency)))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(concurrency) as ex:
+            results = list(ex.map(one, range(concurrency)))
+    except OSError:
+        print(wh.log_text()[-3000:])
+        raise
     size = len(template) >> 20
     all_200 = all(s == 200 and r and r["uid"] == uid for uid, s, r in results)
     patched = sum(1 for _, _, r in results if r and r["allowed"])
@@ -816,7 +802,8 @@ def case_descriptors_after_many_reviews():
     check(ok == 1000, f"1,000 reviews of 64 secrets: all patched ({took:.1f} s)", ok)
     back = wait_for(lambda: fds(wh.pid) <= base, 5)
     check(back, f"descriptors back to the idle baseline ({base})", fds(wh.pid))
-    print(f"  descriptors: {base} idle, {fds(wh.pid)} after; threads {threads(wh.pid)}")
+    print(f"  descriptors: {base} idle, {fds(wh.pid)} after; threads {threads(wh.pid)}; "
+          f"webhook CPU {cpu_seconds(wh.pid):.1f} s")
     wh.stop()
 
 
