@@ -78,18 +78,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                             .cut = cut ? "cut" : NULL};
     wh_review_result res;
     wh_review_handle(&cfg, (const char *)data, size, &res);
-    if (!res.body || (res.http_status != 200 && res.http_status != 400 &&
-                      res.http_status != 413 && res.http_status != 500))
+    if (!res.body || (res.http_status != 200 && res.http_status != 400 && res.http_status != 413 &&
+                      res.http_status != 500))
         abort();
     /* A readable uid in the first bytes is always answered 200 (never a call failure). */
     char uid[WH_MAX_UID_BYTES + 1];
-    json_t *whole = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
-                               NULL);
+    json_t *whole =
+        json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
     int parsed = whole != NULL;
     json_decref(whole);
     if (res.http_status != 200 && res.http_status != 500 &&
-        wh_review_uid_of_prefix((const char *)data, size, uid, sizeof uid) == 0 &&
-        (cut || !parsed))
+        wh_review_uid_of_prefix((const char *)data, size, uid, sizeof uid) == 0 && (cut || !parsed))
         abort();
     if (res.http_status == 200) {
         json_t *out = json_loads(res.body, 0, NULL);

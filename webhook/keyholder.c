@@ -12,8 +12,8 @@
 
 struct wh_key_ref {
     pg_mac_key *key;
-    int refs;              /* the holder's own reference while current, plus one per review */
-    wh_keyholder *holder;  /* whose lock guards refs */
+    int refs;             /* the holder's own reference while current, plus one per review */
+    wh_keyholder *holder; /* whose lock guards refs */
 };
 
 struct wh_keyholder {

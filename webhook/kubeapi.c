@@ -135,8 +135,8 @@ static struct curl_slist *auth_headers(wh_kubeapi *api, char *msg, size_t msg_si
             OPENSSL_cleanse(line, n);
             free(line);
         }
-        struct curl_slist *more = headers ? curl_slist_append(headers, "Accept: application/json")
-                                          : NULL;
+        struct curl_slist *more =
+            headers ? curl_slist_append(headers, "Accept: application/json") : NULL;
         if (!more) {
             curl_slist_free_all(headers);
             headers = NULL;
@@ -174,7 +174,8 @@ static CURLM *take_client(wh_kubeapi *api, int64_t deadline_ms, char *msg, size_
     int create = 0;
     pthread_mutex_lock(&api->lock);
     while (!atomic_load(&api->stopping) && !api->n_idle && api->n_clients == WH_API_CLIENTS) {
-        struct timespec until = {(time_t)(deadline_ms / 1000), (long)(deadline_ms % 1000) * 1000000L};
+        struct timespec until = {(time_t)(deadline_ms / 1000),
+                                 (long)(deadline_ms % 1000) * 1000000L};
         if (pthread_cond_timedwait(&api->client_free, &api->lock, &until) != 0 &&
             pg_monotonic_ms() >= deadline_ms)
             break;
@@ -194,9 +195,10 @@ static CURLM *take_client(wh_kubeapi *api, int64_t deadline_ms, char *msg, size_
         pthread_mutex_unlock(&api->lock);
     }
     if (!m)
-        snprintf(msg, msg_size, "%s", atomic_load(&api->stopping) ? "the webhook is stopping"
-                                      : create ? "out of memory"
-                                               : "time limit exceeded waiting for an API client");
+        snprintf(msg, msg_size, "%s",
+                 atomic_load(&api->stopping) ? "the webhook is stopping"
+                 : create                    ? "out of memory"
+                                             : "time limit exceeded waiting for an API client");
     return m;
 }
 
@@ -240,8 +242,8 @@ static CURLcode on_ssl_ctx(CURL *h, void *ssl_ctx, void *arg)
 }
 
 /* The options of every GET: TLS verified against the CA and the server name, https only. */
-static CURL *new_transfer(wh_kubeapi *api, transfer *t, const char *url,
-                          struct curl_slist *headers, int64_t deadline_ms)
+static CURL *new_transfer(wh_kubeapi *api, transfer *t, const char *url, struct curl_slist *headers,
+                          int64_t deadline_ms)
 {
     long timeout_ms = (long)(deadline_ms - pg_monotonic_ms());
     CURL *h = curl_easy_init();
@@ -307,15 +309,16 @@ static void end_transfers(CURLM *m, transfer *t, size_t n)
 }
 
 /* Why a transfer has no usable answer, or NULL. */
-static const char *transfer_failure(wh_kubeapi *api, const transfer *t, char *msg,
-                                    size_t msg_size)
+static const char *transfer_failure(wh_kubeapi *api, const transfer *t, char *msg, size_t msg_size)
 {
     if (!t->done || t->rc == CURLE_OPERATION_TIMEDOUT) /* curl's timeout is the deadline */
         snprintf(msg, msg_size, "API server %s: %s", api->server,
                  atomic_load(&api->stopping) ? "the webhook is stopping" : "time limit exceeded");
     else if (t->cut)
-        snprintf(msg, msg_size, "API server %s: response larger than %u bytes or than the "
-                                "memory budget allows", api->server, WH_MAX_API_RESPONSE_BYTES);
+        snprintf(msg, msg_size,
+                 "API server %s: response larger than %u bytes or than the "
+                 "memory budget allows",
+                 api->server, WH_MAX_API_RESPONSE_BYTES);
     else if (t->rc != CURLE_OK)
         snprintf(msg, msg_size, "API server %s: %s", api->server,
                  t->errbuf[0] ? t->errbuf : curl_easy_strerror(t->rc));
@@ -364,18 +367,20 @@ static void finish_get(wh_kubeapi *api, transfer *t, const char *ns, wh_get_req 
     curl_easy_getinfo(t->h, CURLINFO_RESPONSE_CODE, &status);
     json_t *parsed = NULL;
     if (t->body.data && wh_parse_begin(wh_json_parse_cost(t->body.data, t->body.len)) != 0) {
-        snprintf(req->msg, sizeof req->msg, "API server %s: response larger than the memory "
-                                            "budget allows now", api->server);
+        snprintf(req->msg, sizeof req->msg,
+                 "API server %s: response larger than the memory "
+                 "budget allows now",
+                 api->server);
         return;
     }
     if (t->body.data) {
-        parsed = json_loadb(t->body.data, t->body.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
-                            NULL);
+        parsed =
+            json_loadb(t->body.data, t->body.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
         wh_parse_end();
     }
     wh_buf_wipe(&t->body); /* its text is in parsed now, or nowhere */
-    req->result = interpret(status, parsed, req->resource, ns, req->name, req->msg,
-                            sizeof req->msg);
+    req->result =
+        interpret(status, parsed, req->resource, ns, req->name, req->msg, sizeof req->msg);
     if (req->result == WH_FOUND)
         req->obj = parsed;
     else

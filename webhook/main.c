@@ -4,6 +4,7 @@
  * credentials annotation (docs/webhook.md, pullgate-webhook(8)).
  */
 #include "memory.h"
+#include "secrets.h"
 #include "server.h"
 #include "tlscert.h"
 #include "wlog.h"
@@ -269,23 +270,23 @@ static int open_keys(const options *o, const char *key_file, wh_keyholder **keys
         return 0;
     }
     if (!*key_file) {
-        snprintf(msg, msg_size, "no annotation key: give --hmac-key-file (or hmacKeyFile in "
-                                "--config), or opt out with --unkeyed-annotations");
+        snprintf(msg, msg_size,
+                 "no annotation key: give --hmac-key-file (or hmacKeyFile in "
+                 "--config), or opt out with --unkeyed-annotations");
         return EXIT_USAGE;
     }
     return (*keys = wh_keyholder_new(key_file, msg, msg_size)) ? 0 : 1;
 }
 
-static void log_serving(const options *o, const char *server_url, const char *annotation,
-                        int keyed)
+static void log_serving(const options *o, const char *server_url, const char *annotation, int keyed)
 {
-    json_t *f = json_pack("{s:s, s:s?, s:s, s:s, s:s, s:b, s:i, s:i, s:i, s:i}", "listen",
+    json_t *f = json_pack("{s:s, s:s?, s:s, s:s, s:s, s:b, s:i, s:i, s:i, s:i, s:I}", "listen",
                           o->listen, "healthListen", o->health_listen, "apiServer", server_url,
-                          "annotation", annotation, "annotationKey",
-                          keyed ? "keyed" : "UNKEYED", "clientCertificates", o->client_ca != NULL,
-                          "maxConnections", (int)o->max_connections, "maxConnectionsPerPeer",
-                          (int)o->max_per_peer, "memoryBudgetMiB", (int)o->memory_budget_mib,
-                          "reviewDeadlineMs", (int)o->deadline_ms);
+                          "annotation", annotation, "annotationKey", keyed ? "keyed" : "UNKEYED",
+                          "clientCertificates", o->client_ca != NULL, "maxConnections",
+                          (int)o->max_connections, "maxConnectionsPerPeer", (int)o->max_per_peer,
+                          "memoryBudgetMiB", (int)o->memory_budget_mib, "reviewDeadlineMs",
+                          (int)o->deadline_ms, "matchingCostPs", (json_int_t)wh_matching_cost_ps());
     wh_log_fields("info", "serving", f);
     json_decref(f);
 }
@@ -305,9 +306,9 @@ static int serve(const options *o, const char *server_url, const char *annotatio
                             .deadline_ms = (long)o->deadline_ms,
                             .max_connections = (unsigned int)o->max_connections,
                             .max_per_peer = (unsigned int)o->max_per_peer};
-    wh_server *server = wh_server_start((struct sockaddr *)&addr,
-                                        o->health_listen ? (struct sockaddr *)&health : NULL,
-                                        &cfg, msg, msg_size);
+    wh_server *server =
+        wh_server_start((struct sockaddr *)&addr,
+                        o->health_listen ? (struct sockaddr *)&health : NULL, &cfg, msg, msg_size);
     if (!server)
         return -1;
     log_serving(o, server_url, annotation, keys != NULL);
@@ -382,6 +383,7 @@ int main(int argc, char **argv)
         wh_log("error", "cannot initialise libcurl", NULL);
         return 1;
     }
+    wh_matching_calibrate();
     rc = run(&o, server, ca, token);
     curl_global_cleanup();
     return rc;

@@ -180,8 +180,8 @@ int wh_memory_init(size_t limit)
 {
     global_limit = limit;
     json_set_alloc_funcs(counted_malloc, wh_free_wiped);
-    return curl_global_init_mem(CURL_GLOBAL_DEFAULT, charged_malloc, wh_free_wiped,
-                                charged_realloc, charged_strdup, charged_calloc) == CURLE_OK
+    return curl_global_init_mem(CURL_GLOBAL_DEFAULT, charged_malloc, wh_free_wiped, charged_realloc,
+                                charged_strdup, charged_calloc) == CURLE_OK
                ? 0
                : -1;
 }

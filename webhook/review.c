@@ -40,7 +40,7 @@ typedef struct review {
     char message[WH_MESSAGE_MAX];
     int status_code;      /* of a refusal */
     int answering;        /* before_answer was called */
-    size_t matching_left; /* secrets.h */
+    wh_matching matching; /* secrets.h */
 } review;
 
 /* ------------------------------------------------------------ utilities */
@@ -167,8 +167,7 @@ static int for_each_image(review *r, const char *const *lists, image_fn fn, void
                 return refuse_late(r, "reading the containers");
             int got = optional_text(c, "image", &image);
             if (got < 0)
-                return refuse(r, 400, "malformed pod: spec.%s[%zu].image is not a string", *l,
-                              i);
+                return refuse(r, 400, "malformed pod: spec.%s[%zu].image is not a string", *l, i);
             if (got && fn(r, *l, name ? name : "", image, arg) != 0)
                 return -1; /* no image: nothing will be pulled for it */
         }
@@ -280,8 +279,10 @@ static int service_account_name(review *r, service_account *sa)
     if (!sa->name || !*sa->name)
         sa->name = "default";
     if (!wh_is_dns_subdomain(sa->name))
-        return refuse(r, 400, "malformed pod: service account name \"%.64s\" is not a valid "
-                              "object name", sa->name);
+        return refuse(r, 400,
+                      "malformed pod: service account name \"%.64s\" is not a valid "
+                      "object name",
+                      sa->name);
     return 0;
 }
 
@@ -314,7 +315,7 @@ static int use_secret(review *r, pg_annotation *a, wh_get_req *req)
     }
     char msg[WH_MESSAGE_MAX];
     wh_secret_outcome out =
-        wh_secret_add(a, r->ns, req->name, req->obj, &r->matching_left, msg, sizeof msg);
+        wh_secret_add(a, r->ns, req->name, req->obj, &r->matching, msg, sizeof msg);
     json_decref(req->obj); /* the allocator wipes what it held */
     req->obj = NULL;
     if (out == WH_SECRET_FAILED)
@@ -363,8 +364,8 @@ static const json_t *annotations_of(const json_t *obj)
 static json_t *annotation_op(const review *r, const json_t *value)
 {
     char *path = annotation_path(r->cfg->annotation_key);
-    json_t *op = path ? json_pack("{s:s, s:s}", "op", value ? "add" : "remove", "path", path)
-                      : NULL;
+    json_t *op =
+        path ? json_pack("{s:s, s:s}", "op", value ? "add" : "remove", "path", path) : NULL;
     free(path);
     if (op && value && json_object_set(op, "value", (json_t *)value) != 0) {
         json_decref(op);
@@ -441,9 +442,10 @@ static json_t *refusal_of(const char *uid, int code, const char *message)
     snprintf(text, sizeof text, "pullgate: %s", message);
     json_t *out = answer_of(uid);
     json_t *resp = json_object_get(out, "response");
-    if (resp && (json_object_set_new(resp, "allowed", json_false()) != 0 ||
-                 json_object_set_new(resp, "status", json_pack("{s:i, s:s}", "code", code,
-                                                               "message", text)) != 0)) {
+    if (resp &&
+        (json_object_set_new(resp, "allowed", json_false()) != 0 ||
+         json_object_set_new(resp, "status",
+                             json_pack("{s:i, s:s}", "code", code, "message", text)) != 0)) {
         json_decref(out);
         out = NULL;
     }
@@ -573,8 +575,8 @@ static void read_coverage(review *r, coverage *c)
     c->presented = NULL;
     if (!value || wh_parse_begin(wh_json_parse_cost(value, strlen(value))) != 0)
         return; /* over the budget: nothing counts as covered */
-    if (pg_presented_parse_keyed(value, strlen(value), r->ns, r->cfg->key, &c->presented,
-                                 &err) != PG_OK)
+    if (pg_presented_parse_keyed(value, strlen(value), r->ns, r->cfg->key, &c->presented, &err) !=
+        PG_OK)
         c->presented = NULL;
     wh_parse_end();
 }
@@ -583,9 +585,9 @@ static int covered(const coverage *c, const char *image)
 {
     char *name = pg_image_name(image, NULL);
     const pg_pod_cred *v;
-    int ok = name && c->presented &&
-             pg_presented_secrets(c->presented, name, &v) + pg_presented_sas(c->presented, name,
-                                                                              &v) > 0;
+    int ok =
+        name && c->presented &&
+        pg_presented_secrets(c->presented, name, &v) + pg_presented_sas(c->presented, name, &v) > 0;
     free(name);
     return ok;
 }
@@ -645,8 +647,8 @@ static json_t *status_answer(review *r, const char **outcome)
         return answer_of(r->uid);
     }
     *outcome = "restored";
-    return patched_answer(r, was ? set_annotation_patch(r, r->pod, was)
-                                 : remove_annotation_patch(r));
+    return patched_answer(r,
+                          was ? set_annotation_patch(r, r->pod, was) : remove_annotation_patch(r));
 }
 
 /* A Binding's annotations are copied onto the pod: ours is removed from it. */
@@ -734,10 +736,10 @@ static json_t *decide(review *r, const char **outcome)
     const char *sub = r->sub_resource;
     int pods = is_pods(r->request);
     int update = operation_is(r, "UPDATE"), create = operation_is(r, "CREATE");
-    int routed = pods && ((!*sub && (create || update)) ||
-                          (update && (!strcmp(sub, "ephemeralcontainers") ||
-                                      !strcmp(sub, "status"))) ||
-                          (create && !strcmp(sub, "binding")));
+    int routed =
+        pods && ((!*sub && (create || update)) ||
+                 (update && (!strcmp(sub, "ephemeralcontainers") || !strcmp(sub, "status"))) ||
+                 (create && !strcmp(sub, "binding")));
     if (!routed) {
         *outcome = "ignored"; /* cannot change the annotation: nothing to add */
         return answer_of(r->uid);
@@ -816,7 +818,7 @@ void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
     review r = {.cfg = cfg,
                 .log = json_object(),
                 .warnings = json_array(),
-                .matching_left = WH_MAX_MATCHING};
+                .matching = {WH_MAX_MATCHING, cfg->deadline_ms}};
     out->log = r.log;
     json_object_set_new(r.log, "images", json_array());
     json_object_set_new(r.log, "skippedSecrets", json_array());

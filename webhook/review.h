@@ -23,8 +23,8 @@
 #define WH_MAX_REVIEW_BYTES (28u * 1024u * 1024u)
 #define WH_REVIEW_PREFIX_BYTES 4096u /* always kept: the uid comes first */
 #define WH_MAX_UID_BYTES 128
-#define WH_MAX_IMAGES 256       /* distinct image names per pod */
-#define WH_MAX_PULL_SECRETS 64  /* distinct pull secret names per pod */
+#define WH_MAX_IMAGES 256      /* distinct image names per pod */
+#define WH_MAX_PULL_SECRETS 64 /* distinct pull secret names per pod */
 #define WH_MESSAGE_MAX 512
 
 typedef enum wh_lookup {

@@ -19,20 +19,30 @@ typedef enum wh_secret_outcome {
 } wh_secret_outcome;
 
 /*
- * Matching a dockerconfig against the images costs its entries x the images (in
- * one library call, which no deadline interrupts: 14,000 entries x 256 images
- * took 2 s here). One review does at most this much of it, counted before each
- * call; a legitimate pod with 64 secrets of 10 entries and 256 images is 164k.
+ * Matching a dockerconfig against the images costs its entries x the images,
+ * in one library call that no deadline interrupts (14,000 entries x 256 images
+ * took 2 s here). A review does at most WH_MAX_MATCHING of it (a legitimate pod
+ * with 64 secrets of 10 entries and 256 images is 164k), and starts a call only
+ * when its estimated duration, from the cost per entry x image measured on this
+ * machine (wh_matching_calibrate, then every call), ends before the deadline.
  */
 #define WH_MAX_MATCHING 1000000u
+
+typedef struct wh_matching {
+    size_t left;         /* entries x images the review may still match */
+    int64_t deadline_ms; /* the review's (pg_monotonic_ms()) */
+} wh_matching;
+
+/* Measures the cost of one entry x image on this machine (main, before serving). */
+void wh_matching_calibrate(void);
+/* The current estimate, picoseconds per entry x image (for the log). */
+unsigned long long wh_matching_cost_ps(void);
 
 /*
  * Adds the credentials of the pull secret ns/name (secret: the object from the
  * API, already checked to be that Secret) to a, for every image a holds.
- * *matching_left is what the review may still spend (WH_MAX_MATCHING at first).
  */
 wh_secret_outcome wh_secret_add(pg_annotation *a, const char *ns, const char *name,
-                                const json_t *secret, size_t *matching_left, char *msg,
-                                size_t msg_size);
+                                const json_t *secret, wh_matching *m, char *msg, size_t msg_size);
 
 #endif

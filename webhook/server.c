@@ -43,9 +43,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define HANDSHAKE_MS 3000LL    /* accept -> complete request headers */
-#define IDLE_MS 10000LL        /* an idle keep-alive connection */
-#define REVIEW_GRACE_MS 500LL  /* after the review deadline, to send the answer */
+#define HANDSHAKE_MS 3000LL   /* accept -> complete request headers */
+#define IDLE_MS 10000LL       /* an idle keep-alive connection */
+#define REVIEW_GRACE_MS 500LL /* after the review deadline, to send the answer */
 #define WATCHDOG_STEP_US 100000
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 #define HEALTH_CONNECTIONS 16u
@@ -272,8 +272,7 @@ static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_r
     if (!q->cut && pg_monotonic_ms() >= q->deadline_ms) /* no time left to parse it */
         q->cut = "time limit exceeded receiving the AdmissionReview";
     char key_msg[WH_MESSAGE_MAX] = "";
-    wh_key_ref *key = s->cfg.keys ? wh_keyholder_get(s->cfg.keys, key_msg, sizeof key_msg)
-                                  : NULL;
+    wh_key_ref *key = s->cfg.keys ? wh_keyholder_get(s->cfg.keys, key_msg, sizeof key_msg) : NULL;
     wh_review_config rc = {.annotation_key = s->cfg.annotation_key,
                            .key = wh_key_ref_key(key),
                            .key_error = key_msg[0] ? key_msg : NULL,
@@ -324,10 +323,10 @@ static wh_request *request_new(wh_server *s, const endpoint *ep, const char *url
         return NULL;
     q->start_us = wh_now_us();
     q->deadline_ms = pg_monotonic_ms() + s->cfg.deadline_ms;
-    q->kind = !ep->health_only && strcmp(method, MHD_HTTP_METHOD_POST) == 0 &&
-                      strcmp(url, "/mutate") == 0
-                  ? REQ_REVIEW
-                  : REQ_OTHER;
+    q->kind =
+        !ep->health_only && strcmp(method, MHD_HTTP_METHOD_POST) == 0 && strcmp(url, "/mutate") == 0
+            ? REQ_REVIEW
+            : REQ_OTHER;
     wh_account_init(&q->acct, WH_REQUEST_MEMORY);
     wh_buf_init(&q->body, WH_MAX_REVIEW_BYTES, &q->acct);
     if (q->kind == REQ_REVIEW) {
@@ -432,15 +431,15 @@ static struct MHD_Daemon *start_endpoint(endpoint *ep, const struct sockaddr *ad
             flags, 0, NULL, NULL, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
             MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
-            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer, MHD_OPTION_NOTIFY_COMPLETED,
-            on_completed, ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+            ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
     return MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_HTTPS_CERT_CALLBACK, wh_tls_retrieve,
         MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer, MHD_OPTION_NOTIFY_COMPLETED, on_completed, ep,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
 }
 
 static void free_server(wh_server *s)
@@ -469,8 +468,7 @@ wh_server *wh_server_start(const struct sockaddr *addr, const struct sockaddr *h
     s->watchdog_started = 1;
     s->main.daemon = start_endpoint(&s->main, addr, cfg->max_connections, cfg->max_per_peer);
     if (s->main.daemon && health)
-        s->health.daemon = start_endpoint(&s->health, health, HEALTH_CONNECTIONS,
-                                          HEALTH_PER_PEER);
+        s->health.daemon = start_endpoint(&s->health, health, HEALTH_CONNECTIONS, HEALTH_PER_PEER);
     if (!s->main.daemon || (health && !s->health.daemon)) {
         snprintf(msg, msg_size, "cannot start the %s server (address in use or TLS setup)",
                  s->main.daemon ? "health" : "HTTPS");

@@ -19,9 +19,9 @@ typedef struct wh_server_config {
     const char *annotation_key;
     wh_keyholder *keys; /* NULL: unkeyed annotations (explicit opt-out) */
     wh_kubeapi *api;
-    long deadline_ms;            /* the whole review, from its headers to its answer */
+    long deadline_ms; /* the whole review, from its headers to its answer */
     unsigned int max_connections;
-    unsigned int max_per_peer;   /* connections from one address */
+    unsigned int max_per_peer; /* connections from one address */
 } wh_server_config;
 
 typedef struct wh_server wh_server;

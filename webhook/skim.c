@@ -144,11 +144,11 @@ int wh_review_uid_of_prefix(const char *text, size_t len, char *uid, size_t uid_
  * longest one. docs/webhook.md ("Memory") has the table.
  */
 #define COST_BASE 4096u
-#define COST_OBJECT 256u
-#define COST_ARRAY 160u
-#define COST_MEMBER 128u
-#define COST_STRING 96u
-#define COST_SCALAR 48u
+#define COST_OBJECT 288u
+#define COST_ARRAY 176u
+#define COST_MEMBER 144u
+#define COST_STRING 112u
+#define COST_SCALAR 64u
 
 /* The index just past the string starting at text[i] (its opening quote). */
 static size_t past_string(const char *text, size_t len, size_t i)
@@ -161,8 +161,8 @@ static size_t past_string(const char *text, size_t len, size_t i)
 
 static int scalar_char(char c)
 {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           c == '-' || c == '+' || c == '.';
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+           c == '+' || c == '.';
 }
 
 void wh_json_skim(const char *text, size_t len, wh_json_stats *st)
@@ -174,8 +174,8 @@ void wh_json_skim(const char *text, size_t len, wh_json_stats *st)
             size_t end = past_string(text, len, i), j = end;
             st->bytes += end - i;
             st->longest = end - i > st->longest ? end - i : st->longest;
-            while (j < len && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' ||
-                               text[j] == '\r'))
+            while (j < len &&
+                   (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r'))
                 j++;
             *(j < len && text[j] == ':' ? &st->members : &st->strings) += 1;
             i = end;

@@ -251,8 +251,7 @@ void wh_tls_free(wh_tls *t)
 
 /* ------------------------------------------------------ client certificates */
 
-static int load_trust(const char *path, gnutls_x509_trust_list_t *out, char *msg,
-                      size_t msg_size)
+static int load_trust(const char *path, gnutls_x509_trust_list_t *out, char *msg, size_t msg_size)
 {
     char *pem;
     size_t len;
@@ -265,7 +264,8 @@ static int load_trust(const char *path, gnutls_x509_trust_list_t *out, char *msg
         n = gnutls_x509_trust_list_add_trust_mem(list, &d, NULL, GNUTLS_X509_FMT_PEM, 0, 0);
     free(pem);
     if (n <= 0) {
-        snprintf(msg, msg_size, "%.200s: %s", path, n < 0 ? gnutls_strerror(n) : "no CA certificate");
+        snprintf(msg, msg_size, "%.200s: %s", path,
+                 n < 0 ? gnutls_strerror(n) : "no CA certificate");
         if (list)
             gnutls_x509_trust_list_deinit(list, 1);
         return -1;
@@ -347,8 +347,8 @@ static int verify_peer(gnutls_session_t session)
                                          (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT, 0};
         pthread_mutex_lock(&t->lock);
         maybe_reload_client_ca(t);
-        rc = gnutls_x509_trust_list_verify_crt2(t->client_trust, chain, n, &purpose, 1, 0,
-                                                &status, NULL);
+        rc = gnutls_x509_trust_list_verify_crt2(t->client_trust, chain, n, &purpose, 1, 0, &status,
+                                                NULL);
         pthread_mutex_unlock(&t->lock);
     }
     for (unsigned int i = 0; i < got; i++)
