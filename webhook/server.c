@@ -34,6 +34,7 @@
 #include "files.h"
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -50,6 +51,7 @@
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 #define HEALTH_CONNECTIONS 16u
 #define HEALTH_PER_PEER 8u
+#define TRIM_AFTER_BYTES (8u * 1024u * 1024u)
 
 /* One connection as the watchdog sees it (libmicrohttpd's socket context). */
 typedef struct conn {
@@ -396,6 +398,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         atomic_fetch_sub(&ep->server->reviews_in_flight, 1);
     wh_buf_wipe(&q->body);
     wh_account_leave(&q->acct);
+    if (q->acct.peak > TRIM_AFTER_BYTES) /* the arenas give a large review's pages back */
+        malloc_trim(0);
     free(q);
     *req_cls = NULL;
     progress_by(ep->server, c, wh_now_ms() + IDLE_MS);

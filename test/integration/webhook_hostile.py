@@ -764,7 +764,9 @@ def case_memory_at_full_concurrency():
                    f"({patched} patched, {concurrency - patched} refused)",
           [(s, (r or {}).get("status")) for _, s, r in results])
     hwm = vm_kib(wh.pid, "VmHWM") * 1024
-    print(f"  VmHWM {hwm >> 20} MiB, Deployment limit {(limit or 0) >> 20} MiB")
+    time.sleep(0.5)
+    print(f"  VmHWM {hwm >> 20} MiB, VmRSS after {vm_kib(wh.pid, 'VmRSS') >> 10} MiB, "
+          f"Deployment limit {(limit or 0) >> 20} MiB")
     if UNDER_ASAN:
         print("  (ASan build: its shadow memory and quarantine make RSS meaningless; not compared)")
     else:
