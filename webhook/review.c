@@ -596,7 +596,9 @@ static int warn_uncovered(review *r, const char *list, const char *container, co
                           void *arg)
 {
     (void)list;
-    json_array_append_new(json_object_get(r->log, "images"), json_string(image));
+    json_t *logged = json_object_get(r->log, "images");
+    if (json_array_size(logged) < WH_MAX_IMAGES) /* the log line stays bounded */
+        json_array_append_new(logged, json_string(image));
     if (covered(arg, image) || json_array_size(r->warnings) >= MAX_WARNINGS)
         return 0;
     char text[WH_MESSAGE_MAX];
