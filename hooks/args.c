@@ -6,6 +6,7 @@
  */
 #include "hook.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define DEFAULT_CONFIG_PATH PG_DEFAULT_CONFIG_PATH /* ${sysconfdir}/pullgate, from CMake */
@@ -13,6 +14,14 @@
 static const char *const known_stages[] = {
     "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
     NULL};
+
+int hook_print_version(int argc, char **argv, const char *prog)
+{
+    if (argc != 2 || strcmp(argv[1], "--version") != 0)
+        return 0;
+    printf("%s %s\n", prog, PG_VERSION_STRING);
+    return 1;
+}
 
 int hook_is_known_stage(const char *stage)
 {

@@ -48,16 +48,17 @@ static int load_config(hook_run *run, pg_error *err)
 /*
  * The hook only reads records. pg_store_open_readonly() opens only
  * readOnlyRecordDirs, and pg_store_open() would create a missing stateDir,
- * so: an existing stateDir is opened with pg_store_open (nothing to create);
- * a missing one holds no records, and the read-only directories suffice.
+ * so: a stateDir that does not exist (ENOENT) holds no records, and the
+ * read-only directories suffice; anything else goes to pg_store_open, which
+ * refuses what it cannot use (a lookup that fails is not evidence).
  */
 pg_store *hook_open_store(const pg_config *cfg, pg_error *err)
 {
     struct stat st;
     const char *state_dir = pg_config_state_dir(cfg);
-    if (state_dir && lstat(state_dir, &st) == 0)
-        return pg_store_open(cfg, NULL, err);
-    return pg_store_open_readonly(cfg, err);
+    if (state_dir && lstat(state_dir, &st) != 0 && errno == ENOENT)
+        return pg_store_open_readonly(cfg, err);
+    return pg_store_open(cfg, NULL, err);
 }
 
 /*
@@ -72,6 +73,35 @@ static void name_resolved_ref(hook_run *run)
         return;
     if (pg_store_resolve_image(run->store, run->identity.image, &run->reported_ref, NULL) != PG_OK)
         run->reported_ref = NULL;
+}
+
+/*
+ * A container whose OCI config carries no credentials annotation at all is
+ * denied like one whose annotation lists nothing ("presented 0 secrets"), but
+ * the fix differs: under containerd the annotation reaches config.json only
+ * through the runtime handler's pod_annotations; under CRI-O (which copies
+ * every pod annotation) the pod has none, so no admission webhook wrote it.
+ * Only the text changes, never the decision.
+ */
+static void explain_missing_annotation(hook_run *run)
+{
+    if (run->decision.allow || run->decision.reason != PG_REASON_NO_CREDENTIALS)
+        return;
+    const char *key = pg_config_annotation(run->cfg);
+    char why[256];
+    if (run->identity.runtime == PG_RUNTIME_CONTAINERD)
+        snprintf(why, sizeof why,
+                 "containerd passes it only when the runtime handler lists it: pod_annotations = "
+                 "[\"%.100s\"], see hooks/containerd/README.md; or no webhook wrote it",
+                 key);
+    else
+        snprintf(why, sizeof why, "no admission webhook (pullgate-webhook) wrote it on the pod");
+    char text[sizeof run->decision.text];
+    /* Truncating the library's text at the end is fine: the reason comes first. */
+    if (snprintf(text, sizeof text, "no %.100s annotation in the container's OCI config (%s); %s",
+                 key, why, run->decision.text) < 0)
+        return;
+    memcpy(run->decision.text, text, sizeof text);
 }
 
 static void decide_application(hook_run *run)
@@ -106,6 +136,8 @@ static void decide_application(hook_run *run)
     };
     pg_decide_identity(run->cfg, run->store, &req, run->identity.aliases,
                        (const char *const *)run->identity.hints, &run->decision);
+    if (!req.credentials)
+        explain_missing_annotation(run);
     name_resolved_ref(run);
 }
 

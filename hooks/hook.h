@@ -34,6 +34,12 @@ typedef struct hook_args {
     const char *daemon_socket; /* --daemon-socket; NULL: the default, "none": never */
 } hook_args;
 
+/*
+ * `--version` as the only argument: prints "<prog> <version>" on stdout and
+ * returns 1 (the caller exits 0); 0 otherwise. Never part of a hook run: a
+ * runtime passes the arguments of its hook entry, which never say --version.
+ */
+int hook_print_version(int argc, char **argv, const char *prog);
 /* 1 for an OCI hook stage name the hook accepts. */
 int hook_is_known_stage(const char *stage);
 /* Fills *args from argv (borrowed); PG_ERR_INVALID with a usage message. */

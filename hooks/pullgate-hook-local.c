@@ -84,6 +84,8 @@ static int stdin_spent_ms(void)
 
 int main(int argc, char **argv)
 {
+    if (hook_print_version(argc, argv, "pullgate-hook-local"))
+        return fclose(stdout) == 0 ? 0 : 1;
     hook_deadline_arm();
     init_crypto();
     hook_run run;

@@ -31,6 +31,10 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/pullgate-prune.service
   DESTINATION ${PG_SYSTEMD_UNIT_DIR} COMPONENT tools)
 install(PROGRAMS ${CMAKE_CURRENT_SOURCE_DIR}/systemd/pullgate-prune
   DESTINATION ${PG_PRUNE_SCRIPT_DIR} COMPONENT tools)
+# Run by the packages before removal (deb prerm, rpm %preun) and by hand: does the
+# runtime or the kubelet still depend on pullgate? (docs/lifecycle.md)
+install(PROGRAMS ${CMAKE_CURRENT_SOURCE_DIR}/pullgate-still-wired
+  DESTINATION ${PG_PRUNE_SCRIPT_DIR} COMPONENT tools)
 
 # pullgate-cri's unit, only when the daemon is built (the top CMakeLists adds cri/ after
 # packaging/, so test the same condition it uses rather than the target).

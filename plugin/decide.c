@@ -62,6 +62,7 @@ typedef struct decide_ctx {
     pg_keyset tag_keys;         /* record/index keys of tag references (the image name) */
     pg_keyset intent_keys;      /* intent spellings of every trusted reference */
     pg_keyset hint_keys;        /* keys of the hints (records, index, intents) */
+    pg_keyset ref_names;        /* normalised names of every reference given (aliases, hints) */
     pg_record **recs;           /* the union of trusted records found */
     pg_cred_times *times;       /* recs[i]'s credential times when its index gave them */
     size_t n_recs, cap_recs;
@@ -152,6 +153,8 @@ static int add_identity(decide_ctx *c, const char *s, bool trusted, pg_error *er
     rc = pg_identity_add_keys(keys, s, ref, err);
     if (rc == PG_OK && ref)
         rc = pg_identity_add_intent_keys(trusted ? &c->intent_keys : &c->hint_keys, s, ref, err);
+    if (rc == PG_OK && ref)
+        rc = pg_keyset_add(&c->ref_names, pg_ref_name(ref), err);
     pg_ref_free(ref);
     return rc;
 }
@@ -339,14 +342,35 @@ static int gather_index(decide_ctx *c, const pg_keyset *ks, bool authorises, pg_
     return rc;
 }
 
+/* The first key of ks with an entry of that kind in some directory (a probe), or NULL. */
+static const char *first_entry(const decide_ctx *c, const pg_keyset *ks, pg_entry_kind kind)
+{
+    for (size_t k = 0; k < ks->n; k++)
+        for (size_t i = 0; i < pg_store_dir_count(c->store); i++)
+            if (pg_store_entry_exists(c->store, i, kind, ks->v[k]))
+                return ks->v[k];
+    return NULL;
+}
+
 /* Existence probes only (intents; hints' records and index entries). */
 static void probe(decide_ctx *c, const pg_keyset *ks, pg_entry_kind kind, const char *what)
 {
-    for (size_t k = 0; !c->pulled && k < ks->n; k++)
-        for (size_t i = 0; !c->pulled && i < pg_store_dir_count(c->store); i++)
-            if (pg_store_entry_exists(c->store, i, kind, ks->v[k])) {
-                note_pulled(c, "%s %.160s exists", what, ks->v[k]);
-            }
+    const char *key = c->pulled ? NULL : first_entry(c, ks, kind);
+    if (key)
+        note_pulled(c, "%s %.160s exists", what, key);
+}
+
+/*
+ * Unlike a record of the content (which may have been pulled under another
+ * name), an intent or anything under a hint says the image was pulled under
+ * one of its own spellings.
+ */
+static bool name_pulled(const decide_ctx *c)
+{
+    return first_entry(c, &c->intent_keys, PG_ENTRY_INTENT) ||
+           first_entry(c, &c->hint_keys, PG_ENTRY_INTENT) ||
+           first_entry(c, &c->hint_keys, PG_ENTRY_PULLED) ||
+           first_entry(c, &c->hint_keys, PG_ENTRY_INDEX);
 }
 
 static bool step_gather(decide_ctx *c)
@@ -473,6 +497,85 @@ static bool step_preloaded(decide_ctx *c)
     return settle(c, 0, PG_REASON_NO_RECORD, "no pull record of %.160s for %.256s%s",
                   or_unknown(c->image_ref), c->name,
                   c->names_mapped > 0 ? " (records of other images map its name)" : "");
+}
+
+/* Whether a record in any directory maps name (an unreadable one may): 1, 0, -1 settled. */
+static int other_name_mapped(decide_ctx *c, const char *name)
+{
+    pg_error err = {0};
+    size_t n = 0;
+    bool unknown = false;
+    if (pg_store_records_mapping(c->store, name, NULL, &n, &unknown, &err) != PG_OK) {
+        store_error(c, &err);
+        return -1;
+    }
+    return n + unknown > 0;
+}
+
+/*
+ * Whether every record gathered maps some image (read whole: the gathered ones
+ * are focused on this image's name). 1 yes; 0 no; -1 settled (store error).
+ */
+static int records_map_other_images(decide_ctx *c)
+{
+    for (size_t r = 0; r < c->n_recs; r++)
+        for (size_t i = 0; i < pg_store_dir_count(c->store); i++) {
+            pg_error err = {0};
+            pg_record *full = NULL;
+            int rc = pg_store_get_in(c->store, i, c->recs[r]->image_ref, &full, &err);
+            if (rc == PG_ERR_NOT_FOUND)
+                continue;
+            if (rc != PG_OK) {
+                store_error(c, &err);
+                return -1;
+            }
+            bool maps = full->n_maps > 0;
+            pg_record_free(full);
+            if (!maps)
+                return 0;
+        }
+    return 1;
+}
+
+/*
+ * kubelet #138175: the same content may be preloaded under one name and pulled
+ * with a secret under another. The records of the content then map only the
+ * other name; the kubelet takes the image as preloaded under its own name, and
+ * so do we, but only when nothing at all says this name was pulled: no record
+ * in any directory maps it (a pull by pullgate always does, with empty
+ * credentials when it had none), no intent or hint names it, and every record
+ * found maps some image (a record without mappings was pulled with unknown
+ * credentials). The argument: docs/threat-model.md, "Preloaded under its own name".
+ */
+static bool step_preloaded_name(decide_ctx *c)
+{
+    if (!c->n_recs || pg_config_policy(c->cfg) != PG_POLICY_NEVER_VERIFY_PRELOADED)
+        return false;
+    /* Every name given for the image (CRI-O's Image may hold the one the pod wrote). */
+    for (size_t k = 0; k < c->ref_names.n; k++)
+        for (size_t i = 0; i < c->n_recs; i++)
+            if (pg_record_find(c->recs[i], c->ref_names.v[k]))
+                return false;
+    if (name_pulled(c))
+        return false;
+    int maps_others = records_map_other_images(c);
+    if (maps_others <= 0)
+        return maps_others < 0;
+    for (size_t k = 0; k < c->ref_names.n; k++) {
+        int n = strcmp(c->ref_names.v[k], c->name) == 0 ? names_mapped(c)
+                                                        : other_name_mapped(c, c->ref_names.v[k]);
+        if (n < 0)
+            return true;
+        if (n > 0)
+            return false;
+    }
+    return settle(
+        c, 1, PG_REASON_PRELOADED,
+        "%.256s (%.160s) was not pulled by the kubelet or pullgate under this name "
+        "(preloaded: the pull record%s of its content map%s only other images; no record, "
+        "intent or hint names it)",
+        c->name, c->image_ref ? c->image_ref : c->recs[0]->image_ref, c->n_recs > 1 ? "s" : "",
+        c->n_recs > 1 ? "" : "s");
 }
 
 static const char *shown_ref(const decide_ctx *c)
@@ -679,10 +782,11 @@ typedef bool (*decide_step)(decide_ctx *c);
  * the image is gathered before the first step that depends on it.
  */
 static const decide_step steps[] = {
-    step_request,     step_never_verify,    step_parse_image,     step_identities,
-    step_annotation,  step_gather,          step_pinned,          step_allowlisted,
-    step_name_union,  step_preloaded,       step_mapping,         step_node_accessible,
-    step_secret,      step_service_account, step_signature_rejected, step_no_match,
+    step_request,         step_never_verify, step_parse_image,     step_identities,
+    step_annotation,      step_gather,       step_pinned,          step_allowlisted,
+    step_name_union,      step_preloaded,    step_preloaded_name,  step_mapping,
+    step_node_accessible, step_secret,       step_service_account, step_signature_rejected,
+    step_no_match,
 };
 
 static void decide_cleanup(decide_ctx *c)
@@ -697,6 +801,7 @@ static void decide_cleanup(decide_ctx *c)
     pg_keyset_free(&c->tag_keys);
     pg_keyset_free(&c->intent_keys);
     pg_keyset_free(&c->hint_keys);
+    pg_keyset_free(&c->ref_names);
     pg_presented_free(c->presented);
     pg_ref_free(c->ref);
 }

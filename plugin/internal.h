@@ -132,8 +132,13 @@ struct pg_record {
     time_t last_updated;
     char *last_updated_text; /* as read, re-emitted unchanged */
     char *dir;               /* record directory it came from, or NULL */
-    pg_rec_mapping *maps;    /* sorted by image_name */
+    pg_rec_mapping *maps;    /* the keys as written, sorted by image_name */
     size_t n_maps;
+    /* The mappings by image (pg_record_find), sorted by normalised name: the
+     * union of every key naming one image. NULL when every key already is its
+     * image's normalised name (maps serve; pullgate's own records). */
+    pg_rec_mapping *by_name;
+    size_t n_by_name;
 };
 
 #define PG_API_V1ALPHA1 "kubelet.config.k8s.io/v1alpha1"
@@ -151,7 +156,30 @@ int pg_intent_serialize(const char *image, const char *api_version, char **out, 
 /* Merges creds into rec under image_name, kubelet rules. */
 int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
                     pg_error *err);
-/* Mapping for image_name or NULL. */
+/*
+ * pullgate's own write of a pull (pg_store_record_pulled): every other key of
+ * rec that names the same image as image_name (a normalised name) is folded
+ * into image_name's mapping, then creds are merged by the kubelet's rules, so
+ * the records pullgate writes hold one key per image. A pull with no
+ * credentials to record still leaves an (empty) mapping for the image: it was
+ * pulled under that name, so it is never taken for preloaded (docs/interfaces.md §2).
+ */
+int pg_record_merge_pull(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
+                         pg_error *err);
+/*
+ * The image a credentialMapping key names. The kubelet keys a mapping by the
+ * image as the pod wrote it, tag and digest removed ("nginx",
+ * "secretorg/myimage"); pullgate by the normalised name: one image either way.
+ * *name_out: the normalised name (caller frees) when the key spells it
+ * otherwise; NULL when the key is its own name (already normalised, or not a
+ * plain image name, which is then compared as written only). PG_ERR_NOMEM only.
+ */
+int pg_record_key_name(const char *key, char **name_out);
+/*
+ * The mapping of an image: image_name is its normalised name (or a key as
+ * written); the result is the union of every key of rec naming that image
+ * (borrowed from rec), or NULL when none does.
+ */
 const pg_rec_mapping *pg_record_find(const pg_record *rec, const char *image_name);
 pg_record *pg_record_new(const char *image_ref, pg_error *err);
 
@@ -169,6 +197,13 @@ int pg_store_intent_exists(const pg_store *store, const char *image, bool *exist
 
 /* pg_ref_parse returning its code; *out (NULL on failure) freed with pg_ref_free. */
 int pg_ref_parse_into(const char *image, pg_ref **out, pg_error *err);
+/*
+ * Whether s spells its domain and path otherwise than its normalised name does
+ * (no domain: "nginx", "secretorg/app"; "index.docker.io/..."; "docker.io/x"
+ * without "library/"). False means: if s parses at all, its name is s as
+ * written. A string check only, no allocation; s is not validated.
+ */
+bool pg_ref_needs_normalising(const char *s);
 
 /* ------------------------------------------------------------ policy.c */
 

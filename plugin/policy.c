@@ -6,11 +6,13 @@
  * Allowlist rules, as the kubelet's pullmanager applies them: no surrounding
  * whitespace; the only wildcard is a trailing full path segment slash-star
  * (a prefix match, slash included, on the image's normalised name with tag
- * and digest removed); any other pattern must be a normalised image name
- * without tag or digest, compared for equality. Beyond the kubelet we also
- * refuse wildcard prefixes that can never match a normalised name (such as
- * "library/" + star, which should be "docker.io/library/" + star), since such
- * a pattern is always a mistake.
+ * and digest removed); any other pattern must be an image name without tag or
+ * digest, compared for equality. pullgate differs (docs/interfaces.md §5):
+ * names are compared normalised, so "ubuntu" and "docker.io/library/ubuntu"
+ * are one pattern (the kubelet matches "ubuntu" only when the pod wrote
+ * "ubuntu"), and wildcard prefixes that can never match a normalised name
+ * (such as "library/" + star, which should be "docker.io/library/" + star)
+ * are refused, since such a pattern is always a mistake.
  */
 #include "internal.h"
 
@@ -126,10 +128,6 @@ static int validate_exact_name(const char *pattern, pg_error *err)
     else if (pg_ref_tag(ref) || pg_ref_digest(ref))
         rc = pg_fail(err, PG_ERR_INVALID,
                      "allowlist pattern \"%.256s\": neither tag nor digest is accepted", pattern);
-    else if (strcmp(pg_ref_name(ref), pattern) != 0)
-        rc = pg_fail(err, PG_ERR_INVALID,
-                     "allowlist pattern \"%.256s\": must be a normalised image name, i.e. \"%.256s\"",
-                     pattern, pg_ref_name(ref));
     pg_ref_free(ref);
     return rc;
 }
@@ -166,7 +164,14 @@ static bool allowlist_pattern_matches(const char *pattern, const char *name)
     size_t len = strlen(pattern);
     if (len >= 2 && strcmp(pattern + len - 2, "/*") == 0)
         return has_prefix(name, pattern, len - 1); /* prefix includes the "/" */
-    return strcmp(pattern, name) == 0;
+    if (!pg_ref_needs_normalising(pattern))
+        return strcmp(pattern, name) == 0;
+    /* "ubuntu", "library/ubuntu": the image they name (validated when configured). */
+    pg_ref *ref = pg_ref_parse(pattern, NULL);
+    bool match =
+        ref && !pg_ref_tag(ref) && !pg_ref_digest(ref) && strcmp(pg_ref_name(ref), name) == 0;
+    pg_ref_free(ref);
+    return match;
 }
 
 PG_API int pg_allowlist_match(const char *const *patterns, const char *image)

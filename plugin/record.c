@@ -83,13 +83,19 @@ static void mapping_clear(pg_rec_mapping *m)
     free(m->image_name);
 }
 
+static void mappings_free(pg_rec_mapping *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        mapping_clear(&v[i]);
+    free(v);
+}
+
 PG_API void pg_record_free(pg_record *rec)
 {
     if (!rec)
         return;
-    for (size_t i = 0; i < rec->n_maps; i++)
-        mapping_clear(&rec->maps[i]);
-    free(rec->maps);
+    mappings_free(rec->maps, rec->n_maps);
+    mappings_free(rec->by_name, rec->n_by_name);
     free(rec->api_version);
     free(rec->image_ref);
     free(rec->last_updated_text);
@@ -126,14 +132,14 @@ pg_record *pg_record_new(const char *image_ref, pg_error *err)
     return rec;
 }
 
-/* maps are sorted by image_name: the index of image_name's mapping, or where it belongs. */
-static size_t mapping_position(const pg_record *rec, const char *image_name, bool *found)
+/* v[0..n) sorted by image_name: the index of image_name's mapping, or where it belongs. */
+static size_t position_in(const pg_rec_mapping *v, size_t n, const char *image_name, bool *found)
 {
-    size_t lo = 0, hi = rec->n_maps;
+    size_t lo = 0, hi = n;
     *found = false;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(rec->maps[mid].image_name, image_name);
+        int c = strcmp(v[mid].image_name, image_name);
         if (c == 0) {
             *found = true;
             return mid;
@@ -146,11 +152,162 @@ static size_t mapping_position(const pg_record *rec, const char *image_name, boo
     return lo;
 }
 
-const pg_rec_mapping *pg_record_find(const pg_record *rec, const char *image_name)
+static size_t mapping_position(const pg_record *rec, const char *image_name, bool *found)
+{
+    return position_in(rec->maps, rec->n_maps, image_name, found);
+}
+
+static const pg_rec_mapping *find_in(const pg_rec_mapping *v, size_t n, const char *image_name)
 {
     bool found = false;
-    size_t at = rec ? mapping_position(rec, image_name, &found) : 0;
-    return found ? &rec->maps[at] : NULL;
+    size_t at = position_in(v, n, image_name, &found);
+    return found ? &v[at] : NULL;
+}
+
+int pg_record_key_name(const char *key, char **name_out)
+{
+    *name_out = NULL;
+    /* The common case (pullgate's keys, fully written ones) costs a string scan. */
+    if (!key || !pg_ref_needs_normalising(key))
+        return PG_OK;
+    pg_ref *ref = pg_ref_parse(key, NULL);
+    /* Only a plain name names an image: the kubelet never writes a tag or
+     * digest into a key, so such a key (or garbage) stands for itself. */
+    if (ref && !pg_ref_tag(ref) && !pg_ref_digest(ref) && !(*name_out = strdup(pg_ref_name(ref)))) {
+        pg_ref_free(ref);
+        return PG_ERR_NOMEM;
+    }
+    pg_ref_free(ref);
+    return PG_OK;
+}
+
+const pg_rec_mapping *pg_record_find(const pg_record *rec, const char *image_name)
+{
+    if (!rec || !image_name)
+        return NULL;
+    if (!rec->by_name)
+        return find_in(rec->maps, rec->n_maps, image_name);
+    const pg_rec_mapping *m = find_in(rec->by_name, rec->n_by_name, image_name);
+    if (m)
+        return m;
+    /* A key as written ("r/app"): the mapping of the image it names. */
+    const pg_rec_mapping *raw = find_in(rec->maps, rec->n_maps, image_name);
+    char *name = NULL;
+    if (!raw || pg_record_key_name(raw->image_name, &name) != PG_OK || !name)
+        return NULL;
+    m = find_in(rec->by_name, rec->n_by_name, name);
+    free(name);
+    return m;
+}
+
+/* ------------------------------------------------------ mappings by image */
+
+static int cred_copy(pg_pod_cred *dst, const pg_pod_cred *src)
+{
+    *dst = (pg_pod_cred){strdup(src->namespace_), strdup(src->name), strdup(src->uid),
+                         src->credential_hash ? strdup(src->credential_hash) : NULL, NULL};
+    if (dst->namespace_ && dst->name && dst->uid && (dst->credential_hash || !src->credential_hash))
+        return PG_OK;
+    pg_pod_cred_clear(dst);
+    memset(dst, 0, sizeof *dst);
+    return PG_ERR_NOMEM;
+}
+
+/* Appends copies of src[0..n) to *v (*n_v entries). */
+static int creds_append(pg_pod_cred **v, size_t *n_v, const pg_pod_cred *src, size_t n)
+{
+    if (!n)
+        return PG_OK;
+    pg_pod_cred *grown = realloc(*v, (*n_v + n) * sizeof *grown);
+    if (!grown)
+        return PG_ERR_NOMEM;
+    *v = grown;
+    for (size_t i = 0; i < n; i++, (*n_v)++)
+        if (cred_copy(&grown[*n_v], &src[i]) != PG_OK)
+            return PG_ERR_NOMEM;
+    return PG_OK;
+}
+
+/* One key of a record with the image it names (borrowed or owned). */
+typedef struct named_key {
+    const char *name;
+    char *owned;
+    size_t map;
+} named_key;
+
+static int cmp_named(const void *a, const void *b)
+{
+    const named_key *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->map > y->map) - (x->map < y->map);
+}
+
+/* The union mapping of keys[0..n) (one image) into *view. */
+static int view_of(const pg_record *rec, const named_key *keys, size_t n, pg_rec_mapping *view)
+{
+    if (!(view->image_name = strdup(keys[0].name)))
+        return PG_ERR_NOMEM;
+    int rc = PG_OK;
+    for (size_t k = 0; rc == PG_OK && k < n; k++) {
+        const pg_rec_mapping *m = &rec->maps[keys[k].map];
+        view->node_pods_accessible = view->node_pods_accessible || m->node_pods_accessible;
+        rc = creds_append(&view->secrets, &view->n_secrets, m->secrets, m->n_secrets);
+        if (rc == PG_OK)
+            rc = creds_append(&view->sas, &view->n_sas, m->sas, m->n_sas);
+    }
+    return rc;
+}
+
+/*
+ * Builds rec->by_name after rec->maps changed: one mapping per image, the
+ * union of every key that names it. A record whose keys all are their own
+ * names (pullgate's, or a kubelet's for fully written images) needs none.
+ */
+static int index_by_name(pg_record *rec)
+{
+    mappings_free(rec->by_name, rec->n_by_name);
+    rec->by_name = NULL;
+    rec->n_by_name = 0;
+    bool spelled = false; /* some key spells its image otherwise (pg_record_key_name) */
+    for (size_t i = 0; !spelled && i < rec->n_maps; i++)
+        spelled = pg_ref_needs_normalising(rec->maps[i].image_name);
+    if (!spelled)
+        return PG_OK; /* the common case: no allocation */
+    named_key *keys = calloc(rec->n_maps, sizeof *keys);
+    if (!keys)
+        return PG_ERR_NOMEM;
+    int rc = PG_OK;
+    bool aliased = false;
+    for (size_t i = 0; rc == PG_OK && i < rec->n_maps; i++) {
+        rc = pg_record_key_name(rec->maps[i].image_name, &keys[i].owned);
+        keys[i].name = keys[i].owned ? keys[i].owned : rec->maps[i].image_name;
+        keys[i].map = i;
+        aliased = aliased || keys[i].owned;
+    }
+    size_t groups = 0;
+    if (rc == PG_OK && aliased) {
+        qsort(keys, rec->n_maps, sizeof *keys, cmp_named);
+        for (size_t i = 0; i < rec->n_maps; i++)
+            groups += i == 0 || strcmp(keys[i].name, keys[i - 1].name) != 0;
+        if (!(rec->by_name = calloc(groups, sizeof *rec->by_name)))
+            rc = PG_ERR_NOMEM;
+    }
+    for (size_t i = 0; rc == PG_OK && aliased && i < rec->n_maps;) {
+        size_t j = i + 1;
+        while (j < rec->n_maps && strcmp(keys[j].name, keys[i].name) == 0)
+            j++;
+        rc = view_of(rec, &keys[i], j - i, &rec->by_name[rec->n_by_name++]);
+        i = j;
+    }
+    for (size_t i = 0; i < rec->n_maps; i++)
+        free(keys[i].owned);
+    free(keys);
+    if (rc != PG_OK) {
+        mappings_free(rec->by_name, rec->n_by_name);
+        rec->by_name = NULL;
+        rec->n_by_name = 0;
+    }
+    return rc;
 }
 
 /* ----------------------------------------------------------- checking */
@@ -366,6 +523,8 @@ static int decode_mappings(const decoder *d, const json_t *root, pg_record *rec)
     }
     /* Keys are unique (duplicates rejected by the parser); sort for lookup. */
     qsort(rec->maps, rec->n_maps, sizeof *rec->maps, compare_mapping);
+    if (index_by_name(rec) != PG_OK)
+        return pg_fail(d->err, PG_ERR_NOMEM, "out of memory");
     return PG_OK;
 }
 
@@ -744,11 +903,9 @@ static bool creds_empty(const pg_pull_credentials *c)
  * The kubelet merges either secrets or service accounts per pull (one
  * credential source per pull); we merge both when both are given.
  */
-int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
-                    pg_error *err)
+static int merge_creds(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
+                       pg_error *err)
 {
-    if (!rec || !image_name || !*image_name)
-        return pg_fail(err, PG_ERR_INVALID, "merge: no record or empty image name");
     if (creds_empty(creds))
         return PG_OK;
     int rc = check_creds(creds, err);
@@ -778,4 +935,91 @@ int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_creden
         rc = merge_one_cred(&m->sas, &m->n_sas, &c, false, err);
     }
     return rc;
+}
+
+/* The mappings changed: the view by image follows (pg_record_find). */
+static int reindexed(pg_record *rec, int rc, pg_error *err)
+{
+    if (index_by_name(rec) != PG_OK && rc == PG_OK)
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    return rc;
+}
+
+int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
+                    pg_error *err)
+{
+    if (!rec || !image_name || !*image_name)
+        return pg_fail(err, PG_ERR_INVALID, "merge: no record or empty image name");
+    return reindexed(rec, merge_creds(rec, image_name, creds, err), err);
+}
+
+/*
+ * Folds mapping m (another key of the same image) into t. Which of two
+ * recorded hashes of one secret is newer is unknown here: t's (the
+ * normalised key, pullgate's own) is kept, the other coordinates are added.
+ */
+static int fold_into(pg_rec_mapping *t, const pg_rec_mapping *m, pg_error *err)
+{
+    if (t->node_pods_accessible)
+        return PG_OK;
+    if (m->node_pods_accessible) {
+        mapping_clear_lists(t);
+        t->node_pods_accessible = true;
+        return PG_OK;
+    }
+    normalise_creds(t->secrets, &t->n_secrets);
+    normalise_creds(t->sas, &t->n_sas);
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < m->n_secrets; i++) {
+        bool found;
+        sorted_position(t->secrets, t->n_secrets, sizeof *t->secrets, &m->secrets[i], cmp_cred,
+                        &found);
+        if (!found)
+            rc = merge_one_cred(&t->secrets, &t->n_secrets, &m->secrets[i], true, err);
+    }
+    for (size_t i = 0; rc == PG_OK && i < m->n_sas; i++)
+        rc = merge_one_cred(&t->sas, &t->n_sas, &m->sas[i], false, err);
+    return rc;
+}
+
+/* Every key other than image_name that names the same image, folded into image_name's. */
+static int fold_keys(pg_record *rec, const char *image_name, pg_error *err)
+{
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < rec->n_maps;) {
+        char *name = NULL;
+        if (strcmp(rec->maps[i].image_name, image_name) == 0 ||
+            (rc = pg_record_key_name(rec->maps[i].image_name, &name)) != PG_OK || !name ||
+            strcmp(name, image_name) != 0) {
+            free(name);
+            if (rc == PG_ERR_NOMEM)
+                rc = pg_fail(err, rc, "out of memory");
+            i++;
+            continue;
+        }
+        free(name);
+        pg_rec_mapping moved = rec->maps[i];
+        memmove(&rec->maps[i], &rec->maps[i + 1], (rec->n_maps - i - 1) * sizeof *rec->maps);
+        rec->n_maps--;
+        pg_rec_mapping *t = mapping_for(rec, image_name, err);
+        rc = t ? fold_into(t, &moved, err) : PG_ERR_NOMEM;
+        mapping_clear(&moved);
+        i = 0; /* the target may have been inserted before i */
+    }
+    return rc;
+}
+
+int pg_record_merge_pull(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
+                         pg_error *err)
+{
+    if (!rec || !image_name || !*image_name)
+        return pg_fail(err, PG_ERR_INVALID, "merge: no record or empty image name");
+    int rc = fold_keys(rec, image_name, err);
+    if (rc == PG_OK)
+        rc = merge_creds(rec, image_name, creds, err);
+    /* Pulled under this name, even with nothing to record: the kubelet's own
+     * form of "credentials unknown" ({}), which every pod must verify. */
+    if (rc == PG_OK && !mapping_for(rec, image_name, err))
+        rc = PG_ERR_NOMEM;
+    return reindexed(rec, rc, err);
 }

@@ -353,6 +353,14 @@ static split_name split_docker_domain(span s)
     return r;
 }
 
+bool pg_ref_needs_normalising(const char *s)
+{
+    split_name sp = split_docker_domain((span){s, strlen(s)});
+    /* The domain came from s itself and no "library/" is added: s spells its
+     * name as ParseNormalizedNamed would. */
+    return sp.domain.p != s || sp.add_library_prefix;
+}
+
 /* "domain/[library/]remainder": the string Go hands to Parse(). */
 static char *join_normalized(const split_name *sp)
 {

@@ -457,8 +457,8 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
     json_t *old_keys = NULL;
     if (rc == PG_OK && existed && !(old_keys = pg_st_credtimes_keys(rec)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (rc == PG_OK)
-        rc = pg_record_merge(rec, p->image_name, p->creds, err);
+    if (rc == PG_OK) /* one key per image; a pull without credentials still maps its name */
+        rc = pg_record_merge_pull(rec, p->image_name, p->creds, err);
     if (rc == PG_OK)
         rc = set_now(rec, s->api_version, err);
     pg_st_batch b;
@@ -514,8 +514,8 @@ static const char *credential_kind(const pg_pull_credentials *c)
 
 /*
  * Unlike the kubelet, a pull with no credentials to record still writes the
- * record (without a mapping for the image): releasing the intent must not make
- * a pulled image look preloaded, which would exempt it from verification.
+ * record, with an empty mapping for the image: releasing the intent must not
+ * make a pulled image look preloaded, which would exempt it from verification.
  */
 PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char *image_ref,
                                   const pg_pull_credentials *creds, pg_error *err)

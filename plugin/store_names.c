@@ -44,7 +44,7 @@
  * rebuild. Without it (records from before the name index, or placed by hand)
  * the writable directory is treated like a read-only one: scanned, cached.
  */
-#define NAMES_COMPLETE SUB_NAMES "/.complete"
+#define NAMES_COMPLETE SUB_NAMES "/.complete-2" /* -2: lines by the image a key names */
 
 static bool names_complete(const record_dir *d) { return pg_st_exists_at(d->fd, NAMES_COMPLETE); }
 
@@ -88,7 +88,9 @@ void pg_st_names_mark_complete_if_empty(const record_dir *d)
     if (!names_complete(d) && has_no_records(d))
         names_mark_complete(d);
 }
-#define CACHE_MAGIC "pullgate-dircache 1 "
+/* 2: a record is listed under the image each key names, not the key as written
+ * (a cache of format 1 never matches a stamp line, so it is rebuilt). */
+#define CACHE_MAGIC "pullgate-dircache 2 "
 
 static bool line_present(const char *text, const char *line, size_t n)
 {
@@ -124,6 +126,19 @@ static int name_add_file(const pg_store *s, pg_st_batch *b, int fd, const char *
     return rc;
 }
 
+/*
+ * The name a credentialMapping key is indexed under: the image it names, so
+ * the kubelet's "secretorg/myimage" is found under "docker.io/secretorg/myimage"
+ * (pg_record_key_name). *owned is freed by the caller.
+ */
+static int indexed_name(const char *key, char **owned, const char **name, pg_error *err)
+{
+    if (pg_record_key_name(key, owned) != PG_OK)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    *name = *owned ? *owned : key;
+    return PG_OK;
+}
+
 int pg_st_names_add_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
                            const char *file, pg_error *err)
 {
@@ -133,9 +148,14 @@ int pg_st_names_add_locked(const pg_store *s, pg_st_batch *b, const pg_record *r
         return rc;
     for (size_t i = 0; rc == PG_OK && i < rec->n_maps; i++) {
         file_name name;
-        rc = pg_record_file_name(rec->maps[i].image_name, name, err);
+        char *owned = NULL;
+        const char *image = NULL;
+        rc = indexed_name(rec->maps[i].image_name, &owned, &image, err);
+        if (rc == PG_OK)
+            rc = pg_record_file_name(image, name, err);
         if (rc == PG_OK)
             rc = name_add_file(s, b, fd, name, file, err);
+        free(owned);
     }
     close(fd);
     return rc;
@@ -180,11 +200,14 @@ static int scan_names_entry(int dirfd, const record_dir *d, const char *name, vo
     }
     for (size_t i = 0; i < rec->n_maps; i++) {
         char hex[PG_HASH_HEX_LEN + 1];
-        const char *n = rec->maps[i].image_name;
-        if (pg_sha256_hex(n, strlen(n), hex, NULL) == PG_OK)
+        char *owned = NULL;
+        const char *n = NULL;
+        if (indexed_name(rec->maps[i].image_name, &owned, &n, NULL) == PG_OK &&
+            pg_sha256_hex(n, strlen(n), hex, NULL) == PG_OK)
             buf_add(b, hex, name);
         else
-            buf_add(b, "?", name);
+            buf_add(b, "?", name); /* names unknown: may map any name (the strict side) */
+        free(owned);
     }
     pg_record_free(rec);
     return PG_OK;
@@ -503,6 +526,7 @@ int pg_st_names_rebuild_locked(const pg_store *s, pg_error *err)
         rc = pg_fail_errno(err, errno, "syncfs %s/%s", d->path, SUB_NAMES);
     if (rc == PG_OK) {
         names_remove_unused(fd, lines, n);
+        unlinkat(d->fd, SUB_NAMES "/.complete", 0); /* format 1's marker: no longer read */
         names_mark_complete(d);
     }
     if (fd >= 0)

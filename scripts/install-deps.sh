@@ -21,6 +21,9 @@ PACKAGES=(
   python3-yaml curl
   # packaging
   debhelper devscripts lintian rpm rpmlint fakeroot
+  # pullgatectl doctor (pullgate-doctor): the kubelet's configuration is YAML (libyaml),
+  # containerd's and CRI-O's are TOML (toml++, C++: Debian 12 packages no C TOML parser)
+  libyaml-dev libtomlplusplus-dev g++
 )
 
 missing=()

@@ -128,7 +128,7 @@ static int list_records(const pg_config *cfg, int json)
 {
     pg_error err;
     pg_error_clear(&err);
-    pg_store *store = pg_store_open(cfg, NULL, &err);
+    pg_store *store = pgctl_store_open_reading(cfg, &err);
     if (!store)
         return pgctl_fail(&err, "cannot open the record store");
     list_state st = {.array = json ? json_array() : NULL};
@@ -218,7 +218,7 @@ static int show_record(const pg_config *cfg, const view_options *o)
 {
     pg_error err;
     pg_error_clear(&err);
-    pg_store *store = pg_store_open(cfg, NULL, &err);
+    pg_store *store = pgctl_store_open_reading(cfg, &err);
     if (!store)
         return pgctl_fail(&err, "cannot open the record store");
     pg_record *rec = NULL;

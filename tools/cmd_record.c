@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* pullgatectl record-intent / record-pulled / record-failed. */
 #include "pgctl.h"
+#include "image_identity.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +134,10 @@ static int parse_pulled_options(int argc, char **argv, pulled_options_set *o)
         return pgctl_usage_error(CMD_PULLED, "--image IMAGE is required");
     if (!o->image_ref || !*o->image_ref)
         return pgctl_usage_error(CMD_PULLED, "--image-ref REF is required");
+    /* The rule verify and the hook apply: a REF they would refuse must not be recorded. */
+    pg_error err = {0};
+    if (pg_identity_check(o->image_ref, NULL, &err) != PG_OK)
+        return pgctl_usage_error(CMD_PULLED, "--image-ref: %s", err.message);
     return PGCTL_OK;
 }
 

@@ -98,7 +98,7 @@ static int decide(const pg_config *cfg, const verify_options *o, const char *cre
     pg_error err;
     pg_error_clear(&err);
     pg_decision d;
-    pg_store *store = pg_store_open(cfg, NULL, &err);
+    pg_store *store = pgctl_store_open_reading(cfg, &err);
     if (!store) {
         /* Same as the hook: a store that cannot be read denies (fail closed). */
         d.allow = 0;

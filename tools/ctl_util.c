@@ -149,6 +149,17 @@ pg_store *pgctl_store_open(const pg_config *cfg, pg_notifier **notifier, int *st
     return store;
 }
 
+pg_store *pgctl_store_open_reading(const pg_config *cfg, pg_error *err)
+{
+    /* As the hook (hooks/evaluate.c): pg_store_open() would create a missing stateDir,
+     * which holds no records, so the read-only directories suffice then. */
+    struct stat st;
+    const char *state_dir = pg_config_state_dir(cfg);
+    if (state_dir && lstat(state_dir, &st) != 0 && errno == ENOENT)
+        return pg_store_open_readonly(cfg, err);
+    return pg_store_open(cfg, NULL, err);
+}
+
 void pgctl_store_close(pg_store *store, pg_notifier *notifier)
 {
     pg_store_free(store); /* before the notifier it borrows */

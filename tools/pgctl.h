@@ -47,6 +47,11 @@ extern const pgctl_command pgctl_cmd_show;
 extern const pgctl_command pgctl_cmd_prune;
 extern const pgctl_command pgctl_cmd_check_config;
 extern const pgctl_command pgctl_cmd_annotate;
+extern const pgctl_command pgctl_cmd_doctor;
+
+/* `pullgatectl [--config FILE] doctor ...`: execs pullgate-doctor (tools/doctor/) with the
+ * global --config (NULL: the default) and argv[1..]; returns only on failure. */
+int pgctl_run_doctor(const char *config_path, int argc, char **argv);
 
 /* ------------------------------------------------------------- helpers */
 
@@ -94,6 +99,9 @@ int pgctl_read_input(const char *path, size_t max, char **buf, size_t *len, pg_e
  * On failure prints the error, sets *status and returns NULL. */
 pg_store *pgctl_store_open(const pg_config *cfg, pg_notifier **notifier, int *status);
 void pgctl_store_close(pg_store *store, pg_notifier *notifier);
+/* For the commands that only read (list, show, verify): opens the store without
+ * creating anything; a missing stateDir is skipped (it holds no records). */
+pg_store *pgctl_store_open_reading(const pg_config *cfg, pg_error *err);
 
 /* Prints a JSON document and a newline to stdout; steals the reference
  * (json may be NULL: an allocation failed). Returns an exit status. */

@@ -60,7 +60,7 @@ static const pgctl_command *const commands[] = {
     &pgctl_cmd_hash,         &pgctl_cmd_record_intent, &pgctl_cmd_record_pulled,
     &pgctl_cmd_record_failed, &pgctl_cmd_verify,       &pgctl_cmd_list,
     &pgctl_cmd_show,         &pgctl_cmd_prune,         &pgctl_cmd_monitor,
-    &pgctl_cmd_check_config, &pgctl_cmd_annotate, NULL};
+    &pgctl_cmd_check_config, &pgctl_cmd_annotate,      &pgctl_cmd_doctor, NULL};
 
 /* A repeatable option's values, in order. */
 typedef struct value_list {
@@ -264,9 +264,15 @@ static int parse_global_options(int argc, char **argv, global_settings *g)
 
 /* ------------------------------------------------------ configuration */
 
+/*
+ * Any configuration that cannot be used (unknown key, bad value, a file that is
+ * missing, unsafe or unreadable) is the administrator's to fix: exit 2, as
+ * pullgatectl(8) says; 3 stays for the record store and for bugs.
+ */
 static int config_error(const pg_error *err, const char *what)
 {
-    return pgctl_fail(err, what);
+    int status = pgctl_fail(err, what);
+    return err->code == PG_ERR_NOMEM || err->code == PG_ERR_INTERNAL ? status : PGCTL_USAGE;
 }
 
 static int load_config_file(pg_config *cfg, const char *explicit_path)
@@ -341,9 +347,21 @@ static int load_config(const global_settings *g, pg_config **out)
 
 /* ----------------------------------------------------------------- main */
 
+/* doctor checks the files as the hook and pullgate-cri read them: only --config applies. */
+static int run_doctor(const split_argv *s, const global_settings *g)
+{
+    if (g->state_dir || g->policy || g->credential_ttl || g->dbus || g->allowlist.n ||
+        g->read_only_dirs.n || g->pinned.n)
+        return pgctl_usage_error("doctor", "only the global --config applies to doctor: it "
+                                           "checks the configuration file as the hook reads it");
+    return pgctl_run_doctor(g->config_path, s->n_command, s->command_argv);
+}
+
 static int run_command(const split_argv *s, const global_settings *g)
 {
     const pgctl_command *command = s->command;
+    if (command == &pgctl_cmd_doctor)
+        return run_doctor(s, g);
     pg_config *cfg = NULL;
     int wants_config = command->uses_config && (!s->command_help || command->run == run_monitor);
     if (wants_config) {

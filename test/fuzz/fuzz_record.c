@@ -25,12 +25,51 @@ static void check_round_trip(const pg_record *rec)
     free(text);
 }
 
+/* Every key finds the mapping of the image it names (keys as the kubelet writes them). */
+static void check_keys_find_their_image(const pg_record *rec)
+{
+    for (size_t i = 0; i < rec->n_maps; i++) {
+        char *name = NULL;
+        if (pg_record_key_name(rec->maps[i].image_name, &name) != PG_OK)
+            continue; /* out of memory */
+        const pg_rec_mapping *by_key = pg_record_find(rec, rec->maps[i].image_name);
+        const pg_rec_mapping *by_image = pg_record_find(rec, name ? name : rec->maps[i].image_name);
+        if (!by_key || by_key != by_image)
+            __builtin_trap();
+        free(name);
+    }
+}
+
+/* pullgate's own write of a pull folds every spelling of the image into one key. */
+static void check_merge_pull_folds(pg_record *rec)
+{
+    char *name = NULL;
+    if (!rec->n_maps || pg_record_key_name(rec->maps[0].image_name, &name) != PG_OK || !name) {
+        free(name);
+        return; /* no key, or the first one is its own name: nothing to fold */
+    }
+    if (pg_record_merge_pull(rec, name, NULL, NULL) == PG_OK) {
+        if (!pg_record_find(rec, name))
+            __builtin_trap();
+        for (size_t i = 0; i < rec->n_maps; i++) {
+            char *other = NULL;
+            if (pg_record_key_name(rec->maps[i].image_name, &other) == PG_OK && other &&
+                strcmp(other, name) == 0)
+                __builtin_trap(); /* a spelling of the image survived the fold */
+            free(other);
+        }
+    }
+    free(name);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     pg_error err;
     pg_record *rec = NULL;
     if (pg_record_parse((const char *)data, size, &rec, &err) == PG_OK) {
         check_round_trip(rec);
+        check_keys_find_their_image(rec);
+        check_merge_pull_folds(rec);
         pg_secret s = {"ns", "name", "uid", ""};
         pg_pull_credentials c = {.secrets = &s, .n_secrets = 1};
         if (rec->n_maps)

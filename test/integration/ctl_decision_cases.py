@@ -10,7 +10,10 @@ allowlist, pinnedImages and credentialTTL, then
 `pullgatectl --config F verify --json ...` (request aliases/hints as --alias/--hint);
 the exit status (0 allow, 1 deny) must match `expect` and the reason code
 `expectReason`, so that a deny from a store or configuration error never passes
-for a policy deny.
+for a policy deny. A case with "expectConfigError" must be refused by
+`pullgatectl check-config` (exit 2). A case ported from the kubelet's tests
+("kubelet": its answer in "expect") must answer as the kubelet does, or name a
+"divergence" ("<id>: why") whose id docs/interfaces.md lists, and differ.
 
 Usage: ctl_decision_cases.py PULLGATECTL DECISION_CASES_JSON [CASE_NAME...]
 """
@@ -88,6 +91,16 @@ def write_raw(dir_path, entry, now):
     write_file(os.path.join(dir_path, "pulled", record_file_name(image_ref)), content)
 
 
+def write_index(dir_path, index):
+    if not index:
+        return
+    sub = os.path.join(dir_path, "pullgate-images")
+    os.mkdir(sub, 0o700)
+    for key, ref in index.items():
+        write_file(os.path.join(sub, record_file_name(key)),
+                   json.dumps({"image": key, "imageRef": ref}, separators=(",", ":")))
+
+
 def build_case_dirs(case, root, now):
     state = os.path.join(root, "state")
     read_only = os.path.join(root, "kubelet")
@@ -103,6 +116,7 @@ def build_case_dirs(case, root, now):
         write_intent(read_only, image)
     for entry in case.get("rawPulledFiles", []):
         write_raw(state, entry, now)
+    write_index(state, case.get("imageIndex"))
     return state, read_only
 
 
@@ -136,6 +150,33 @@ def verify_command(ctl, config_path, request):
     return cmd + ["--json"]
 
 
+def kubelet_check(case, interfaces_text):
+    """None, or why the case's answer and the kubelet's do not fit."""
+    kubelet = case.get("kubelet")
+    if kubelet is None:
+        return None
+    ours = "config-error" if case.get("expectConfigError") else case["expect"]
+    divergence = case.get("divergence")
+    if divergence is None:
+        if kubelet["expect"] != ours:
+            return "the kubelet answers %s, this case %s, and no divergence is named" % (
+                kubelet["expect"], ours)
+        return None
+    if kubelet["expect"] == ours:
+        return "a divergence that answers as the kubelet"
+    slug = divergence.split(":", 1)[0]
+    if interfaces_text is not None and ("`%s`" % slug) not in interfaces_text:
+        return "divergence %r is not listed in docs/interfaces.md" % slug
+    return None
+
+
+def run_config_error_case(ctl, config_path):
+    proc = subprocess.run([ctl, "--config", config_path, "check-config"],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    detail = "check-config exit %d, stderr %r" % (proc.returncode, proc.stderr.strip())
+    return proc.returncode == 2 and "allowlist" in proc.stderr, detail
+
+
 def run_case(ctl, case):
     """Returns (passed, detail)."""
     now = now_rfc3339()
@@ -143,6 +184,8 @@ def run_case(ctl, case):
         os.chmod(root, 0o700)
         state, read_only = build_case_dirs(case, root, now)
         config_path = write_config(case, root, state, read_only)
+        if case.get("expectConfigError"):
+            return run_config_error_case(ctl, config_path)
         proc = subprocess.run(verify_command(ctl, config_path, case["request"]),
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=60)
@@ -166,14 +209,21 @@ def main(argv):
     ctl, cases_path, only = argv[1], argv[2], set(argv[3:])
     with open(cases_path, encoding="utf-8") as f:
         cases = json.load(f)
+    interfaces = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                              "interfaces.md")
+    with open(interfaces, encoding="utf-8") as f:
+        interfaces_text = f.read()
     passed = failed = 0
     for case in cases:
         if only and case["name"] not in only:
             continue
+        misfit = kubelet_check(case, interfaces_text)
         try:
             ok, detail = run_case(ctl, case)
         except (OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
             ok, detail = False, "harness error: %s" % e
+        if misfit:
+            ok, detail = False, "kubelet: %s; %s" % (misfit, detail)
         status = "ok  " if ok else "FAIL"
         print("%s %-45s expect %-5s %-22s %s" % (status, case["name"], case["expect"],
                                                 case.get("expectReason"), detail))

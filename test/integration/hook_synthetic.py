@@ -268,7 +268,13 @@ def crio_cases(env):
     expect_allow("crio-image-from-Image-key", env, b)
 
     b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP))
-    expect_deny("crio-no-credentials", env, b, ns="team-a", image=IMG_APP)
+    expect_deny("crio-no-credentials", env, b, ns="team-a", image=IMG_APP,
+                reason=r"^no pullgate\.dev/credentials annotation in the container's OCI config "
+                       r"\(no admission webhook .*presented 0 secrets")
+    # An annotation that lists nothing is another case: it was passed, it just holds nothing.
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: "{}"}))
+    expect_deny("crio-empty-annotation", env, b, ns="team-a", image=IMG_APP,
+                reason=r"^no presented credential matches .*presented 0 secrets")
     b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP,
                                     pod={ANNOTATION: creds("team-a", uid="uid-x", hash_=HASH_B)}))
     expect_deny("crio-wrong-credentials", env, b, ns="team-a", image=IMG_APP)
@@ -314,7 +320,13 @@ def containerd_cases(env):
     b = env.bundle(containerd_annotations("team-a", IMG_APP, pod={ANNOTATION: good}))
     expect_allow("containerd-authorized", env, b)
     b = env.bundle(containerd_annotations("team-a", IMG_APP))
-    expect_deny("containerd-no-credentials", env, b, ns="team-a", image=IMG_APP)
+    expect_deny("containerd-no-credentials", env, b, ns="team-a", image=IMG_APP,
+                reason=r"^no pullgate\.dev/credentials annotation in the container's OCI config "
+                       r"\(containerd passes it only when the runtime handler lists it: "
+                       r"pod_annotations = \[\"pullgate\.dev/credentials\"\]")
+    b = env.bundle(containerd_annotations("team-a", IMG_APP, pod={ANNOTATION: "{}"}))
+    expect_deny("containerd-empty-annotation", env, b, ns="team-a", image=IMG_APP,
+                reason=r"^no presented credential matches .*presented 0 secrets")
     b = env.bundle(containerd_annotations("team-b", IMG_APP, pod={ANNOTATION: good}))
     expect_deny("containerd-credentials-other-namespace", env, b, ns="team-b")
     # Never pulled under any spelling, no record maps its name: proven preloaded.
@@ -666,8 +678,110 @@ def identity_cases(root):
                 ns="team-a", reason="future")
 
 
+def version_cases():
+    """--version alone prints the version and allows nothing else: with other arguments it
+    is a bad argument, which denies (a runtime never passes it)."""
+    global checks
+    local = os.path.join(os.path.dirname(HOOK), "pullgate-hook-local")
+    for prog in (HOOK, local):
+        checks += 1
+        name = os.path.basename(prog)
+        r = subprocess.run([prog, "--version"], stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=10)
+        if r.returncode != 0 or not re.fullmatch(re.escape(name) + r" \d+\.\d+\.\d+\n", r.stdout):
+            fail(f"{name}-version", f"exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r}")
+        else:
+            print(f"ok   {name}-version: {r.stdout.strip()}", flush=True)
+        checks += 1
+        r = subprocess.run([prog, "--stage", "createRuntime", "--version"], input=b"{}",
+                           capture_output=True, timeout=10)
+        if r.returncode != 1 or b"bad argument" not in r.stderr:
+            fail(f"{name}-version-in-a-run", f"exit {r.returncode}, stderr {r.stderr!r}")
+        else:
+            print(f"ok   {name}-version-in-a-run: denied", flush=True)
+
+
+# ------------------------------------------------ image-name spellings (issue 22)
+
+# Every way a pod (so the kubelet's key, its intent, containerd 2.x's image-name) or a runtime may
+# spell one Docker Hub image, and the tag/digest forms it may carry.
+OFFICIAL = ["tool", "library/tool", "docker.io/tool", "docker.io/library/tool",
+            "index.docker.io/library/tool", "index.docker.io/tool"]
+ORG = ["secretorg/myimage", "docker.io/secretorg/myimage", "index.docker.io/secretorg/myimage"]
+SPELLING_DIGEST = "sha256:" + "5" * 64
+SUFFIXES = ["", ":1", "@" + SPELLING_DIGEST, ":1@" + SPELLING_DIGEST]
+REF_SPELL = "6" * 64
+
+
+def normalised(name):
+    return "docker.io/library/tool" if name in OFFICIAL else "docker.io/secretorg/myimage"
+
+
+def spelling_cases(root):
+    """Issue 22: whichever spelling the kubelet recorded and the runtime names, one image."""
+    # Records: the kubelet keyed its record by the name as the pod wrote it.
+    for family in (OFFICIAL, ORG):
+        for key in family:
+            env = fresh_env(root, "spell-record-" + key.replace("/", "_"))
+            kdir = kubelet_dir(env.root, "kubelet")
+            cfg = env.config(readOnlyRecordDirs=[kdir])
+            write_record(kdir, "sha256:" + REF_SPELL, secret_mapping(key))
+            owner = creds("team-a", image_name=normalised(key))
+            for name in family:
+                # CRI-O names the image ID (the suffix changes nothing); under containerd a
+                # digest makes the content known, which takes another path.
+                b = env.bundle(crio_annotations("team-b", name + ":1", REF_SPELL))
+                expect_deny(f"spell-record-{key}-as-{name}:1-crio-team-b", env, b, cfg=cfg,
+                            ns="team-b", reason="no presented credential")
+                for suffix in (":1", ":1@" + SPELLING_DIGEST):
+                    b = env.bundle(containerd_annotations("team-b", name + suffix))
+                    expect_deny(f"spell-record-{key}-as-{name + suffix}-containerd-team-b", env, b,
+                                cfg=cfg, ns="team-b")
+                b = env.bundle(crio_annotations("team-a", name + ":1", REF_SPELL,
+                                                pod={ANNOTATION: owner}))
+                expect_allow(f"spell-record-{key}-as-{name}-crio-owner", env, b, cfg=cfg)
+                b = env.bundle(containerd_annotations("team-a", name + ":1", pod={ANNOTATION: owner}))
+                expect_allow(f"spell-record-{key}-as-{name}-containerd-owner", env, b, cfg=cfg)
+
+    # Intents: the kubelet's intent under the pod's spelling, the runtime naming it otherwise.
+    env = fresh_env(root, "spell-intents")
+    kdir = kubelet_dir(env.root, "kubelet")
+    cfg = env.config(readOnlyRecordDirs=[kdir])
+    for family in (OFFICIAL, ORG):
+        for name in family:
+            for suffix in SUFFIXES:
+                write_intent(kdir, name + suffix)
+                # The same probes on both paths: CRI-O shows the normalised name (an image ID
+                # nothing recorded), containerd 2.x the pod's short one.
+                image = normalised(name) + suffix
+                b = env.bundle(crio_annotations("team-b", image, ID_X))
+                expect_deny(f"spell-intent-{name + suffix}-as-{image}-crio", env, b, cfg=cfg,
+                            ns="team-b", reason="intent")
+                image = family[0] + suffix
+                b = env.bundle(containerd_annotations("team-b", image))
+                expect_deny(f"spell-intent-{name + suffix}-as-{image}-containerd", env, b, cfg=cfg,
+                            ns="team-b", reason="intent")
+                os.unlink(os.path.join(kdir, "pulling", sha_name(name + suffix)))
+
+    # The name index: pullgate's own record (pulled under any spelling, keyed normalised);
+    # another tag of that name has no index entry and no ID, so the index of names decides.
+    for family in (OFFICIAL, ORG):
+        for pulled in family:
+            env = fresh_env(root, "spell-index-" + pulled.replace("/", "_"))
+            env.ctl("record-pulled", "--image", pulled + ":1", "--image-ref", "sha256:" + REF_SPELL,
+                    "--secret", f"team-a/regcred/uid-a:{HASH_A}")
+            for name in family:
+                b = env.bundle(containerd_annotations("team-b", name + ":2"))
+                expect_deny(f"spell-index-{pulled}-as-{name}:2-containerd", env, b, ns="team-b",
+                            reason="no presented credential")
+                b = env.bundle(crio_annotations("team-b", name + ":2", ID_X))
+                expect_deny(f"spell-index-{pulled}-as-{name}:2-crio-other-id", env, b, ns="team-b",
+                            reason="no pull record")
+
+
 def main():
     become_subreaper()
+    version_cases()
     with tempfile.TemporaryDirectory(prefix="pg-hook-synth-") as root:
         os.chmod(root, 0o755)
         env = Env(root)
@@ -677,6 +791,7 @@ def main():
                       dbus_cases):
             group(env)
         identity_cases(root)
+        spelling_cases(root)
     print(f"{checks} checks, {len(failures)} failures")
     for f in failures:
         print("  " + f)

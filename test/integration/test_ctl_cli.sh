@@ -67,7 +67,7 @@ contains "--help lists commands" "$OUT" "record-pulled"
 expect_status 0 "-h" "$CTL" -h
 expect_status 0 "--version" "$CTL" --version
 contains "--version prints the version" "$OUT" "1."
-for cmd in hash record-intent record-pulled record-failed verify list show prune check-config; do
+for cmd in hash record-intent record-pulled record-failed verify list show prune check-config doctor; do
     expect_status 0 "$cmd --help" "$CTL" "$cmd" --help
     contains "$cmd --help prints a usage" "$OUT" "Usage: pullgatectl"
 done
@@ -209,6 +209,88 @@ mkdir -p "$WORK/notadir-parent"
 : >"$WORK/notadir-parent/file"
 expect_status 3 "record-intent into an unusable state dir" \
     ctl --state-dir "$WORK/notadir-parent/file" record-intent --image "$IMAGE"
+
+pg_section "read-only commands create nothing"
+# list, show, verify and check-config only read: a missing stateDir stays missing (it
+# holds no records), and verify decides exactly as with an empty one.
+FRESH="$WORK/fresh/state"
+printf '{"stateDir":"%s","readOnlyRecordDirs":[],"dbus":"none"}\n' "$FRESH" >"$WORK/fresh.json"
+fctl() { "$CTL" --config "$WORK/fresh.json" "$@"; }
+expect_status 0 "list with a missing stateDir" fctl list
+expect_status 0 "list --json with a missing stateDir" fctl list --json
+[[ "$OUT" == "[]" ]] || { PG_FAILURES=$((PG_FAILURES + 1)); pg_log "FAIL - list --json: '$OUT'"; }
+expect_status 2 "show with a missing stateDir: no such record" fctl show --image-ref "$REF"
+expect_status 0 "verify with a missing stateDir: an image nobody pulled is preloaded" \
+    fctl verify --image "$IMAGE" --image-ref "$REF" --namespace team-a
+expect_status 1 "verify with a missing stateDir under AlwaysVerify: deny" \
+    fctl --policy AlwaysVerify verify --image "$IMAGE" --image-ref "$REF" --namespace team-a
+expect_status 0 "check-config with a missing stateDir" fctl check-config
+if [[ -e "$WORK/fresh" ]]; then
+    PG_CHECKS=$((PG_CHECKS + 1)); PG_FAILURES=$((PG_FAILURES + 1))
+    pg_log "FAIL - a read-only command created $(find "$WORK/fresh" | head -3 | xargs)"
+else
+    PG_CHECKS=$((PG_CHECKS + 1)); pg_log "ok   - nothing was created for the missing stateDir"
+fi
+expect_status 0 "record-intent creates it (a writing command)" fctl record-intent --image "$IMAGE"
+[[ -d "$FRESH/pulling" ]] || { PG_FAILURES=$((PG_FAILURES + 1)); pg_log "FAIL - record-intent created no $FRESH/pulling"; }
+
+pg_section "record-pulled validates the image ID like verify"
+# The README's old quick start: "sha256:6f1c..." is no image ID; verify refuses it, so
+# record-pulled must not write a record under it.
+expect_status 1 "verify refuses a malformed imageRef" \
+    ctl verify --image "$IMAGE" --image-ref 'sha256:6f1c...' --namespace team-a
+contains "verify names the rule" "$OUT" "well-formed image ID"
+expect_status 2 "record-pulled refuses the same imageRef" \
+    ctl record-pulled --image "$IMAGE" --image-ref 'sha256:6f1c...' --node-accessible
+contains "record-pulled names the rule" "$ERR" "well-formed image ID"
+[[ ! -e "$(record_path "$STATE" pulled 'sha256:6f1c...')" ]] ||
+    { PG_FAILURES=$((PG_FAILURES + 1)); pg_log "FAIL - a record was written for sha256:6f1c..."; }
+expect_status 2 "record-pulled refuses an upper-case ID" ctl record-pulled --image "$IMAGE" \
+    --image-ref "SHA256:${REF#sha256:}" --node-accessible
+expect_status 0 "record-pulled accepts a bare 64-hex ID" ctl record-pulled --image "$IMAGE" \
+    --image-ref "${REF2#sha256:}" --node-accessible
+expect_status 0 "record-pulled accepts a repo digest" ctl record-pulled --image "$IMAGE" \
+    --image-ref "registry.example.com/team-a/app@$REF2" --node-accessible
+
+pg_section "configuration errors exit 2, as pullgatectl(8) says"
+cp "$CONFIG" "$WORK/insecure.json"
+chmod 0666 "$WORK/insecure.json"
+expect_status 2 "a config writable by others is refused with exit 2" \
+    "$CTL" --config "$WORK/insecure.json" check-config
+contains "the error says why" "$ERR" "writable by group or others"
+expect_status 2 "... for every command that reads it" "$CTL" --config "$WORK/insecure.json" list
+ln -s "$CONFIG" "$WORK/symlink.json"
+expect_status 2 "a symlinked config is refused with exit 2" "$CTL" --config "$WORK/symlink.json" check-config
+
+pg_section "the packaged config and the docs spell out every default"
+# pullgate.json(5): "The defaults, which the packaged file spells out". check-config of an
+# empty file prints every key the library knows with its default (pg_config_to_json).
+echo '{}' >"$WORK/empty.json"
+expect_status 0 "check-config of {}" "$CTL" --config "$WORK/empty.json" check-config
+DEFAULTS="$OUT"
+/usr/bin/python3 - "$DEFAULTS" "$PG_SOURCE_DIR" <<'PY' || { PG_FAILURES=$((PG_FAILURES + 1)); pg_log "FAIL - packaged config/README/man page vs the library's defaults"; }
+import json, re, sys
+defaults = json.loads(sys.argv[1])
+src = sys.argv[2]
+# The built-in stateDir is ${localstatedir}/lib/pullgate of this build; the packages' is /var.
+assert defaults["stateDir"].endswith("/var/lib/pullgate"), defaults["stateDir"]
+defaults["stateDir"] = "/var/lib/pullgate"
+packaged = json.load(open(src + "/packaging/config.json"))
+assert packaged == defaults, ("packaging/config.json differs from the defaults",
+                              sorted(set(defaults) ^ set(packaged)),
+                              {k: (packaged.get(k), defaults.get(k)) for k in defaults if packaged.get(k) != defaults.get(k)})
+readme = open(src + "/README.md").read()
+block = re.search(r"## Configuration.*?```json\n(.*?)```", readme, re.S).group(1)
+assert json.loads(block) == defaults, ("README's configuration block", block)
+table = set(re.findall(r"^\| `(\w+)` \|", readme.split("## Configuration", 1)[1].split("\n## ", 1)[0], re.M))
+assert table == set(defaults), ("README's key table", sorted(set(defaults) ^ table))
+man = open(src + "/docs/man/pullgate.json.5").read()
+ex = re.search(r"which the packaged file spells out:\n\.PP\n\.EX\n(.*?)\.EE", man, re.S).group(1)
+assert json.loads(ex.replace("\\-", "-")) == defaults, ("pullgate.json(5) defaults block", ex)
+for key in defaults:
+    assert re.search(r"^\.BR %s " % key, man, re.M), ("pullgate.json(5) documents no key", key)
+PY
+PG_CHECKS=$((PG_CHECKS + 1))
 
 pg_section "no libdbus link"
 # monitor loads libdbus with dlopen like the notifier: every other command maps none of

@@ -9,8 +9,14 @@
 #      annotations: under AlwaysVerify (set by editing /etc/pullgate/config.json) the installed
 #      hook denies a container without credentials and allows it with the right ones;
 #   4. reinstalls the same .deb: the edited conffile survives;
-#   5. purges: everything is gone except /var/lib/pullgate (the records);
-#   6. builds the RPMs (packaging/build-rpm.sh) and compares `rpm -qlp` with the expected list.
+#   5. removes pullgate from a node wired as docs/lifecycle.md describes (a containerd config
+#      whose base spec runs the hook, a hooks.d entry, the kubelet at pullgate-cri): the prerm
+#      warns about each and a container from the base spec left behind fails; then, after the
+#      documented procedure, the check is silent, the removal warns about nothing and a
+#      container starts (runc with a bundle built from containerd's configuration, as containerd
+#      builds one, and podman with its default hooks directories);
+#   6. purges: everything is gone except /var/lib/pullgate (the records);
+#   7. builds the RPMs (packaging/build-rpm.sh) and compares `rpm -qlp` with the expected list.
 # Exit 77 (skip) when a tool is missing, or when pullgate is already installed on this machine
 # (the test would overwrite and purge an administrator's installation).
 # PG_SKIP_PACKAGING=1 skips it; PG_PACKAGING_SKIP_PODMAN=1 skips step 3 only.
@@ -91,7 +97,8 @@ INSTALLED=(
     /usr/libexec/oci/hooks.d/pullgate-hook-local
     /usr/bin/pullgate-webhook /usr/share/man/man8/pullgate-webhook.8.gz
     /lib/systemd/system/pullgate-cri.service /usr/share/man/man8/pullgate-cri.8.gz
-    /usr/libexec/pullgate/pullgate-prune /usr/lib/tmpfiles.d/pullgate.conf
+    /usr/libexec/pullgate/pullgate-prune /usr/libexec/pullgate/pullgate-doctor
+    /usr/libexec/pullgate/pullgate-still-wired /usr/lib/tmpfiles.d/pullgate.conf
     /lib/systemd/system/pullgate-prune.service /lib/systemd/system/pullgate-prune.timer
     /usr/share/man/man8/pullgatectl.8.gz /usr/share/man/man8/pullgate-hook.8.gz
     /usr/share/man/man5/pullgate.json.5.gz
@@ -99,6 +106,14 @@ INSTALLED=(
     "$LIBDIR/libpullgate.so.1.0.0" "$LIBDIR/libpullgate.so.1" "$LIBDIR/libpullgate.so"
     /usr/include/pullgate/pullgate.h /usr/include/pullgate/version.h "$LIBDIR/pkgconfig/pullgate.pc"
     "$LIBDIR/cmake/Pullgate/PullgateConfig.cmake"
+    # the docs the man pages, README.Debian and hooks/containerd's README send you to, uncompressed
+    /usr/share/doc/pullgate/design.md /usr/share/doc/pullgate/kubelet-setup.md
+    /usr/share/doc/pullgate/lifecycle.md /usr/share/doc/pullgate/logging.md
+    /usr/share/doc/pullgate/annotation-hmac.md /usr/share/doc/pullgate/annotation-producer.md
+    /usr/share/doc/pullgate/examples/containerd/README.md
+    /usr/share/doc/pullgate/examples/containerd/config.toml.snippet
+    /usr/share/doc/pullgate/examples/containerd/base-runtime-spec.json.example
+    /usr/share/doc/pullgate/examples/crio.conf.d/10-pullgate.conf
 )
 for f in "${INSTALLED[@]}"; do
     if [[ -e "$f" ]]; then pg_check_ok "installed: $f"; else pg_check_fail "missing: $f"; fi
@@ -240,7 +255,109 @@ sum_after="$(sha256sum "$CONFIG" 2>/dev/null | cut -d' ' -f1)"
 grep -qx /etc/pullgate/config.json <(dpkg-query -W -f='${Conffiles}\n' pullgate | awk 'NF { print $1 }') &&
     pg_check_ok "$CONFIG is a conffile" || pg_check_fail "$CONFIG is not a conffile"
 
-# ----------------------------------------------------------- 5. purge
+# ------------------------------------- 5. removal from a wired node (docs/lifecycle.md)
+pg_section "removal from a wired node, then by the documented procedure"
+# The node's wiring, in $WORK (the machine's own runtime configuration is left alone): a
+# containerd configuration whose runc handler's base_runtime_spec runs the installed hook, the
+# kubelet's configuration pointing at pullgate-cri, and a hooks.d entry for the hook (what the
+# DaemonSet writes to /etc/containers/oci/hooks.d). runc, given a bundle built from that
+# containerd configuration, stands in for containerd (which cannot be pointed at the package's
+# paths from here without touching the machine's own configuration).
+WIRED="$WORK/wired"
+mkdir -p "$WIRED/containerd" "$WIRED/hooks.d"
+python3 - "$WIRED/containerd/base.json" "$HOOK" <<'EOF2'
+import json, sys
+json.dump({"ociVersion": "1.0.2", "hooks": {"createRuntime": [{"path": sys.argv[2],
+           "args": ["pullgate-hook", "--stage", "createRuntime"], "timeout": 10}]}},
+          open(sys.argv[1], "w"))
+EOF2
+cat >"$WIRED/containerd/config.toml" <<EOF2
+version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+  base_runtime_spec = "$WIRED/containerd/base.json"
+  pod_annotations = ["pullgate.dev/credentials"]
+EOF2
+printf 'kind: KubeletConfiguration\ncontainerRuntimeEndpoint: unix:///run/pullgate/cri.sock\nimageServiceEndpoint: unix:///run/pullgate/cri.sock\n' \
+    >"$WIRED/kubelet-config.yaml"
+cp "$HOOK_JSON" "$WIRED/hooks.d/pullgate.json"
+export PULLGATE_CONTAINERD_CONFIG="$WIRED/containerd/config.toml"
+export PULLGATE_HOOKS_DIRS="$WIRED/hooks.d /usr/share/containers/oci/hooks.d"
+export PULLGATE_KUBELET_FILES="$WIRED/kubelet-config.yaml"
+STILL=/usr/libexec/pullgate/pullgate-still-wired
+pg_expect_fail "pullgate-still-wired on the wired node: exit 1" "$STILL"
+pg_expect_contains "... names containerd's base spec" "$PG_OUT" "base_runtime_spec $WIRED/containerd/base.json"
+pg_expect_contains "... names the hooks.d entry" "$PG_OUT" "$WIRED/hooks.d/pullgate.json runs pullgate-hook"
+pg_expect_contains "... names the kubelet" "$PG_OUT" "$WIRED/kubelet-config.yaml points at pullgate-cri"
+[[ "$PG_OUT" != *"/usr/share/containers/oci/hooks.d/pullgate.json"* ]] &&
+    pg_check_ok "... not the package's own hooks.d entry" || pg_check_fail "it warned about the packaged entry"
+
+# Removed without the procedure: the removal warns loudly, and goes on.
+pg_expect_ok "dpkg -r pullgate on the wired node (it warns, it does not refuse)" dpkg -r pullgate
+pg_expect_contains "the removal warns about the base spec" "$PG_OUT" "pullgate: WARNING: containerd's base_runtime_spec"
+pg_expect_contains "the removal warns about the kubelet" "$PG_OUT" "points at pullgate-cri"
+pg_expect_contains "the removal says it goes on anyway" "$PG_OUT" "removing pullgate anyway"
+# containerd builds each container's config.json from the runc handler's base_runtime_spec; runc
+# then runs its hooks. The same here: a bundle from the effective containerd configuration.
+RUNC="$(command -v runc || true)"
+BUSYBOX="$(command -v busybox || true)"
+cd_container() { # ID: runs /bin/true in a bundle built as containerd builds one; runc's output
+    local id="$1" b="$WIRED/bundle-$1"
+    mkdir -p "$b/rootfs/bin"
+    cp "$BUSYBOX" "$b/rootfs/bin/busybox" && ln -sf busybox "$b/rootfs/bin/true"
+    (cd "$b" && "$RUNC" spec) || return 1
+    python3 - "$b" "$PULLGATE_CONTAINERD_CONFIG" <<'EOF2' || return 1
+import json, sys, tomllib
+bundle, cd_config = sys.argv[1:3]
+handler = tomllib.load(open(cd_config, "rb"))["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["runc"]
+base = json.load(open(handler["base_runtime_spec"])) if handler.get("base_runtime_spec") else {}
+spec = json.load(open(bundle + "/config.json"))
+spec["root"] = {"path": bundle + "/rootfs", "readonly": True}
+spec["process"].update({"terminal": False, "args": ["/bin/true"]})
+spec["process"].pop("rlimits", None)
+spec["hooks"] = base.get("hooks", {})
+json.dump(spec, open(bundle + "/config.json", "w"))
+EOF2
+    timeout 60 "$RUNC" --root "$WIRED/runc" run --bundle "$b" "$id" </dev/null
+    local rc=$?
+    "$RUNC" --root "$WIRED/runc" delete -f "$id" >/dev/null 2>&1
+    return $rc
+}
+RUNC_OK=0
+if [[ -n "$RUNC" && -n "$BUSYBOX" ]] && file -L "$BUSYBOX" | grep -q "statically linked"; then
+    RUNC_OK=1
+    pg_expect_fail "a container from containerd's base spec left naming the removed hook fails" \
+        cd_container "pkgtest-left-$$"
+    pg_expect_contains "... at the hook runc cannot find" "$PG_OUT" "pullgate-hook"
+else
+    pg_log "runc or a static busybox missing: no container started around the removal"
+fi
+
+# Now by the procedure: reinstall, then kubelet back to the runtime, the hook out of the
+# runtime's configuration, the check, then the package.
+pg_expect_ok "reinstall pullgate" env DEBIAN_FRONTEND=noninteractive dpkg -i "$(deb pullgate)"
+sed -i 's|unix:///run/pullgate/cri.sock|unix:///run/containerd/containerd.sock|' "$WIRED/kubelet-config.yaml"
+sed -i '/base_runtime_spec\|pod_annotations/d' "$WIRED/containerd/config.toml"
+rm "$WIRED/hooks.d/pullgate.json"
+pg_expect_ok "pullgate-still-wired after the procedure: exit 0, nothing to say" "$STILL"
+[[ -z "$PG_OUT" ]] && pg_check_ok "... silent" || pg_check_fail "still-wired says: $PG_OUT"
+pg_expect_ok "dpkg -r pullgate after the procedure" dpkg -r pullgate
+[[ "$PG_OUT" != *WARNING* ]] && pg_check_ok "the removal warns about nothing" ||
+    pg_check_fail "the removal warned: $PG_OUT"
+[[ ! -e "$HOOK" && ! -e "$HOOK_JSON" ]] && pg_check_ok "the hook and its hooks.d entry are gone" ||
+    pg_check_fail "the hook or its entry survived dpkg -r"
+if ((RUNC_OK)); then
+    pg_expect_ok "a container from containerd's configuration starts after the documented removal" \
+        cd_container "pkgtest-after-$$"
+fi
+if [[ "${PG_PACKAGING_SKIP_PODMAN:-0}" != 1 && ${#PG_PODMAN_GLOBAL[@]} -gt 0 && -n "${ID:-}" ]]; then
+    pg_expect_ok "podman (CRI-O's stand-in) starts a container after the removal, default hooks dirs" \
+        pg_podman run "${PG_PODMAN_RUN_FLAGS[@]}" "$IMAGE"
+    pg_expect_contains "its output" "$PG_OUT" "pkgtest-ok"
+fi
+unset PULLGATE_CONTAINERD_CONFIG PULLGATE_HOOKS_DIRS PULLGATE_KUBELET_FILES
+
+# ----------------------------------------------------------- 6. purge
 pg_section "purge removes everything but the records"
 touch /var/lib/pullgate/.pullgate-pkgtest
 pg_expect_ok "dpkg -P libpullgate-dev pullgate libpullgate1" dpkg -P libpullgate-dev pullgate libpullgate1
@@ -255,7 +372,7 @@ else
 fi
 rm -f /var/lib/pullgate/.pullgate-pkgtest
 
-# ------------------------------------------------------------- 6. RPM
+# ------------------------------------------------------------- 7. RPM
 pg_section "RPM"
 if ! bash "$SRC/packaging/build-rpm.sh" "$WORK/rpm" >"$WORK/build-rpm.log" 2>&1; then
     tail -40 "$WORK/build-rpm.log" >&2
@@ -281,13 +398,26 @@ $tmpfilesdir/pullgate.conf
 /usr/libexec/oci/hooks.d/pullgate-hook
 /usr/libexec/oci/hooks.d/pullgate-hook-local
 /usr/libexec/pullgate
+/usr/libexec/pullgate/pullgate-doctor
 /usr/libexec/pullgate/pullgate-prune
+/usr/libexec/pullgate/pullgate-still-wired
 /usr/share/containers
 /usr/share/containers/oci
 /usr/share/containers/oci/hooks.d
 /usr/share/containers/oci/hooks.d/pullgate.json
 /usr/share/dbus-1/interfaces/dev.pullgate.PullGate1.xml
 /usr/share/licenses/pullgate-1.0.0
+/usr/share/doc/pullgate-1.0.0
+/usr/share/doc/pullgate-1.0.0/annotation-hmac.md
+/usr/share/doc/pullgate-1.0.0/annotation-producer.md
+/usr/share/doc/pullgate-1.0.0/containerd
+/usr/share/doc/pullgate-1.0.0/containerd/README.md
+/usr/share/doc/pullgate-1.0.0/containerd/base-runtime-spec.json.example
+/usr/share/doc/pullgate-1.0.0/containerd/config.toml.snippet
+/usr/share/doc/pullgate-1.0.0/design.md
+/usr/share/doc/pullgate-1.0.0/kubelet-setup.md
+/usr/share/doc/pullgate-1.0.0/lifecycle.md
+/usr/share/doc/pullgate-1.0.0/logging.md
 /usr/share/licenses/pullgate-1.0.0/LICENSE
 /usr/share/man/man5/pullgate.json.5
 /usr/share/man/man8/pullgate-cri.8

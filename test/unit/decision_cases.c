@@ -110,20 +110,31 @@ json_t *dc_load_cases(void)
     return cases;
 }
 
-static void apply_config(pg_config *cfg, const json_t *c)
+/* false when the configuration refuses a value (a case that expects a config-error). */
+static bool config_try(pg_config *cfg, const char *key, const char *value, bool may_fail)
+{
+    pg_error err = {0};
+    int rc = pg_config_set(cfg, key, value, &err);
+    ck_assert_msg(rc == PG_OK || may_fail, "%s=%s: %s", key, value, err.message);
+    return rc == PG_OK;
+}
+
+static bool apply_config(pg_config *cfg, const json_t *c, bool may_fail)
 {
     const char *policy = dc_str(c, "policy"), *ttl = dc_str(c, "credentialTTL");
+    bool ok = true;
     if (policy)
-        dc_config_set(cfg, "policy", policy);
+        ok = config_try(cfg, "policy", policy, may_fail) && ok;
     if (ttl)
-        dc_config_set(cfg, "credentialTTL", ttl);
+        ok = config_try(cfg, "credentialTTL", ttl, may_fail) && ok;
     static const char *const lists[] = {"allowlist", "pinnedImages"};
     for (size_t l = 0; l < 2; l++) {
         size_t i;
         json_t *item;
-        json_array_foreach(json_object_get(c, lists[l]), i, item)
-            dc_config_set(cfg, lists[l], json_string_value(item));
+        json_array_foreach(json_object_get(c, lists[l]), i, item) ok =
+            config_try(cfg, lists[l], json_string_value(item), may_fail) && ok;
     }
+    return ok;
 }
 
 static void write_pulled_list(const json_t *records, const char *dir)
@@ -178,14 +189,37 @@ static void write_raw_files(const json_t *raws, const char *dir)
     }
 }
 
-void dc_setup(pg_config *cfg, const char *state, const char *ro, const json_t *c)
+/* imageIndex: {"<identity>": "<imageRef>"}, pullgate's image index in the writable directory. */
+static void write_index(const json_t *index, const char *dir)
 {
-    apply_config(cfg, json_object_get(c, "config"));
+    const char *key;
+    json_t *ref;
+    char *sub = tu_sprintf("%s/pullgate-images", dir);
+    if (json_object_size(index))
+        ck_assert_int_eq(mkdir(sub, 0700), 0);
+    json_object_foreach((json_t *)index, key, ref)
+    {
+        json_t *o = json_pack("{s:s, s:s}", "image", key, "imageRef", json_string_value(ref));
+        char *text = json_dumps(o, JSON_COMPACT);
+        dc_write_at(dir, "pullgate-images", key, text);
+        free(text);
+        json_decref(o);
+    }
+    free(sub);
+}
+
+bool dc_setup(pg_config *cfg, const char *state, const char *ro, const json_t *c)
+{
+    bool may_fail = json_is_true(json_object_get(c, "expectConfigError"));
+    if (!apply_config(cfg, json_object_get(c, "config"), may_fail))
+        return false;
+    write_index(json_object_get(c, "imageIndex"), state);
     write_pulled_list(json_object_get(c, "pulled"), state);
     write_pulled_list(json_object_get(c, "readOnlyPulled"), ro);
     write_intents(json_object_get(c, "intents"), state);
     write_intents(json_object_get(c, "readOnlyIntents"), ro);
     write_raw_files(json_object_get(c, "rawPulledFiles"), state);
+    return true;
 }
 
 dc_request dc_request_of(const json_t *c)

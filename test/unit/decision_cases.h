@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <time.h>
 
 /* mkdir path with pulled/ and pulling/ (0700). */
@@ -36,9 +37,11 @@ const json_t *dc_raw_ref(const json_t *entry);
 
 /* Every case of decision-cases.json (a new reference). */
 json_t *dc_load_cases(void);
-/* Applies case c's config to cfg and writes its records, intents and raw
- * files into the writable directory state and the read-only directory ro. */
-void dc_setup(pg_config *cfg, const char *state, const char *ro, const json_t *c);
+/* Applies case c's config to cfg and writes its records, intents, index entries
+ * and raw files into the writable directory state and the read-only directory
+ * ro. false (nothing written) when the configuration refused a value, which
+ * only a case with "expectConfigError" may do. */
+bool dc_setup(pg_config *cfg, const char *state, const char *ro, const json_t *c);
 
 /* Case c's request, with its aliases and hints; release with dc_request_free. */
 typedef struct dc_request {

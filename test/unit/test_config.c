@@ -171,7 +171,7 @@ START_TEST(every_key_rejects_invalid_values)
         {"{\"credentialTTL\":\"500ms\"}", "at least 1s"},
         {"{\"allowlist\":[\"registry.example.com/*/app\"]}", "key \"allowlist\""},
         {"{\"allowlist\":[\"docker.io/library/nginx:1.25\"]}", "key \"allowlist\""},
-        {"{\"allowlist\":[\"nginx\"]}", "key \"allowlist\""},
+        {"{\"allowlist\":[\"library/*\"]}", "key \"allowlist\""},
         {"{\"allowlist\":[\" docker.io/library/nginx\"]}", "key \"allowlist\""},
         {"{\"allowlist\":[\"/*\"]}", "key \"allowlist\""},
         {"{\"pinnedImages\":[\"*\"]}", "key \"pinnedImages\""},

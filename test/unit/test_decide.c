@@ -5,14 +5,17 @@
  * TTL expiry, failing closed on store errors, unknown imageRefs and bad input.
  */
 #include "decision_cases.h"
+#include "store_lookup.h"
 #include "internal.h"
 #include "testutil.h"
 
 #include <check.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define REF1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 #define REF2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
@@ -119,13 +122,41 @@ static void expect(pg_decision d, int allow, int reason)
 
 /* ------------------------------------------------------- shared cases */
 
+/*
+ * A case ported from the kubelet's tests carries the kubelet's answer; ours is
+ * the same, or the case names the divergence (docs/interfaces.md) and differs.
+ */
+static void check_kubelet_answer(const json_t *c, const char *name, const char *want)
+{
+    const json_t *k = json_object_get(c, "kubelet");
+    if (!k)
+        return;
+    const char *theirs = dc_str(k, "expect");
+    const char *ours =
+        json_is_true(json_object_get(c, "expectConfigError")) ? "config-error" : want;
+    ck_assert_msg(theirs, "case %s: kubelet.expect missing", name);
+    if (dc_str(c, "divergence"))
+        ck_assert_msg(strcmp(theirs, ours) != 0,
+                      "case %s: a divergence that answers as the kubelet", name);
+    else
+        ck_assert_msg(strcmp(theirs, ours) == 0,
+                      "case %s: the kubelet answers %s, this case %s, and no divergence is named",
+                      name, theirs, ours);
+}
+
 static void run_case(const json_t *c)
 {
     const char *name = dc_str(c, "name"), *want = dc_str(c, "expect");
     ck_assert_msg(name && want, "case without name/expect");
+    check_kubelet_answer(c, name, want);
     env e;
     env_init(&e);
-    dc_setup(e.cfg, e.state, e.ro, c);
+    bool configured = dc_setup(e.cfg, e.state, e.ro, c);
+    if (json_is_true(json_object_get(c, "expectConfigError"))) {
+        ck_assert_msg(!configured, "case %s: the configuration accepted its values", name);
+        env_free(&e);
+        return;
+    }
     dc_request q = dc_request_of(c);
     pg_decision d;
     pg_decide_identity(e.cfg, env_store(&e), &q.r, q.aliases, q.hints, &d);
@@ -304,7 +335,12 @@ START_TEST(no_mapping_and_node_accessible)
     write_record(e.state, REF1, time(NULL), secret_mapping());
     write_record(e.state, REF2, time(NULL) - 10 * 86400,
                  "\"" APP "\":{\"nodePodsAccessible\":true}");
-    /* Same image ID, pulled under another name: no credentials recorded for this name. */
+    /* Same image ID, pulled under another name: no credentials recorded for this
+     * name. Nothing says this name was pulled: preloaded under it (kubelet
+     * #138175); verified, there is nothing to match. */
+    expect(decide(&e, "registry.example.com/team-b/app:1.0", REF1, "team-b", NULL), 1,
+           PG_REASON_PRELOADED);
+    env_set(&e, "policy", "AlwaysVerify");
     expect(decide(&e, "registry.example.com/team-b/app:1.0", REF1, "team-b", NULL), 0,
            PG_REASON_NO_MAPPING);
     env_set(&e, "credentialTTL", "1h");
@@ -531,6 +567,86 @@ START_TEST(identity_index_digest_forms)
 }
 END_TEST
 
+/* ------------------------------------------------ short names (issue 22) */
+
+#define SHORT "secretorg/myimage"
+#define SHORT_NAME "docker.io/" SHORT
+#define REF5 "sha256:5555555555555555555555555555555555555555555555555555555555555555"
+#define SHORT_MAPPING                                                                              \
+    "\"" SHORT "\":{\"kubernetesSecrets\":[{\"uid\":\"uid-a\",\"namespace\":\"team-a\","           \
+    "\"name\":\"regcred\",\"credentialHash\":\"" HASH_A "\"}]}"
+#define CREDS_SHORT                                                                                \
+    "{\"" SHORT_NAME "\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":"              \
+    "\"regcred\",\"uid\":\"uid-a\",\"credentialHash\":\"" HASH_A "\"}]}}"
+
+/* The name index of the writable directory, rebuilt by prune from a record the
+ * kubelet keyed "secretorg/myimage": found under the image's normalised name. */
+START_TEST(short_key_in_rebuilt_name_index)
+{
+    env e;
+    env_init(&e);
+    write_record(e.state, REF5, time(NULL), SHORT_MAPPING);
+    const char *in_use[] = {REF5, NULL};
+    unsigned pruned = 99;
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_prune(env_store(&e), in_use, 0, &pruned, &err), PG_OK);
+    ck_assert_uint_eq(pruned, 0);
+    char *marker = tu_sprintf("%s/pullgate-names/.complete-2", e.state);
+    ck_assert_int_eq(access(marker, F_OK), 0); /* the index, not a scan, answers */
+    free(marker);
+    pg_record **recs = NULL;
+    size_t n = 0;
+    bool unknown = true;
+    ck_assert_int_eq(pg_store_records_mapping(env_store(&e), SHORT_NAME, &recs, &n, &unknown, &err),
+                     PG_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert(!unknown);
+    pg_record_free(recs[0]);
+    pg_free(recs);
+    expect(decide(&e, SHORT ":customtag", NULL, "team-b", NULL), 0, PG_REASON_NO_CREDENTIALS);
+    expect(decide(&e, SHORT_NAME ":customtag", NULL, "team-a", CREDS_SHORT), 1,
+           PG_REASON_SECRET_MATCH);
+    env_free(&e);
+}
+END_TEST
+
+/* dir_stamp's text for one subdirectory (plugin/store_names.c). */
+static char *sub_stamp(const char *dir, const char *sub)
+{
+    char *path = tu_sprintf("%s/%s", dir, sub);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    free(path);
+    return tu_sprintf("%ju:%ju:%lld.%09ld", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
+                      (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
+}
+
+/* A read-only directory's name cache of the previous format listed keys as
+ * written: one with a current stamp must not hide a record keyed "secretorg/myimage". */
+START_TEST(short_key_old_dircache_is_not_trusted)
+{
+    env e;
+    env_init(&e);
+    write_record(e.ro, REF5, time(NULL) - 60, SHORT_MAPPING);
+    char *cache_dir = tu_sprintf("%s/pullgate-dircache", e.state);
+    mkdir(cache_dir, 0700);
+    char *pulled = sub_stamp(e.ro, "pulled"), *pulling = sub_stamp(e.ro, "pulling");
+    char file[7 + PG_HASH_HEX_LEN + 1];
+    ck_assert_int_eq(pg_record_file_name(e.ro, file, NULL), PG_OK);
+    char *path = tu_sprintf("%s/%s", cache_dir, file);
+    /* Format 1: the stamp, then nothing under docker.io/secretorg/myimage. */
+    char *text = tu_sprintf("pullgate-dircache 1 %s %s\n", pulled, pulling);
+    tu_write_file(path, text, -1, 0600);
+    expect(decide(&e, SHORT ":customtag", NULL, "team-b", NULL), 0, PG_REASON_NO_CREDENTIALS);
+    free(text);
+    free(path);
+    free(pulled);
+    free(pulling);
+    free(cache_dir);
+    env_free(&e);
+}
+END_TEST
+
 /* Case 6: a pinned pattern never overrides a record of a credentialed pull. */
 START_TEST(identity_pinned_needs_no_pull)
 {
@@ -622,6 +738,8 @@ static Suite *decide_suite(void)
     tcase_add_test(tc, identity_pinned_needs_no_pull);
     tcase_add_test(tc, identity_ttl_per_credential);
     tcase_add_test(tc, identity_bad_annotation_before_exemptions);
+    tcase_add_test(tc, short_key_in_rebuilt_name_index);
+    tcase_add_test(tc, short_key_old_dircache_is_not_trusted);
     suite_add_tcase(s, tc);
     return s;
 }

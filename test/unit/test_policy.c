@@ -50,9 +50,20 @@ END_TEST
 START_TEST(allowlist_validate_accepts)
 {
     const char *good[] = {
-        "registry.example.com/team-a/*", "registry.example.com/*", "docker.io/*",
-        "docker.io/library/*", "docker.io/library/nginx", "registry.example.com:5000/x/y",
-        "registry.example.com:5000/*", "localhost/app", "quay.io/team/app",
+        "registry.example.com/team-a/*",
+        "registry.example.com/*",
+        "docker.io/*",
+        "docker.io/library/*",
+        "docker.io/library/nginx",
+        "registry.example.com:5000/x/y",
+        "registry.example.com:5000/*",
+        "localhost/app",
+        "quay.io/team/app",
+        /* The kubelet's familiar names (kubelet #137629): the image they name. */
+        "nginx",
+        "library/nginx",
+        "secretorg/myimage",
+        "index.docker.io/library/nginx",
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         pg_error err = {0};
@@ -79,8 +90,7 @@ START_TEST(allowlist_validate_rejects)
         {"*", "trailing"},
         {"registry.example.com/**", "trailing"},
         {"/*", "registry host"},
-        {"nginx", "normalised"},
-        {"library/nginx", "normalised"},
+        {"nginx:1.25", "tag nor digest"},
         {"library/*", "never matches"},
         {"Registry.example.com/App", "parse"},
         {"registry.example.com//*", "prefix"},
@@ -117,6 +127,13 @@ START_TEST(allowlist_match_normalised_names)
     const char *const hub[] = {"docker.io/*", NULL};
     ck_assert_int_eq(pg_allowlist_match(hub, "busybox"), 1);
     ck_assert_int_eq(pg_allowlist_match(hub, "quay.io/busybox"), 0);
+    /* A familiar pattern names its image, whichever way the pod spells it. */
+    const char *const familiar[] = {"ubuntu", "secretorg/myimage", NULL};
+    ck_assert_int_eq(pg_allowlist_match(familiar, "ubuntu:tagged"), 1);
+    ck_assert_int_eq(pg_allowlist_match(familiar, "docker.io/library/ubuntu"), 1);
+    ck_assert_int_eq(pg_allowlist_match(familiar, "index.docker.io/secretorg/myimage:1"), 1);
+    ck_assert_int_eq(pg_allowlist_match(familiar, "quay.io/ubuntu"), 0);
+    ck_assert_int_eq(pg_allowlist_match(familiar, "ubuntu-extra"), 0);
 }
 END_TEST
 

@@ -289,6 +289,151 @@ static char *json_of(const pg_record *rec)
     return text;
 }
 
+/* --------------------------------------------------- keys as the pod wrote them */
+
+static void expect_key_name(const char *key, const char *want)
+{
+    char *name = (char *)1;
+    ck_assert_int_eq(pg_record_key_name(key, &name), PG_OK);
+    if (!want)
+        ck_assert_msg(name == NULL, "key %s: got %s, want itself", key, name);
+    else
+        ck_assert_msg(name && strcmp(name, want) == 0, "key %s: got %s, want %s", key,
+                      name ? name : "(itself)", want);
+    free(name);
+}
+
+START_TEST(key_names)
+{
+    /* The kubelet keys by the image as written, tag and digest removed. */
+    expect_key_name("nginx", "docker.io/library/nginx");
+    expect_key_name("library/nginx", "docker.io/library/nginx");
+    expect_key_name("docker.io/nginx", "docker.io/library/nginx");
+    expect_key_name("index.docker.io/library/nginx", "docker.io/library/nginx");
+    expect_key_name("index.docker.io/secretorg/myimage", "docker.io/secretorg/myimage");
+    expect_key_name("secretorg/myimage", "docker.io/secretorg/myimage");
+    expect_key_name("testing", "docker.io/library/testing");
+    /* Already normalised, or no plain image name: compared as written. */
+    expect_key_name("docker.io/library/nginx", NULL);
+    expect_key_name("docker.io/secretorg/myimage", NULL);
+    expect_key_name("registry.example.com/team-a/app", NULL);
+    expect_key_name("localhost/app", NULL);
+    expect_key_name("localhost:5000/app", NULL);
+    expect_key_name("nginx:1.25", NULL);
+    expect_key_name("nginx@sha256:" H_A, NULL);
+    expect_key_name("Nginx", NULL);
+    expect_key_name("test-image1", "docker.io/library/test-image1");
+}
+END_TEST
+
+#define SECRET_OF(ns, uid, hash)                                                                   \
+    "{\"uid\":\"" uid "\",\"namespace\":\"" ns                                                     \
+    "\",\"name\":\"regcred\",\"credentialHash\":\"" hash "\"}"
+
+START_TEST(find_by_image_across_spellings)
+{
+    const char *text =
+        "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"" PG_API_V1ALPHA1 "\","
+        "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"" REF "\","
+        "\"credentialMapping\":{"
+        "\"Weird\":{\"kubernetesSecrets\":[" SECRET_OF(
+            "w", "u5",
+            H_A) "]},"
+                 "\"docker.io/library/nginx\":{\"kubernetesSecrets\":[" SECRET_OF(
+                     "b", "u2",
+                     H_B) "]},"
+                          "\"index.docker.io/library/redis\":{\"nodePodsAccessible\":true},"
+                          "\"nginx\":{\"kubernetesSecrets\":[" SECRET_OF(
+                              "a", "u1",
+                              H_A) "],"
+                                   "\"kubernetesServiceAccounts\":[{\"uid\":\"s\",\"namespace\":"
+                                   "\"a\",\"name\":\"sa\"}]},"
+                                   "\"registry.example.com/x:tag\":{\"nodePodsAccessible\":true},"
+                                   "\"secretorg/myimage\":{\"kubernetesSecrets\":[" SECRET_OF(
+                                       "c", "u3", H_C) "]}}}";
+    pg_record *rec = parse_ok(text);
+    ck_assert_uint_eq(rec->n_maps, 6);
+    /* nginx and docker.io/library/nginx are one image: the union of both keys. */
+    const pg_rec_mapping *m = pg_record_find(rec, "docker.io/library/nginx");
+    ck_assert_ptr_nonnull(m);
+    ck_assert_uint_eq(m->n_secrets, 2);
+    ck_assert_uint_eq(m->n_sas, 1);
+    ck_assert(!m->node_pods_accessible);
+    ck_assert_ptr_eq(pg_record_find(rec, "nginx"), m); /* a key as written finds its image */
+    m = pg_record_find(rec, "docker.io/secretorg/myimage");
+    ck_assert_msg(m && m->n_secrets == 1 && strcmp(m->secrets[0].uid, "u3") == 0, "secretorg");
+    m = pg_record_find(rec, "docker.io/library/redis");
+    ck_assert(m && m->node_pods_accessible);
+    ck_assert_ptr_nonnull(pg_record_find(rec, "Weird")); /* not an image name: as written */
+    ck_assert_ptr_null(pg_record_find(rec, "registry.example.com/x"));
+    ck_assert_ptr_null(pg_record_find(rec, "docker.io/library/other"));
+    /* The keys stay as the kubelet wrote them. */
+    char *out = pg_record_to_json(rec, NULL);
+    ck_assert_str_eq(out, text);
+    free(out);
+    pg_record_free(rec);
+}
+END_TEST
+
+START_TEST(merge_pull_folds_spellings_of_its_image)
+{
+    pg_record *rec = parse_ok(
+        "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"" PG_API_V1ALPHA1 "\","
+        "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"" REF "\","
+        "\"credentialMapping\":{"
+        "\"docker.io/secretorg/myimage\":{\"kubernetesSecrets\":[" SECRET_OF(
+            "a", "u1", H_B) "]},"
+                            "\"index.docker.io/secretorg/myimage\":{\"kubernetesServiceAccounts\":"
+                            "[{\"uid\":\"s\",\"namespace\":\"a\",\"name\":\"sa\"}]},"
+                            "\"nginx\":{\"nodePodsAccessible\":true},"
+                            "\"secretorg/myimage\":{\"kubernetesSecrets\":[" SECRET_OF(
+                                "a", "u1", H_A) "," SECRET_OF("b", "u2", H_A) "]}}}");
+    pg_secret s[] = {{"c", "regcred", "u3", H_C}};
+    pg_pull_credentials c = secrets_creds(s, 1);
+    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/secretorg/myimage", &c, NULL), PG_OK);
+    char *text = json_of(rec);
+    /* One key for the image; the normalised key's hash of a:u1 kept; nginx untouched. */
+    ck_assert_str_eq(
+        text, "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"" PG_API_V1ALPHA1 "\","
+              "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"" REF "\","
+              "\"credentialMapping\":{\"docker.io/secretorg/"
+              "myimage\":{\"kubernetesSecrets\":[" SECRET_OF("a", "u1", H_B) "," SECRET_OF(
+                  "b", "u2",
+                  H_A) "," SECRET_OF("c", "u3",
+                                     H_C) "],\"kubernetesServiceAccounts\":"
+                                          "[{\"uid\":\"s\",\"namespace\":\"a\",\"name\":\"sa\"}]},"
+                                          "\"nginx\":{\"nodePodsAccessible\":true}}}");
+    free(text);
+    /* A spelling that was node-accessible makes the image so. */
+    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/library/nginx", &c, NULL), PG_OK);
+    ck_assert_uint_eq(rec->n_maps, 2);
+    const pg_rec_mapping *m = pg_record_find(rec, "docker.io/library/nginx");
+    ck_assert(m && m->node_pods_accessible && !m->n_secrets);
+    ck_assert_str_eq(rec->maps[0].image_name, "docker.io/library/nginx");
+    ck_assert_ptr_null(rec->by_name); /* every key is its own name now */
+    pg_record_free(rec);
+}
+END_TEST
+
+START_TEST(merge_pull_without_credentials_maps_the_name)
+{
+    pg_record *rec = pg_record_new(REF, NULL);
+    rec->last_updated = 0;
+    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/library/app", NULL, NULL), PG_OK);
+    pg_pull_credentials none = {0};
+    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/library/app", &none, NULL), PG_OK);
+    char *text = json_of(rec);
+    ck_assert_str_eq(text, "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"" PG_API_V1ALPHA1
+                           "\",\"lastUpdatedTime\":\"1970-01-01T00:00:00Z\",\"imageRef\":\"" REF
+                           "\",\"credentialMapping\":{\"docker.io/library/app\":{}}}");
+    free(text);
+    /* The kubelet's own merge still records nothing for nothing. */
+    ck_assert_int_eq(pg_record_merge(rec, "docker.io/library/other", &none, NULL), PG_OK);
+    ck_assert_ptr_null(pg_record_find(rec, "docker.io/library/other"));
+    pg_record_free(rec);
+}
+END_TEST
+
 START_TEST(merge_secrets_sorted_newest_hash_wins)
 {
     pg_record *rec = pg_record_new(REF, NULL);
@@ -464,7 +609,13 @@ static Suite *record_suite(void)
     tcase_add_test(merge, merge_mappings_sorted_and_empty_creds);
     tcase_add_test(merge, merge_normalises_unsorted_input);
     tcase_add_test(merge, merge_rejects_bad_input);
+    tcase_add_test(merge, merge_pull_folds_spellings_of_its_image);
+    tcase_add_test(merge, merge_pull_without_credentials_maps_the_name);
     suite_add_tcase(s, merge);
+    TCase *names = tcase_create("names");
+    tcase_add_test(names, key_names);
+    tcase_add_test(names, find_by_image_across_spellings);
+    suite_add_tcase(s, names);
     return s;
 }
 

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pullgatectl doctor: execs pullgate-doctor (tools/doctor/), which needs gRPC,
+ * libyaml and toml++; pullgatectl itself, run by scripts and the prune timer,
+ * maps none of them. The helper is looked for beside this executable first (the
+ * build tree), then where the packages install it.
+ */
+#include "pgctl.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HELPER "pullgate-doctor"
+
+static const struct option options[] = {{"json", no_argument, NULL, 'j'},
+                                        {"proc-root", required_argument, NULL, 1},
+                                        {"containerd-config", required_argument, NULL, 1},
+                                        {"crio-config", required_argument, NULL, 1},
+                                        {"crio-config-dir", required_argument, NULL, 1},
+                                        {"crio-hooks-dir", required_argument, NULL, 1},
+                                        {"kubelet-config", required_argument, NULL, 1},
+                                        {"kubelet-version", required_argument, NULL, 1},
+                                        {"hook-socket", required_argument, NULL, 1},
+                                        {"runtime", required_argument, NULL, 1},
+                                        {"timeout-ms", required_argument, NULL, 1},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {NULL, 0, NULL, 0}};
+
+/* <directory of /proc/self/exe>/pullgate-doctor when it exists, else PG_DOCTOR_PATH. */
+static void helper_path(char *out, size_t n)
+{
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            int w = snprintf(out, n, "%s/" HELPER, self);
+            if (w > 0 && (size_t)w < n && access(out, X_OK) == 0)
+                return;
+        }
+    }
+    snprintf(out, n, "%s", PG_DOCTOR_PATH);
+}
+
+int pgctl_run_doctor(const char *config_path, int argc, char **argv)
+{
+    char path[PATH_MAX];
+    helper_path(path, sizeof path);
+    /* helper argv: HELPER [--config FILE] <the command's own arguments> */
+    char **args = calloc((size_t)argc + 4, sizeof *args);
+    if (!args) {
+        pgctl_error("out of memory");
+        return PGCTL_INTERNAL;
+    }
+    int k = 0;
+    args[k++] = (char *)HELPER;
+    if (config_path) {
+        args[k++] = (char *)"--config";
+        args[k++] = (char *)config_path;
+    }
+    for (int i = 1; i < argc; i++)
+        args[k++] = argv[i];
+    args[k] = NULL;
+    fflush(stdout);
+    execv(path, args);
+    int e = errno;
+    free(args);
+    pgctl_error("doctor: cannot run %s: %s", path, strerror(e));
+    return PGCTL_INTERNAL;
+}
+
+/* Never called: main hands doctor to pgctl_run_doctor with the global --config. */
+static int run_doctor(const pg_config *cfg, int argc, char **argv)
+{
+    (void)cfg;
+    return pgctl_run_doctor(NULL, argc, argv);
+}
+
+const pgctl_command pgctl_cmd_doctor = {
+    "doctor", "check this node's wiring (config, pullgate-cri, kubelet, runtime, key)", options, 0,
+    run_doctor};

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* pullgate-doctor: the node's own pullgate files (configuration, record directories, key). */
+#include "annotation_mac.h"
+#include "doctor.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+void pgd_check_config(pgd_node *n, pgd_result *r)
+{
+    const pgd_options *o = n->opt;
+    pg_error err = {0};
+    n->cfg = pg_config_new(&err);
+    if (!n->cfg) {
+        pgd_fail(r, "", "%s", err.message);
+        return;
+    }
+    struct stat st;
+    if (!o->config_explicit && lstat(o->config_path, &st) != 0 && errno == ENOENT) {
+        pgd_pass(r, "%s does not exist: the built-in defaults apply", o->config_path);
+        return;
+    }
+    if (pg_config_load_file(n->cfg, o->config_path, &err) != PG_OK) {
+        pg_config_free(n->cfg);
+        n->cfg = NULL;
+        pgd_fail(r,
+                 "fix the file (pullgatectl --config FILE check-config names the key); "
+                 "until then the hook denies every Kubernetes container",
+                 "%s", err.message);
+        return;
+    }
+    pgd_pass(r, "%s is valid (policy %s, mode %s)", o->config_path,
+             pg_config_policy(n->cfg) == PG_POLICY_NEVER_VERIFY    ? "NeverVerify"
+             : pg_config_policy(n->cfg) == PG_POLICY_ALWAYS_VERIFY ? "AlwaysVerify"
+             : pg_config_policy(n->cfg) == PG_POLICY_NEVER_VERIFY_ALLOWLISTED
+                 ? "NeverVerifyAllowlistedImages"
+                 : "NeverVerifyPreloadedImages",
+             pg_config_mode(n->cfg) == PG_MODE_AUDIT ? "audit (nothing is blocked)" : "enforce");
+}
+
+/* Every entry directly below dir must be root's and not group/other-writable. */
+static bool children_safe(const char *dir, char *why, size_t n)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(why, n, "%s: %s", dir, strerror(errno));
+        return false;
+    }
+    bool ok = true;
+    struct dirent *e;
+    while (ok && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ok = pgd_root_owned_safe(path, why, n);
+    }
+    closedir(d);
+    return ok;
+}
+
+void pgd_check_state_dir(pgd_node *n, pgd_result *r)
+{
+    if (!n->cfg) {
+        pgd_fail(r, "fix the configuration first", "no usable configuration names it");
+        return;
+    }
+    const char *dir = pg_config_state_dir(n->cfg);
+    char fix[PGD_TEXT_MAX];
+    snprintf(fix, sizeof fix,
+             "systemd-tmpfiles --create pullgate.conf, or: mkdir -p %s && chown root:root %s && "
+             "chmod 0700 %s (the records decide who may run what: only root may write them)",
+             dir, dir, dir);
+    struct stat st;
+    char why[512];
+    if (lstat(dir, &st) != 0) {
+        pgd_fail(r, fix, "%s: %s (pullgate-cri cannot record pulls)", dir, strerror(errno));
+    } else if (!S_ISDIR(st.st_mode) || !pgd_root_owned_safe(dir, why, sizeof why)) {
+        pgd_fail(r, fix, "%s", S_ISDIR(st.st_mode) ? why : "stateDir is not a directory");
+    } else if (st.st_mode & 0077) {
+        pgd_fail(r, fix, "%s has mode %04o: others may read which pods pulled what", dir,
+                 (unsigned)(st.st_mode & 07777));
+    } else if (!children_safe(dir, why, sizeof why)) {
+        snprintf(fix, sizeof fix, "chown -R root:root %s && chmod -R go-w %s", dir, dir);
+        pgd_fail(r, fix, "%s (decisions that need it deny)", why);
+    } else {
+        pgd_pass(r, "%s: root, mode %04o, its entries root's and not writable by others", dir,
+                 (unsigned)(st.st_mode & 07777));
+    }
+}
+
+void pgd_check_record_dirs(pgd_node *n, pgd_result *r)
+{
+    if (!n->cfg) {
+        pgd_fail(r, "fix the configuration first", "no usable configuration names them");
+        return;
+    }
+    const char *const *dirs = pg_config_read_only_dirs(n->cfg);
+    size_t present = 0, total = 0;
+    char why[512];
+    for (size_t i = 0; dirs && dirs[i]; i++, total++) {
+        struct stat st;
+        if (lstat(dirs[i], &st) != 0 && errno == ENOENT)
+            continue; /* skipped by the store: the kubelet writes none before its gate is on */
+        if (!pgd_root_owned_safe(dirs[i], why, sizeof why)) {
+            pgd_fail(r, "chown root:root DIR && chmod go-w DIR, or drop it from readOnlyRecordDirs",
+                     "%s (every decision that reads it denies)", why);
+            return;
+        }
+        present++;
+    }
+    pgd_pass(r, "%zu read-only record director%s configured, %zu present and safe", total,
+             total == 1 ? "y" : "ies", present);
+}
+
+void pgd_check_hmac_key(pgd_node *n, pgd_result *r)
+{
+    if (!n->cfg) {
+        pgd_fail(r, "fix the configuration first", "no usable configuration names it");
+        return;
+    }
+    const char *path = pg_config_hmac_key_file(n->cfg);
+    if (!path || !*path) {
+        pgd_fail(r,
+                 "set hmacKeyFile to the key pullgate-webhook signs with "
+                 "(packaging/kubernetes/make-certs.sh; the DaemonSet installs it as "
+                 "/etc/pullgate/annotation.key)",
+                 "hmacKeyFile is not set: annotations are not bound to their namespace, and a "
+                 "keyed webhook's annotations cannot be read");
+        return;
+    }
+    pg_mac_key *key = NULL;
+    pg_error err = {0};
+    /* The loader the hook and pullgate-cri use: same checks (root, 0600/0400, size). */
+    if (pg_mac_key_load(path, &key, &err) != PG_OK) {
+        pgd_fail(r, "install the webhook's key there: root-owned, mode 0400 or 0600",
+                 "%s (every annotation is refused)", err.message);
+        return;
+    }
+    pg_mac_key_free(key);
+    pgd_pass(r, "%s: present and private (root, no access for others)", path);
+}

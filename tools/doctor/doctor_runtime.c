@@ -1,0 +1,532 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pullgate-doctor: the hook in the runtime. containerd: every runtime handler's
+ * base_runtime_spec runs pullgate-hook and its pod_annotations let exactly the
+ * credentials annotation through (containerd matches them with Go's path.Match:
+ * fnmatch with FNM_PATHNAME). CRI-O: the effective hooks.d entry (later
+ * directories mask earlier ones) runs it for every container. Then the hook,
+ * pullgate-cri and this check must name one configuration file.
+ */
+#include "doctor.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_IMPORTS 32
+#define HOOK_NAME "pullgate-hook"
+#define DEFAULT_CRIO_HOOKS_DIR "/usr/share/containers/oci/hooks.d"
+
+static void copy(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src ? src : ""); }
+
+static json_t *load_toml(const char *path, pg_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    json_t *j = NULL;
+    if (pgd_read_file(path, &text, &len, err) == PG_OK)
+        j = pgd_toml_to_json(text, len, err);
+    free(text);
+    if (!j)
+        pg_error_prefix(err, "%s", path);
+    return j;
+}
+
+static json_t *load_json(const char *path, pg_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    json_t *j = NULL;
+    if (pgd_read_file(path, &text, &len, err) == PG_OK)
+        j = pg_json_parse(text, len, path, err);
+    free(text);
+    return j;
+}
+
+/* Values of src override dst's, tables merged key by key (containerd's imports). */
+static void merge_into(json_t *dst, json_t *src)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach(src, key, value)
+    {
+        json_t *mine = json_object_get(dst, key);
+        if (json_is_object(mine) && json_is_object(value))
+            merge_into(mine, value);
+        else
+            json_object_set(dst, key, value);
+    }
+}
+
+static json_t *path_get(json_t *j, const char *const *keys)
+{
+    for (; j && *keys; keys++)
+        j = json_object_get(j, *keys);
+    return j;
+}
+
+/* ---------------------------------------------------------- the hook entry */
+
+/* An OCI hook {"path","args"} naming pullgate-hook: checks the binaries, notes --config. */
+static bool is_our_hook(const json_t *hook)
+{
+    const char *path = json_string_value(json_object_get(hook, "path"));
+    const char *base = path ? strrchr(path, '/') : NULL;
+    return base && strcmp(base + 1, HOOK_NAME) == 0;
+}
+
+/* The hook's argv as runc runs it: args[0] is the program name, as in execv. */
+static char **hook_argv(const json_t *hook)
+{
+    const json_t *args = json_object_get(hook, "args");
+    size_t n = json_array_size(args);
+    char **argv = calloc(n + 2, sizeof *argv);
+    if (!argv)
+        return NULL;
+    for (size_t i = 0; i < (n ? n : 1); i++) {
+        const char *a = n ? json_string_value(json_array_get(args, i)) : HOOK_NAME;
+        if (!(argv[i] = strdup(a ? a : ""))) {
+            pg_strv_free(argv);
+            return NULL;
+        }
+    }
+    return argv;
+}
+
+static bool binaries_ok(const char *path, char *why, size_t n)
+{
+    char local[4200];
+    const char *slash = strrchr(path, '/');
+    snprintf(local, sizeof local, "%.*s/pullgate-hook-local", (int)(slash - path), path);
+    const char *files[] = {path, local};
+    for (size_t i = 0; i < 2; i++) {
+        if (!pgd_root_owned_safe(files[i], why, n))
+            return false;
+        if (access(files[i], X_OK) != 0) {
+            snprintf(why, n, "%s is not executable", files[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void note_hook(pgd_node *n, const json_t *hook)
+{
+    char **argv = hook_argv(hook);
+    const char *config = argv ? pgd_flag(argv, "config") : NULL;
+    const char *daemon = argv ? pgd_flag(argv, "daemon-socket") : NULL;
+    copy(n->hook_config, sizeof n->hook_config, config ? config : PG_DEFAULT_CONFIG_PATH);
+    copy(n->hook_daemon, sizeof n->hook_daemon, daemon ? daemon : PG_DEFAULT_HOOK_SOCKET);
+    n->hook_found = true;
+    pg_strv_free(argv);
+}
+
+/* The first pullgate-hook in an OCI spec's hooks of a creation stage, or NULL. */
+static const json_t *hook_in_spec(const json_t *spec, const char **stage)
+{
+    static const char *const stages[] = {"createRuntime", "prestart", "createContainer", NULL};
+    for (const char *const *s = stages; *s; s++) {
+        size_t i;
+        json_t *h;
+        json_array_foreach(json_object_get(json_object_get(spec, "hooks"), *s), i, h)
+        {
+            if (is_our_hook(h)) {
+                *stage = *s;
+                return h;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------- containerd */
+
+typedef struct handlers {
+    json_t *runtimes; /* borrowed from the configuration */
+    const char *plugin;
+} handlers;
+
+static int containerd_handlers(json_t *cfg, handlers *h, pg_error *err)
+{
+    json_t *version = json_object_get(cfg, "version");
+    long v = json_is_integer(version) ? (long)json_integer_value(version) : 1;
+    static const char *const v2[] = {"plugins", "io.containerd.grpc.v1.cri", "containerd", NULL};
+    static const char *const v3[] = {"plugins", "io.containerd.cri.v1.runtime", "containerd", NULL};
+    if (v != 2 && v != 3)
+        return pg_fail(err, PG_ERR_INVALID,
+                       "configuration version %ld: only version 2 (containerd 1.6/1.7) and 3 "
+                       "(2.x) are checked",
+                       v);
+    h->plugin = v == 2 ? "io.containerd.grpc.v1.cri" : "io.containerd.cri.v1.runtime";
+    h->runtimes = json_object_get(path_get(cfg, v == 2 ? v2 : v3), "runtimes");
+    return PG_OK;
+}
+
+static json_t *load_containerd(const char *path, pg_error *err)
+{
+    json_t *cfg = load_toml(path, err);
+    if (!cfg)
+        return NULL;
+    size_t i;
+    json_t *pattern;
+    int count = 0;
+    json_array_foreach(json_object_get(cfg, "imports"), i, pattern)
+    {
+        const char *p = json_string_value(pattern);
+        glob_t g;
+        if (!p || glob(p, 0, NULL, &g) != 0)
+            continue;
+        for (size_t k = 0; k < g.gl_pathc && count < MAX_IMPORTS; k++, count++) {
+            json_t *part = load_toml(g.gl_pathv[k], err);
+            if (!part) {
+                globfree(&g);
+                json_decref(cfg);
+                return NULL;
+            }
+            merge_into(cfg, part);
+            json_decref(part);
+        }
+        globfree(&g);
+    }
+    return cfg;
+}
+
+static bool pattern_passes(const json_t *patterns, const char *key)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(patterns, i, p)
+    {
+        const char *s = json_string_value(p);
+        if (s && fnmatch(s, key, FNM_PATHNAME) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* One handler's base spec: its hook, the binaries, the file's own safety. */
+static bool check_handler_spec(pgd_node *n, const char *name, const json_t *handler, char *why,
+                               size_t wn)
+{
+    const char *spec_path = json_string_value(json_object_get(handler, "base_runtime_spec"));
+    if (!spec_path || !*spec_path) {
+        snprintf(why, wn,
+                 "runtime handler %s has no base_runtime_spec: its containers start "
+                 "without the hook",
+                 name);
+        return false;
+    }
+    if (!pgd_root_owned_safe(spec_path, why, wn))
+        return false;
+    pg_error err = {0};
+    json_t *spec = load_json(spec_path, &err);
+    const char *stage = NULL;
+    const json_t *hook = spec ? hook_in_spec(spec, &stage) : NULL;
+    bool ok = false;
+    if (!spec)
+        snprintf(why, wn, "%s", err.message);
+    else if (!hook)
+        snprintf(why, wn,
+                 "%s (handler %s) runs no %s in createRuntime, prestart or "
+                 "createContainer",
+                 spec_path, name, HOOK_NAME);
+    else if (binaries_ok(json_string_value(json_object_get(hook, "path")), why, wn))
+        ok = true;
+    if (hook && ok)
+        note_hook(n, hook);
+    json_decref(spec);
+    return ok;
+}
+
+static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
+{
+    const char *path = n->opt->containerd_config;
+    const char *key = n->cfg ? pg_config_annotation(n->cfg) : "pullgate.dev/credentials";
+    char fix[PGD_TEXT_MAX];
+    snprintf(fix, sizeof fix,
+             "give every runtime handler in %s a base_runtime_spec whose createRuntime hook is "
+             "pullgate-hook (hooks/containerd/README.md, config.toml.snippet), then restart "
+             "containerd",
+             path);
+    pg_error err = {0};
+    json_t *cfg = load_containerd(path, &err);
+    handlers h = {0};
+    if (!cfg || containerd_handlers(cfg, &h, &err) != PG_OK) {
+        pgd_fail(r, fix, "containerd: %s", err.message);
+        pgd_fail(ann, "fix the configuration first", "containerd: %s", err.message);
+        json_decref(cfg);
+        return;
+    }
+    if (json_object_size(h.runtimes) == 0) {
+        pgd_fail(r, fix,
+                 "%s defines no runtime handler: containerd's default runc handler "
+                 "runs no hook",
+                 path);
+        pgd_fail(ann, fix, "no runtime handler lets %s through", key);
+        json_decref(cfg);
+        return;
+    }
+    char why[1024] = "";
+    const char *name, *missing_ann = NULL, *broad = NULL;
+    json_t *handler;
+    bool specs_ok = true;
+    json_object_foreach(h.runtimes, name, handler)
+    {
+        if (specs_ok)
+            specs_ok = check_handler_spec(n, name, handler, why, sizeof why);
+        json_t *patterns = json_object_get(handler, "pod_annotations");
+        if (!missing_ann && !pattern_passes(patterns, key))
+            missing_ann = name;
+        /* runtime "auto" trusts CRI-O's keys: a pattern passing them lets a pod forge them */
+        if (!broad && (!n->cfg || pg_config_runtime(n->cfg) != PG_RUNTIME_CONTAINERD) &&
+            (pattern_passes(patterns, "io.container.manager") ||
+             pattern_passes(patterns, "io.kubernetes.cri-o.ImageRef")))
+            broad = name;
+    }
+    if (specs_ok)
+        pgd_pass(r, "every runtime handler of %s (%zu) runs %s from its base_runtime_spec", path,
+                 json_object_size(h.runtimes), HOOK_NAME);
+    else
+        pgd_fail(r, fix, "%s", why);
+    char afix[PGD_TEXT_MAX];
+    snprintf(afix, sizeof afix,
+             "pod_annotations = [\"%s\"] in every runtime handler of %s (exactly that key), then "
+             "restart containerd",
+             key, path);
+    if (missing_ann)
+        pgd_fail(ann, afix,
+                 "runtime handler %s does not pass %s: every pod looks like one without "
+                 "credentials (presented 0 secrets)",
+                 missing_ann, key);
+    else if (broad)
+        pgd_fail(ann,
+                 "list exactly the credentials annotation, or set \"runtime\": \"containerd\" in "
+                 "the configuration",
+                 "runtime handler %s's pod_annotations pass CRI-O's keys "
+                 "(io.container.manager, io.kubernetes.cri-o.*): a pod could forge its identity",
+                 broad);
+    else
+        pgd_pass(ann, "every runtime handler passes %s and no identity key", key);
+    json_decref(cfg);
+}
+
+/* ---------------------------------------------------------------- CRI-O */
+
+static bool array_has(const json_t *array, const char *value)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(array, i, v)
+    {
+        if (json_is_string(v) && strcmp(json_string_value(v), value) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* hooks_dir from crio.conf, then the .conf files of crio.conf.d in name order (the last one set wins). */
+static json_t *crio_hooks_dirs(const pgd_options *o, pg_error *err)
+{
+    json_t *dirs = NULL;
+    char **files = NULL;
+    size_t n_files = 0;
+    struct dirent **list = NULL;
+    int n = scandir(o->crio_config_dir, &list, NULL, alphasort);
+    files = calloc((size_t)(n > 0 ? n : 0) + 2, sizeof *files);
+    if (!files) {
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    files[n_files++] = strdup(o->crio_config);
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(list[i]->d_name);
+        if (len > 5 && strcmp(list[i]->d_name + len - 5, ".conf") == 0) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s", o->crio_config_dir, list[i]->d_name);
+            files[n_files++] = strdup(path);
+        }
+        free(list[i]);
+    }
+    free(list);
+    int rc = PG_OK;
+    for (size_t i = 0; i < n_files && rc == PG_OK; i++) {
+        pg_error e = {0};
+        json_t *cfg = files[i] ? load_toml(files[i], &e) : NULL;
+        if (!cfg && e.code != PG_ERR_NOT_FOUND)
+            rc = pg_fail(err, e.code, "%s", e.message);
+        json_t *hd =
+            json_object_get(json_object_get(json_object_get(cfg, "crio"), "runtime"), "hooks_dir");
+        if (json_is_array(hd)) {
+            json_decref(dirs);
+            dirs = json_incref(hd);
+        }
+        json_decref(cfg);
+    }
+    for (size_t i = 0; i < n_files; i++)
+        free(files[i]);
+    free(files);
+    if (rc != PG_OK) {
+        json_decref(dirs);
+        return NULL;
+    }
+    if (!dirs)
+        dirs = json_pack("[s]", DEFAULT_CRIO_HOOKS_DIR); /* CRI-O's own default */
+    return dirs;
+}
+
+/* The entry of the effective hooks.d set (file name -> path; later directories mask). */
+static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
+{
+    const pgd_options *o = n->opt;
+    pg_error err = {0};
+    json_t *dirs = NULL;
+    if (o->crio_hooks_dirs) {
+        dirs = json_array();
+        for (const char **d = o->crio_hooks_dirs; *d; d++)
+            json_array_append_new(dirs, json_string(*d));
+    } else {
+        dirs = crio_hooks_dirs(o, &err);
+    }
+    if (!dirs) {
+        pgd_fail(r, "fix CRI-O's configuration", "CRI-O: %s", err.message);
+        pgd_pass(ann, "CRI-O passes every pod annotation to the hook");
+        return;
+    }
+    json_t *effective = json_object(); /* file name -> path */
+    size_t i;
+    json_t *d;
+    char why[1024] = "";
+    bool broken = false;
+    json_array_foreach(dirs, i, d)
+    {
+        const char *dir = json_string_value(d);
+        struct dirent **list = NULL;
+        int count = dir ? scandir(dir, &list, NULL, alphasort) : -1;
+        for (int k = 0; k < count; k++) {
+            size_t len = strlen(list[k]->d_name);
+            if (len > 5 && strcmp(list[k]->d_name + len - 5, ".json") == 0) {
+                char path[4200];
+                snprintf(path, sizeof path, "%s/%s", dir, list[k]->d_name);
+                json_object_set_new(effective, list[k]->d_name, json_string(path));
+            }
+            free(list[k]);
+        }
+        free(list);
+    }
+    const char *file;
+    json_t *pathj;
+    const char *found = NULL;
+    json_object_foreach(effective, file, pathj)
+    {
+        const char *path = json_string_value(pathj);
+        json_t *entry = load_json(path, &err);
+        if (!entry) {
+            /* CRI-O refuses a directory holding one invalid file: nothing in it runs */
+            snprintf(why, sizeof why, "%s (CRI-O then loads no hook of that directory)",
+                     err.message);
+            broken = true;
+            break;
+        }
+        json_t *hook = json_object_get(entry, "hook");
+        if (!found && is_our_hook(hook)) {
+            found = path;
+            json_t *stages = json_object_get(entry, "stages");
+            bool creation = array_has(stages, "createRuntime") || array_has(stages, "prestart") ||
+                            array_has(stages, "createContainer");
+            if (!json_is_true(json_object_get(json_object_get(entry, "when"), "always")))
+                snprintf(why, sizeof why,
+                         "%s: \"when\" is not {\"always\": true}: containers its "
+                         "conditions miss start unchecked",
+                         path);
+            else if (!creation)
+                snprintf(why, sizeof why,
+                         "%s: no createRuntime, prestart or createContainer "
+                         "stage",
+                         path);
+            else if (binaries_ok(json_string_value(json_object_get(hook, "path")), why, sizeof why))
+                note_hook(n, hook);
+            broken = !n->hook_found;
+        }
+        json_decref(entry);
+    }
+    if (!broken && !found) {
+        snprintf(why, sizeof why, "no hooks.d entry in CRI-O's hooks_dir runs %s", HOOK_NAME);
+        broken = true;
+    }
+    char dirs_text[512] = "";
+    json_array_foreach(dirs, i, d)
+    {
+        size_t used = strlen(dirs_text);
+        snprintf(dirs_text + used, sizeof dirs_text - used, "%s%s", i ? ", " : "",
+                 json_string_value(d) ? json_string_value(d) : "?");
+    }
+    if (broken)
+        pgd_fail(r,
+                 "install the package's hooks.d entry (/usr/share/containers/oci/hooks.d/"
+                 "pullgate.json) in a directory of CRI-O's hooks_dir (packaging/crio/)",
+                 "%s (hooks_dir: %s)", why, dirs_text);
+    else
+        pgd_pass(r, "%s runs %s for every container (hooks_dir: %s)", found, HOOK_NAME, dirs_text);
+    pgd_pass(ann, "CRI-O passes every pod annotation to the hook");
+    json_decref(effective);
+    json_decref(dirs);
+}
+
+/* ----------------------------------------------------------------- both */
+
+static void pick_runtime(pgd_node *n)
+{
+    const char *o = n->opt->runtime;
+    const char *rt = NULL;
+    if (o && strcmp(o, "auto") != 0)
+        rt = o;
+    else if (n->cfg && pg_config_runtime(n->cfg) == PG_RUNTIME_CRIO)
+        rt = "cri-o";
+    else if (n->cfg && pg_config_runtime(n->cfg) == PG_RUNTIME_CONTAINERD)
+        rt = "containerd";
+    else if (strstr(n->cri_runtime, "crio"))
+        rt = "cri-o";
+    else
+        rt = "containerd";
+    copy(n->runtime, sizeof n->runtime, rt);
+}
+
+void pgd_check_hook_wiring(pgd_node *n, pgd_result *r, pgd_result *annotations)
+{
+    pick_runtime(n);
+    if (strcmp(n->runtime, "cri-o") == 0)
+        check_crio(n, r, annotations);
+    else
+        check_containerd(n, r, annotations);
+}
+
+void pgd_check_same_config(pgd_node *n, pgd_result *r)
+{
+    const char *mine = n->opt->config_path;
+    char fix[PGD_TEXT_MAX];
+    snprintf(fix, sizeof fix,
+             "name one file on both sides: the hook's args in the runtime's configuration "
+             "(\"--config\", \"FILE\") and pullgate-cri's unit (systemctl edit pullgate-cri: "
+             "ExecStart=/usr/bin/pullgate-cri --config FILE); then restart containerd/CRI-O "
+             "readers and pullgate-cri");
+    if (!n->hook_found) {
+        pgd_fail(r, "wire the hook first (see hook)", "the runtime runs no %s to compare",
+                 HOOK_NAME);
+    } else if (!pgd_same_file(n->hook_config, mine)) {
+        pgd_fail(r, fix, "the hook reads %s, this check %s", n->hook_config, mine);
+    } else if (!pgd_same_file(n->cri_config, mine)) {
+        pgd_fail(r, fix, "pullgate-cri reads %s, the hook %s: it answers the hook \"not mine\"",
+                 n->cri_config, n->hook_config);
+    } else if (!pgd_same_endpoint(n->hook_daemon, n->hook_socket)) {
+        pgd_fail(r, "give the hook --daemon-socket and pullgate-cri --hook-socket one path",
+                 "the hook asks %s, pullgate-cri serves %s", n->hook_daemon, n->hook_socket);
+    } else {
+        pgd_pass(r, "the hook and pullgate-cri read %s; the hook asks %s", mine, n->hook_daemon);
+    }
+}

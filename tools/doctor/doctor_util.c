@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* pullgate-doctor: results, bounded file reads, /proc, endpoints. */
+#include "doctor.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_CMDLINE_BYTES (256u << 10)
+#define MAX_ARGS 4096
+
+void pgd_pass(pgd_result *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    r->ok = true;
+    vsnprintf(r->detail, sizeof r->detail, fmt, ap);
+    r->fix[0] = '\0';
+    va_end(ap);
+}
+
+void pgd_fail(pgd_result *r, const char *fix, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    r->ok = false;
+    vsnprintf(r->detail, sizeof r->detail, fmt, ap);
+    snprintf(r->fix, sizeof r->fix, "%s", fix ? fix : "");
+    va_end(ap);
+}
+
+int pgd_read_file(const char *path, char **buf, size_t *len, pg_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return pg_fail(err, PG_ERR_NOT_FOUND, "%s: no such file", path);
+        return pg_fail_errno(err, errno, "open %s", path);
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return pg_fail(err, PG_ERR_INVALID, "%s: not a regular file", path);
+    }
+    int rc = pg_read_fd(fd, PGD_MAX_FILE_BYTES, buf, len, err);
+    close(fd);
+    if (rc == PG_ERR_LIMIT)
+        return pg_fail(err, PG_ERR_LIMIT, "%s: larger than %u bytes", path, PGD_MAX_FILE_BYTES);
+    return rc;
+}
+
+bool pgd_root_owned_safe(const char *path, char *why, size_t n)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        snprintf(why, n, "%s: %s", path, strerror(errno));
+        return false;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        snprintf(why, n, "%s is a symbolic link", path);
+        return false;
+    }
+    if (st.st_uid != 0) {
+        snprintf(why, n, "%s is owned by uid %u, not root", path, (unsigned)st.st_uid);
+        return false;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(why, n, "%s is writable by group or others (mode %04o)", path,
+                 (unsigned)(st.st_mode & 07777));
+        return false;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- /proc */
+
+static char *read_small(const char *path, size_t max, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    char *buf = NULL;
+    if (pg_read_fd(fd, max, &buf, len, NULL) != PG_OK)
+        buf = NULL;
+    close(fd);
+    return buf;
+}
+
+/* argv from a NUL-separated cmdline (len bytes); NULL when empty or on failure. */
+static char **split_cmdline(const char *buf, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        n += buf[i] == '\0';
+    if (len && buf[len - 1] != '\0')
+        n++;
+    if (n == 0 || n > MAX_ARGS)
+        return NULL;
+    char **argv = calloc(n + 1, sizeof *argv);
+    if (!argv)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < len && k < n; k++) {
+        size_t l = strnlen(buf + i, len - i);
+        argv[k] = strndup(buf + i, l);
+        if (!argv[k]) {
+            pg_strv_free(argv);
+            return NULL;
+        }
+        i += l + 1;
+    }
+    return argv;
+}
+
+char **pgd_find_process(const char *proc_root, const char *name, int *pid_out)
+{
+    DIR *d = opendir(proc_root);
+    if (!d)
+        return NULL;
+    char **found = NULL;
+    struct dirent *e;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
+            strspn(e->d_name, "0123456789") != strlen(e->d_name))
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s/comm", proc_root, e->d_name);
+        size_t len = 0;
+        char *comm = read_small(path, 64, &len);
+        if (!comm)
+            continue;
+        comm[strcspn(comm, "\n")] = '\0';
+        bool match = strcmp(comm, name) == 0;
+        free(comm);
+        if (!match)
+            continue;
+        snprintf(path, sizeof path, "%s/%s/cmdline", proc_root, e->d_name);
+        char *cmdline = read_small(path, MAX_CMDLINE_BYTES, &len);
+        if (cmdline)
+            found = split_cmdline(cmdline, len);
+        free(cmdline);
+        if (found && pid_out)
+            *pid_out = atoi(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+const char *pgd_flag(char *const *argv, const char *name)
+{
+    const char *value = NULL;
+    size_t n = strlen(name);
+    for (size_t i = 1; argv && argv[i]; i++) {
+        const char *a = argv[i];
+        if (a[0] == '-' && a[1] == '-')
+            a += 2;
+        else if (a[0] == '-')
+            a += 1; /* Go's flag package takes -name as well as --name */
+        else
+            continue;
+        if (strncmp(a, name, n) != 0)
+            continue;
+        if (a[n] == '=')
+            value = a + n + 1;
+        else if (a[n] == '\0' && argv[i + 1])
+            value = argv[++i];
+    }
+    return value;
+}
+
+/* "unix:///run/x" and "/run/x" name one socket; /var/run is /run on every systemd node. */
+static const char *endpoint_path(const char *e)
+{
+    if (strncmp(e, "unix://", 7) == 0)
+        e += 7;
+    if (strncmp(e, "/var/run/", 9) == 0)
+        e += 4;
+    return e;
+}
+
+bool pgd_same_endpoint(const char *a, const char *b)
+{
+    return a && b && strcmp(endpoint_path(a), endpoint_path(b)) == 0;
+}
+
+bool pgd_same_file(const char *a, const char *b)
+{
+    if (!a || !b)
+        return false;
+    if (strcmp(a, b) == 0)
+        return true;
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* ----------------------------------------------------------------- TOML */
+
+json_t *pgd_toml_to_json(const char *text, size_t len, pg_error *err)
+{
+    char why[256] = "";
+    char *json = pgd_toml_json_text(text, len, why, sizeof why);
+    if (!json) {
+        pg_fail(err, PG_ERR_INVALID, "%s", why[0] ? why : "not TOML");
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *j = json_loads(json, 0, &jerr);
+    free(json);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        pg_fail(err, PG_ERR_INTERNAL, "toml++'s JSON does not parse: %s", jerr.text);
+        return NULL;
+    }
+    return j;
+}

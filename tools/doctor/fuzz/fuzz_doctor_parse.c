@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The doctor's parsers of node files it does not trust: the kubelet's YAML
+ * configuration (libyaml -> jansson, doctor_yaml.c) and containerd's / CRI-O's
+ * TOML (toml++ -> JSON text -> jansson, doctor_toml.cc), and flag lookup in a
+ * NUL-separated command line. The first byte picks one. Seeds:
+ * test/fuzz/corpus/doctor_parse.
+ */
+#include "doctor.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void flags(const char *text, size_t len)
+{
+    char *argv[64] = {0};
+    size_t n = 0;
+    for (size_t i = 0; i < len && n < 63;) {
+        size_t l = strnlen(text + i, len - i);
+        char *arg = malloc(l + 1); /* the input is not NUL-terminated: no str* on it */
+        if (!arg)
+            break;
+        memcpy(arg, text + i, l);
+        arg[l] = '\0';
+        argv[n++] = arg;
+        i += l + 1;
+    }
+    static const char *const names[] = {"config", "container-runtime-endpoint", "feature-gates",
+                                        ""};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        (void)pgd_flag(argv, names[k]);
+    (void)pgd_same_endpoint(argv[0], argv[1]);
+    for (size_t i = 0; i < n; i++)
+        free(argv[i]);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1 || size > (64u << 10))
+        return 0;
+    const char *text = (const char *)data + 1;
+    size_t len = size - 1;
+    pg_error err = {0};
+    json_t *j = NULL;
+    switch (data[0] % 3) {
+    case 0: j = pgd_yaml_to_json(text, len, &err); break;
+    case 1: j = pgd_toml_to_json(text, len, &err); break;
+    default: flags(text, len); break;
+    }
+    json_decref(j);
+    return 0;
+}
