@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <openssl/crypto.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -417,7 +416,8 @@ size_t pg_utf8_valid_len(const unsigned char *s)
 
 /* ---------------------------------------------------------- growable buffer */
 
-/* realloc that leaves no copy of a secret behind in the freed block. */
+/* realloc that leaves no copy of a secret behind in the freed block. explicit_bzero
+ * (libc), not OPENSSL_cleanse: the thin hook links this file and no libcrypto. */
 static char *grow_wiping(char *old, size_t len, size_t old_cap, size_t cap)
 {
     char *np = malloc(cap);
@@ -425,7 +425,7 @@ static char *grow_wiping(char *old, size_t len, size_t old_cap, size_t cap)
         return NULL; /* old stays owned by the buffer */
     if (old) {
         memcpy(np, old, len + 1 <= old_cap ? len + 1 : len);
-        OPENSSL_cleanse(old, old_cap);
+        explicit_bzero(old, old_cap);
         free(old);
     }
     return np;
@@ -461,7 +461,7 @@ void pg_buf_puts(pg_buf *b, const char *s) { pg_buf_append(b, s, strlen(s)); }
 void pg_buf_wipe_free(pg_buf *b)
 {
     if (b->p)
-        OPENSSL_cleanse(b->p, b->cap);
+        explicit_bzero(b->p, b->cap);
     free(b->p);
     b->p = NULL;
     b->len = b->cap = 0;

@@ -45,9 +45,9 @@ static void stub_get_one(wh_get_req *req)
     req->result = req->obj ? WH_FOUND : WH_FAILED;
 }
 
-static void stub_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, long timeout_ms)
+static void stub_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, int64_t deadline_ms)
 {
-    (void)ctx, (void)ns, (void)timeout_ms;
+    (void)ctx, (void)ns, (void)deadline_ms;
     for (size_t i = 0; i < n; i++)
         stub_get_one(&reqs[i]);
 }
@@ -63,9 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (pg_mac_key_from_bytes(bytes, sizeof bytes, &key, NULL) != PG_OK)
             abort();
     }
-    /* The first byte picks signing and the annotation key, the rest is the review. */
+    /* The first byte picks sealing, the annotation key and a cut body; the rest is the review. */
     int signed_ = size > 0 && (data[0] & 1);
     const char *annotation = size > 0 && (data[0] & 2) ? "example.com/a~b" : "pullgate.dev/credentials";
+    int cut = size > 0 && (data[0] & 4);
     if (size > 0) {
         data++;
         size--;
@@ -73,10 +74,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     wh_review_config cfg = {.annotation_key = annotation,
                             .key = signed_ ? key : NULL,
                             .get = stub_get,
-                            .budget_ms = 60000};
+                            .deadline_ms = pg_monotonic_ms() + 60000,
+                            .cut = cut ? "cut" : NULL};
     wh_review_result res;
     wh_review_handle(&cfg, (const char *)data, size, &res);
-    if (!res.body || (res.http_status != 200 && res.http_status != 400 && res.http_status != 500))
+    if (!res.body || (res.http_status != 200 && res.http_status != 400 && res.http_status != 413 &&
+                      res.http_status != 500))
+        abort();
+    /* A readable uid in the first bytes is always answered 200 (never a call failure). */
+    char uid[WH_MAX_UID_BYTES + 1];
+    json_t *whole =
+        json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
+    int parsed = whole != NULL;
+    json_decref(whole);
+    if (res.http_status != 200 && res.http_status != 500 &&
+        wh_review_uid_of_prefix((const char *)data, size, uid, sizeof uid) == 0 && (cut || !parsed))
         abort();
     if (res.http_status == 200) {
         json_t *out = json_loads(res.body, 0, NULL);

@@ -2,71 +2,35 @@
 #include "kubeapi.h"
 
 #include "files.h"
+#include "memory.h"
 
 #include <curl/curl.h>
 #include <openssl/crypto.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define IDLE_HANDLES 16 /* keeps that many TLS connections to the API server warm */
 #define READY_TIMEOUT_MS 1000L
 #define CA_CACHE_SECONDS 60L /* a rotated API CA file is picked up within a minute */
+#define POLL_STEP_MS 50      /* how soon a stop or the deadline is noticed */
 
 struct wh_kubeapi {
     char *server, *ca_file, *token_file;
-    pthread_mutex_t lock; /* token, idle handles, readiness cache */
+    pthread_mutex_t lock; /* token, pool, readiness cache */
+    pthread_cond_t client_free;
     char *token;
     wh_file_id token_id;
-    CURL *idle[IDLE_HANDLES];
-    size_t n_idle;
-    CURLM *idle_multi[IDLE_HANDLES]; /* each keeps its own pool of API connections */
-    size_t n_idle_multi;
+    CURLM *idle[WH_API_CLIENTS]; /* each keeps its own API connections */
+    size_t n_idle, n_clients;
+    atomic_int stopping;
     int ready;
     long long ready_at_ms;
     char ready_msg[WH_MESSAGE_MAX];
 };
-
-typedef struct body {
-    char *data;
-    size_t len, cap;
-} body;
-
-static void body_wipe(body *b)
-{
-    if (b->data)
-        OPENSSL_cleanse(b->data, b->cap);
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
-{
-    body *b = userdata;
-    size_t n = size * nmemb;
-    if (n > WH_MAX_API_RESPONSE_BYTES - b->len)
-        return 0; /* over the bound: curl fails the transfer */
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        /* Not realloc: the old block may hold secret data and must be wiped. */
-        char *grown = malloc(cap);
-        if (!grown)
-            return 0;
-        if (b->data)
-            memcpy(grown, b->data, b->len);
-        body_wipe(&(body){b->data, b->len, b->cap});
-        b->data = grown;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, ptr, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
-}
 
 wh_kubeapi *wh_kubeapi_new(const char *server, const char *ca_file, const char *token_file,
                            char *msg, size_t msg_size)
@@ -78,13 +42,22 @@ wh_kubeapi *wh_kubeapi_new(const char *server, const char *ca_file, const char *
     wh_kubeapi *api = calloc(1, sizeof *api);
     if (!api || !(api->server = strdup(server)) || !(api->ca_file = strdup(ca_file)) ||
         !(api->token_file = strdup(token_file))) {
-        wh_kubeapi_free(api);
+        if (api) {
+            free(api->server);
+            free(api->ca_file);
+        }
+        free(api);
         snprintf(msg, msg_size, "out of memory");
         return NULL;
     }
     size_t n = strlen(api->server);
     while (n > 8 && api->server[n - 1] == '/')
         api->server[--n] = '\0';
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&api->client_free, &attr);
+    pthread_condattr_destroy(&attr);
     pthread_mutex_init(&api->lock, NULL);
     return api;
 }
@@ -94,18 +67,27 @@ void wh_kubeapi_free(wh_kubeapi *api)
     if (!api)
         return;
     for (size_t i = 0; i < api->n_idle; i++)
-        curl_easy_cleanup(api->idle[i]);
-    for (size_t i = 0; i < api->n_idle_multi; i++)
-        curl_multi_cleanup(api->idle_multi[i]);
+        curl_multi_cleanup(api->idle[i]);
     if (api->token)
         OPENSSL_cleanse(api->token, strlen(api->token));
     free(api->token);
     free(api->server);
     free(api->ca_file);
     free(api->token_file);
+    pthread_cond_destroy(&api->client_free);
     pthread_mutex_destroy(&api->lock);
     free(api);
 }
+
+void wh_kubeapi_stop(wh_kubeapi *api)
+{
+    atomic_store(&api->stopping, 1);
+    pthread_mutex_lock(&api->lock);
+    pthread_cond_broadcast(&api->client_free);
+    pthread_mutex_unlock(&api->lock);
+}
+
+/* ------------------------------------------------------------ token */
 
 /* Re-reads the token when the file behind the path changed. Called with the lock held. */
 static int refresh_token(wh_kubeapi *api, char *msg, size_t msg_size)
@@ -153,10 +135,13 @@ static struct curl_slist *auth_headers(wh_kubeapi *api, char *msg, size_t msg_si
             OPENSSL_cleanse(line, n);
             free(line);
         }
-        if (headers)
-            headers = curl_slist_append(headers, "Accept: application/json");
-        if (!headers)
+        struct curl_slist *more =
+            headers ? curl_slist_append(headers, "Accept: application/json") : NULL;
+        if (!more) {
+            curl_slist_free_all(headers);
+            headers = NULL;
             snprintf(msg, msg_size, "out of memory");
+        }
     }
     pthread_mutex_unlock(&api->lock);
     return headers;
@@ -169,186 +154,133 @@ static void free_headers(struct curl_slist *headers)
     curl_slist_free_all(headers);
 }
 
-static CURL *take_handle(wh_kubeapi *api)
+/* ------------------------------------------------------------ the pool */
+
+static CURLM *new_client(void)
 {
-    pthread_mutex_lock(&api->lock);
-    CURL *h = api->n_idle ? api->idle[--api->n_idle] : NULL;
-    pthread_mutex_unlock(&api->lock);
-    if (h)
-        curl_easy_reset(h); /* keeps its live connection and TLS session */
-    return h ? h : curl_easy_init();
+    CURLM *m = curl_multi_init();
+    if (m) {
+        curl_multi_setopt(m, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)WH_API_CLIENT_CONNECTIONS);
+        curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, (long)WH_API_CLIENT_CONNECTIONS);
+        curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)WH_API_CLIENT_CONNECTIONS);
+    }
+    return m;
 }
 
-static void return_handle(wh_kubeapi *api, CURL *h)
+/* A free client, waiting for one until deadline_ms; NULL with msg when none came. */
+static CURLM *take_client(wh_kubeapi *api, int64_t deadline_ms, char *msg, size_t msg_size)
 {
+    CURLM *m = NULL;
+    int create = 0;
     pthread_mutex_lock(&api->lock);
-    if (api->n_idle < IDLE_HANDLES) {
-        api->idle[api->n_idle++] = h;
-        h = NULL;
+    while (!atomic_load(&api->stopping) && !api->n_idle && api->n_clients == WH_API_CLIENTS) {
+        struct timespec until = {(time_t)(deadline_ms / 1000),
+                                 (long)(deadline_ms % 1000) * 1000000L};
+        if (pthread_cond_timedwait(&api->client_free, &api->lock, &until) != 0 &&
+            pg_monotonic_ms() >= deadline_ms)
+            break;
+    }
+    if (!atomic_load(&api->stopping)) {
+        if (api->n_idle)
+            m = api->idle[--api->n_idle];
+        else if (api->n_clients < WH_API_CLIENTS) {
+            api->n_clients++;
+            create = 1;
+        }
     }
     pthread_mutex_unlock(&api->lock);
-    if (h)
-        curl_easy_cleanup(h);
+    if (create && !(m = new_client())) {
+        pthread_mutex_lock(&api->lock);
+        api->n_clients--;
+        pthread_mutex_unlock(&api->lock);
+    }
+    if (!m)
+        snprintf(msg, msg_size, "%s",
+                 atomic_load(&api->stopping) ? "the webhook is stopping"
+                 : create                    ? "out of memory"
+                                             : "time limit exceeded waiting for an API client");
+    return m;
+}
+
+static void return_client(wh_kubeapi *api, CURLM *m)
+{
+    pthread_mutex_lock(&api->lock);
+    api->idle[api->n_idle++] = m;
+    pthread_cond_signal(&api->client_free);
+    pthread_mutex_unlock(&api->lock);
+}
+
+/* ------------------------------------------------------------ transfers */
+
+/* One transfer of a round. */
+typedef struct transfer {
+    CURL *h;
+    wh_buf body; /* wiped: it holds the Secret as the API returned it */
+    int cut;     /* over the response bound or the memory budget */
+    char errbuf[CURL_ERROR_SIZE];
+    CURLcode rc;
+    int done;
+} transfer;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    transfer *t = userdata;
+    size_t n = size * nmemb;
+    if (wh_buf_append(&t->body, ptr, n) != 0) {
+        t->cut = 1;
+        return 0; /* curl fails the transfer */
+    }
+    return n;
+}
+
+/* Plaintext received over TLS is wiped from OpenSSL's buffers once curl has it. */
+static CURLcode on_ssl_ctx(CURL *h, void *ssl_ctx, void *arg)
+{
+    (void)h, (void)arg;
+    SSL_CTX_set_options(ssl_ctx, SSL_OP_CLEANSE_PLAINTEXT);
+    return CURLE_OK;
 }
 
 /* The options of every GET: TLS verified against the CA and the server name, https only. */
-static void setup_handle(wh_kubeapi *api, CURL *h, const char *url, struct curl_slist *headers,
-                         long timeout_ms, body *b, char *errbuf)
+static CURL *new_transfer(wh_kubeapi *api, transfer *t, const char *url, struct curl_slist *headers,
+                          int64_t deadline_ms)
 {
+    long timeout_ms = (long)(deadline_ms - pg_monotonic_ms());
+    CURL *h = curl_easy_init();
+    if (!h)
+        return NULL;
+    wh_buf_init(&t->body, WH_MAX_API_RESPONSE_BYTES, wh_account_current());
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
     curl_easy_setopt(h, CURLOPT_CAINFO, api->ca_file);
     curl_easy_setopt(h, CURLOPT_CA_CACHE_TIMEOUT, CA_CACHE_SECONDS);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
+    /* HTTP/1.1: each response lands in this handle's buffers, freed (wiped) with it;
+     * HTTP/2 would keep frames in a buffer of the pooled connection. */
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 1 ? timeout_ms : 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms > 1 ? timeout_ms : 1L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM for DNS timeouts */
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t->errbuf);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, (void *)t);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "pullgate-webhook/" PG_WEBHOOK_VERSION);
+    return h;
 }
 
-/* One GET; *status gets the HTTP status (0 when none). */
-static int http_get(wh_kubeapi *api, const char *path, long timeout_ms, body *b, long *status,
-                    char *msg, size_t msg_size)
+/* Drives the round until every transfer finished, the deadline passed or the webhook stops. */
+static void run_transfers(wh_kubeapi *api, CURLM *m, int64_t deadline_ms)
 {
-    *status = 0;
-    struct curl_slist *headers = auth_headers(api, msg, msg_size);
-    if (!headers)
-        return -1;
-    char url[1024];
-    snprintf(url, sizeof url, "%s%s", api->server, path);
-    CURL *h = take_handle(api);
-    char errbuf[CURL_ERROR_SIZE] = "";
-    CURLcode rc = CURLE_OUT_OF_MEMORY;
-    if (h) {
-        setup_handle(api, h, url, headers, timeout_ms, b, errbuf);
-        rc = curl_easy_perform(h);
-        if (rc == CURLE_OK)
-            curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
-        return_handle(api, h);
-    }
-    free_headers(headers);
-    if (rc != CURLE_OK) {
-        snprintf(msg, msg_size, "API server %s: %s", api->server,
-                 errbuf[0] ? errbuf : curl_easy_strerror(rc));
-        return -1;
-    }
-    return 0;
-}
-
-static const char *string_at(const json_t *obj, const char *key)
-{
-    return json_string_value(json_object_get(obj, key));
-}
-
-static int same(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
-
-/* A 404 is "not found" only when it is the API's NotFound Status for exactly this object. */
-static int is_not_found(const json_t *status, const char *resource, const char *name)
-{
-    const json_t *details = json_object_get(status, "details");
-    return same(string_at(status, "kind"), "Status") &&
-           same(string_at(status, "reason"), "NotFound") && same(string_at(details, "name"), name) &&
-           same(string_at(details, "kind"), resource);
-}
-
-static wh_lookup interpret(long status, json_t *obj, const char *resource, const char *ns,
-                           const char *name, char *msg, size_t msg_size)
-{
-    const char *kind = strcmp(resource, "secrets") == 0 ? "Secret" : "ServiceAccount";
-    const json_t *meta = json_object_get(obj, "metadata");
-    if (status == 200) {
-        if (same(string_at(obj, "kind"), kind) && same(string_at(meta, "name"), name) &&
-            same(string_at(meta, "namespace"), ns))
-            return WH_FOUND;
-        snprintf(msg, msg_size, "HTTP 200 without the %s %s/%.64s", kind, ns, name);
-        return WH_FAILED;
-    }
-    if (status == 404 && is_not_found(obj, resource, name))
-        return WH_NOT_FOUND;
-    const char *why = string_at(obj, "message");
-    snprintf(msg, msg_size, "HTTP %ld%s%.200s", status, why ? ": " : "", why ? why : "");
-    return WH_FAILED;
-}
-
-static CURLM *take_multi(wh_kubeapi *api)
-{
-    pthread_mutex_lock(&api->lock);
-    CURLM *m = api->n_idle_multi ? api->idle_multi[--api->n_idle_multi] : NULL;
-    pthread_mutex_unlock(&api->lock);
-    return m ? m : curl_multi_init();
-}
-
-static void return_multi(wh_kubeapi *api, CURLM *m)
-{
-    pthread_mutex_lock(&api->lock);
-    if (api->n_idle_multi < IDLE_HANDLES) {
-        api->idle_multi[api->n_idle_multi++] = m;
-        m = NULL;
-    }
-    pthread_mutex_unlock(&api->lock);
-    if (m)
-        curl_multi_cleanup(m);
-}
-
-/* One transfer of a concurrent round. */
-typedef struct transfer {
-    CURL *h;
-    body b;
-    char errbuf[CURL_ERROR_SIZE];
-    CURLcode rc;
-    int done;
-} transfer;
-
-static void fail_all(wh_get_req *reqs, size_t n, const char *msg)
-{
-    for (size_t i = 0; i < n; i++) {
-        reqs[i].result = WH_FAILED;
-        snprintf(reqs[i].msg, sizeof reqs[i].msg, "%s", msg);
-    }
-}
-
-/* Adds one easy handle per request to m; -1 when a request is invalid or memory runs out. */
-static int start_transfers(wh_kubeapi *api, CURLM *m, const char *ns, wh_get_req *reqs, size_t n,
-                           transfer *t, struct curl_slist *headers, long timeout_ms)
-{
-    for (size_t i = 0; i < n; i++) {
-        if ((strcmp(reqs[i].resource, "secrets") != 0 &&
-             strcmp(reqs[i].resource, "serviceaccounts") != 0) ||
-            !wh_is_dns_label(ns) || !wh_is_dns_subdomain(reqs[i].name)) {
-            fail_all(reqs, n, "refusing to look up an invalid object name");
-            return -1;
-        }
-        char url[1024];
-        snprintf(url, sizeof url, "%s/api/v1/namespaces/%s/%s/%s", api->server, ns,
-                 reqs[i].resource, reqs[i].name);
-        if (!(t[i].h = curl_easy_init())) {
-            fail_all(reqs, n, "out of memory");
-            return -1;
-        }
-        setup_handle(api, t[i].h, url, headers, timeout_ms, &t[i].b, t[i].errbuf);
-        curl_easy_setopt(t[i].h, CURLOPT_PRIVATE, (void *)&t[i]);
-        curl_multi_add_handle(m, t[i].h);
-    }
-    return 0;
-}
-
-/* Drives the round until every transfer finished (each is bounded by its own timeout). */
-static void run_transfers(CURLM *m, long timeout_ms)
-{
-    long long until = wh_now_ms() + timeout_ms + 100;
     int running = 1;
-    while (running && wh_now_ms() < until) {
+    while (running && pg_monotonic_ms() < deadline_ms && !atomic_load(&api->stopping)) {
         if (curl_multi_perform(m, &running) != CURLM_OK)
             break;
         if (running)
-            curl_multi_poll(m, NULL, 0, 50, NULL);
+            curl_multi_poll(m, NULL, 0, POLL_STEP_MS, NULL);
     }
     CURLMsg *msg;
     int left;
@@ -364,30 +296,129 @@ static void run_transfers(CURLM *m, long timeout_ms)
     }
 }
 
-static void finish_transfer(wh_kubeapi *api, transfer *t, const char *ns, wh_get_req *req)
+static void end_transfers(CURLM *m, transfer *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].h) {
+            curl_multi_remove_handle(m, t[i].h);
+            curl_easy_cleanup(t[i].h);
+            t[i].h = NULL;
+        }
+        wh_buf_wipe(&t[i].body);
+    }
+}
+
+/* Why a transfer has no usable answer, or NULL. */
+static const char *transfer_failure(wh_kubeapi *api, const transfer *t, char *msg, size_t msg_size)
+{
+    if (!t->done || t->rc == CURLE_OPERATION_TIMEDOUT) /* curl's timeout is the deadline */
+        snprintf(msg, msg_size, "API server %s: %s", api->server,
+                 atomic_load(&api->stopping) ? "the webhook is stopping" : "time limit exceeded");
+    else if (t->cut)
+        snprintf(msg, msg_size,
+                 "API server %s: response larger than %u bytes or than the "
+                 "memory budget allows",
+                 api->server, WH_MAX_API_RESPONSE_BYTES);
+    else if (t->rc != CURLE_OK)
+        snprintf(msg, msg_size, "API server %s: %s", api->server,
+                 t->errbuf[0] ? t->errbuf : curl_easy_strerror(t->rc));
+    else
+        return NULL;
+    return msg;
+}
+
+/* ------------------------------------------------------------ GETs */
+
+static int same(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
+
+/* A 404 is "not found" only when it is the API's NotFound Status for exactly this object. */
+static int is_not_found(const json_t *status, const char *resource, const char *name)
+{
+    const json_t *details = json_object_get(status, "details");
+    return same(wh_text_at(status, "kind"), "Status") &&
+           same(wh_text_at(status, "reason"), "NotFound") &&
+           same(wh_text_at(details, "name"), name) && same(wh_text_at(details, "kind"), resource);
+}
+
+static wh_lookup interpret(long status, json_t *obj, const char *resource, const char *ns,
+                           const char *name, char *msg, size_t msg_size)
+{
+    const char *kind = strcmp(resource, "secrets") == 0 ? "Secret" : "ServiceAccount";
+    const json_t *meta = json_object_get(obj, "metadata");
+    if (status == 200) {
+        if (same(wh_text_at(obj, "kind"), kind) && same(wh_text_at(meta, "name"), name) &&
+            same(wh_text_at(meta, "namespace"), ns))
+            return WH_FOUND;
+        snprintf(msg, msg_size, "HTTP 200 without the %s %s/%.64s", kind, ns, name);
+        return WH_FAILED;
+    }
+    if (status == 404 && is_not_found(obj, resource, name))
+        return WH_NOT_FOUND;
+    const char *why = wh_text_at(obj, "message");
+    snprintf(msg, msg_size, "HTTP %ld%s%.200s", status, why ? ": " : "", why ? why : "");
+    return WH_FAILED;
+}
+
+static void finish_get(wh_kubeapi *api, transfer *t, const char *ns, wh_get_req *req)
 {
     long status = 0;
-    if (!t->done) {
-        snprintf(req->msg, sizeof req->msg, "API server %s: time limit exceeded", api->server);
+    if (transfer_failure(api, t, req->msg, sizeof req->msg))
         return;
-    }
-    if (t->rc != CURLE_OK) {
-        snprintf(req->msg, sizeof req->msg, "API server %s: %s", api->server,
-                 t->errbuf[0] ? t->errbuf : curl_easy_strerror(t->rc));
-        return;
-    }
     curl_easy_getinfo(t->h, CURLINFO_RESPONSE_CODE, &status);
-    json_t *parsed = t->b.data ? json_loadb(t->b.data, t->b.len, JSON_REJECT_DUPLICATES, NULL)
-                               : NULL;
-    req->result = interpret(status, parsed, req->resource, ns, req->name, req->msg,
-                            sizeof req->msg);
+    json_t *parsed = NULL;
+    if (t->body.data && wh_parse_begin(wh_json_parse_cost(t->body.data, t->body.len)) != 0) {
+        snprintf(req->msg, sizeof req->msg,
+                 "API server %s: response larger than the memory "
+                 "budget allows now",
+                 api->server);
+        return;
+    }
+    if (t->body.data) {
+        parsed =
+            json_loadb(t->body.data, t->body.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
+        wh_parse_end();
+    }
+    wh_buf_wipe(&t->body); /* its text is in parsed now, or nowhere */
+    req->result =
+        interpret(status, parsed, req->resource, ns, req->name, req->msg, sizeof req->msg);
     if (req->result == WH_FOUND)
         req->obj = parsed;
     else
-        json_decref(parsed); /* a Status: no secret material */
+        json_decref(parsed);
 }
 
-void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, long timeout_ms)
+static void fail_all(wh_get_req *reqs, size_t n, const char *msg)
+{
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].result = WH_FAILED;
+        snprintf(reqs[i].msg, sizeof reqs[i].msg, "%s", msg);
+    }
+}
+
+/* Adds one transfer per request to m; -1 (every request failed) on an invalid name or no memory. */
+static int start_gets(wh_kubeapi *api, CURLM *m, const char *ns, wh_get_req *reqs, size_t n,
+                      transfer *t, struct curl_slist *headers, int64_t deadline_ms)
+{
+    for (size_t i = 0; i < n; i++) {
+        if ((strcmp(reqs[i].resource, "secrets") != 0 &&
+             strcmp(reqs[i].resource, "serviceaccounts") != 0) ||
+            !wh_is_dns_label(ns) || !wh_is_dns_subdomain(reqs[i].name)) {
+            fail_all(reqs, n, "refusing to look up an invalid object name");
+            return -1;
+        }
+        char url[1024];
+        snprintf(url, sizeof url, "%s/api/v1/namespaces/%s/%s/%s", api->server, ns,
+                 reqs[i].resource, reqs[i].name);
+        if (!(t[i].h = new_transfer(api, &t[i], url, headers, deadline_ms)) ||
+            curl_multi_add_handle(m, t[i].h) != CURLM_OK) {
+            fail_all(reqs, n, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, int64_t deadline_ms)
 {
     wh_kubeapi *api = ctx;
     char msg[WH_MESSAGE_MAX] = "";
@@ -397,26 +428,53 @@ void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, long 
         reqs[i].msg[0] = '\0';
     }
     struct curl_slist *headers = auth_headers(api, msg, sizeof msg);
-    CURLM *m = headers ? take_multi(api) : NULL;
+    CURLM *m = headers ? take_client(api, deadline_ms, msg, sizeof msg) : NULL;
     transfer *t = m ? calloc(n, sizeof *t) : NULL;
-    if (!t) {
+    if (m && !t)
+        snprintf(msg, sizeof msg, "out of memory");
+    if (!t)
         fail_all(reqs, n, msg[0] ? msg : "out of memory");
-    } else if (start_transfers(api, m, ns, reqs, n, t, headers, timeout_ms) == 0) {
-        run_transfers(m, timeout_ms);
+    else if (start_gets(api, m, ns, reqs, n, t, headers, deadline_ms) == 0) {
+        run_transfers(api, m, deadline_ms);
         for (size_t i = 0; i < n; i++)
-            finish_transfer(api, &t[i], ns, &reqs[i]);
+            finish_get(api, &t[i], ns, &reqs[i]);
     }
-    for (size_t i = 0; t && i < n; i++) {
-        if (t[i].h) {
-            curl_multi_remove_handle(m, t[i].h);
-            curl_easy_cleanup(t[i].h);
-        }
-        body_wipe(&t[i].b);
-    }
+    if (t)
+        end_transfers(m, t, n);
     free(t);
     if (m)
-        return_multi(api, m);
+        return_client(api, m);
     free_headers(headers);
+}
+
+/* ------------------------------------------------------------ readiness */
+
+/* GET /version answered 200 by deadline_ms. */
+static int version_ok(wh_kubeapi *api, int64_t deadline_ms, char *msg, size_t msg_size)
+{
+    struct curl_slist *headers = auth_headers(api, msg, msg_size);
+    CURLM *m = headers ? take_client(api, deadline_ms, msg, msg_size) : NULL;
+    transfer t = {0};
+    long status = 0;
+    char url[600];
+    snprintf(url, sizeof url, "%s/version", api->server);
+    if (m && (!(t.h = new_transfer(api, &t, url, headers, deadline_ms)) ||
+              curl_multi_add_handle(m, t.h) != CURLM_OK))
+        snprintf(msg, msg_size, "out of memory");
+    else if (m) {
+        run_transfers(api, m, deadline_ms);
+        if (!transfer_failure(api, &t, msg, msg_size)) {
+            curl_easy_getinfo(t.h, CURLINFO_RESPONSE_CODE, &status);
+            if (status != 200)
+                snprintf(msg, msg_size, "API server answered HTTP %ld to GET /version", status);
+        }
+    }
+    if (m) {
+        end_transfers(m, &t, 1);
+        return_client(api, m);
+    }
+    free_headers(headers);
+    return status == 200;
 }
 
 int wh_kubeapi_ready(wh_kubeapi *api, long long cache_ms, char *msg, size_t msg_size)
@@ -429,14 +487,8 @@ int wh_kubeapi_ready(wh_kubeapi *api, long long cache_ms, char *msg, size_t msg_
     pthread_mutex_unlock(&api->lock);
     if (cached)
         return ready;
-    body b = {0};
-    long status = 0;
     msg[0] = '\0';
-    ready = http_get(api, "/version", READY_TIMEOUT_MS, &b, &status, msg, msg_size) == 0 &&
-            status == 200;
-    if (!ready && !msg[0])
-        snprintf(msg, msg_size, "API server answered HTTP %ld to GET /version", status);
-    body_wipe(&b);
+    ready = version_ok(api, pg_monotonic_ms() + READY_TIMEOUT_MS, msg, msg_size);
     pthread_mutex_lock(&api->lock);
     api->ready = ready;
     api->ready_at_ms = wh_now_ms();

@@ -3,12 +3,16 @@
  * pullgate-webhook: the mutating admission webhook that writes the pod
  * credentials annotation (docs/webhook.md, pullgate-webhook(8)).
  */
+#include "memory.h"
+#include "secrets.h"
 #include "server.h"
 #include "tlscert.h"
 #include "wlog.h"
 
 #include <curl/curl.h>
 #include <getopt.h>
+#include <limits.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,25 +22,55 @@
 #define PROG "pullgate-webhook"
 #define DEFAULT_LISTEN "0.0.0.0:8443"
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
-#define STOP_GRACE_MS 5000L
+#define STOP_GRACE_MS 1000L /* SIGTERM to exit stays under 2 s: reviews then end at once */
 #define EXIT_USAGE 2
+#define DEFAULT_MAX_CONNECTIONS 128u
+#define DEFAULT_MAX_PER_PEER 32u
+#define DEFAULT_MEMORY_BUDGET_MIB 256u
+#define MMAP_THRESHOLD (128 * 1024) /* large blocks go back to the system when freed */
+#define MALLOC_ARENAS 4
 
 typedef struct options {
-    const char *config, *tls_cert, *tls_key, *listen, *api_server, *api_ca, *api_token,
-        *hmac_key_file;
+    const char *config, *tls_cert, *tls_key, *listen, *health_listen, *client_ca, *api_server,
+        *api_ca, *api_token, *hmac_key_file;
+    int unkeyed;
+    unsigned long max_connections, max_per_peer, memory_budget_mib, deadline_ms;
 } options;
 
-enum { OPT_CONFIG = 256, OPT_CERT, OPT_KEY, OPT_LISTEN, OPT_SERVER, OPT_CA, OPT_TOKEN, OPT_HMAC };
+enum {
+    OPT_CONFIG = 256,
+    OPT_CERT,
+    OPT_KEY,
+    OPT_LISTEN,
+    OPT_HEALTH,
+    OPT_CLIENT_CA,
+    OPT_SERVER,
+    OPT_CA,
+    OPT_TOKEN,
+    OPT_HMAC,
+    OPT_UNKEYED,
+    OPT_MAX_CONN,
+    OPT_MAX_PEER,
+    OPT_MEMORY,
+    OPT_DEADLINE
+};
 
 static const struct option long_options[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
     {"tls-cert", required_argument, NULL, OPT_CERT},
     {"tls-key", required_argument, NULL, OPT_KEY},
     {"listen", required_argument, NULL, OPT_LISTEN},
+    {"health-listen", required_argument, NULL, OPT_HEALTH},
+    {"client-ca-file", required_argument, NULL, OPT_CLIENT_CA},
     {"api-server", required_argument, NULL, OPT_SERVER},
     {"api-ca", required_argument, NULL, OPT_CA},
     {"api-token-file", required_argument, NULL, OPT_TOKEN},
     {"hmac-key-file", required_argument, NULL, OPT_HMAC},
+    {"unkeyed-annotations", no_argument, NULL, OPT_UNKEYED},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+    {"max-connections-per-peer", required_argument, NULL, OPT_MAX_PEER},
+    {"memory-budget-mib", required_argument, NULL, OPT_MEMORY},
+    {"review-deadline-ms", required_argument, NULL, OPT_DEADLINE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -44,12 +78,18 @@ static const struct option long_options[] = {
 static void usage(FILE *out)
 {
     fputs("Usage: " PROG " [--config FILE] --tls-cert FILE --tls-key FILE [--listen ADDR:PORT]\n"
-          "       [--api-server URL --api-ca FILE --api-token-file FILE] [--hmac-key-file FILE]\n"
+          "       [--health-listen ADDR:PORT] [--client-ca-file FILE]\n"
+          "       [--api-server URL --api-ca FILE --api-token-file FILE]\n"
+          "       (--hmac-key-file FILE | --unkeyed-annotations)\n"
+          "       [--max-connections N] [--max-connections-per-peer N]\n"
+          "       [--memory-budget-mib N] [--review-deadline-ms N]\n"
           "\nServes POST /mutate (admission.k8s.io/v1 AdmissionReview for pods), GET /healthz,\n"
-          "GET /readyz over HTTPS (default " DEFAULT_LISTEN "). Without --api-* it uses the\n"
-          "in-cluster configuration (KUBERNETES_SERVICE_HOST/PORT, " SA_DIR ").\n"
-          "--config reads credentialsAnnotation and hmacKeyFile from pullgate.json(5);\n"
-          "--hmac-key-file overrides hmacKeyFile. See pullgate-webhook(8).\n",
+          "GET /readyz over HTTPS (default " DEFAULT_LISTEN "); --health-listen adds the two GETs\n"
+          "in plain HTTP. Without --api-* it uses the in-cluster configuration\n"
+          "(KUBERNETES_SERVICE_HOST/PORT, " SA_DIR ").\n"
+          "The annotation key (--hmac-key-file, or hmacKeyFile of --config) is required:\n"
+          "--unkeyed-annotations opts out and puts offline-guessable credential hashes in\n"
+          "every pod's annotation. See pullgate-webhook(8).\n",
           out);
 }
 
@@ -59,19 +99,67 @@ static int usage_error(const char *what)
     return EXIT_USAGE;
 }
 
+static int number(const char *text, unsigned long min, unsigned long max, unsigned long *out)
+{
+    char *end = NULL;
+    unsigned long v = strtoul(text, &end, 10);
+    if (!*text || *end || *text == '-' || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_number_option(int c, const char *arg, options *o)
+{
+    switch (c) {
+    case OPT_MAX_CONN: return number(arg, 4, 1024, &o->max_connections);
+    case OPT_MAX_PEER: return number(arg, 1, 1024, &o->max_per_peer);
+    case OPT_MEMORY: return number(arg, 64, 65536, &o->memory_budget_mib);
+    default: return number(arg, 200, 29000, &o->deadline_ms);
+    }
+}
+
+static int check_options(options *o)
+{
+    if (!o->tls_cert || !o->tls_key)
+        return usage_error("--tls-cert and --tls-key are required");
+    int n_api = !!o->api_server + !!o->api_ca + !!o->api_token;
+    if (n_api != 0 && n_api != 3)
+        return usage_error("give all of --api-server, --api-ca and --api-token-file, or none");
+    if (o->max_per_peer > o->max_connections)
+        return usage_error("--max-connections-per-peer is larger than --max-connections");
+    if (!o->listen)
+        o->listen = DEFAULT_LISTEN;
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, options *o)
 {
     int c;
+    o->max_connections = DEFAULT_MAX_CONNECTIONS;
+    o->max_per_peer = DEFAULT_MAX_PER_PEER;
+    o->memory_budget_mib = DEFAULT_MEMORY_BUDGET_MIB;
+    o->deadline_ms = WH_REVIEW_DEADLINE_MS;
     while ((c = getopt_long(argc, argv, "hV", long_options, NULL)) != -1) {
         switch (c) {
         case OPT_CONFIG: o->config = optarg; break;
         case OPT_CERT: o->tls_cert = optarg; break;
         case OPT_KEY: o->tls_key = optarg; break;
         case OPT_LISTEN: o->listen = optarg; break;
+        case OPT_HEALTH: o->health_listen = optarg; break;
+        case OPT_CLIENT_CA: o->client_ca = optarg; break;
         case OPT_SERVER: o->api_server = optarg; break;
         case OPT_CA: o->api_ca = optarg; break;
         case OPT_TOKEN: o->api_token = optarg; break;
         case OPT_HMAC: o->hmac_key_file = optarg; break;
+        case OPT_UNKEYED: o->unkeyed = 1; break;
+        case OPT_MAX_CONN:
+        case OPT_MAX_PEER:
+        case OPT_MEMORY:
+        case OPT_DEADLINE:
+            if (parse_number_option(c, optarg, o) != 0)
+                return usage_error("a number option is out of its range");
+            break;
         case 'h': usage(stdout); exit(0);
         case 'V': printf(PROG " %s\n", PG_WEBHOOK_VERSION); exit(0);
         default: return usage_error("unknown option");
@@ -79,18 +167,11 @@ static int parse_options(int argc, char **argv, options *o)
     }
     if (optind != argc)
         return usage_error("unexpected operand");
-    if (!o->tls_cert || !o->tls_key)
-        return usage_error("--tls-cert and --tls-key are required");
-    int n_api = !!o->api_server + !!o->api_ca + !!o->api_token;
-    if (n_api != 0 && n_api != 3)
-        return usage_error("give all of --api-server, --api-ca and --api-token-file, or none");
-    if (!o->listen)
-        o->listen = DEFAULT_LISTEN;
-    return 0;
+    return check_options(o);
 }
 
 /* ADDR:PORT or [V6ADDR]:PORT, numeric only. */
-static int parse_listen(const char *text, struct sockaddr_storage *ss, int *ipv6)
+static int parse_listen(const char *text, struct sockaddr_storage *ss)
 {
     char host[128];
     const char *colon = strrchr(text, ':');
@@ -110,7 +191,6 @@ static int parse_listen(const char *text, struct sockaddr_storage *ss, int *ipv6
     if (getaddrinfo(h, colon + 1, &hints, &ai) != 0 || !ai)
         return -1;
     memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *ipv6 = ai->ai_family == AF_INET6;
     freeaddrinfo(ai);
     return 0;
 }
@@ -172,41 +252,114 @@ static void block_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* The annotation key, or none with the explicit opt-out (loudly). 0, or the exit status. */
+static int open_keys(const options *o, const char *key_file, wh_keyholder **keys, char *msg,
+                     size_t msg_size)
+{
+    *keys = NULL;
+    if (o->unkeyed && *key_file) {
+        snprintf(msg, msg_size, "--unkeyed-annotations with an annotation key (%.200s): choose",
+                 key_file);
+        return EXIT_USAGE;
+    }
+    if (o->unkeyed) {
+        wh_log("warning", "UNKEYED ANNOTATIONS (--unkeyed-annotations)",
+               "every pod's annotation carries its secrets' credential hashes in clear: "
+               "offline-guessable for human passwords and readable by anyone who may read "
+               "pods; a copied annotation is not bound to its namespace (docs/webhook.md)");
+        return 0;
+    }
+    if (!*key_file) {
+        snprintf(msg, msg_size,
+                 "no annotation key: give --hmac-key-file (or hmacKeyFile in "
+                 "--config), or opt out with --unkeyed-annotations");
+        return EXIT_USAGE;
+    }
+    return (*keys = wh_keyholder_new(key_file, msg, msg_size)) ? 0 : 1;
+}
+
+static void log_serving(const options *o, const char *server_url, const char *annotation, int keyed)
+{
+    json_t *f = json_pack("{s:s, s:s?, s:s, s:s, s:s, s:b, s:i, s:i, s:i, s:i, s:I}", "listen",
+                          o->listen, "healthListen", o->health_listen, "apiServer", server_url,
+                          "annotation", annotation, "annotationKey", keyed ? "keyed" : "UNKEYED",
+                          "clientCertificates", o->client_ca != NULL, "maxConnections",
+                          (int)o->max_connections, "maxConnectionsPerPeer", (int)o->max_per_peer,
+                          "memoryBudgetMiB", (int)o->memory_budget_mib, "reviewDeadlineMs",
+                          (int)o->deadline_ms, "matchingCostPs", (json_int_t)wh_matching_cost_ps());
+    wh_log_fields("info", "serving", f);
+    json_decref(f);
+}
+
+static int serve(const options *o, const char *server_url, const char *annotation,
+                 wh_keyholder *keys, wh_kubeapi *api, char *msg, size_t msg_size)
+{
+    struct sockaddr_storage addr = {0}, health = {0};
+    if (parse_listen(o->listen, &addr) != 0 ||
+        (o->health_listen && parse_listen(o->health_listen, &health) != 0)) {
+        snprintf(msg, msg_size, "--listen/--health-listen: expected ADDR:PORT");
+        return -1;
+    }
+    wh_server_config cfg = {.annotation_key = annotation,
+                            .keys = keys,
+                            .api = api,
+                            .deadline_ms = (long)o->deadline_ms,
+                            .max_connections = (unsigned int)o->max_connections,
+                            .max_per_peer = (unsigned int)o->max_per_peer};
+    wh_server *server =
+        wh_server_start((struct sockaddr *)&addr,
+                        o->health_listen ? (struct sockaddr *)&health : NULL, &cfg, msg, msg_size);
+    if (!server)
+        return -1;
+    log_serving(o, server_url, annotation, keys != NULL);
+    int sig = wait_for_signal();
+    wh_log("info", "stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    wh_server_stop(server, STOP_GRACE_MS);
+    wh_log("info", "stopped", NULL);
+    return 0;
+}
+
+/* TLS, the API client, then serve until a signal: 0, or 1 with msg. */
+static int start(const options *o, const char *server_url, const char *ca, const char *token,
+                 const char *annotation, wh_keyholder *keys, char *msg, size_t msg_size)
+{
+    wh_tls *tls = wh_tls_new(o->tls_cert, o->tls_key, log_tls, msg, msg_size);
+    wh_kubeapi *api = NULL;
+    int rc = 1;
+    if (tls && (!o->client_ca || wh_tls_require_clients(tls, o->client_ca, msg, msg_size) == 0) &&
+        (api = wh_kubeapi_new(server_url, ca, token, msg, msg_size)))
+        rc = serve(o, server_url, annotation, keys, api, msg, msg_size) == 0 ? 0 : 1;
+    wh_kubeapi_free(api);
+    wh_tls_free(tls);
+    return rc;
+}
+
 static int run(const options *o, const char *server_url, const char *ca, const char *token)
 {
     char msg[WH_MESSAGE_MAX] = "";
     char *annotation = NULL, *key_file = NULL;
-    struct sockaddr_storage ss;
-    int ipv6 = 0, status = 1;
-    wh_tls *tls = NULL;
-    wh_kubeapi *api = NULL;
-    wh_server *server = NULL;
-    if (parse_listen(o->listen, &ss, &ipv6) != 0)
-        snprintf(msg, sizeof msg, "--listen %.100s: expected ADDR:PORT", o->listen);
-    else if (read_config(o, &annotation, &key_file) != 0)
+    wh_keyholder *keys = NULL;
+    int status = 1;
+    if (read_config(o, &annotation, &key_file) != 0)
         snprintf(msg, sizeof msg, "configuration unusable");
-    else if ((tls = wh_tls_new(o->tls_cert, o->tls_key, log_tls, msg, sizeof msg)) &&
-             (api = wh_kubeapi_new(server_url, ca, token, msg, sizeof msg))) {
-        wh_server_config cfg = {annotation, key_file, api, WH_REVIEW_BUDGET_MS};
-        server = wh_server_start((struct sockaddr *)&ss, ipv6, &cfg, msg, sizeof msg);
-    }
-    if (server) {
-        json_t *f = json_pack("{s:s, s:s, s:s, s:b}", "listen", o->listen, "apiServer", server_url,
-                              "annotation", annotation, "hmac", *key_file != '\0');
-        wh_log_fields("info", "serving", f);
-        json_decref(f);
-        int sig = wait_for_signal();
-        wh_log("info", "stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-        wh_server_stop(server, STOP_GRACE_MS);
-        wh_log("info", "stopped", NULL);
-        status = 0;
-    } else
+    else if ((status = open_keys(o, key_file, &keys, msg, sizeof msg)) == 0)
+        status = start(o, server_url, ca, token, annotation, keys, msg, sizeof msg);
+    if (status != 0)
         wh_log("error", "cannot start", msg);
-    wh_kubeapi_free(api);
-    wh_tls_free(tls);
+    wh_keyholder_free(keys);
     free(annotation);
     free(key_file);
     return status;
+}
+
+/* Memory: every review's bytes are charged to a budget, and freed blocks are wiped
+ * (memory.h); big blocks are mmap'd so they return to the system when freed, and few
+ * arenas keep the per-thread caches of a thread per connection small. */
+static int setup_memory(const options *o)
+{
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+    mallopt(M_ARENA_MAX, MALLOC_ARENAS);
+    return wh_memory_init((size_t)o->memory_budget_mib * 1024u * 1024u);
 }
 
 int main(int argc, char **argv)
@@ -226,10 +379,11 @@ int main(int argc, char **argv)
         token = SA_DIR "/token";
     }
     block_signals();
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+    if (setup_memory(&o) != 0) {
         wh_log("error", "cannot initialise libcurl", NULL);
         return 1;
     }
+    wh_matching_calibrate();
     rc = run(&o, server, ca, token);
     curl_global_cleanup();
     return rc;

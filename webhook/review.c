@@ -7,34 +7,40 @@
  *    account, and overwrite it with a JSON patch;
  *  - pods/ephemeralcontainers UPDATE: admit, warn about images the current
  *    annotation does not cover (the API server drops annotation patches there);
- *  - anything that cannot be computed refuses the pod with a message;
- *  - a review that is not an admission.k8s.io/v1 AdmissionReview is HTTP 400.
+ *  - pods/status UPDATE: the annotation cannot change there (restored);
+ *  - pods/binding CREATE: a Binding cannot carry the annotation (removed);
+ *  - anything that cannot be computed refuses the pod with a message, and
+ *    every review whose request.uid can be read is answered HTTP 200, so a
+ *    failure here is a refusal, never a call failure failurePolicy decides;
+ *  - a body that is not an admission.k8s.io/v1 AdmissionReview with a
+ *    readable uid is HTTP 400 (413 when it was cut before the uid).
  */
 #include "review.h"
 
-#include <openssl/crypto.h>
+#include "memory.h"
+#include "secrets.h"
+
 #include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define REVIEW_API_VERSION "admission.k8s.io/v1"
-#define MAX_UID_BYTES 128
 #define MAX_WARNINGS 16
-#define MAX_SECRET_DATA_BYTES (1024u * 1024u)
+#define DEADLINE_CHECK_EVERY 256 /* list items between two looks at the clock */
 
 /* Everything one review needs while it is computed. */
 typedef struct review {
     const wh_review_config *cfg;
     const json_t *request, *pod;
     const char *uid, *ns, *operation, *sub_resource;
-    int64_t deadline_ms; /* pg_monotonic_ms() */
     json_t *log;
     json_t *warnings; /* array of strings */
     char message[WH_MESSAGE_MAX];
-    int status_code; /* of a refusal */
+    int status_code;      /* of a refusal */
+    int answering;        /* before_answer was called */
+    wh_matching matching; /* secrets.h */
 } review;
 
 /* ------------------------------------------------------------ utilities */
@@ -73,12 +79,24 @@ int wh_is_dns_subdomain(const char *s)
     return 1;
 }
 
-static const char *string_at(const json_t *obj, const char *key)
+const char *wh_text_at(const json_t *obj, const char *key)
 {
-    return json_string_value(json_object_get(obj, key));
+    const json_t *v = json_object_get(obj, key);
+    const char *s = json_string_value(v);
+    return s && strlen(s) == json_string_length(v) ? s : NULL;
 }
 
-static long remaining_ms(const review *r) { return (long)(r->deadline_ms - pg_monotonic_ms()); }
+/* A string member that may be absent or null: 0 (absent, *out NULL), 1, or -1 (wrong type, NUL). */
+static int optional_text(const json_t *obj, const char *key, const char **out)
+{
+    const json_t *v = json_object_get(obj, key);
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return 0;
+    return (*out = wh_text_at(obj, key)) ? 1 : -1;
+}
+
+static int past_deadline(const review *r) { return pg_monotonic_ms() >= r->cfg->deadline_ms; }
 
 /* Messages go into JSON and logs: keep them printable ASCII (a cut may split UTF-8). */
 static void printable_ascii(char *s)
@@ -101,44 +119,18 @@ static int refuse(review *r, int code, const char *fmt, ...)
     return -1;
 }
 
-/* Overwrites a string held by a JSON value (secret material) before it is freed. */
-static void wipe_json_string(json_t *s)
+static int refuse_late(review *r, const char *what)
 {
-    if (json_is_string(s))
-        OPENSSL_cleanse((char *)json_string_value(s), json_string_length(s));
+    return refuse(r, 504, "time limit exceeded %s", what);
 }
 
-static void wipe_secret(json_t *secret)
+/* Appends "name: reason" to the log's skippedSecrets (the name printable, cut at 64). */
+static void log_skipped(review *r, const char *name, const char *reason)
 {
-    const char *k;
-    json_t *v;
-    json_object_foreach(json_object_get(secret, "data"), k, v) wipe_json_string(v);
-    json_object_foreach(json_object_get(secret, "stringData"), k, v) wipe_json_string(v);
-}
-
-/* Standard base64 (what the API server puts in Secret.data). *out wiped and freed by the caller. */
-static int base64_decode(const char *in, size_t len, unsigned char **out, size_t *out_len)
-{
-    if (len > MAX_SECRET_DATA_BYTES * 2)
-        return -1;
-    unsigned char *buf = malloc(len / 4 * 3 + 4);
-    EVP_ENCODE_CTX *ctx = EVP_ENCODE_CTX_new();
-    int n = 0, tail = 0, ok = buf && ctx;
-    if (ok) {
-        EVP_DecodeInit(ctx);
-        ok = EVP_DecodeUpdate(ctx, buf, &n, (const unsigned char *)in, (int)len) >= 0 &&
-             EVP_DecodeFinal(ctx, buf + n, &tail) == 1;
-    }
-    EVP_ENCODE_CTX_free(ctx);
-    if (!ok) {
-        if (buf)
-            OPENSSL_cleanse(buf, len / 4 * 3 + 4);
-        free(buf);
-        return -1;
-    }
-    *out = buf;
-    *out_len = (size_t)n + (size_t)tail;
-    return 0;
+    char text[128];
+    snprintf(text, sizeof text, "%.64s: %s", name, reason);
+    printable_ascii(text);
+    json_array_append_new(json_object_get(r->log, "skippedSecrets"), json_string(text));
 }
 
 static char *base64_encode(const char *in, size_t len)
@@ -170,14 +162,14 @@ static int for_each_image(review *r, const char *const *lists, image_fn fn, void
         const json_t *c;
         json_array_foreach(containers, i, c)
         {
-            const json_t *image = json_object_get(c, "image");
-            const char *name = string_at(c, "name");
-            if (!image || json_is_null(image))
-                continue; /* no image: nothing will be pulled for it */
-            if (!json_is_string(image))
+            const char *image, *name = wh_text_at(c, "name");
+            if (i % DEADLINE_CHECK_EVERY == DEADLINE_CHECK_EVERY - 1 && past_deadline(r))
+                return refuse_late(r, "reading the containers");
+            int got = optional_text(c, "image", &image);
+            if (got < 0)
                 return refuse(r, 400, "malformed pod: spec.%s[%zu].image is not a string", *l, i);
-            if (fn(r, *l, name ? name : "", json_string_value(image), arg) != 0)
-                return -1;
+            if (got && fn(r, *l, name ? name : "", image, arg) != 0)
+                return -1; /* no image: nothing will be pulled for it */
         }
     }
     return 0;
@@ -192,16 +184,22 @@ static int add_image(review *r, const char *list, const char *container, const c
 {
     pg_annotation *a = arg;
     pg_error err = {0};
+    size_t before = pg_annotation_count(a);
     if (pg_annotation_add_image(a, image, NULL, &err) != PG_OK)
         return refuse(r, 400, "%s \"%.64s\": image \"%.200s\": %s", list, container, image,
                       err.message);
     if (pg_annotation_count(a) > WH_MAX_IMAGES)
         return refuse(r, 400, "more than %d distinct images in one pod", WH_MAX_IMAGES);
-    json_array_append_new(json_object_get(r->log, "images"), json_string(image));
+    if (pg_annotation_count(a) > before) /* one log entry per distinct name */
+        json_array_append_new(json_object_get(r->log, "images"), json_string(image));
     return 0;
 }
 
-/* Pull secret names of a list of LocalObjectReference, deduplicated, appended to names. */
+/*
+ * Pull secret names of a list of LocalObjectReference, deduplicated, appended
+ * to names. A name that cannot be an object name cannot exist: the kubelet's
+ * lookup of it fails and the kubelet goes on without it, so it is skipped.
+ */
 static int collect_secret_names(review *r, const json_t *refs, const char *where, json_t *names)
 {
     if (!refs || json_is_null(refs))
@@ -212,12 +210,16 @@ static int collect_secret_names(review *r, const json_t *refs, const char *where
     const json_t *ref;
     json_array_foreach(refs, i, ref)
     {
-        const char *name = string_at(ref, "name");
-        if (!name || !*name)
+        if (i % DEADLINE_CHECK_EVERY == DEADLINE_CHECK_EVERY - 1 && past_deadline(r))
+            return refuse_late(r, "reading imagePullSecrets");
+        const char *name = NULL;
+        int got = optional_text(ref, "name", &name);
+        if (got == 0 || (got > 0 && !*name))
             continue; /* the kubelet skips an empty reference too */
-        if (!wh_is_dns_subdomain(name))
-            return refuse(r, 400, "malformed %s: imagePullSecrets name \"%.64s\" is not a valid "
-                                  "object name", where, name);
+        if (got < 0 || !wh_is_dns_subdomain(name)) {
+            log_skipped(r, got < 0 ? "?" : name, "not a valid object name");
+            continue;
+        }
         int seen = 0;
         size_t j;
         const json_t *n;
@@ -232,19 +234,17 @@ static int collect_secret_names(review *r, const json_t *refs, const char *where
 
 /* -------------------------------------------------------- API lookups */
 
-/* One round of GETs within what is left of the review's budget. */
+/* One round of GETs, finishing by the review's deadline. */
 static int fetch(review *r, wh_get_req *reqs, size_t n)
 {
-    long left = remaining_ms(r);
-    if (left <= 0)
-        return refuse(r, 500, "time limit exceeded before reading %s \"%.64s\"", reqs[0].resource,
-                      reqs[0].name);
+    if (past_deadline(r))
+        return refuse_late(r, "before reading the service account and secrets");
     for (size_t i = 0; i < n; i++) {
         reqs[i].result = WH_FAILED;
         reqs[i].obj = NULL;
         reqs[i].msg[0] = '\0';
     }
-    r->cfg->get(r->cfg->get_ctx, r->ns, reqs, n, left);
+    r->cfg->get(r->cfg->get_ctx, r->ns, reqs, n, r->cfg->deadline_ms);
     return 0;
 }
 
@@ -265,17 +265,6 @@ static wh_lookup outcome_of(review *r, wh_get_req *req)
     return req->result;
 }
 
-/* The object's metadata.uid; the API always sets one. */
-static const char *object_uid(review *r, const json_t *obj, const char *what, const char *name)
-{
-    const char *uid = string_at(json_object_get(obj, "metadata"), "uid");
-    if (!uid || !*uid) {
-        refuse(r, 500, "malformed %s %s/%.64s: no metadata.uid", what, r->ns, name);
-        return NULL;
-    }
-    return uid;
-}
-
 typedef struct service_account {
     json_t *obj; /* NULL when it does not exist */
     const char *name, *uid;
@@ -284,14 +273,16 @@ typedef struct service_account {
 static int service_account_name(review *r, service_account *sa)
 {
     const json_t *spec = json_object_get(r->pod, "spec");
-    sa->name = string_at(spec, "serviceAccountName");
-    if (!sa->name || !*sa->name)
-        sa->name = string_at(spec, "serviceAccount"); /* deprecated alias */
+    if (optional_text(spec, "serviceAccountName", &sa->name) < 0 ||
+        (!(sa->name && *sa->name) && optional_text(spec, "serviceAccount", &sa->name) < 0))
+        return refuse(r, 400, "malformed pod: service account name is not a string");
     if (!sa->name || !*sa->name)
         sa->name = "default";
     if (!wh_is_dns_subdomain(sa->name))
-        return refuse(r, 400, "malformed pod: service account name \"%.64s\" is not a valid object "
-                              "name", sa->name);
+        return refuse(r, 400,
+                      "malformed pod: service account name \"%.64s\" is not a valid "
+                      "object name",
+                      sa->name);
     return 0;
 }
 
@@ -305,73 +296,38 @@ static int use_service_account(review *r, wh_get_req *req, service_account *sa)
         return 0;
     sa->obj = req->obj;
     req->obj = NULL;
-    sa->uid = object_uid(r, sa->obj, "service account", sa->name);
-    return sa->uid ? 0 : -1;
-}
-
-/* The dockerconfig text of a pull secret, or NULL (with *skip set) for another type. */
-static int secret_dockerconfig(review *r, json_t *secret, const char *name, unsigned char **text,
-                               size_t *len, int *skip)
-{
-    const char *type = string_at(secret, "type");
-    const char *field;
-    if (type && strcmp(type, "kubernetes.io/dockerconfigjson") == 0)
-        field = ".dockerconfigjson";
-    else if (type && strcmp(type, "kubernetes.io/dockercfg") == 0)
-        field = ".dockercfg";
-    else {
-        *skip = 1; /* Opaque and every other type: the kubelet ignores them for pulls */
-        return 0;
-    }
-    const json_t *data = json_object_get(json_object_get(secret, "data"), field);
-    if (!json_is_string(data))
-        return refuse(r, 500, "malformed secret %s/%.64s: type %s without data[\"%s\"]", r->ns,
-                      name, type, field);
-    if (base64_decode(json_string_value(data), json_string_length(data), text, len) != 0)
-        return refuse(r, 500, "malformed secret %s/%.64s: data[\"%s\"] is not base64", r->ns,
-                      name, field);
+    sa->uid = wh_text_at(json_object_get(sa->obj, "metadata"), "uid");
+    if (!sa->uid || !*sa->uid)
+        return refuse(r, 500, "malformed service account %s/%.64s: no metadata.uid", r->ns,
+                      sa->name);
     return 0;
 }
 
 /* Adds the fetched secret's credentials; a missing secret or another type is skipped. */
 static int use_secret(review *r, pg_annotation *a, wh_get_req *req)
 {
-    const char *name = req->name;
     wh_lookup res = outcome_of(r, req);
     if (res == WH_FAILED)
         return -1;
     if (res == WH_NOT_FOUND) {
-        json_array_append_new(json_object_get(r->log, "skippedSecrets"), json_string(name));
+        log_skipped(r, req->name, "not found");
         return 0;
     }
-    json_t *secret = req->obj;
+    char msg[WH_MESSAGE_MAX];
+    wh_secret_outcome out =
+        wh_secret_add(a, r->ns, req->name, req->obj, &r->matching, msg, sizeof msg);
+    json_decref(req->obj); /* the allocator wipes what it held */
     req->obj = NULL;
-    unsigned char *text = NULL;
-    size_t len = 0;
-    int skip = 0, rc = 0;
-    const char *uid = object_uid(r, secret, "secret", name);
-    if (!uid)
-        rc = -1;
-    else if ((rc = secret_dockerconfig(r, secret, name, &text, &len, &skip)) == 0 && skip)
-        json_array_append_new(json_object_get(r->log, "skippedSecrets"), json_string(name));
-    else if (rc == 0) {
-        pg_error err = {0};
-        if (pg_annotation_add_dockerconfig(a, r->ns, name, uid, (const char *)text, len, &err) !=
-            PG_OK)
-            rc = refuse(r, 500, "secret %s/%.64s: %s", r->ns, name, err.message);
-        OPENSSL_cleanse(text, len);
-    }
-    free(text);
-    wipe_secret(secret);
-    json_decref(secret);
-    return rc;
+    if (out == WH_SECRET_FAILED)
+        return refuse(r, 500, "%s", msg);
+    if (out == WH_SECRET_SKIPPED)
+        log_skipped(r, req->name, "not a pull secret type");
+    return 0;
 }
 
-/* Releases what a round left behind (objects after a failure), wiped. */
 static void release(wh_get_req *reqs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        wipe_secret(reqs[i].obj);
         json_decref(reqs[i].obj);
         reqs[i].obj = NULL;
     }
@@ -379,12 +335,15 @@ static void release(wh_get_req *reqs, size_t n)
 
 /* ------------------------------------------------------- the patch */
 
-/* "/" and "~" escaped as JSON Pointer requires (RFC 6901). */
-static char *pointer_escape(const char *key)
+/* "/metadata/annotations/<key>", "/" and "~" escaped as JSON Pointer requires (RFC 6901). */
+static char *annotation_path(const char *key)
 {
-    char *out = malloc(strlen(key) * 2 + 1), *p = out;
+    static const char prefix[] = "/metadata/annotations/";
+    char *out = malloc(sizeof prefix + strlen(key) * 2), *p = out;
     if (!out)
         return NULL;
+    memcpy(p, prefix, sizeof prefix - 1);
+    p += sizeof prefix - 1;
     for (; *key; key++) {
         if (*key == '~' || *key == '/') {
             *p++ = '~';
@@ -396,26 +355,35 @@ static char *pointer_escape(const char *key)
     return out;
 }
 
-static json_t *annotation_patch(review *r, const char *value)
+static const json_t *annotations_of(const json_t *obj)
 {
-    const json_t *annotations = json_object_get(json_object_get(r->pod, "metadata"), "annotations");
-    char *escaped = pointer_escape(r->cfg->annotation_key);
+    return json_object_get(json_object_get(obj, "metadata"), "annotations");
+}
+
+/* One JSON patch operation on the annotation: value NULL removes it. */
+static json_t *annotation_op(const review *r, const json_t *value)
+{
+    char *path = annotation_path(r->cfg->annotation_key);
+    json_t *op =
+        path ? json_pack("{s:s, s:s}", "op", value ? "add" : "remove", "path", path) : NULL;
+    free(path);
+    if (op && value && json_object_set(op, "value", (json_t *)value) != 0) {
+        json_decref(op);
+        op = NULL;
+    }
+    return op;
+}
+
+/* Sets the annotation of obj to value ("add" replaces a member; the map must exist first). */
+static json_t *set_annotation_patch(const review *r, const json_t *obj, const json_t *value)
+{
     json_t *patch = json_array();
-    int ok = escaped && patch;
-    /* "add" on a member replaces it; the map itself must exist first. */
-    if (ok && !json_is_object(annotations))
+    int ok = patch != NULL;
+    if (ok && !json_is_object(annotations_of(obj)))
         ok = json_array_append_new(patch, json_pack("{s:s, s:s, s:{}}", "op", "add", "path",
                                                     "/metadata/annotations", "value")) == 0;
-    if (ok) {
-        size_t n = strlen(escaped) + sizeof "/metadata/annotations/";
-        char *path = malloc(n);
-        if (path)
-            snprintf(path, n, "/metadata/annotations/%s", escaped);
-        ok = path && json_array_append_new(patch, json_pack("{s:s, s:s, s:s}", "op", "add",
-                                                            "path", path, "value", value)) == 0;
-        free(path);
-    }
-    free(escaped);
+    if (ok)
+        ok = json_array_append_new(patch, annotation_op(r, value)) == 0;
     if (!ok) {
         json_decref(patch);
         return NULL;
@@ -423,7 +391,99 @@ static json_t *annotation_patch(review *r, const char *value)
     return patch;
 }
 
-/* ------------------------------------------------------- decisions */
+static json_t *remove_annotation_patch(const review *r)
+{
+    json_t *patch = json_array();
+    if (patch && json_array_append_new(patch, annotation_op(r, NULL)) != 0) {
+        json_decref(patch);
+        patch = NULL;
+    }
+    return patch;
+}
+
+/* ------------------------------------------------------- answers */
+
+static void before_answer(review *r)
+{
+    if (!r->answering && r->cfg->before_answer)
+        r->cfg->before_answer(r->cfg->ctx);
+    r->answering = 1;
+}
+
+static json_t *answer_of(const char *uid)
+{
+    return json_pack("{s:s, s:s, s:{s:s, s:b}}", "apiVersion", REVIEW_API_VERSION, "kind",
+                     "AdmissionReview", "response", "uid", uid, "allowed", 1);
+}
+
+/* allowed: true with the patch (consumed; NULL: out of memory). */
+static json_t *patched_answer(review *r, json_t *patch)
+{
+    char *text = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
+    char *encoded = text ? base64_encode(text, strlen(text)) : NULL;
+    json_t *out = encoded ? answer_of(r->uid) : NULL;
+    json_t *resp = json_object_get(out, "response");
+    if (resp && (json_object_set_new(resp, "patchType", json_string("JSONPatch")) != 0 ||
+                 json_object_set_new(resp, "patch", json_string(encoded)) != 0)) {
+        json_decref(out);
+        out = NULL;
+    }
+    if (!out)
+        refuse(r, 500, "out of memory");
+    free(encoded);
+    free(text);
+    json_decref(patch);
+    return out;
+}
+
+static json_t *refusal_of(const char *uid, int code, const char *message)
+{
+    char text[WH_MESSAGE_MAX + 16];
+    snprintf(text, sizeof text, "pullgate: %s", message);
+    json_t *out = answer_of(uid);
+    json_t *resp = json_object_get(out, "response");
+    if (resp &&
+        (json_object_set_new(resp, "allowed", json_false()) != 0 ||
+         json_object_set_new(resp, "status",
+                             json_pack("{s:i, s:s}", "code", code, "message", text)) != 0)) {
+        json_decref(out);
+        out = NULL;
+    }
+    return out;
+}
+
+/* ------------------------------------------------------- pods */
+
+static int compute_credentials(review *r, pg_annotation *a, service_account *sa, json_t *names);
+
+static int compute_annotation(review *r, char **value)
+{
+    pg_error err = {0};
+    pg_annotation *a = pg_annotation_new(r->ns, &err);
+    service_account sa = {0};
+    json_t *names = json_array();
+    int rc = a && names ? 0 : refuse(r, 500, "out of memory");
+    if (rc == 0)
+        rc = for_each_image(r, all_containers, add_image, a);
+    if (rc == 0)
+        rc = service_account_name(r, &sa);
+    if (rc == 0)
+        rc = compute_credentials(r, a, &sa, names);
+    json_object_set(r->log, "pullSecrets", names);
+    if (rc == 0 && sa.uid &&
+        pg_annotation_add_service_account(a, NULL, r->ns, sa.name, sa.uid, &err) != PG_OK)
+        rc = refuse(r, 500, "service account %s/%.64s: %s", r->ns, sa.name, err.message);
+    if (rc == 0 && r->cfg->key && pg_annotation_sign(a, r->cfg->key, &err) != PG_OK)
+        rc = refuse(r, 500, "cannot seal the annotation: %s", err.message);
+    if (rc == 0 && !(*value = pg_annotation_dump(a, &err)))
+        rc = refuse(r, 500, "out of memory");
+    if (rc == 0 && past_deadline(r))
+        rc = refuse_late(r, "computing the annotation");
+    json_decref(names);
+    json_decref(sa.obj);
+    pg_annotation_free(a);
+    return rc;
+}
 
 /* GETs of one review: the service account, then the secrets (one slot each). */
 typedef struct fetch_plan {
@@ -467,144 +527,141 @@ static int read_credentials(review *r, pg_annotation *a, service_account *sa, js
         if (rc == 0 && plan->n > 1)
             rc = fetch(r, plan->reqs + 1, plan->n - 1);
     }
-    for (size_t i = 1; rc == 0 && i < plan->n; i++)
+    for (size_t i = 1; rc == 0 && i < plan->n; i++) {
         rc = use_secret(r, a, &plan->reqs[i]);
+        if (rc == 0 && past_deadline(r))
+            rc = refuse_late(r, "reading the pull secrets");
+    }
     release(plan->reqs, plan->n);
     return rc;
 }
 
-static int compute_annotation(review *r, char **value)
+static int compute_credentials(review *r, pg_annotation *a, service_account *sa, json_t *names)
 {
-    pg_error err = {0};
-    pg_annotation *a = pg_annotation_new(r->ns, &err);
-    service_account sa = {0};
-    json_t *names = json_array();
     fetch_plan *plan = calloc(1, sizeof *plan);
-    int rc = a && names && plan ? 0 : refuse(r, 500, "out of memory");
-    if (rc == 0)
-        rc = for_each_image(r, all_containers, add_image, a);
-    if (rc == 0)
-        rc = service_account_name(r, &sa);
-    if (rc == 0)
-        rc = read_credentials(r, a, &sa, names, plan);
-    json_object_set(r->log, "pullSecrets", names);
-    if (rc == 0 && sa.uid &&
-        pg_annotation_add_service_account(a, NULL, r->ns, sa.name, sa.uid, &err) != PG_OK)
-        rc = refuse(r, 500, "service account %s/%.64s: %s", r->ns, sa.name, err.message);
-    if (rc == 0 && r->cfg->key && pg_annotation_sign(a, r->cfg->key, &err) != PG_OK)
-        rc = refuse(r, 500, "cannot sign the annotation: %s", err.message);
-    if (rc == 0 && !(*value = pg_annotation_dump(a, &err)))
-        rc = refuse(r, 500, "out of memory");
+    int rc = plan ? read_credentials(r, a, sa, names, plan) : refuse(r, 500, "out of memory");
     free(plan);
-    json_decref(names);
-    json_decref(sa.obj);
-    pg_annotation_free(a);
     return rc;
 }
 
-static json_t *response_of(review *r)
-{
-    return json_pack("{s:s, s:s, s:{s:s, s:b}}", "apiVersion", REVIEW_API_VERSION, "kind",
-                     "AdmissionReview", "response", "uid", r->uid, "allowed", 1);
-}
-
-static json_t *patch_response(review *r)
+static json_t *pod_answer(review *r)
 {
     char *value = NULL;
     if (r->cfg->key_error) {
-        refuse(r, 500, "the annotation HMAC key is unusable: %s", r->cfg->key_error);
+        refuse(r, 500, "the annotation key is unusable: %s", r->cfg->key_error);
         return NULL;
     }
     if (compute_annotation(r, &value) != 0)
         return NULL;
-    json_t *patch = annotation_patch(r, value);
-    char *patch_text = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
-    char *encoded = patch_text ? base64_encode(patch_text, strlen(patch_text)) : NULL;
-    json_t *out = encoded ? response_of(r) : NULL;
-    json_t *resp = json_object_get(out, "response");
-    if (resp && (json_object_set_new(resp, "patchType", json_string("JSONPatch")) != 0 ||
-                 json_object_set_new(resp, "patch", json_string(encoded)) != 0)) {
-        json_decref(out);
-        out = NULL;
-    }
-    if (!out)
-        refuse(r, 500, "out of memory");
     json_object_set_new(r->log, "annotationBytes", json_integer((json_int_t)strlen(value)));
-    free(encoded);
-    free(patch_text);
-    json_decref(patch);
+    json_t *v = json_string(value);
     free(value);
-    return out;
+    json_t *patch = v ? set_annotation_patch(r, r->pod, v) : NULL;
+    json_decref(v);
+    return patched_answer(r, patch);
 }
 
-/* The image names the pod's current annotation has entries for; NULL when it has none usable. */
-static json_t *covered_names(review *r)
+/* ------------------------------------------------- pods/ephemeralcontainers */
+
+typedef struct coverage {
+    pg_presented *presented; /* NULL: the annotation covers nothing */
+} coverage;
+
+/* The pod's current annotation as the node reads it (namespace, seal or MAC checked). */
+static void read_coverage(review *r, coverage *c)
 {
-    const json_t *annotations = json_object_get(json_object_get(r->pod, "metadata"), "annotations");
-    const char *value = string_at(annotations, r->cfg->annotation_key);
-    json_t *parsed = value ? json_loads(value, JSON_REJECT_DUPLICATES, NULL) : NULL;
-    json_t *names = json_object();
-    const char *key;
-    json_t *entry;
-    json_object_foreach(parsed, key, entry)
-    {
-        char *name = pg_image_name(key, NULL);
-        if (name && names)
-            json_object_set_new(names, name, json_true());
-        free(name);
-    }
-    json_decref(parsed);
-    return names;
+    const char *value = wh_text_at(annotations_of(r->pod), r->cfg->annotation_key);
+    pg_error err = {0};
+    c->presented = NULL;
+    if (!value || wh_parse_begin(wh_json_parse_cost(value, strlen(value))) != 0)
+        return; /* over the budget: nothing counts as covered */
+    if (pg_presented_parse_keyed(value, strlen(value), r->ns, r->cfg->key, &c->presented, &err) !=
+        PG_OK)
+        c->presented = NULL;
+    wh_parse_end();
+}
+
+static int covered(const coverage *c, const char *image)
+{
+    char *name = pg_image_name(image, NULL);
+    const pg_pod_cred *v;
+    int ok =
+        name && c->presented &&
+        pg_presented_secrets(c->presented, name, &v) + pg_presented_sas(c->presented, name, &v) > 0;
+    free(name);
+    return ok;
 }
 
 static int warn_uncovered(review *r, const char *list, const char *container, const char *image,
                           void *arg)
 {
     (void)list;
-    json_t *covered = arg;
-    char *name = pg_image_name(image, NULL);
-    int ok = name && json_object_get(covered, name);
-    json_array_append_new(json_object_get(r->log, "images"), json_string(image));
-    if (!ok && json_array_size(r->warnings) < MAX_WARNINGS) {
-        char text[WH_MESSAGE_MAX];
-        snprintf(text, sizeof text,
-                 "pullgate: ephemeral container \"%.64s\" image \"%.200s\" has no entry in the "
-                 "pod's %s annotation; the node refuses it unless it is public, preloaded or "
-                 "exempt",
-                 container, image, r->cfg->annotation_key);
-        printable_ascii(text);
-        json_array_append_new(r->warnings, json_string(text));
-    }
-    free(name);
+    json_t *logged = json_object_get(r->log, "images");
+    if (json_array_size(logged) < WH_MAX_IMAGES) /* the log line stays bounded */
+        json_array_append_new(logged, json_string(image));
+    if (covered(arg, image) || json_array_size(r->warnings) >= MAX_WARNINGS)
+        return 0;
+    char text[WH_MESSAGE_MAX];
+    snprintf(text, sizeof text,
+             "pullgate: ephemeral container \"%.64s\" image \"%.200s\" has no credentials in "
+             "the pod's %s annotation; the node refuses it unless it is public, preloaded or "
+             "exempt",
+             container, image, r->cfg->annotation_key);
+    printable_ascii(text);
+    json_array_append_new(r->warnings, json_string(text));
     return 0;
 }
 
-static json_t *ephemeral_response(review *r)
+static json_t *ephemeral_answer(review *r)
 {
-    json_t *covered = covered_names(r);
-    int rc = covered ? for_each_image(r, ephemeral_only, warn_uncovered, covered)
-                     : refuse(r, 500, "out of memory");
-    json_decref(covered);
+    coverage c;
+    read_coverage(r, &c);
+    int rc = for_each_image(r, ephemeral_only, warn_uncovered, &c);
+    pg_presented_free(c.presented);
     if (rc != 0)
         return NULL;
-    json_t *out = response_of(r);
+    json_t *out = answer_of(r->uid);
     if (out && json_array_size(r->warnings) > 0)
         json_object_set(json_object_get(out, "response"), "warnings", r->warnings);
     return out;
 }
 
-static json_t *refusal(review *r)
+/* ------------------------------------------- pods/status and pods/binding */
+
+/*
+ * pods/status keeps the metadata the caller sends (the status strategy resets
+ * only spec, deletionTimestamp and ownerReferences): the annotation written at
+ * admission is put back, whatever the update says.
+ */
+static json_t *status_answer(review *r, const char **outcome)
 {
-    json_t *out = response_of(r);
-    json_t *resp = json_object_get(out, "response");
-    if (resp) {
-        char text[WH_MESSAGE_MAX + 16];
-        snprintf(text, sizeof text, "pullgate: %s", r->message);
-        json_object_set_new(resp, "allowed", json_false());
-        json_object_set_new(resp, "status", json_pack("{s:i, s:s}", "code", r->status_code,
-                                                      "message", text));
+    const json_t *old = json_object_get(r->request, "oldObject");
+    if (!json_is_object(old)) {
+        refuse(r, 400, "pods/status update without oldObject");
+        return NULL;
     }
-    return out;
+    const json_t *now = json_object_get(annotations_of(r->pod), r->cfg->annotation_key);
+    const json_t *was = json_object_get(annotations_of(old), r->cfg->annotation_key);
+    if (!json_is_string(was))
+        was = NULL;
+    if ((!now && !was) || json_equal((json_t *)now, (json_t *)was)) {
+        *outcome = "allowed";
+        return answer_of(r->uid);
+    }
+    *outcome = "restored";
+    return patched_answer(r,
+                          was ? set_annotation_patch(r, r->pod, was) : remove_annotation_patch(r));
+}
+
+/* A Binding's annotations are copied onto the pod: ours is removed from it. */
+static json_t *binding_answer(review *r, const char **outcome)
+{
+    if (!json_object_get(annotations_of(r->pod), r->cfg->annotation_key)) {
+        *outcome = "allowed";
+        return answer_of(r->uid);
+    }
+    *outcome = "stripped";
+    return patched_answer(r, remove_annotation_patch(r));
 }
 
 /* ------------------------------------------------------- the review */
@@ -612,8 +669,8 @@ static json_t *refusal(review *r)
 static int is_pods(const json_t *request)
 {
     const json_t *res = json_object_get(request, "resource");
-    const char *group = string_at(res, "group"), *version = string_at(res, "version"),
-               *resource = string_at(res, "resource");
+    const char *group = wh_text_at(res, "group"), *version = wh_text_at(res, "version"),
+               *resource = wh_text_at(res, "resource");
     return group && !*group && version && strcmp(version, "v1") == 0 && resource &&
            strcmp(resource, "pods") == 0;
 }
@@ -623,67 +680,87 @@ static const char *parse_envelope(review *r, const json_t *root)
 {
     if (!json_is_object(root))
         return "not a JSON object";
-    if (!string_at(root, "apiVersion") || strcmp(string_at(root, "apiVersion"), REVIEW_API_VERSION))
+    const char *api_version = wh_text_at(root, "apiVersion"), *kind = wh_text_at(root, "kind");
+    if (!api_version || strcmp(api_version, REVIEW_API_VERSION) != 0)
         return "apiVersion is not " REVIEW_API_VERSION;
-    if (!string_at(root, "kind") || strcmp(string_at(root, "kind"), "AdmissionReview") != 0)
+    if (!kind || strcmp(kind, "AdmissionReview") != 0)
         return "kind is not AdmissionReview";
     r->request = json_object_get(root, "request");
     if (!json_is_object(r->request))
         return "no request";
-    r->uid = string_at(r->request, "uid");
-    if (!r->uid || !*r->uid || strlen(r->uid) > MAX_UID_BYTES)
+    r->uid = wh_text_at(r->request, "uid");
+    char check[WH_MAX_UID_BYTES + 1];
+    if (!r->uid || !*r->uid || strlen(r->uid) > WH_MAX_UID_BYTES)
         return "request.uid missing or too long";
-    r->operation = string_at(r->request, "operation");
-    if (!r->operation)
-        return "request.operation missing";
-    r->sub_resource = string_at(r->request, "subResource");
-    if (!r->sub_resource)
+    snprintf(check, sizeof check, "%s", r->uid);
+    printable_ascii(check);
+    if (strcmp(check, r->uid) != 0)
+        return "request.uid is not printable ASCII";
+    r->operation = wh_text_at(r->request, "operation");
+    if (optional_text(r->request, "subResource", &r->sub_resource) < 0)
+        r->sub_resource = NULL; /* refused below, with the uid */
+    else if (!r->sub_resource)
         r->sub_resource = "";
-    r->ns = string_at(r->request, "namespace");
+    if (optional_text(r->request, "namespace", &r->ns) < 0)
+        r->ns = NULL;
     r->pod = json_object_get(r->request, "object");
     return NULL;
 }
 
 static void log_request(review *r)
 {
-    const char *pod = string_at(r->request, "name");
+    const char *pod = wh_text_at(r->request, "name");
     if (!pod || !*pod)
-        pod = string_at(json_object_get(r->pod, "metadata"), "generateName");
+        pod = wh_text_at(json_object_get(r->pod, "metadata"), "generateName");
     json_object_set_new(r->log, "uid", json_string(r->uid));
     json_object_set_new(r->log, "namespace", r->ns ? json_string(r->ns) : json_null());
     json_object_set_new(r->log, "pod", pod ? json_string(pod) : json_null());
-    json_object_set_new(r->log, "operation", json_string(r->operation));
-    if (*r->sub_resource)
+    json_object_set_new(r->log, "operation",
+                        r->operation ? json_string(r->operation) : json_null());
+    if (r->sub_resource && *r->sub_resource)
         json_object_set_new(r->log, "subResource", json_string(r->sub_resource));
     if (json_is_true(json_object_get(r->request, "dryRun")))
         json_object_set_new(r->log, "dryRun", json_true());
 }
 
-/* The answer to a well-formed review and the outcome for the log. */
+static int operation_is(const review *r, const char *op)
+{
+    return r->operation && strcmp(r->operation, op) == 0;
+}
+
+/* The answer to a well-formed review (NULL: refuse with r->message) and its outcome. */
 static json_t *decide(review *r, const char **outcome)
 {
-    int create_or_update = !strcmp(r->operation, "CREATE") || !strcmp(r->operation, "UPDATE");
-    if (!is_pods(r->request) || !create_or_update ||
-        (*r->sub_resource && strcmp(r->sub_resource, "ephemeralcontainers") != 0)) {
-        *outcome = "ignored"; /* not routed here by our configuration: nothing to add */
-        return response_of(r);
+    if (!r->operation || !r->sub_resource) {
+        refuse(r, 400, "request.operation or request.subResource is not a string");
+        return NULL;
     }
-    json_t *out = NULL;
-    if (!r->ns || !wh_is_dns_label(r->ns))
+    const char *sub = r->sub_resource;
+    int pods = is_pods(r->request);
+    int update = operation_is(r, "UPDATE"), create = operation_is(r, "CREATE");
+    int routed =
+        pods && ((!*sub && (create || update)) ||
+                 (update && (!strcmp(sub, "ephemeralcontainers") || !strcmp(sub, "status"))) ||
+                 (create && !strcmp(sub, "binding")));
+    if (!routed) {
+        *outcome = "ignored"; /* cannot change the annotation: nothing to add */
+        return answer_of(r->uid);
+    }
+    if (!r->ns || !wh_is_dns_label(r->ns)) {
         refuse(r, 400, "request.namespace missing or not a valid namespace name");
-    else if (!json_is_object(r->pod) || !json_is_object(json_object_get(r->pod, "metadata")))
-        refuse(r, 400, "request.object is not a pod with metadata");
-    else if (*r->sub_resource)
-        out = ephemeral_response(r);
-    else
-        out = patch_response(r);
-    if (out)
-        *outcome = *r->sub_resource ? (json_array_size(r->warnings) ? "warned" : "allowed")
-                                    : "patched";
-    else {
-        *outcome = "refused";
-        out = refusal(r);
+        return NULL;
     }
+    if (!json_is_object(r->pod) || !json_is_object(json_object_get(r->pod, "metadata"))) {
+        refuse(r, 400, "request.object is not an object with metadata");
+        return NULL;
+    }
+    if (!strcmp(sub, "status"))
+        return status_answer(r, outcome);
+    if (!strcmp(sub, "binding"))
+        return binding_answer(r, outcome);
+    json_t *out = *sub ? ephemeral_answer(r) : pod_answer(r);
+    if (out)
+        *outcome = *sub ? (json_array_size(r->warnings) ? "warned" : "allowed") : "patched";
     return out;
 }
 
@@ -694,34 +771,96 @@ static void set_body(wh_review_result *out, int status, const char *content_type
     out->body = body;
 }
 
+/* A plain-text body: why, then a newline. */
+static void set_text(wh_review_result *out, int status, const char *why, const char *detail)
+{
+    char msg[WH_MESSAGE_MAX + 128];
+    snprintf(msg, sizeof msg, "%s%s\n", why, detail);
+    set_body(out, status, "text/plain", strdup(msg));
+}
+
+/* The review could not be read whole: refuse it by the uid of its first bytes. */
+static json_t *unreadable(review *r, const char *body, size_t len, char *uid, size_t uid_size,
+                          int code, const char *why)
+{
+    refuse(r, code, "%s", why);
+    if (wh_review_uid_of_prefix(body, len, uid, uid_size) != 0)
+        return NULL;
+    r->uid = uid;
+    json_object_set_new(r->log, "uid", json_string(uid));
+    before_answer(r);
+    return refusal_of(uid, r->status_code, r->message);
+}
+
+/* Why jansson could not build the review (its text could quote the body: not used). */
+static const char *parse_failure(const json_error_t *e)
+{
+    switch (json_error_code(e)) {
+    case json_error_out_of_memory: return "AdmissionReview larger than the memory budget allows";
+    case json_error_stack_overflow: return "AdmissionReview nested deeper than 2048 levels";
+    case json_error_duplicate_key: return "AdmissionReview with a duplicate key";
+    default: return "AdmissionReview is not valid JSON";
+    }
+}
+
+/* The review as a tree (admitted by wh_parse_begin); the body is released right after. */
+static json_t *parse(const wh_review_config *cfg, const char *body, size_t len, json_error_t *e)
+{
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, e);
+    wh_parse_end();
+    if (root && cfg->body_done)
+        cfg->body_done(cfg->ctx);
+    return root;
+}
+
 void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
                       wh_review_result *out)
 {
     memset(out, 0, sizeof *out);
-    review r = {.cfg = cfg, .log = json_object(), .warnings = json_array()};
+    review r = {.cfg = cfg,
+                .log = json_object(),
+                .warnings = json_array(),
+                .matching = {WH_MAX_MATCHING, cfg->deadline_ms}};
     out->log = r.log;
-    r.deadline_ms = pg_monotonic_ms() + cfg->budget_ms;
     json_object_set_new(r.log, "images", json_array());
     json_object_set_new(r.log, "skippedSecrets", json_array());
-    json_t *root = len <= WH_MAX_REVIEW_BYTES
-                       ? json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL)
-                       : NULL;
-    const char *bad = root ? parse_envelope(&r, root) : "not valid JSON (or too large)";
-    const char *outcome = "bad-request";
-    json_t *answer = bad ? NULL : (log_request(&r), decide(&r, &outcome));
+    char uid[WH_MAX_UID_BYTES + 1];
+    json_error_t jerr;
+    json_t *root = NULL, *answer = NULL;
+    const char *bad = NULL, *outcome = "refused";
+    if (cfg->cut)
+        answer = unreadable(&r, body, len, uid, sizeof uid, 413, cfg->cut);
+    else if (wh_parse_begin(wh_json_parse_cost(body, len)) != 0)
+        answer = unreadable(&r, body, len, uid, sizeof uid, 413,
+                            "AdmissionReview larger than the webhook's memory budget allows now");
+    else if (!(root = parse(cfg, body, len, &jerr)))
+        answer = unreadable(&r, body, len, uid, sizeof uid, 400, parse_failure(&jerr));
+    else if (!(bad = parse_envelope(&r, root))) {
+        log_request(&r);
+        answer = decide(&r, &outcome);
+        if (!answer && r.message[0]) {
+            before_answer(&r);
+            answer = refusal_of(r.uid, r.status_code, r.message);
+            outcome = "refused";
+        }
+    }
+    before_answer(&r);
     char *text = answer ? json_dumps(answer, JSON_COMPACT) : NULL;
-    if (bad) {
-        char msg[WH_MESSAGE_MAX];
-        snprintf(msg, sizeof msg, "malformed AdmissionReview: %s\n", bad);
-        set_body(out, 400, "text/plain", strdup(msg));
-        json_object_set_new(r.log, "message", json_string(bad));
-    } else if (!text) {
-        outcome = "error";
-        set_body(out, 500, "text/plain", strdup("out of memory\n"));
-    } else
+    if (text)
         set_body(out, 200, "application/json", text);
+    else if (bad) {
+        char why[WH_MESSAGE_MAX];
+        snprintf(why, sizeof why, "malformed AdmissionReview: %s", bad);
+        set_text(out, 400, why, "");
+    } else if (!root && r.message[0]) /* no uid in its first bytes */
+        set_text(out, cfg->cut ? 413 : 400, r.message, " (and no request.uid in its first bytes)");
+    else
+        set_text(out, 500, "out of memory", "");
+    outcome = out->http_status != 200 ? (bad || !root ? "bad-request" : "error") : outcome;
     json_object_set_new(r.log, "outcome", json_string(outcome));
-    if (r.message[0])
+    if (bad)
+        json_object_set_new(r.log, "message", json_string(bad));
+    else if (r.message[0])
         json_object_set_new(r.log, "message", json_string(r.message));
     if (json_array_size(r.warnings))
         json_object_set(r.log, "warnings", r.warnings);

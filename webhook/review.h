@@ -10,10 +10,21 @@
 #include "annotation_build.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
-#define WH_MAX_REVIEW_BYTES (4u * 1024u * 1024u) /* kube-apiserver objects are ~3 MiB at most */
-#define WH_MAX_IMAGES 256                        /* distinct image names per pod */
-#define WH_MAX_PULL_SECRETS 64                   /* distinct pull secret names per pod */
+/*
+ * The largest AdmissionReview kube-apiserver can send for a legal request:
+ * its request body limit (MaxRequestBodyBytes, 3 MiB) for the object, Go's
+ * encoding/json escaping of every character of it (`<` becomes "\u003c",
+ * 6 bytes for 1), the stored pod as oldObject (etcd's 1.5 MiB, escaped the
+ * same way) and the envelope: 3 * 6 + 1.5 * 6 + 1 = 28 MiB. Anything larger
+ * is refused from the first bytes (wh_review_uid_of_prefix); see docs/webhook.md.
+ */
+#define WH_MAX_REVIEW_BYTES (28u * 1024u * 1024u)
+#define WH_REVIEW_PREFIX_BYTES 4096u /* always kept: the uid comes first */
+#define WH_MAX_UID_BYTES 128
+#define WH_MAX_IMAGES 256      /* distinct image names per pod */
+#define WH_MAX_PULL_SECRETS 64 /* distinct pull secret names per pod */
 #define WH_MESSAGE_MAX 512
 
 typedef enum wh_lookup {
@@ -26,28 +37,36 @@ typedef enum wh_lookup {
 typedef struct wh_get_req {
     const char *resource, *name; /* in */
     wh_lookup result;            /* out */
-    json_t *obj;                 /* out, WH_FOUND: the object (caller decrefs, after wiping) */
-    char msg[WH_MESSAGE_MAX];    /* out, WH_FAILED: why */
+    json_t *obj;                 /* out, WH_FOUND: the object (caller decrefs) */
+    char msg[WH_MESSAGE_MAX];    /* out, WH_FAILED: why (never secret material) */
 } wh_get_req;
 
 /*
- * Performs the n GETs in namespace ns, concurrently where the client can, all
- * within timeout_ms; fills every request's result. Objects may hold secret
- * material: callers wipe them.
+ * Performs the n GETs in namespace ns, concurrently where the client can,
+ * finishing by deadline_ms (pg_monotonic_ms()); fills every request's result.
  */
-typedef void (*wh_get_fn)(void *ctx, const char *ns, wh_get_req *reqs, size_t n, long timeout_ms);
+typedef void (*wh_get_fn)(void *ctx, const char *ns, wh_get_req *reqs, size_t n,
+                          int64_t deadline_ms);
 
 typedef struct wh_review_config {
     const char *annotation_key; /* e.g. pullgate.dev/credentials */
-    const pg_mac_key *key;      /* NULL: entries are not signed */
-    const char *key_error;      /* non-NULL: a key is configured but unusable; pods are refused */
+    const pg_mac_key *key;      /* NULL: unkeyed annotations (explicit opt-out) */
+    const char *key_error;      /* non-NULL: the key is configured but unusable; pods are refused */
     wh_get_fn get;
     void *get_ctx;
-    long budget_ms; /* total time for all lookups of one review */
+    int64_t deadline_ms; /* the whole review (pg_monotonic_ms()) */
+    /* Non-NULL: the body was cut (over the size bound or the memory budget) and
+     * only its first bytes are given; the text says why. */
+    const char *cut;
+    /* Called once the body was parsed (the server wipes and frees it), and once
+     * before the answer is built (the server stops charging memory). */
+    void (*body_done)(void *ctx);
+    void (*before_answer)(void *ctx);
+    void *ctx;
 } wh_review_config;
 
 typedef struct wh_review_result {
-    int http_status; /* 200, or 400 for a malformed review */
+    int http_status; /* 200, or 400/413 when no request.uid can be read */
     char *body;      /* response body, caller frees (wh_review_result_free) */
     const char *content_type;
     json_t *log; /* fields for the log line; never secret material */
@@ -58,8 +77,31 @@ void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
                       wh_review_result *out);
 void wh_review_result_free(wh_review_result *r);
 
+/*
+ * request.uid of an AdmissionReview from the first len bytes of its text (the
+ * rest may be missing, cut or malformed): kube-apiserver writes "uid" first in
+ * "request". 0 and uid set (NUL-terminated) when found as a plain JSON string
+ * of 1..WH_MAX_UID_BYTES printable ASCII characters; -1 otherwise.
+ */
+int wh_review_uid_of_prefix(const char *text, size_t len, char *uid, size_t uid_size);
+
+/* What a JSON text holds, counted without parsing it (skim.c): any bytes, any size. */
+typedef struct wh_json_stats {
+    size_t objects, arrays, members, strings, scalars;
+    size_t bytes;   /* of all strings, keys included, as written (escapes, quotes) */
+    size_t longest; /* the longest string as written */
+} wh_json_stats;
+
+void wh_json_skim(const char *text, size_t len, wh_json_stats *st);
+/* An upper bound of the bytes jansson allocates to parse text. */
+size_t wh_json_parse_cost(const char *text, size_t len);
+
 /* DNS-1123 label (namespaces) and subdomain (object names), as the API validates them. */
 int wh_is_dns_label(const char *s);
 int wh_is_dns_subdomain(const char *s);
+
+/* The string value of obj[key], or NULL when absent, not a string or holding a NUL
+ * (with JSON_ALLOW_NUL, json_string_value would silently cut it there). */
+const char *wh_text_at(const json_t *obj, const char *key);
 
 #endif

@@ -1,41 +1,180 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * HTTPS on libmicrohttpd, one thread per connection: a review blocks on
- * Kubernetes API lookups (bounded by the review's time budget), and a thread
- * per connection keeps one slow review from delaying the others.
+ * HTTPS on libmicrohttpd, one thread per connection (a review blocks on
+ * Kubernetes API reads; a thread per connection keeps one slow review from
+ * delaying the others):
  *   POST /mutate   AdmissionReview (review.c)
  *   GET  /healthz  the process serves
  *   GET  /readyz   the API server answers (cached WH_READY_CACHE_MS)
+ * and, optionally, the two GETs in plain HTTP on a second address (probes
+ * cannot present the client certificate the review port may require).
+ *
+ * Who may hold what, checked before any body is read:
+ *  - TLS: with --client-ca-file every session must present a client
+ *    certificate that verifies (tlscert.c), checked in the handshake and again
+ *    at each request;
+ *  - connections: at most max_connections, max_per_peer from one address
+ *    (libmicrohttpd's own limits), and a watchdog that shuts a connection
+ *    down when it does not make progress in time: handshake and headers
+ *    within HANDSHAKE_MS of accept, a review within its deadline, an idle
+ *    keep-alive connection within IDLE_MS (slow-drip clients included);
+ *  - one request object per request (wh_request), created at its first
+ *    callback: its deadline (the whole review, parsing and hashing included,
+ *    passed down to every API read), and its memory account (memory.h): the
+ *    body, the JSON, the API transfers. A body over the bound or the budget is
+ *    not kept, only its first bytes, and the review is refused by the uid in
+ *    them (HTTP 200): never a call failure that failurePolicy would decide.
  */
 #include "server.h"
 
-#include "files.h"
+#include "memory.h"
 #include "tlscert.h"
 #include "wlog.h"
 
+#include "files.h"
+
+#include <arpa/inet.h>
+#include <malloc.h>
 #include <microhttpd.h>
-#include <openssl/crypto.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define CONNECTION_TIMEOUT_S 30u
-#define CONNECTION_LIMIT 256u
+#define HANDSHAKE_MS 3000LL   /* accept -> complete request headers */
+#define IDLE_MS 10000LL       /* an idle keep-alive connection */
+#define REVIEW_GRACE_MS 500LL /* after the review deadline, to send the answer */
+#define WATCHDOG_STEP_US 100000
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+#define HEALTH_CONNECTIONS 16u
+#define HEALTH_PER_PEER 8u
+#define TRIM_AFTER_BYTES (8u * 1024u * 1024u)
+
+/* One connection as the watchdog sees it (libmicrohttpd's socket context). */
+typedef struct conn {
+    MHD_socket fd;
+    long long progress_by_ms; /* shut down when still open then */
+    int shut;
+    struct conn *prev, *next;
+} conn;
+
+typedef struct endpoint {
+    struct wh_server *server;
+    struct MHD_Daemon *daemon;
+    int health_only; /* the plain-HTTP probe port */
+} endpoint;
 
 struct wh_server {
-    struct MHD_Daemon *daemon;
     wh_server_config cfg;
+    endpoint main, health;
+    pthread_mutex_t lock; /* conns */
+    conn *conns;
+    pthread_t watchdog;
+    int watchdog_started;
+    atomic_int stopping;
+    atomic_int reviews_in_flight;
 };
 
-/* The body of one POST, bounded by WH_MAX_REVIEW_BYTES. */
-typedef struct upload {
-    char *data;
-    size_t len, cap;
-    int too_large;
-} upload;
+typedef enum { REQ_REVIEW, REQ_OTHER } request_kind;
+
+/* One HTTP request, from its first callback to its completion. */
+typedef struct wh_request {
+    request_kind kind;
+    long long start_us;
+    int64_t deadline_ms;
+    wh_account acct;
+    wh_buf body;
+    char prefix[WH_REVIEW_PREFIX_BYTES]; /* the first bytes, whatever happens to the rest */
+    size_t prefix_len, received;
+    const char *cut; /* non-NULL: the body was not kept whole (why) */
+    int answered;    /* a response is queued */
+} wh_request;
+
+/* ------------------------------------------------------------ watchdog */
+
+static conn *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
+}
+
+static void progress_by(wh_server *s, struct MHD_Connection *c, long long ms)
+{
+    conn *k = conn_of(c);
+    if (!k)
+        return;
+    pthread_mutex_lock(&s->lock);
+    k->progress_by_ms = ms;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    endpoint *ep = cls;
+    wh_server *s = ep->server;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *tls =
+            ep->health_only ? NULL : MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        if (tls)
+            wh_tls_session_start((gnutls_session_t)tls->tls_session);
+        conn *k = calloc(1, sizeof *k);
+        if (!k || !fd) { /* the watchdog cannot see it: shut it at once */
+            if (fd)
+                shutdown(fd->connect_fd, SHUT_RDWR);
+            free(k);
+            return;
+        }
+        k->fd = fd->connect_fd;
+        k->progress_by_ms = wh_now_ms() + HANDSHAKE_MS;
+        pthread_mutex_lock(&s->lock);
+        k->next = s->conns;
+        if (s->conns)
+            s->conns->prev = k;
+        s->conns = k;
+        pthread_mutex_unlock(&s->lock);
+        *socket_context = k;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        /* Called before libmicrohttpd closes the descriptor: once k is off the
+         * list, the watchdog can never shut down a reused descriptor number. */
+        conn *k = *socket_context;
+        pthread_mutex_lock(&s->lock);
+        if (k->prev)
+            k->prev->next = k->next;
+        else
+            s->conns = k->next;
+        if (k->next)
+            k->next->prev = k->prev;
+        pthread_mutex_unlock(&s->lock);
+        free(k);
+        *socket_context = NULL;
+    }
+}
+
+static void *watchdog_main(void *arg)
+{
+    wh_server *s = arg;
+    while (!atomic_load(&s->stopping)) {
+        long long now = wh_now_ms();
+        pthread_mutex_lock(&s->lock);
+        for (conn *k = s->conns; k; k = k->next)
+            if (!k->shut && now > k->progress_by_ms) {
+                shutdown(k->fd, SHUT_RDWR); /* the connection's thread sees EOF and ends */
+                k->shut = 1;
+            }
+        pthread_mutex_unlock(&s->lock);
+        usleep(WATCHDOG_STEP_US);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ responses */
 
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned int status,
                                const char *content_type, char *body)
@@ -60,70 +199,6 @@ static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned int statu
     return respond(c, status, "text/plain", strdup(text));
 }
 
-static int append(upload *u, const char *data, size_t n)
-{
-    if (n > WH_MAX_REVIEW_BYTES - u->len) {
-        u->too_large = 1;
-        return -1;
-    }
-    if (u->len + n + 1 > u->cap) {
-        size_t cap = u->cap ? u->cap : 16384;
-        while (cap < u->len + n + 1)
-            cap *= 2;
-        char *grown = realloc(u->data, cap);
-        if (!grown)
-            return -1;
-        u->data = grown;
-        u->cap = cap;
-    }
-    memcpy(u->data + u->len, data, n);
-    u->len += n;
-    return 0;
-}
-
-/* The HMAC key of this review; re-read every time, so a rotated Secret applies at once. */
-static pg_mac_key *load_key(const char *path, char *msg, size_t msg_size)
-{
-    char *bytes;
-    size_t len;
-    if (wh_read_file(path, PG_MAC_KEY_MAX_BYTES, 1, &bytes, &len, msg, msg_size) != 0)
-        return NULL;
-    pg_error err = {0};
-    pg_mac_key *key = NULL;
-    if (pg_mac_key_from_bytes(bytes, len, &key, &err) != PG_OK)
-        snprintf(msg, msg_size, "%.200s: %.250s", path, err.message);
-    OPENSSL_cleanse(bytes, len);
-    free(bytes);
-    return key;
-}
-
-static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, const upload *u)
-{
-    long long start = wh_now_us();
-    char key_msg[WH_MESSAGE_MAX] = "";
-    pg_mac_key *key = NULL;
-    if (s->cfg.hmac_key_file && *s->cfg.hmac_key_file)
-        key = load_key(s->cfg.hmac_key_file, key_msg, sizeof key_msg);
-    wh_review_config rc = {.annotation_key = s->cfg.annotation_key,
-                           .key = key,
-                           .key_error = key_msg[0] ? key_msg : NULL,
-                           .get = wh_kubeapi_get,
-                           .get_ctx = s->cfg.api,
-                           .budget_ms = s->cfg.budget_ms};
-    wh_review_result res;
-    wh_review_handle(&rc, u->data ? u->data : "", u->len, &res);
-    pg_mac_key_free(key);
-    if (res.log) {
-        json_object_set_new(res.log, "httpStatus", json_integer(res.http_status));
-        json_object_set_new(res.log, "durationMs", json_real((double)(wh_now_us() - start) / 1000.0));
-    }
-    wh_log_fields(res.http_status == 200 ? "info" : "warning", "admission review", res.log);
-    enum MHD_Result ret = respond(c, (unsigned int)res.http_status, res.content_type, res.body);
-    res.body = NULL; /* owned by the response now */
-    wh_review_result_free(&res);
-    return ret;
-}
-
 static enum MHD_Result serve_ready(wh_server *s, struct MHD_Connection *c)
 {
     char msg[WH_MESSAGE_MAX];
@@ -136,15 +211,141 @@ static enum MHD_Result serve_ready(wh_server *s, struct MHD_Connection *c)
     return respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", text);
 }
 
-static enum MHD_Result route_get(wh_server *s, struct MHD_Connection *c, const char *url)
+static enum MHD_Result route_other(endpoint *ep, struct MHD_Connection *c, const char *url,
+                                   const char *method)
 {
-    if (strcmp(url, "/healthz") == 0)
-        return respond_text(c, MHD_HTTP_OK, "ok\n");
+    int get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+    int known = strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
+                (!ep->health_only && strcmp(url, "/mutate") == 0);
+    if (!known)
+        return respond_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+    if (!get || strcmp(url, "/mutate") == 0)
+        return respond_text(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+                            strcmp(url, "/mutate") == 0 ? "POST an AdmissionReview\n"
+                                                        : "unsupported\n");
     if (strcmp(url, "/readyz") == 0)
-        return serve_ready(s, c);
-    if (strcmp(url, "/mutate") == 0)
-        return respond_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "POST an AdmissionReview\n");
-    return respond_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+        return serve_ready(ep->server, c);
+    return respond_text(c, MHD_HTTP_OK, "ok\n");
+}
+
+/* ------------------------------------------------------------ reviews */
+
+static void stop_charging(void *ctx)
+{
+    (void)ctx;
+    wh_account_suspend();
+}
+
+static void release_body(void *ctx)
+{
+    wh_request *q = ctx;
+    wh_buf_wipe(&q->body);
+}
+
+static void peer_of(struct MHD_Connection *c, char *out, size_t size)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = i ? i->client_addr : NULL;
+    snprintf(out, size, "?");
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)size);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)size);
+}
+
+static void log_review(struct MHD_Connection *c, wh_request *q, wh_review_result *res)
+{
+    char peer[64];
+    peer_of(c, peer, sizeof peer);
+    if (!res->log)
+        return;
+    json_object_set_new(res->log, "peer", json_string(peer));
+    json_object_set_new(res->log, "httpStatus", json_integer(res->http_status));
+    json_object_set_new(res->log, "bodyBytes", json_integer((json_int_t)q->received));
+    json_object_set_new(res->log, "memoryBytes", json_integer((json_int_t)q->acct.peak));
+    json_object_set_new(res->log, "durationMs",
+                        json_real((double)(wh_now_us() - q->start_us) / 1000.0));
+    wh_log_fields(res->http_status == 200 ? "info" : "warning", "admission review", res->log);
+}
+
+static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_request *q)
+{
+    if (!q->cut && pg_monotonic_ms() >= q->deadline_ms) /* no time left to parse it */
+        q->cut = "time limit exceeded receiving the AdmissionReview";
+    char key_msg[WH_MESSAGE_MAX] = "";
+    wh_key_ref *key = s->cfg.keys ? wh_keyholder_get(s->cfg.keys, key_msg, sizeof key_msg) : NULL;
+    wh_review_config rc = {.annotation_key = s->cfg.annotation_key,
+                           .key = wh_key_ref_key(key),
+                           .key_error = key_msg[0] ? key_msg : NULL,
+                           .get = wh_kubeapi_get,
+                           .get_ctx = s->cfg.api,
+                           .deadline_ms = q->deadline_ms,
+                           .cut = q->cut,
+                           .body_done = release_body,
+                           .before_answer = stop_charging,
+                           .ctx = q};
+    wh_review_result res;
+    if (q->cut)
+        wh_review_handle(&rc, q->prefix, q->prefix_len, &res);
+    else
+        wh_review_handle(&rc, q->body.data ? q->body.data : "", q->body.len, &res);
+    wh_key_ref_release(key);
+    wh_buf_wipe(&q->body);
+    log_review(c, q, &res);
+    q->answered = 1;
+    enum MHD_Result ret = respond(c, (unsigned int)res.http_status, res.content_type, res.body);
+    res.body = NULL; /* owned by the response now */
+    wh_review_result_free(&res);
+    return ret;
+}
+
+/* Keeps a chunk of the body: its first bytes always, the rest within the bounds. */
+static void take_chunk(wh_request *q, const char *data, size_t n)
+{
+    size_t room = sizeof q->prefix - q->prefix_len;
+    memcpy(q->prefix + q->prefix_len, data, n < room ? n : room);
+    q->prefix_len += n < room ? n : room;
+    q->received += n;
+    if (q->cut)
+        return; /* drained, not kept: the answer is a refusal */
+    if (wh_buf_append(&q->body, data, n) != 0) {
+        q->cut = q->received > WH_MAX_REVIEW_BYTES
+                     ? "AdmissionReview larger than the largest review kube-apiserver sends"
+                     : "AdmissionReview larger than the webhook's memory budget allows now";
+        wh_buf_wipe(&q->body);
+    }
+}
+
+static wh_request *request_new(wh_server *s, const endpoint *ep, const char *url,
+                               const char *method)
+{
+    wh_request *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->start_us = wh_now_us();
+    q->deadline_ms = pg_monotonic_ms() + s->cfg.deadline_ms;
+    q->kind =
+        !ep->health_only && strcmp(method, MHD_HTTP_METHOD_POST) == 0 && strcmp(url, "/mutate") == 0
+            ? REQ_REVIEW
+            : REQ_OTHER;
+    wh_account_init(&q->acct, WH_REQUEST_MEMORY);
+    wh_buf_init(&q->body, WH_MAX_REVIEW_BYTES, &q->acct);
+    if (q->kind == REQ_REVIEW) {
+        atomic_fetch_add(&s->reviews_in_flight, 1);
+        wh_account_enter(&q->acct);
+    }
+    return q;
+}
+
+/* With client certificates required, this session's certificate verifies. */
+static int caller_allowed(endpoint *ep, struct MHD_Connection *c)
+{
+    if (ep->health_only)
+        return 1;
+    const union MHD_ConnectionInfo *tls =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    return wh_tls_client_ok(tls ? (gnutls_session_t)tls->tls_session : NULL);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -153,50 +354,55 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   void **req_cls)
 {
     (void)version;
-    wh_server *s = cls;
-    int is_post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-    if (!is_post || strcmp(url, "/mutate") != 0) {
-        if (*upload_data_size) { /* a body we do not want: drop it */
+    endpoint *ep = cls;
+    wh_server *s = ep->server;
+    wh_request *q = *req_cls;
+    if (!q) { /* first call, headers only: who asks, and the request's bounds */
+        if (!caller_allowed(ep, c) || !(q = request_new(s, ep, url, method)))
+            return MHD_NO; /* closes the connection, nothing read */
+        *req_cls = q;
+        progress_by(s, c, q->deadline_ms + REVIEW_GRACE_MS);
+        return MHD_YES;
+    }
+    if (q->answered || q->kind != REQ_REVIEW) {
+        if (*upload_data_size) { /* a body we do not want: dropped */
             *upload_data_size = 0;
             return MHD_YES;
         }
-        if (strcmp(method, MHD_HTTP_METHOD_GET) == 0)
-            return route_get(s, c, url);
-        return respond_text(c, strcmp(url, "/mutate") == 0 || strcmp(url, "/healthz") == 0 ||
-                                       strcmp(url, "/readyz") == 0
-                                   ? MHD_HTTP_METHOD_NOT_ALLOWED
-                                   : MHD_HTTP_NOT_FOUND,
-                            "unsupported\n");
-    }
-    upload *u = *req_cls;
-    if (!u) { /* first call: headers only */
-        if (!(u = calloc(1, sizeof *u)))
-            return MHD_NO;
-        *req_cls = u;
-        return MHD_YES;
+        return q->answered ? MHD_YES : route_other(ep, c, url, method);
     }
     if (*upload_data_size) {
-        int failed = append(u, upload_data, *upload_data_size) != 0;
+        /* Past the deadline the rest is drained, not kept, and the answer is a refusal:
+         * answering before the upload ends would break the caller's write, a call
+         * failure. A body that never ends is the watchdog's. */
+        if (!q->cut && pg_monotonic_ms() >= q->deadline_ms) {
+            q->cut = "time limit exceeded receiving the AdmissionReview";
+            wh_buf_wipe(&q->body);
+        }
+        take_chunk(q, upload_data, *upload_data_size);
         *upload_data_size = 0;
-        if (failed) /* answer now; libmicrohttpd closes the connection after it */
-            return u->too_large ? respond_text(c, MHD_HTTP_CONTENT_TOO_LARGE,
-                                               "AdmissionReview larger than 4 MiB\n")
-                                : MHD_NO;
         return MHD_YES;
     }
-    return serve_review(s, c, u);
+    return serve_review(s, c, q);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)c, (void)toe;
-    upload *u = *req_cls;
-    if (u) {
-        free(u->data);
-        free(u);
-        *req_cls = NULL;
-    }
+    (void)toe;
+    endpoint *ep = cls;
+    wh_request *q = *req_cls;
+    if (!q)
+        return;
+    if (q->kind == REQ_REVIEW)
+        atomic_fetch_sub(&ep->server->reviews_in_flight, 1);
+    wh_buf_wipe(&q->body);
+    wh_account_leave(&q->acct);
+    if (q->acct.peak > TRIM_AFTER_BYTES) /* the arenas give a large review's pages back */
+        malloc_trim(0);
+    free(q);
+    *req_cls = NULL;
+    progress_by(ep->server, c, wh_now_ms() + IDLE_MS);
 }
 
 /* libmicrohttpd's own format strings: the pragma is scoped to this adapter. */
@@ -214,8 +420,40 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 }
 #pragma GCC diagnostic pop
 
-wh_server *wh_server_start(const struct sockaddr *addr, int ipv6, const wh_server_config *cfg,
-                           char *msg, size_t msg_size)
+/* ------------------------------------------------------------ start, stop */
+
+static struct MHD_Daemon *start_endpoint(endpoint *ep, const struct sockaddr *addr,
+                                         unsigned int max, unsigned int per_peer)
+{
+    unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                         MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+                         (addr->sa_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
+                         (ep->health_only ? 0 : MHD_USE_TLS);
+    /* The logger first: libmicrohttpd uses its own until it has seen this option. */
+    if (ep->health_only)
+        return MHD_start_daemon(
+            flags, 0, NULL, NULL, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+            MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+            ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
+    return MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_HTTPS_CERT_CALLBACK, wh_tls_retrieve,
+        MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer, MHD_OPTION_NOTIFY_COMPLETED, on_completed, ep,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
+}
+
+static void free_server(wh_server *s)
+{
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+wh_server *wh_server_start(const struct sockaddr *addr, const struct sockaddr *health,
+                           const wh_server_config *cfg, char *msg, size_t msg_size)
 {
     wh_server *s = calloc(1, sizeof *s);
     if (!s) {
@@ -223,20 +461,22 @@ wh_server *wh_server_start(const struct sockaddr *addr, int ipv6, const wh_serve
         return NULL;
     }
     s->cfg = *cfg;
-    unsigned int flags = MHD_USE_TLS | MHD_USE_THREAD_PER_CONNECTION |
-                         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC |
-                         MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
-    /* The logger first: libmicrohttpd uses its own until it has seen this option. */
-    s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, addr,
-        MHD_OPTION_HTTPS_CERT_CALLBACK, wh_tls_retrieve, MHD_OPTION_HTTPS_PRIORITIES,
-        TLS_PRIORITIES, MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_LIMIT, CONNECTION_LIMIT, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        NULL, MHD_OPTION_END);
-    if (!s->daemon) {
-        snprintf(msg, msg_size, "cannot start the HTTPS server (address in use or TLS setup)");
-        free(s);
+    pthread_mutex_init(&s->lock, NULL);
+    s->main = (endpoint){.server = s};
+    s->health = (endpoint){.server = s, .health_only = 1};
+    if (pthread_create(&s->watchdog, NULL, watchdog_main, s) != 0) {
+        snprintf(msg, msg_size, "cannot start a thread");
+        free_server(s);
+        return NULL;
+    }
+    s->watchdog_started = 1;
+    s->main.daemon = start_endpoint(&s->main, addr, cfg->max_connections, cfg->max_per_peer);
+    if (s->main.daemon && health)
+        s->health.daemon = start_endpoint(&s->health, health, HEALTH_CONNECTIONS, HEALTH_PER_PEER);
+    if (!s->main.daemon || (health && !s->health.daemon)) {
+        snprintf(msg, msg_size, "cannot start the %s server (address in use or TLS setup)",
+                 s->main.daemon ? "health" : "HTTPS");
+        wh_server_stop(s, 0);
         return NULL;
     }
     return s;
@@ -246,17 +486,22 @@ void wh_server_stop(wh_server *s, long grace_ms)
 {
     if (!s)
         return;
-    MHD_socket listener = MHD_quiesce_daemon(s->daemon); /* no new connections */
+    MHD_socket listener = s->main.daemon ? MHD_quiesce_daemon(s->main.daemon)
+                                         : MHD_INVALID_SOCKET; /* no new connections */
     long long until = wh_now_ms() + grace_ms;
-    while (wh_now_ms() < until) {
-        const union MHD_DaemonInfo *info =
-            MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-        if (!info || info->num_connections == 0)
-            break;
+    while (wh_now_ms() < until && atomic_load(&s->reviews_in_flight) > 0)
         usleep(20000);
-    }
-    MHD_stop_daemon(s->daemon);
+    /* What is still running ends now: API reads fail, reviews are refused. */
+    if (s->cfg.api)
+        wh_kubeapi_stop(s->cfg.api);
+    if (s->health.daemon)
+        MHD_stop_daemon(s->health.daemon);
+    if (s->main.daemon)
+        MHD_stop_daemon(s->main.daemon);
     if (listener != MHD_INVALID_SOCKET) /* quiescing handed it to us */
         close(listener);
-    free(s);
+    atomic_store(&s->stopping, 1);
+    if (s->watchdog_started)
+        pthread_join(s->watchdog, NULL);
+    free_server(s);
 }

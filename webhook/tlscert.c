@@ -7,7 +7,12 @@
  * only when the key matches the certificate, so a half-written rotation keeps
  * the old pair in service.
  *
- * GnuTLS's callback has no user-data argument, hence the one module-level
+ * Client certificates (optional, --client-ca-file): each new session is set
+ * to require one and to verify it in the handshake against a trust list of
+ * our own (not libmicrohttpd's, so the CA file can be reloaded like the
+ * serving pair), for TLS client authentication.
+ *
+ * GnuTLS's callbacks have no user-data argument, hence the one module-level
  * pointer (set once by wh_tls_new before the server starts).
  */
 #include "tlscert.h"
@@ -15,6 +20,7 @@
 #include "files.h"
 
 #include <gnutls/abstract.h>
+#include <gnutls/x509.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -45,6 +51,11 @@ struct wh_tls {
     wh_file_id cert_id, key_id;
     long long checked_ms;
     wh_tls_log_fn log;
+    /* client certificates: NULL path = not required */
+    char *client_ca_path;
+    gnutls_x509_trust_list_t client_trust;
+    wh_file_id client_ca_id;
+    long long client_checked_ms;
 };
 
 static wh_tls *the_tls; /* see the file comment */
@@ -226,6 +237,9 @@ void wh_tls_free(wh_tls *t)
         return;
     if (the_tls == t)
         the_tls = NULL;
+    if (t->client_trust)
+        gnutls_x509_trust_list_deinit(t->client_trust, 1);
+    free(t->client_ca_path);
     pair_free(t->current);
     for (size_t i = 0; i < t->n_retired; i++)
         pair_free(t->retired[i]);
@@ -233,4 +247,129 @@ void wh_tls_free(wh_tls *t)
     free(t->key_path);
     pthread_mutex_destroy(&t->lock);
     free(t);
+}
+
+/* ------------------------------------------------------ client certificates */
+
+static int load_trust(const char *path, gnutls_x509_trust_list_t *out, char *msg, size_t msg_size)
+{
+    char *pem;
+    size_t len;
+    if (wh_read_file(path, MAX_PEM_BYTES, 0, &pem, &len, msg, msg_size) != 0)
+        return -1;
+    gnutls_x509_trust_list_t list = NULL;
+    gnutls_datum_t d = {(unsigned char *)pem, (unsigned int)len};
+    int n = gnutls_x509_trust_list_init(&list, 0);
+    if (n == 0)
+        n = gnutls_x509_trust_list_add_trust_mem(list, &d, NULL, GNUTLS_X509_FMT_PEM, 0, 0);
+    free(pem);
+    if (n <= 0) {
+        snprintf(msg, msg_size, "%.200s: %s", path,
+                 n < 0 ? gnutls_strerror(n) : "no CA certificate");
+        if (list)
+            gnutls_x509_trust_list_deinit(list, 1);
+        return -1;
+    }
+    *out = list;
+    return 0;
+}
+
+int wh_tls_require_clients(wh_tls *t, const char *ca_path, char *msg, size_t msg_size)
+{
+    gnutls_x509_trust_list_t list;
+    if (wh_file_id_of(ca_path, &t->client_ca_id) != 0) {
+        snprintf(msg, msg_size, "%.200s: cannot stat", ca_path);
+        return -1;
+    }
+    if (load_trust(ca_path, &list, msg, msg_size) != 0)
+        return -1;
+    if (!(t->client_ca_path = strdup(ca_path))) {
+        gnutls_x509_trust_list_deinit(list, 1);
+        snprintf(msg, msg_size, "out of memory");
+        return -1;
+    }
+    t->client_trust = list;
+    t->client_checked_ms = wh_now_ms();
+    return 0;
+}
+
+int wh_tls_clients_required(void) { return the_tls && the_tls->client_ca_path; }
+
+/* Called with the lock held: a changed CA file is swapped in once it parses. */
+static void maybe_reload_client_ca(wh_tls *t)
+{
+    long long now = wh_now_ms();
+    if (now - t->client_checked_ms < CHECK_INTERVAL_MS)
+        return;
+    t->client_checked_ms = now;
+    wh_file_id id;
+    gnutls_x509_trust_list_t list;
+    char msg[512];
+    if (wh_file_id_of(t->client_ca_path, &id) != 0 || wh_file_id_equal(&id, &t->client_ca_id))
+        return;
+    if (load_trust(t->client_ca_path, &list, msg, sizeof msg) != 0) {
+        if (t->log)
+            t->log("warning", "client CA reload failed, keeping the previous one", msg);
+        return;
+    }
+    gnutls_x509_trust_list_deinit(t->client_trust, 1);
+    t->client_trust = list;
+    t->client_ca_id = id;
+    if (t->log)
+        t->log("info", "client CA reloaded", t->client_ca_path);
+}
+
+/* 0 when the peer's chain verifies against the client CAs for client authentication. */
+static int verify_peer(gnutls_session_t session)
+{
+    wh_tls *t = the_tls;
+    unsigned int n = 0;
+    const gnutls_datum_t *der = gnutls_certificate_get_peers(session, &n);
+    if (!t || !t->client_ca_path || !der || n == 0)
+        return -1;
+    if (n > MAX_CHAIN)
+        n = MAX_CHAIN;
+    gnutls_x509_crt_t chain[MAX_CHAIN];
+    unsigned int got = 0;
+    for (; got < n; got++) {
+        chain[got] = NULL;
+        if (gnutls_x509_crt_init(&chain[got]) < 0 ||
+            gnutls_x509_crt_import(chain[got], &der[got], GNUTLS_X509_FMT_DER) < 0) {
+            if (chain[got])
+                gnutls_x509_crt_deinit(chain[got]);
+            break;
+        }
+    }
+    unsigned int status = 1;
+    int rc = -1;
+    if (got == n) {
+        gnutls_typed_vdata_st purpose = {GNUTLS_DT_KEY_PURPOSE_OID,
+                                         (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT, 0};
+        pthread_mutex_lock(&t->lock);
+        maybe_reload_client_ca(t);
+        rc = gnutls_x509_trust_list_verify_crt2(t->client_trust, chain, n, &purpose, 1, 0, &status,
+                                                NULL);
+        pthread_mutex_unlock(&t->lock);
+    }
+    for (unsigned int i = 0; i < got; i++)
+        gnutls_x509_crt_deinit(chain[i]);
+    return rc == 0 && status == 0 ? 0 : -1;
+}
+
+static int verify_in_handshake(gnutls_session_t session)
+{
+    return verify_peer(session) == 0 ? 0 : GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR;
+}
+
+void wh_tls_session_start(gnutls_session_t session)
+{
+    if (!wh_tls_clients_required() || !session)
+        return;
+    gnutls_certificate_server_set_request(session, GNUTLS_CERT_REQUIRE);
+    gnutls_session_set_verify_function(session, verify_in_handshake);
+}
+
+int wh_tls_client_ok(gnutls_session_t session)
+{
+    return !wh_tls_clients_required() || (session && verify_peer(session) == 0);
 }

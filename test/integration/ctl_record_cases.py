@@ -144,8 +144,10 @@ def run_case(ctl, case):
     with tempfile.TemporaryDirectory(prefix="pg-record-case-") as root:
         os.chmod(root, 0o700)
         state, config = build_state(case, root)
-        # Whole seconds: lastUpdatedTime is written without a fraction.
-        started = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+        # Whole seconds: lastUpdatedTime is written without a fraction, from time(2), whose
+        # coarse clock may be a tick behind this one; "unchanged" records are years older.
+        started = (datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0) -
+                   datetime.timedelta(seconds=1))
         for i, st in enumerate(case["steps"]):
             problem = run_step(ctl, config, root, i, st)
             if problem:

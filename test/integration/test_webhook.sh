@@ -81,9 +81,9 @@ SIGNED_PORT=$(pg_free_port)
 start_webhook signed "$SIGNED_PORT" --config webhook-config.json --tls-cert "$WORK/serving1.crt" \
     --tls-key "$WORK/serving1.key" "${API[@]}"
 PLAIN_PORT=$(pg_free_port)
-start_webhook plain "$PLAIN_PORT" --tls-cert plain.crt --tls-key plain.key "${API[@]}"
+start_webhook plain "$PLAIN_PORT" --unkeyed-annotations --tls-cert plain.crt --tls-key plain.key "${API[@]}"
 DOWN_PORT_WH=$(pg_free_port)
-start_webhook down "$DOWN_PORT_WH" --tls-cert plain.crt --tls-key plain.key \
+start_webhook down "$DOWN_PORT_WH" --unkeyed-annotations --tls-cert plain.crt --tls-key plain.key \
     --api-server "https://127.0.0.1:$DOWN_PORT" --api-ca api-ca.crt --api-token-file "$WORK/token"
 
 # ------------------------------------------------------------ admission cases

@@ -53,7 +53,7 @@ echo token >"$WORK/token"
 PORT=$(pg_free_port)
 "$WEBHOOK" --listen "127.0.0.1:$PORT" --tls-cert "$WORK/tls/tls.crt" --tls-key "$WORK/tls/tls.key" \
     --api-server https://127.0.0.1:1 --api-ca "$C/ca.crt" --api-token-file "$WORK/token" \
-    2>"$WORK/webhook.log" &
+    --hmac-key-file "$C/annotation.key" 2>"$WORK/webhook.log" &
 WH_PID=$!
 pg_on_exit "kill $WH_PID"
 pg_wait_port "$PORT" 10 || pg_fail "webhook did not start: $(cat "$WORK/webhook.log")"
@@ -113,6 +113,31 @@ grep -q '"msg":"serving certificate reloaded"' "$WORK/webhook.log" && pass "relo
     fail "no reload in the log: $(cat "$WORK/webhook.log")"
 kill -0 "$WH_PID" && pass "webhook still running (no restart)" || fail "webhook died"
 
+# ------------------------------------------------------------ client certificates
+# A webhook with --client-ca-file as webhook.yaml documents it, called the way kube-apiserver
+# calls it with the kubeconfig make-certs.sh wrote, and without.
+CC_PORT=$(pg_free_port)
+"$WEBHOOK" --listen "127.0.0.1:$CC_PORT" --tls-cert "$C/tls.crt" --tls-key "$C/tls.key" \
+    --api-server https://127.0.0.1:1 --api-ca "$C/ca.crt" --api-token-file "$WORK/token" \
+    --hmac-key-file "$C/annotation.key" --client-ca-file "$C/client-ca.crt" 2>"$WORK/cc.log" &
+pg_on_exit "kill $!"
+pg_wait_port "$CC_PORT" 10 || pg_fail "webhook with client CA did not start: $(cat "$WORK/cc.log")"
+python3 - "$C/webhook-client.kubeconfig" "$WORK" <<'EOF'
+import base64, sys, yaml
+u = yaml.safe_load(open(sys.argv[1]))["users"][0]["user"]
+for field, name in (("client-certificate-data", "kc.crt"), ("client-key-data", "kc.key")):
+    with open(f"{sys.argv[2]}/{name}", "wb") as f:
+        f.write(base64.b64decode(u[field]))
+EOF
+cc_call() { # curl options...: GET /healthz on the client-certificate webhook
+    curl -sS --max-time 5 --cacert "$C/ca.crt" --resolve "$SVC:$CC_PORT:127.0.0.1" "$@" \
+        "https://$SVC:$CC_PORT/healthz" 2>"$WORK/curl.err"
+}
+[ "$(cc_call --cert "$WORK/kc.crt" --key "$WORK/kc.key")" = ok ] &&
+    pass "client CA: the kubeconfig's certificate is accepted" || fail "$(cat "$WORK/curl.err")"
+if cc_call >/dev/null; then fail "client CA: a caller without a certificate was served"; else
+    pass "client CA: a caller without a certificate is refused at TLS"; fi
+
 # ------------------------------------------------------------ image (offline)
 if command -v podman >/dev/null && command -v runc >/dev/null && [ "$(id -u)" = 0 ]; then
     export CONTAINERS_STORAGE_CONF=$WORK/storage.conf
@@ -137,7 +162,8 @@ if command -v podman >/dev/null && command -v runc >/dev/null && [ "$(id -u)" = 
                 --ulimit nproc=1024:1024 --runtime runc --cgroup-manager cgroupfs \
                 --events-backend file -v "$WORK/ctr:/certs:ro" "$TAG" --listen "127.0.0.1:$CPORT" \
                 --tls-cert /certs/tls.crt --tls-key /certs/tls.key --api-server https://127.0.0.1:1 \
-                --api-ca /certs/tls.crt --api-token-file /certs/token >/dev/null
+                --api-ca /certs/tls.crt --api-token-file /certs/token --unkeyed-annotations \
+                >/dev/null
             pg_on_exit "podman rm -f pg-wh-$$"
             if pg_wait_port "$CPORT" 10 && curl -sS --max-time 5 --cacert "$C/ca.crt" \
                 --resolve "$SVC:$CPORT:127.0.0.1" "https://$SVC:$CPORT/healthz" | grep -qx ok; then

@@ -5,7 +5,8 @@
 It serves GET /api/v1/namespaces/NS/{secrets,serviceaccounts}/NAME and GET /version the way
 kube-apiserver does: objects as stored in the state file, a v1 Status for 404 NotFound, 401
 Unauthorized (wrong or missing bearer token) and any injected failure. The state file is re-read
-on every request, so a test changes behaviour (tokens, objects, failures) by rewriting it:
+whenever it changed (mtime and size), so a test changes behaviour (tokens, objects, failures) by
+rewriting it (atomically, with a new mtime):
 
   {"tokens": ["..."],                       accepted bearer tokens
    "objects": {"/api/v1/...": {...}},       path -> object
@@ -17,6 +18,7 @@ last 8 characters only), so a test can prove which objects were read and with wh
 """
 import argparse
 import json
+import os
 import socket
 import ssl
 import threading
@@ -24,6 +26,26 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
+STATE = {"key": None, "value": None}
+
+
+def load_state(path):
+    st = os.stat(path)
+    key = (st.st_mtime_ns, st.st_size, st.st_ino)
+    with LOCK:
+        if STATE["key"] != key:
+            with open(path) as f:
+                STATE["value"] = json.load(f)
+            STATE["key"] = key
+        return STATE["value"]
+
+
+def serialized(state, path):
+    """An object's JSON text, made once per state version."""
+    cache = state.setdefault("_text", {})
+    if path not in cache:
+        cache[path] = json.dumps(state["objects"][path]).encode()
+    return cache[path]
 REASONS = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 500: "InternalError",
            503: "ServiceUnavailable", 429: "TooManyRequests"}
 
@@ -49,8 +71,8 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):  # quiet; the JSON log is the record
         pass
 
-    def send_json(self, code, obj):
-        body = json.dumps(obj).encode()
+    def send_json(self, code, obj, body=None):
+        body = body or json.dumps(obj).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -63,8 +85,7 @@ class Handler(BaseHTTPRequestHandler):
                                 "token": token[-8:] if token else ""}) + "\n")
 
     def do_GET(self):
-        with open(self.server.state_path) as f:
-            state = json.load(f)
+        state = load_state(self.server.state_path)
         auth = self.headers.get("Authorization", "")
         token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
         self.record(token)
@@ -81,7 +102,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(code, status_object(code, f"injected failure {code}"))
         obj = state.get("objects", {}).get(self.path)
         if obj is not None:
-            return self.send_json(200, obj)
+            return self.send_json(200, None, serialized(state, self.path))
         parts = self.path.split("/")
         # /api/v1/namespaces/NS/RESOURCE/NAME
         if len(parts) == 7 and parts[1:4] == ["api", "v1", "namespaces"]:
@@ -99,14 +120,25 @@ def main():
     p.add_argument("--key", required=True)
     p.add_argument("--state", required=True)
     p.add_argument("--log", required=True)
+    p.add_argument("--workers", type=int, default=1,
+                   help="processes sharing the port (SO_REUSEPORT): Python's GIL is the bound")
     a = p.parse_args()
-    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    for _ in range(a.workers - 1):  # children serve too; they end with the parent's group
+        if os.fork() == 0:
+            break
+    srv = ReusePortServer(("127.0.0.1", a.port), Handler)
     srv.daemon_threads = True
     srv.state_path, srv.log_path = a.state, a.log
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(a.cert, a.key)
     srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     srv.serve_forever()
+
+
+class ReusePortServer(ThreadingHTTPServer):
+    def server_bind(self):
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
 
 
 if __name__ == "__main__":

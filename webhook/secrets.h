@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Everything the webhook does with the bytes of a pull secret, in one file
+ * (secrets.c): the Secret object as the API returned it -> its dockerconfig
+ * -> the annotation builder. Nothing derived from the secret's data reaches
+ * a message: failures are described by field name and error code only.
+ * Every buffer that held decoded data is wiped; the JSON holding the encoded
+ * data is wiped by the allocator when the caller releases it (memory.h).
+ */
+#ifndef PULLGATE_WEBHOOK_SECRETS_H
+#define PULLGATE_WEBHOOK_SECRETS_H
+
+#include "review.h"
+
+typedef enum wh_secret_outcome {
+    WH_SECRET_ADDED,   /* its entries that apply were added (possibly none) */
+    WH_SECRET_SKIPPED, /* not a pull secret type: the kubelet ignores it too */
+    WH_SECRET_FAILED   /* msg says why, by field name only */
+} wh_secret_outcome;
+
+/*
+ * Matching a dockerconfig against the images costs its entries x the images,
+ * in one library call that no deadline interrupts (14,000 entries x 256 images
+ * took 2 s here). A review does at most WH_MAX_MATCHING of it (a legitimate pod
+ * with 64 secrets of 10 entries and 256 images is 164k), and starts a call only
+ * when its estimated duration, from the cost per entry x image measured on this
+ * machine (wh_matching_calibrate, then every call), ends before the deadline.
+ */
+#define WH_MAX_MATCHING 1000000u
+
+typedef struct wh_matching {
+    size_t left;         /* entries x images the review may still match */
+    int64_t deadline_ms; /* the review's (pg_monotonic_ms()) */
+} wh_matching;
+
+/* Measures the cost of one entry x image on this machine (main, before serving). */
+void wh_matching_calibrate(void);
+/* The current estimate, picoseconds per entry x image (for the log). */
+unsigned long long wh_matching_cost_ps(void);
+
+/*
+ * Adds the credentials of the pull secret ns/name (secret: the object from the
+ * API, already checked to be that Secret) to a, for every image a holds.
+ */
+wh_secret_outcome wh_secret_add(pg_annotation *a, const char *ns, const char *name,
+                                const json_t *secret, wh_matching *m, char *msg, size_t msg_size);
+
+#endif
