@@ -50,10 +50,14 @@ static const char *const api_versions[] = {PG_API_V1ALPHA1, PG_API_V1BETA1, NULL
  * default nodeCredentialFiles, for the usual kubelet (root dir
  * /var/lib/kubelet, working directory /, HOME /root or unset).
  */
-static const char *const kubelet_docker_config_paths[] = {
-    "/var/lib/kubelet/config.json", "/config.json", "/root/.docker/config.json",
-    "/.docker/config.json",         "/var/lib/kubelet/.dockercfg", "/.dockercfg",
-    "/root/.dockercfg",             NULL};
+static const char *const kubelet_docker_config_paths[] = {"/var/lib/kubelet/config.json",
+                                                          "/config.json",
+                                                          "/root/.docker/config.json",
+                                                          "/.docker/config.json",
+                                                          "/var/lib/kubelet/.dockercfg",
+                                                          "/.dockercfg",
+                                                          "/root/.dockercfg",
+                                                          NULL};
 
 /* ------------------------------------------------------------ string lists */
 
@@ -437,8 +441,7 @@ static int set_cri_runtime(pg_config *cfg, const char *key, const char *value, p
 }
 
 /* A Go duration, whole seconds; "0s" turns pullgate-cri's own prune off. */
-static int set_cri_prune_interval(pg_config *cfg, const char *key, const char *value,
-                                  pg_error *err)
+static int set_cri_prune_interval(pg_config *cfg, const char *key, const char *value, pg_error *err)
 {
     pg_error why = {0};
     int64_t seconds = 0;

@@ -20,7 +20,8 @@ static void check_request(const uint8_t *data, size_t size)
 {
     cri_pull_request req;
     const char *why = NULL;
-    cri_decode_result d = cri_pull_request_decode(data, size, "pullgate.dev/credentials", &req, &why);
+    cri_decode_result d =
+        cri_pull_request_decode(data, size, "pullgate.dev/credentials", &req, &why);
     cri_admission a = cri_pull_admit(d, CRI_SLOT_HELD, CRI_RECORD_DURABLE);
     if ((a.step == CRI_STEP_FORWARD) != (d == CRI_DECODED))
         abort(); /* forwarded without being decoded, or a decoded pull refused */
