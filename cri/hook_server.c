@@ -29,8 +29,6 @@
 
 #define WORKERS 2
 #define IO_TIMEOUT_MS 1000 /* a peer that stalls holds a worker at most this long */
-#define CACHE_ENTRIES 4096
-#define CACHE_BYTES (64u << 20)
 #define MAX_FDS 8 /* room to receive (and close) a few stray fds */
 
 /* ------------------------------------------------------------ config identity */
@@ -87,71 +85,6 @@ static int hook_config_id(const char *path, int explicit_, cri_hook_config_id *i
     return cri_hook_config_identify(path, id);
 }
 
-/* ------------------------------------------------------------ store view */
-
-/*
- * A long-lived store holds its record directories open and skips a read-only
- * directory that was missing when it opened. The hook opens them afresh on
- * every run, so the server notes which directories (and their pulled/) exist
- * and what they are, checks that before each decision, and reopens the store
- * when anything changed: a directory that appears, vanishes or is replaced
- * can never leave the daemon deciding on fewer records than the hook would.
- */
-typedef struct dir_identity {
-    int present;
-    dev_t dev;
-    ino_t ino;
-} dir_identity;
-
-typedef struct store_view {
-    dir_identity *ids;
-    size_t n;
-} store_view;
-
-static dir_identity identity_of(const char *dir, const char *sub)
-{
-    char path[4096];
-    struct stat st;
-    dir_identity id = {0};
-    if (snprintf(path, sizeof path, "%s%s", dir, sub) < (int)sizeof path && lstat(path, &st) == 0) {
-        id.present = 1;
-        id.dev = st.st_dev;
-        id.ino = st.st_ino;
-    }
-    return id;
-}
-
-static size_t view_size(const pg_config *cfg)
-{
-    size_t n = 1;
-    const char *const *ro = pg_config_read_only_dirs(cfg);
-    for (size_t i = 0; ro && ro[i]; i++)
-        n++;
-    return 2 * n;
-}
-
-static void view_take(const pg_config *cfg, store_view *v)
-{
-    const char *state_dir = pg_config_state_dir(cfg);
-    const char *const *ro = pg_config_read_only_dirs(cfg);
-    size_t k = 0;
-    v->ids[k++] = identity_of(state_dir ? state_dir : "", "");
-    v->ids[k++] = identity_of(state_dir ? state_dir : "", "/pulled");
-    for (size_t i = 0; ro && ro[i]; i++) {
-        v->ids[k++] = identity_of(ro[i], "");
-        v->ids[k++] = identity_of(ro[i], "/pulled");
-    }
-}
-
-static int view_equal(const store_view *a, const store_view *b)
-{
-    for (size_t i = 0; i < a->n; i++)
-        if (a->ids[i].present != b->ids[i].present || a->ids[i].dev != b->ids[i].dev ||
-            a->ids[i].ino != b->ids[i].ino)
-            return 0;
-    return 1;
-}
-
 /* ------------------------------------------------------------ the server */
 
 struct cri_hook_server {
@@ -161,55 +94,10 @@ struct cri_hook_server {
     const pg_config *cfg;
     cri_hook_config_id config_id;
     pg_notifier *notifier;
-    pthread_rwlock_t store_lock; /* readers decide; a reopen takes it for writing */
-    pg_store *store;
-    store_view view;
+    cri_decider *decider; /* borrowed: its store (and caches) are shared with ImageStatus */
     pthread_t workers[WORKERS];
     size_t n_workers;
 };
-
-static pg_store *open_cached_store(const pg_config *cfg, pg_error *err)
-{
-    pg_store *store = hook_open_store(cfg, err);
-    if (store && pg_store_enable_cache(store, CACHE_ENTRIES, CACHE_BYTES, err) != PG_OK) {
-        pg_store_free(store);
-        store = NULL;
-    }
-    return store;
-}
-
-/*
- * The store to decide with, current for the directories as they are now,
- * returned read-locked (release with pthread_rwlock_unlock), or NULL.
- */
-static pg_store *current_store(cri_hook_server *s)
-{
-    dir_identity ids[s->view.n]; /* 2 per record directory: a few, from the configuration */
-    store_view now = {ids, s->view.n};
-    view_take(s->cfg, &now);
-    pthread_rwlock_rdlock(&s->store_lock);
-    if (s->store && view_equal(&now, &s->view))
-        return s->store;
-    pthread_rwlock_unlock(&s->store_lock);
-
-    pthread_rwlock_wrlock(&s->store_lock);
-    pg_error err = {0};
-    /* Taken again under the lock: the newest view goes with the store opened after it. */
-    view_take(s->cfg, &now);
-    if (!s->store || !view_equal(&now, &s->view)) {
-        pg_store_free(s->store);
-        memcpy(s->view.ids, ids, sizeof ids);
-        s->store = open_cached_store(s->cfg, &err);
-        cri_log(s->store ? CRI_LOG_INFO : CRI_LOG_WARNING, "hook server: record store reopened",
-                "error", s->store ? NULL : err.message, NULL);
-    }
-    pthread_rwlock_unlock(&s->store_lock);
-    pthread_rwlock_rdlock(&s->store_lock);
-    if (s->store)
-        return s->store;
-    pthread_rwlock_unlock(&s->store_lock);
-    return NULL;
-}
 
 /* ------------------------------------------------------------ one request */
 
@@ -312,7 +200,7 @@ static int config_is_mine(const cri_hook_server *s, const hook_request *req)
 /* Decides, replies, closes the connection, then logs and signals. */
 static void decide_and_reply(cri_hook_server *s, int conn, const hook_request *req, int bundle_fd)
 {
-    pg_store *store = current_store(s);
+    pg_store *store = cri_decider_acquire(s->decider);
     if (!store) {
         send_reply(conn, HOOK_REPLY_NOT_MINE, 0, NULL); /* the hook reports the store error */
         close(conn);
@@ -324,7 +212,7 @@ static void decide_and_reply(cri_hook_server *s, int conn, const hook_request *r
     hook_run run;
     memset(&run, 0, sizeof run);
     hook_evaluate_resident(&run, s->cfg, store, stage, req->state, req->state_len, bundle_fd);
-    pthread_rwlock_unlock(&s->store_lock);
+    cri_decider_release(s->decider);
     hook_subject who = hook_run_subject(&run);
     pg_mode mode = hook_run_mode(&run);
     char line[HOOK_LINE_MAX];
@@ -461,9 +349,6 @@ static void server_free(cri_hook_server *s)
     for (int i = 0; i < 2; i++)
         if (s->stop_pipe[i] >= 0)
             close(s->stop_pipe[i]);
-    pg_store_free(s->store);
-    pthread_rwlock_destroy(&s->store_lock);
-    free(s->view.ids);
     free(s->path);
     free(s);
 }
@@ -476,14 +361,12 @@ static cri_hook_server *server_new(const cri_hook_server_options *o, pg_error *e
         return NULL;
     }
     s->listen_fd = s->stop_pipe[0] = s->stop_pipe[1] = -1;
-    pthread_rwlock_init(&s->store_lock, NULL);
     s->cfg = o->cfg;
     s->config_id = o->config_id;
     s->notifier = o->notifier;
-    s->view.n = view_size(o->cfg);
-    s->view.ids = calloc(s->view.n, sizeof *s->view.ids);
+    s->decider = o->decider;
     s->path = strdup(o->path);
-    if (!s->view.ids || !s->path) {
+    if (!s->path) {
         server_free(s);
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
@@ -496,8 +379,7 @@ cri_hook_server *cri_hook_server_start(const cri_hook_server_options *o, pg_erro
     cri_hook_server *s = server_new(o, err);
     if (!s)
         return NULL;
-    view_take(s->cfg, &s->view);
-    int rc = (s->store = open_cached_store(s->cfg, err)) ? PG_OK : err->code;
+    int rc = s->decider ? PG_OK : pg_fail(err, PG_ERR_INVALID, "hook server: no decider");
     if (rc == PG_OK && pipe2(s->stop_pipe, O_CLOEXEC) != 0)
         rc = pg_fail_errno(err, errno, "pipe");
     if (rc == PG_OK)

@@ -9,6 +9,7 @@
 #ifndef PULLGATE_CRI_HOOK_SERVER_H
 #define PULLGATE_CRI_HOOK_SERVER_H
 
+#include "decider.h"
 #include "internal.h"
 
 #include <sys/stat.h>
@@ -39,6 +40,7 @@ typedef struct cri_hook_server_options {
     const pg_config *cfg;         /* borrowed, outlives the server */
     cri_hook_config_id config_id; /* of the file cfg came from */
     pg_notifier *notifier;        /* borrowed; D-Bus signals after each reply */
+    cri_decider *decider;         /* borrowed, outlives the server: the store it decides with */
 } cri_hook_server_options;
 
 typedef struct cri_hook_server cri_hook_server;

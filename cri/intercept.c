@@ -22,6 +22,7 @@
 #include "intercept.h"
 
 #include "log.h"
+#include "verify.h"
 
 #include <grpc/support/time.h>
 #include <openssl/crypto.h>
@@ -620,6 +621,9 @@ static void on_up(cri_task *t)
                     pc->req.image, "error", e.message, NULL);
             answer(pc);
         } else {
+            /* A pod asked to pull (verification pulls) has pulled. */
+            cri_verifier_pulled(x->o.verifier, pc->req.image, pc->req.annotation,
+                                pc->req.annotation_len, pc->req.config_seen);
             pc->phase = PH_RECORDING;
             cri_worker_arm(x->o.worker, &pc->timer, due);
             if (!ask_image_status(pc, pc->image_ref))

@@ -21,7 +21,10 @@
 #define CRI_MAX_SLOT_WAITERS 256    /* pulls waiting for a slot; beyond that: refused */
 #define CRI_RECORD_UNITS_PER_PULL 3 /* intent, aliases, pulled | failed | release */
 
+typedef struct cri_verifier cri_verifier;
+
 typedef struct cri_intercept_options {
+    cri_verifier *verifier;    /* told of each successful pull (loop bound); may be NULL */
     grpc_channel *channel;     /* to the runtime; borrowed */
     grpc_completion_queue *cq; /* the event loop's queue; borrowed */
     cri_worker *worker;        /* borrowed */

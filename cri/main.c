@@ -219,6 +219,7 @@ typedef struct daemon_parts {
     cri_recorder *recorder;
     cri_proxy *proxy;
     cri_pruner *pruner;
+    cri_decider *decider; /* the hook server's and the verification pulls' store */
     cri_hook_server *hook_server;
 } daemon_parts;
 
@@ -249,6 +250,14 @@ static int start(daemon_parts *d, pg_error *err)
     rc = prepare_socket_dir(pg_config_cri_listen(cfg), err);
     if (rc != PG_OK)
         return rc;
+    /* A fast path and a hint only: without it the hook decides locally and ImageStatus is
+     * forwarded as bytes. */
+    pg_error derr = {0};
+    if (!(d->decider = cri_decider_new(cfg, &derr)))
+        cri_log(CRI_LOG_ERROR,
+                "record store not opened for deciding: no hook server, no "
+                "verification pulls",
+                "error", derr.message, NULL);
     cri_proxy_options o = {
         .listen = pg_config_cri_listen(cfg),
         .runtime = pg_config_cri_runtime_endpoint(cfg),
@@ -261,6 +270,9 @@ static int start(daemon_parts *d, pg_error *err)
         .slot_wait_ms = SLOT_WAIT_MS,
         .intent_budget_ms = INTENT_BUDGET_MS,
         .record_budget_ms = RECORD_BUDGET_MS,
+        .cfg = cfg,
+        .decider = d->decider,
+        .notifier = d->notifier,
     };
     mode_t old = umask(0077); /* the socket is born private, chmod only confirms it */
     d->proxy = cri_proxy_start(&o, err);
@@ -281,13 +293,16 @@ static int start(daemon_parts *d, pg_error *err)
  */
 static void start_hook_server(daemon_parts *d, const char *path, const cri_hook_config_id *id)
 {
-    if (strcmp(path, "none") == 0)
+    if (strcmp(path, "none") == 0 || !d->decider)
         return;
     pg_error err = {0};
     char endpoint[PATH_MAX + 8];
     snprintf(endpoint, sizeof endpoint, "unix://%s", path);
-    cri_hook_server_options o = {
-        .path = path, .cfg = d->cfg, .config_id = *id, .notifier = d->notifier};
+    cri_hook_server_options o = {.path = path,
+                                 .cfg = d->cfg,
+                                 .config_id = *id,
+                                 .notifier = d->notifier,
+                                 .decider = d->decider};
     if (prepare_socket_dir(endpoint, &err) == PG_OK)
         d->hook_server = cri_hook_server_start(&o, &err);
     if (!d->hook_server)
@@ -314,6 +329,7 @@ static int stop(daemon_parts *d)
         return 0;
     }
     cri_node_creds_free(d->node_creds);
+    cri_decider_free(d->decider);
     pg_store_free(d->store);
     pg_notifier_free(d->notifier);
     pg_mac_key_free(d->mac_key);

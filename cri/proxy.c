@@ -50,6 +50,7 @@ struct cri_proxy {
     grpc_channel *channel;
     grpc_completion_queue *cq;
     cri_intercept *intercept; /* PullImage */
+    cri_verifier *verifier;   /* ImageStatus (verification pulls); NULL: forwarded as bytes */
     pthread_t loop;
     bool loop_started;
     /* The slot grpc_server_request_call fills; moved into a call when one arrives. */
@@ -527,7 +528,11 @@ static void on_new_call(void *arg, int ok)
     /* Recognised as a runtime built on grpc-go would route it (pull.c's table). */
     cri_method m = cri_method_parse((const char *)GRPC_SLICE_START_PTR(details.method),
                                     GRPC_SLICE_LENGTH(details.method));
-    if (m.kind != CRI_METHOD_OTHER) {
+    if (m.kind == CRI_METHOD_IMAGE_STATUS && px->verifier) {
+        cri_verifier_start(px->verifier, incoming, &details, &md);
+        return;
+    }
+    if (m.kind == CRI_METHOD_PULL_IMAGE) {
         cri_intercept_start(px->intercept, &m, incoming, &details, &md);
         return;
     }
@@ -620,6 +625,7 @@ static grpc_server *new_server(void)
 static void proxy_free(cri_proxy *px)
 {
     cri_intercept_free(px->intercept);
+    cri_verifier_free(px->verifier);
     if (px->server)
         grpc_server_destroy(px->server);
     if (px->channel)
@@ -675,7 +681,20 @@ static int bind_and_start(cri_proxy *px, pg_error *err)
     grpc_server_credentials_release(creds);
     if (port == 0)
         return pg_fail(err, PG_ERR_IO, "cannot listen on %s", px->listen);
+    if (px->opts.cfg && px->opts.decider && pg_config_cri_verify_pulls(px->opts.cfg)) {
+        cri_verifier_options vo = {
+            .channel = px->channel,
+            .cq = px->cq,
+            .worker = px->opts.worker,
+            .cfg = px->opts.cfg,
+            .decider = px->opts.decider,
+            .notifier = px->opts.notifier,
+        };
+        if (!(px->verifier = cri_verifier_new(&vo, err)))
+            return err ? err->code : PG_ERR_NOMEM;
+    }
     cri_intercept_options io = {
+        .verifier = px->verifier,
         .channel = px->channel,
         .cq = px->cq,
         .worker = px->opts.worker,

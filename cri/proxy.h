@@ -9,6 +9,7 @@
 #define PULLGATE_CRI_PROXY_H
 
 #include "intercept.h"
+#include "verify.h"
 
 #include <stdbool.h>
 
@@ -27,6 +28,10 @@ typedef struct cri_proxy_options {
     int slot_wait_ms;           /* waiting for a pull slot before refusing */
     int intent_budget_ms;       /* waiting for the intent before refusing a pull */
     int record_budget_ms;       /* waiting for the result records before answering */
+    /* Verification pulls (verify.h), when cfg says criVerifyPulls and a decider is given: */
+    const pg_config *cfg;  /* borrowed, outlives the proxy */
+    cri_decider *decider;  /* borrowed, outlives the proxy; NULL: ImageStatus as bytes */
+    pg_notifier *notifier; /* borrowed; PullRequired signals */
 } cri_proxy_options;
 
 typedef struct cri_proxy cri_proxy;

@@ -40,6 +40,12 @@ static int dup_field(const ProtobufCBinaryData *f, size_t max, const char *what,
     return PG_OK;
 }
 
+static bool key_is(const ProtobufCBinaryData *k, const char *text)
+{
+    size_t n = strlen(text);
+    return k->len == n && memcmp(k->data, text, n) == 0;
+}
+
 static void free_secret_copy(char *s)
 {
     if (s) {
@@ -68,6 +74,10 @@ static const intercepted intercepted_methods[] = {
     {"runtime.v1.ImageService", "PullImage", CRI_METHOD_PULL_IMAGE,
      "/runtime.v1.ImageService/ImageStatus"},
     {"runtime.v1alpha2.ImageService", "PullImage", CRI_METHOD_PULL_IMAGE,
+     "/runtime.v1alpha2.ImageService/ImageStatus"},
+    {"runtime.v1.ImageService", "ImageStatus", CRI_METHOD_IMAGE_STATUS,
+     "/runtime.v1.ImageService/ImageStatus"},
+    {"runtime.v1alpha2.ImageService", "ImageStatus", CRI_METHOD_IMAGE_STATUS,
      "/runtime.v1alpha2.ImageService/ImageStatus"},
 };
 
@@ -237,12 +247,16 @@ static int read_sandbox(const Runtime__V1__PodSandboxConfig *sc, const char *ann
     }
     size_t key_len = strlen(annotation_key);
     /* A map on the wire: the last entry of a key wins, as in every protobuf decoder. */
-    const Runtime__V1__StringMapEntry *found = NULL;
+    const Runtime__V1__StringMapEntry *found = NULL, *seen = NULL;
     for (size_t i = 0; rc == PG_OK && i < sc->n_annotations; i++) {
         const Runtime__V1__StringMapEntry *e = sc->annotations[i];
         if (e->key.len == key_len && memcmp(e->key.data, annotation_key, key_len) == 0)
             found = e;
+        if (key_is(&e->key, CRI_CONFIG_SEEN_ANNOTATION))
+            seen = e;
     }
+    if (rc == PG_OK && seen)
+        rc = dup_field(&seen->value, CRI_MAX_FIELD_BYTES, "config.seen", &out->config_seen, err);
     if (rc == PG_OK && found) {
         rc = dup_field(&found->value, PG_MAX_ANNOTATION_BYTES, "credentials annotation",
                        &out->annotation, err);
@@ -324,8 +338,103 @@ void cri_pull_request_clear(cri_pull_request *r)
     free(r->pod_name);
     free(r->pod_uid);
     free(r->annotation);
+    free(r->config_seen);
     OPENSSL_cleanse(r->auth_hash, sizeof r->auth_hash);
     memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------ ImageStatus */
+
+static int read_status_annotations(const Runtime__V1__ImageSpec *spec, const char *annotation_key,
+                                   cri_status_request *out, pg_error *err)
+{
+    if (spec->n_annotations > CRI_MAX_STATUS_ANNOTATIONS)
+        return pg_fail(err, PG_ERR_LIMIT, "more than %u pod annotations",
+                       CRI_MAX_STATUS_ANNOTATIONS);
+    size_t prefix_len = strlen(CRI_KUBELET_ANNOTATION_PREFIX);
+    /* A map on the wire: the last entry of a key wins, as in every protobuf decoder. */
+    const Runtime__V1__StringMapEntry *found = NULL, *seen = NULL;
+    for (size_t i = 0; i < spec->n_annotations; i++) {
+        const Runtime__V1__StringMapEntry *e = spec->annotations[i];
+        if (key_is(&e->key, annotation_key))
+            found = e;
+        else if (e->key.len > prefix_len &&
+                 memcmp(e->key.data, CRI_KUBELET_ANNOTATION_PREFIX, prefix_len) == 0)
+            out->has_pod_annotations = true;
+        if (key_is(&e->key, CRI_CONFIG_SEEN_ANNOTATION))
+            seen = e;
+    }
+    int rc = PG_OK;
+    if (found) {
+        out->has_pod_annotations = true;
+        rc = dup_field(&found->value, PG_MAX_ANNOTATION_BYTES, "credentials annotation",
+                       &out->annotation, err);
+        if (rc == PG_OK && !out->annotation && !(out->annotation = pg_strdup("")))
+            rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        out->annotation_len = out->annotation ? strlen(out->annotation) : 0;
+    }
+    if (rc == PG_OK && seen)
+        rc = dup_field(&seen->value, CRI_MAX_FIELD_BYTES, "config.seen", &out->config_seen, err);
+    return rc;
+}
+
+int cri_status_request_decode(const uint8_t *buf, size_t len, const char *annotation_key,
+                              cri_status_request *out, pg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!buf || !annotation_key)
+        return pg_fail(err, PG_ERR_INVALID, "no request");
+    if (len > CRI_MAX_PULL_REQUEST_BYTES)
+        return pg_fail(err, PG_ERR_LIMIT, "ImageStatusRequest larger than 1 MiB");
+    Runtime__V1__ImageStatusRequest *req =
+        runtime__v1__image_status_request__unpack(NULL, len, buf);
+    if (!req)
+        return pg_fail(err, PG_ERR_INVALID, "not an ImageStatusRequest protobuf-c can decode");
+    int rc = !req->image || req->image->image.len == 0
+                 ? pg_fail(err, PG_ERR_INVALID, "no image")
+                 : dup_field(&req->image->image, PG_MAX_IMAGE_LEN, "image", &out->image, err);
+    if (rc == PG_OK)
+        rc = read_status_annotations(req->image, annotation_key, out, err);
+    runtime__v1__image_status_request__free_unpacked(req, NULL);
+    if (rc != PG_OK)
+        cri_status_request_clear(out);
+    return rc;
+}
+
+void cri_status_request_clear(cri_status_request *r)
+{
+    if (!r)
+        return;
+    free(r->image);
+    free(r->annotation);
+    free(r->config_seen);
+    memset(r, 0, sizeof *r);
+}
+
+static void hash_field(EVP_MD_CTX *md, const char *s, size_t len)
+{
+    uint8_t n[8];
+    for (int i = 0; i < 8; i++)
+        n[i] = (uint8_t)((uint64_t)len >> (8 * i));
+    EVP_DigestUpdate(md, n, sizeof n);
+    if (len)
+        EVP_DigestUpdate(md, s, len);
+}
+
+void cri_verify_key(const char *image, const char *annotation, size_t annotation_len,
+                    const char *config_seen, uint8_t key[32])
+{
+    unsigned int n = 0;
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    memset(key, 0, 32);
+    if (!md)
+        return; /* every key equal: the loop bound then only answers the truth sooner */
+    EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+    hash_field(md, image ? image : "", image ? strlen(image) : 0);
+    hash_field(md, annotation ? annotation : "", annotation ? annotation_len : 0);
+    hash_field(md, config_seen ? config_seen : "", config_seen ? strlen(config_seen) : 0);
+    EVP_DigestFinal_ex(md, key, &n);
+    EVP_MD_CTX_free(md);
 }
 
 /* ------------------------------------------------------------ admission */

@@ -27,7 +27,11 @@
 /* ------------------------------------------------------------ methods */
 
 /* The calls pullgate-cri intercepts; every other call is forwarded as bytes. */
-typedef enum cri_method_kind { CRI_METHOD_OTHER = 0, CRI_METHOD_PULL_IMAGE } cri_method_kind;
+typedef enum cri_method_kind {
+    CRI_METHOD_OTHER = 0,
+    CRI_METHOD_PULL_IMAGE,
+    CRI_METHOD_IMAGE_STATUS /* intercepted only with criVerifyPulls (verify.h) */
+} cri_method_kind;
 
 typedef struct cri_method {
     cri_method_kind kind;
@@ -65,6 +69,7 @@ typedef struct cri_pull_request {
     char *pod_uid;
     char *annotation; /* the credentials annotation's value, NULL when absent */
     size_t annotation_len;
+    char *config_seen; /* the kubelet's kubernetes.io/config.seen, NULL when absent */
     bool has_auth; /* credentials given (a bare server_address is none) */
     /* A: the auth hash (pg_credential_hash(user, pass, "")) of the credentials
      * the runtime uses, when has_auth (docs/interfaces.md §4). */
@@ -134,6 +139,43 @@ int cri_pull_credentials(const cri_pull_request *r, const cri_attribution *a, cr
                          pg_error *err);
 void cri_pull_creds_clear(cri_pull_creds *c);
 const char *cri_cred_source_name(cri_cred_source s);
+
+/* ------------------------------------------------------------ ImageStatus */
+
+/* The kubelet's own pod annotations (pkg/kubelet/types): every pod it runs has them. */
+#define CRI_KUBELET_ANNOTATION_PREFIX "kubernetes.io/config."
+#define CRI_CONFIG_SEEN_ANNOTATION "kubernetes.io/config.seen"
+#define CRI_MAX_STATUS_ANNOTATIONS 4096u /* pod annotations on one ImageStatus */
+
+/* What verification pulls read from an ImageStatusRequest; owned copies. */
+typedef struct cri_status_request {
+    char *image;              /* image.image; never NULL after a successful decode */
+    bool has_pod_annotations; /* a kubernetes.io/config.* key or the credentials annotation */
+    char *annotation;         /* the credentials annotation's value ("" when empty), or NULL */
+    size_t annotation_len;
+    char *config_seen; /* kubernetes.io/config.seen, or NULL */
+} cri_status_request;
+
+/*
+ * Decodes an ImageStatusRequest (runtime.v1 or v1alpha2 bytes). Pod
+ * annotations are the kubelet's (EnsureImageExists sends every pod
+ * annotation in ImageSpec.annotations). PG_ERR_INVALID for what protobuf-c
+ * refuses, no image, a NUL or an oversized field, more than
+ * CRI_MAX_STATUS_ANNOTATIONS annotations; *out is then empty. Pure.
+ */
+int cri_status_request_decode(const uint8_t *buf, size_t len, const char *annotation_key,
+                              cri_status_request *out, pg_error *err);
+void cri_status_request_clear(cri_status_request *r);
+
+/*
+ * The key that ties a pod's ImageStatus to its PullImage (verification pulls'
+ * loop bound): SHA-256 over the image, the credentials annotation and the
+ * kubelet's config.seen (the same pod object's annotations go with both
+ * calls; neither call names the pod). Length-prefixed, so no two inputs share
+ * a key. NULLs count as empty.
+ */
+void cri_verify_key(const char *image, const char *annotation, size_t annotation_len,
+                    const char *config_seen, uint8_t key[32]);
 
 /* ------------------------------------------------------------ admission */
 

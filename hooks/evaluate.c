@@ -104,6 +104,29 @@ static void explain_missing_annotation(hook_run *run)
     memcpy(run->decision.text, text, sizeof text);
 }
 
+/*
+ * A denial that a pull with the pod's own credentials can cure says how: the
+ * kubelet pulls when pullgate-cri's verification pulls answer its ImageStatus
+ * "not present" (criVerifyPulls), or on every start with imagePullPolicy:
+ * Always. A pod that pulled and is still refused presents an annotation that
+ * does not list the secret it pulled with (added after admission): recreating
+ * the pod lets the webhook list it. Only the text changes, never the decision.
+ */
+static void explain_curable(hook_run *run)
+{
+    if (run->decision.allow || !pg_reason_curable_by_pull(run->decision.reason))
+        return;
+    static const char cure[] =
+        "; cured by a pull with the pod's own credentials (pullgate-cri's verification pulls, "
+        "or imagePullPolicy: Always); if the pod pulled and is still refused, recreate it so "
+        "the webhook lists the secret it pulls with";
+    size_t len = strlen(run->decision.text);
+    /* The cure is what an operator needs: the reason's tail makes room for it. */
+    if (len > sizeof run->decision.text - sizeof cure)
+        len = sizeof run->decision.text - sizeof cure;
+    memcpy(run->decision.text + len, cure, sizeof cure);
+}
+
 static void decide_application(hook_run *run)
 {
     pg_error err = {0};
@@ -138,6 +161,7 @@ static void decide_application(hook_run *run)
                        (const char *const *)run->identity.hints, &run->decision);
     if (!req.credentials)
         explain_missing_annotation(run);
+    explain_curable(run);
     name_resolved_ref(run);
 }
 

@@ -30,6 +30,7 @@ struct pg_config {
     char *cri_listen;   /* pullgate-cri: unix:// endpoint it serves */
     char *cri_runtime;  /* pullgate-cri: unix:// endpoint of the runtime */
     int64_t cri_prune_interval; /* pullgate-cri: seconds between its prunes, 0 = never */
+    bool cri_verify_pulls;      /* pullgate-cri: answer "not present" to unverified pods */
     pg_strv allowlist;
     pg_strv read_only_dirs;
     pg_strv pinned_images;
@@ -114,6 +115,7 @@ PG_API pg_config *pg_config_new(pg_error *err)
     cfg->log_level = "info";
     cfg->record_api_version = PG_API_V1ALPHA1;
     cfg->cri_prune_interval = 3600;
+    cfg->cri_verify_pulls = true;
     int rc = PG_OK;
     if (!(cfg->state_dir = pg_strdup(PG_DEFAULT_STATE_DIR)) ||
         !(cfg->annotation = pg_strdup("pullgate.dev/credentials")) ||
@@ -154,6 +156,7 @@ static pg_config *config_clone(const pg_config *src, pg_error *err)
     c->log_level = src->log_level;
     c->record_api_version = src->record_api_version;
     c->cri_prune_interval = src->cri_prune_interval;
+    c->cri_verify_pulls = src->cri_verify_pulls;
     int rc = PG_OK;
     if (!(c->state_dir = pg_strdup(src->state_dir)) ||
         !(c->annotation = pg_strdup(src->annotation)) || !(c->dbus = pg_strdup(src->dbus)) ||
@@ -335,7 +338,7 @@ static int check_allowlist_pattern(const char *key, const char *value, pg_error 
 
 /* ----------------------------------------------------------------- setting */
 
-typedef enum key_kind { KEY_SCALAR, KEY_LIST } key_kind;
+typedef enum key_kind { KEY_SCALAR, KEY_BOOL, KEY_LIST } key_kind;
 
 typedef int (*scalar_setter)(pg_config *cfg, const char *key, const char *value, pg_error *err);
 typedef int (*item_check)(const char *key, const char *value, pg_error *err);
@@ -455,6 +458,15 @@ static int set_cri_prune_interval(pg_config *cfg, const char *key, const char *v
     return PG_OK;
 }
 
+/* A boolean: JSON true/false in a file, "true"/"false" through pg_config_set. */
+static int set_cri_verify_pulls(pg_config *cfg, const char *key, const char *value, pg_error *err)
+{
+    if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
+        return bad_value(err, key, value, "expected true or false");
+    cfg->cri_verify_pulls = strcmp(value, "true") == 0;
+    return PG_OK;
+}
+
 static pg_strv *list_of(pg_config *cfg, size_t offset)
 {
     return (pg_strv *)((char *)cfg + offset);
@@ -486,6 +498,7 @@ static const key_spec keys[] = {
     {"criListen", KEY_SCALAR, set_cri_listen, 0, NULL},
     {"criRuntimeEndpoint", KEY_SCALAR, set_cri_runtime, 0, NULL},
     {"criPruneInterval", KEY_SCALAR, set_cri_prune_interval, 0, NULL},
+    {"criVerifyPulls", KEY_BOOL, set_cri_verify_pulls, 0, NULL},
     {"nodeCredentialFiles", KEY_LIST, NULL, offsetof(pg_config, node_credential_files),
      check_absolute_path},
 };
@@ -598,6 +611,11 @@ static int load_one(pg_config *cfg, const char *name, const json_t *v, pg_error 
         return unknown_key(err, name);
     if (k->kind == KEY_LIST)
         return load_list(cfg, k, v, err);
+    if (k->kind == KEY_BOOL) {
+        if (!json_is_boolean(v))
+            return wrong_type(err, k->name, v, "a boolean");
+        return k->set(cfg, k->name, json_is_true(v) ? "true" : "false", err);
+    }
     if (!is_plain_string(v))
         return wrong_type(err, k->name, v, "a string");
     return k->set(cfg, k->name, json_string_value(v), err);
@@ -692,6 +710,7 @@ const char *pg_config_hmac_key_file(const pg_config *cfg) { return cfg->hmac_key
 const char *pg_config_cri_listen(const pg_config *cfg) { return cfg->cri_listen; }
 const char *pg_config_cri_runtime_endpoint(const pg_config *cfg) { return cfg->cri_runtime; }
 int64_t pg_config_cri_prune_interval(const pg_config *cfg) { return cfg->cri_prune_interval; }
+bool pg_config_cri_verify_pulls(const pg_config *cfg) { return cfg->cri_verify_pulls; }
 const char *const *pg_config_node_credential_files(const pg_config *cfg)
 {
     return (const char *const *)cfg->node_credential_files.v;
@@ -750,6 +769,7 @@ PG_API char *pg_config_to_json(const pg_config *cfg, pg_error *err)
               put(o, "criListen", json_string(cfg->cri_listen)) ||
               put(o, "criRuntimeEndpoint", json_string(cfg->cri_runtime)) ||
               put(o, "criPruneInterval", json_string(prune)) ||
+              put(o, "criVerifyPulls", json_boolean(cfg->cri_verify_pulls)) ||
               put(o, "nodeCredentialFiles", list_to_json(&cfg->node_credential_files));
     char *text = bad ? NULL : json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
     json_decref(o);

@@ -19,5 +19,8 @@
 #define PG_SIGNAL_CONTAINER_ALLOWED "ContainerAllowed"
 #define PG_SIGNAL_CONTAINER_DENIED "ContainerDenied"
 #define PG_SIGNAL_RECORDS_PRUNED "RecordsPruned"
+/* pullgate-cri answered an ImageStatus "not present" to make the kubelet pull with the
+ * pod's own credentials (a verification pull): image, namespace, reason. */
+#define PG_SIGNAL_PULL_REQUIRED "PullRequired"
 
 #endif

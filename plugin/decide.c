@@ -45,6 +45,28 @@ PG_API const char *pg_reason_name(int reason)
     }
 }
 
+/*
+ * Denials that a pull with the pod's own credentials can turn into an allow:
+ * the pull is recorded with the credentials the kubelet used (pullgate-cri's
+ * attribution, docs/interfaces.md §10), so a record, a mapping for the name,
+ * a matching credential or a fresh lastUpdatedTime can only come from one.
+ * Everything else is not a pull's to cure: a bad or foreign annotation (the
+ * pull would be recorded under the namespace-bound placeholder, which the
+ * annotation does not list), a store or configuration error, a bad request.
+ */
+bool pg_reason_curable_by_pull(int reason)
+{
+    switch (reason) {
+    case PG_REASON_NO_IMAGE_REF:
+    case PG_REASON_NO_RECORD:
+    case PG_REASON_NO_MAPPING:
+    case PG_REASON_NO_CREDENTIALS:
+    case PG_REASON_CREDENTIALS_MISMATCH:
+    case PG_REASON_EXPIRED: return true;
+    default: return false;
+    }
+}
+
 /* Everything the steps share; owned resources are released by decide_cleanup. */
 typedef struct decide_ctx {
     const pg_config *cfg;

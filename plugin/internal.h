@@ -219,6 +219,10 @@ const char *pg_config_cri_listen(const pg_config *cfg);
 const char *pg_config_cri_runtime_endpoint(const pg_config *cfg);
 /* pullgate-cri's own prune of the records (criPruneInterval): seconds, 0 = never. */
 int64_t pg_config_cri_prune_interval(const pg_config *cfg);
+/* pullgate-cri's verification pulls (criVerifyPulls, default true): an ImageStatus
+ * with pod annotations is answered "not present" when a pull with the pod's own
+ * credentials could cure the hook's denial (docs/interfaces.md §10). */
+bool pg_config_cri_verify_pulls(const pg_config *cfg);
 /* The node's own docker config files (nodeCredentialFiles): credentials found
  * there make a pull node-accessible. NULL-terminated, owned by cfg. */
 const char *const *pg_config_node_credential_files(const pg_config *cfg);
@@ -283,5 +287,36 @@ int pg_strv_ensure(pg_strv *l, pg_error *err);
 /* Appends a copy of s. */
 int pg_strv_push(pg_strv *l, const char *s, pg_error *err);
 void pg_strv_clear(pg_strv *l);
+
+/* ------------------------------------------------------------ decide.c */
+
+/*
+ * Whether a denial with this reason could become an allow through a pull made
+ * with the pod's own credentials (no record, no mapping, no or non-matching
+ * credentials, expired): what pullgate-cri's verification pulls ask before
+ * answering "not present", and what the hook's denial text explains. Never
+ * true for an allow's reason, a bad annotation or signature, a store,
+ * configuration or request error.
+ */
+bool pg_reason_curable_by_pull(int reason);
+
+/*
+ * The one namespace a credentials annotation's items name (secrets and
+ * service accounts of every entry), without verifying anything: a candidate
+ * for the pod's namespace where the caller knows no other (pullgate-cri's
+ * ImageStatus carries no pod metadata). PG_OK with *ns (caller frees) the
+ * namespace, or NULL when no item names one; PG_ERR_INVALID when the text is
+ * not such an annotation or its items name more than one namespace (no
+ * producer writes that). Bounded like pg_presented_parse.
+ */
+int pg_presented_namespace(const char *json, size_t len, char **ns, pg_error *err);
+
+/* ------------------------------------------------------------ notifier.c */
+
+/* PullRequired(s image, s namespace, s reason): pullgate-cri told the kubelet "not
+ * present" so that it pulls with the pod's own credentials (docs/dbus.md). Not in
+ * pullgate.h (the header is fixed). */
+void pg_notify_pull_required(pg_notifier *n, const char *image, const char *namespace_,
+                             const char *reason);
 
 #endif

@@ -737,6 +737,13 @@ PG_API void pg_notify_container(pg_notifier *n, int allowed, const char *contain
     notify_strings(n, allowed ? PG_SIGNAL_CONTAINER_ALLOWED : PG_SIGNAL_CONTAINER_DENIED, args, 5);
 }
 
+void pg_notify_pull_required(pg_notifier *n, const char *image, const char *namespace_,
+                             const char *reason)
+{
+    const char *args[PG_SIGNAL_ARGS_MAX] = {image, namespace_, reason};
+    notify_strings(n, PG_SIGNAL_PULL_REQUIRED, args, 3);
+}
+
 PG_API void pg_notify_records_pruned(pg_notifier *n, uint32_t count)
 {
     if (!n || !n->dbus_loaded)

@@ -543,3 +543,64 @@ size_t pg_presented_unopened(const pg_presented *p, const char *image_name)
     const pres_entry *e = find_entry(p, image_name);
     return e ? e->n_unopened : 0;
 }
+
+/* ------------------------------------------------------------ namespace */
+
+/* Notes the namespace of every item of one list in *ns (borrowed from the JSON). */
+static int list_namespaces(const json_t *arr, const char **ns, pg_error *err)
+{
+    if (!arr)
+        return PG_OK;
+    if (!json_is_array(arr))
+        return pg_fail(err, PG_ERR_INVALID, "annotation: a credential list is not an array");
+    size_t i;
+    const json_t *item;
+    json_array_foreach(arr, i, item)
+    {
+        const char *v = NULL;
+        int rc = json_is_object(item)
+                     ? get_string(item, "namespace", "annotation item", true, &v, err)
+                     : pg_fail(err, PG_ERR_INVALID, "annotation item: expected an object");
+        if (rc != PG_OK)
+            return rc;
+        if (*ns && strcmp(*ns, v) != 0)
+            return pg_fail(err, PG_ERR_INVALID, "annotation: items name more than one namespace");
+        *ns = v;
+    }
+    return PG_OK;
+}
+
+int pg_presented_namespace(const char *json, size_t len, char **ns, pg_error *err)
+{
+    *ns = NULL;
+    if (!json)
+        return pg_fail(err, PG_ERR_INVALID, "annotation: missing");
+    if (len > PG_MAX_ANNOTATION_BYTES)
+        return pg_fail(err, PG_ERR_LIMIT, "annotation: %zu bytes, larger than the limit of %u", len,
+                       PG_MAX_ANNOTATION_BYTES);
+    json_t *root = pg_json_parse(json, len, "annotation", err);
+    if (!root)
+        return PG_ERR_INVALID;
+    const char *found = NULL;
+    int rc = json_is_object(root)
+                 ? PG_OK
+                 : pg_fail(err, PG_ERR_INVALID, "annotation: expected a JSON object");
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val)
+    {
+        if (rc != PG_OK)
+            break;
+        if (!json_is_object(val)) {
+            rc = pg_fail(err, PG_ERR_INVALID, "annotation: an entry is not an object");
+            break;
+        }
+        rc = list_namespaces(json_object_get(val, "kubernetesSecrets"), &found, err);
+        if (rc == PG_OK)
+            rc = list_namespaces(json_object_get(val, "kubernetesServiceAccounts"), &found, err);
+    }
+    if (rc == PG_OK && found && !(*ns = pg_strdup(found)))
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    json_decref(root);
+    return rc;
+}

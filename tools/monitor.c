@@ -58,6 +58,10 @@ static const signal_spec signal_specs[] = {
      {"containerId", "namespace", "image", "imageRef", "reason"},
      {"container", "namespace", "image", "imageRef", "reason"}},
     {PG_SIGNAL_RECORDS_PRUNED, "u", {"count"}, {"count"}},
+    {PG_SIGNAL_PULL_REQUIRED,
+     "sss",
+     {"image", "namespace", "reason"},
+     {"image", "namespace", "reason"}},
 };
 
 static volatile sig_atomic_t stop_requested;

@@ -6,6 +6,7 @@
  * from the code under test.
  */
 #include "pull.h"
+#include "verify_memory.h"
 
 #include "annotation_build.h"
 
@@ -693,7 +694,13 @@ START_TEST(methods_as_grpc_go_routes_them)
         {"/x/runtime.v1.ImageService/PullImage", CRI_METHOD_OTHER, NULL},
         {"/runtime.v1.ImageService/PullImage/", CRI_METHOD_OTHER, NULL},
         {"/runtime.v1.ImageService/PullImages", CRI_METHOD_OTHER, NULL},
-        {"/runtime.v1.ImageService/ImageStatus", CRI_METHOD_OTHER, NULL},
+        /* Verification pulls: ImageStatus (intercepted only with criVerifyPulls). */
+        {"/runtime.v1.ImageService/ImageStatus", CRI_METHOD_IMAGE_STATUS,
+         "/runtime.v1.ImageService/ImageStatus"},
+        {"runtime.v1alpha2.ImageService/ImageStatus", CRI_METHOD_IMAGE_STATUS,
+         "/runtime.v1alpha2.ImageService/ImageStatus"},
+        {"/runtime.v1.ImageService/ImageStatuses", CRI_METHOD_OTHER, NULL},
+        {"/runtime.v1.RuntimeService/ImageStatus", CRI_METHOD_OTHER, NULL},
         {"/runtime.v1.RuntimeService/PullImage", CRI_METHOD_OTHER, NULL},
         {"PullImage", CRI_METHOD_OTHER, NULL},
         {"", CRI_METHOD_OTHER, NULL},
@@ -958,6 +965,150 @@ START_TEST(list_images_and_image_presence)
 }
 END_TEST
 
+/* An ImageStatusRequest with n annotations key[i]=value[i]. */
+static uint8_t *pack_status(const char *image, const char *const *keys, const char *const *values,
+                            size_t n, size_t *len)
+{
+    Runtime__V1__ImageSpec spec = RUNTIME__V1__IMAGE_SPEC__INIT;
+    Runtime__V1__ImageStatusRequest r = RUNTIME__V1__IMAGE_STATUS_REQUEST__INIT;
+    Runtime__V1__StringMapEntry *e = calloc(n ? n : 1, sizeof *e);
+    Runtime__V1__StringMapEntry **ep = calloc(n ? n : 1, sizeof *ep);
+    for (size_t i = 0; i < n; i++) {
+        runtime__v1__string_map_entry__init(&e[i]);
+        e[i].key = bin(keys[i]);
+        e[i].value = bin(values[i]);
+        ep[i] = &e[i];
+    }
+    if (image)
+        spec.image = bin(image);
+    spec.annotations = ep;
+    spec.n_annotations = n;
+    r.image = &spec;
+    *len = runtime__v1__image_status_request__get_packed_size(&r);
+    uint8_t *buf = malloc(*len ? *len : 1);
+    runtime__v1__image_status_request__pack(&r, buf);
+    free(e);
+    free(ep);
+    return buf;
+}
+
+START_TEST(image_status_request_pod_annotations)
+{
+    cri_status_request r;
+    pg_error err = {0};
+    size_t len;
+    /* crictl, the image GC, the proxy's own follow-ups: no pod annotations. */
+    uint8_t *buf = pack_status(IMAGE, NULL, NULL, 0, &len);
+    ck_assert_int_eq(cri_status_request_decode(buf, len, KEY, &r, &err), PG_OK);
+    ck_assert_str_eq(r.image, IMAGE);
+    ck_assert(!r.has_pod_annotations);
+    ck_assert_ptr_null(r.annotation);
+    cri_status_request_clear(&r);
+    free(buf);
+    /* Some other annotation only: still not the kubelet's. */
+    const char *k1[] = {"example.com/x"}, *v1[] = {"y"};
+    buf = pack_status(IMAGE, k1, v1, 1, &len);
+    ck_assert_int_eq(cri_status_request_decode(buf, len, KEY, &r, &err), PG_OK);
+    ck_assert(!r.has_pod_annotations);
+    cri_status_request_clear(&r);
+    free(buf);
+    /* The kubelet's own annotations; the credentials annotation, last entry wins. */
+    const char *k2[] = {"kubernetes.io/config.source", "kubernetes.io/config.seen", KEY, KEY};
+    const char *v2[] = {"api", "2026-11-25T09:00:00.1Z", "{broken", "{}"};
+    buf = pack_status(IMAGE, k2, v2, 4, &len);
+    ck_assert_int_eq(cri_status_request_decode(buf, len, KEY, &r, &err), PG_OK);
+    ck_assert(r.has_pod_annotations);
+    ck_assert_str_eq(r.annotation, "{}");
+    ck_assert_uint_eq(r.annotation_len, 2);
+    ck_assert_str_eq(r.config_seen, "2026-11-25T09:00:00.1Z");
+    cri_status_request_clear(&r);
+    free(buf);
+    /* The credentials annotation alone counts; an empty value is present. */
+    const char *k3[] = {KEY}, *v3[] = {""};
+    buf = pack_status(IMAGE, k3, v3, 1, &len);
+    ck_assert_int_eq(cri_status_request_decode(buf, len, KEY, &r, &err), PG_OK);
+    ck_assert(r.has_pod_annotations);
+    ck_assert_str_eq(r.annotation, "");
+    cri_status_request_clear(&r);
+    free(buf);
+}
+END_TEST
+
+START_TEST(image_status_request_hostile)
+{
+    cri_status_request r;
+    pg_error err = {0};
+    size_t len;
+    /* No image, garbage, a NUL in the annotation, too many annotations. */
+    uint8_t *buf = pack_status(NULL, NULL, NULL, 0, &len);
+    ck_assert_int_eq(cri_status_request_decode(buf, len, KEY, &r, &err), PG_ERR_INVALID);
+    ck_assert_ptr_null(r.image);
+    free(buf);
+    static const uint8_t garbage[] = {0x0a, 0xff, 0xff, 0xff};
+    ck_assert_int_eq(cri_status_request_decode(garbage, sizeof garbage, KEY, &r, &err),
+                     PG_ERR_INVALID);
+    static const uint8_t nul_value[] = {0x0a, 0x0f, 0x0a, 0x01, 'x',  0x12, 0x0a, 0x0a, 0x01,
+                                        'k',  0x12, 0x05, '{',  '\0', '}',  ' ',  ' '};
+    ck_assert_int_ne(cri_status_request_decode(nul_value, sizeof nul_value, "k", &r, &err), PG_OK);
+    ck_assert_ptr_null(r.image);
+    size_t n = CRI_MAX_STATUS_ANNOTATIONS + 1;
+    const char **keys = calloc(n, sizeof *keys), **values = calloc(n, sizeof *values);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = values[i] = "a";
+    buf = pack_status(IMAGE, keys, values, n, &len);
+    ck_assert_int_eq(cri_status_request_decode(buf, len, KEY, &r, &err), PG_ERR_LIMIT);
+    free(buf);
+    buf = pack_status(IMAGE, keys, values, n - 1, &len);
+    ck_assert_int_eq(cri_status_request_decode(buf, len, KEY, &r, &err), PG_OK);
+    cri_status_request_clear(&r);
+    free(buf);
+    free(keys);
+    free(values);
+}
+END_TEST
+
+START_TEST(verify_key_separates_fields)
+{
+    uint8_t a[32], b[32], c[32], d[32];
+    cri_verify_key("img", "ab", 2, "c", a);
+    cri_verify_key("img", "a", 1, "bc", b);
+    cri_verify_key("img", "ab", 2, "c", c);
+    cri_verify_key("img", "ab", 2, NULL, d);
+    ck_assert(memcmp(a, b, 32) != 0);
+    ck_assert(memcmp(a, c, 32) == 0);
+    ck_assert(memcmp(a, d, 32) != 0);
+}
+END_TEST
+
+START_TEST(verify_memory_bounds_the_loop)
+{
+    pg_error err = {0};
+    cri_verify_memory *m = cri_verify_memory_new(2, 1000, &err);
+    uint8_t k1[32] = {1}, k2[32] = {2}, k3[32] = {3};
+    /* Asked, not pulled: asked again (a refused pull is retried, the registry decides). */
+    ck_assert(cri_verify_memory_ask(m, k1, 0));
+    ck_assert(cri_verify_memory_ask(m, k1, 10));
+    /* Pulled: the next curable answer is the truth, until the TTL runs out. */
+    ck_assert(cri_verify_memory_pulled(m, k1, 20));
+    ck_assert(!cri_verify_memory_ask(m, k1, 30));
+    ck_assert(!cri_verify_memory_ask(m, k1, 1020));
+    ck_assert(cri_verify_memory_ask(m, k1, 1021));
+    /* A pull nobody was asked for is not remembered. */
+    ck_assert(!cri_verify_memory_pulled(m, k2, 1030));
+    ck_assert_uint_eq(cri_verify_memory_size(m), 1);
+    /* Full: the oldest entry makes room. */
+    ck_assert(cri_verify_memory_ask(m, k2, 1040));
+    ck_assert(cri_verify_memory_ask(m, k3, 1050));
+    ck_assert_uint_eq(cri_verify_memory_size(m), 2);
+    ck_assert(!cri_verify_memory_pulled(m, k1, 1060));
+    ck_assert(cri_verify_memory_pulled(m, k3, 1060));
+    /* A clock that went back: the entry is not trusted. */
+    ck_assert(cri_verify_memory_ask(m, k3, 0));
+    cri_verify_memory_free(m);
+    ck_assert_ptr_null(cri_verify_memory_new(0, 1000, &err));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cri_pull");
@@ -981,6 +1132,10 @@ static Suite *suite(void)
     tcase_add_test(tc, hostile_requests_are_refused);
     tcase_add_test(tc, last_annotation_entry_wins);
     tcase_add_test(tc, pull_response_and_image_status);
+    tcase_add_test(tc, image_status_request_pod_annotations);
+    tcase_add_test(tc, image_status_request_hostile);
+    tcase_add_test(tc, verify_key_separates_fields);
+    tcase_add_test(tc, verify_memory_bounds_the_loop);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -68,6 +68,7 @@ START_TEST(defaults_match_contract)
     ck_assert_uint_eq(strv_len(pg_config_pinned_images(cfg)), 0);
     ck_assert_uint_eq(strv_len(pg_config_read_only_dirs(cfg)), 1);
     ck_assert_str_eq(pg_config_read_only_dirs(cfg)[0], "/var/lib/kubelet/image_manager");
+    ck_assert(pg_config_cri_verify_pulls(cfg));
     pg_config_free(cfg);
     pg_config_free(NULL);
 }
@@ -184,6 +185,27 @@ START_TEST(every_key_rejects_invalid_values)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_config_error(bad[i].json, bad[i].needle);
+}
+END_TEST
+
+START_TEST(cri_verify_pulls_is_a_boolean)
+{
+    pg_config *cfg = new_config();
+    pg_error err = {0};
+    ck_assert_msg(load(cfg, "{\"criVerifyPulls\":false}", &err) == PG_OK, "%s", err.message);
+    ck_assert(!pg_config_cri_verify_pulls(cfg));
+    char *text = pg_config_to_json(cfg, &err);
+    ck_assert_msg(strstr(text, "\"criVerifyPulls\":false"), "%s", text);
+    pg_free(text);
+    ck_assert_int_eq(pg_config_set(cfg, "criVerifyPulls", "true", &err), PG_OK);
+    ck_assert(pg_config_cri_verify_pulls(cfg));
+    ck_assert_int_eq(pg_config_set(cfg, "criVerifyPulls", "yes", &err), PG_ERR_CONFIG);
+    ck_assert(pg_config_cri_verify_pulls(cfg));
+    pg_config_free(cfg);
+    assert_config_error("{\"criVerifyPulls\":\"false\"}",
+                        "key \"criVerifyPulls\": expected a boolean, got a string");
+    assert_config_error("{\"criVerifyPulls\":0}", "key \"criVerifyPulls\": expected a boolean");
+    assert_config_error("{\"criVerifyPulls\":null}", "key \"criVerifyPulls\"");
 }
 END_TEST
 
@@ -356,6 +378,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, every_key_accepts_valid_values);
     tcase_add_test(tc, every_key_rejects_invalid_values);
     tcase_add_test(tc, unknown_duplicate_and_mistyped_keys);
+    tcase_add_test(tc, cri_verify_pulls_is_a_boolean);
     tcase_add_test(tc, failed_load_leaves_config_unchanged);
     tcase_add_test(tc, set_and_clear_list);
     suite_add_tcase(s, tc);

@@ -712,6 +712,37 @@ START_TEST(identity_bad_annotation_before_exemptions)
 }
 END_TEST
 
+/* Verification pulls (issue 20): only denials a pull with the pod's own credentials can
+ * change are curable; every allow and every error or tampering is not. */
+START_TEST(curable_by_pull_classification)
+{
+    static const int curable[] = {PG_REASON_NO_IMAGE_REF,         PG_REASON_NO_RECORD,
+                                  PG_REASON_NO_MAPPING,           PG_REASON_NO_CREDENTIALS,
+                                  PG_REASON_CREDENTIALS_MISMATCH, PG_REASON_EXPIRED};
+    static const int not_curable[] = {0,
+                                      PG_REASON_NEVER_VERIFY,
+                                      PG_REASON_PINNED,
+                                      PG_REASON_PRELOADED,
+                                      PG_REASON_ALLOWLISTED,
+                                      PG_REASON_NODE_ACCESSIBLE,
+                                      PG_REASON_SECRET_MATCH,
+                                      PG_REASON_SERVICE_ACCOUNT_MATCH,
+                                      PG_REASON_SANDBOX,
+                                      PG_REASON_BAD_ANNOTATION,
+                                      PG_REASON_STORE_ERROR,
+                                      PG_REASON_BAD_REQUEST,
+                                      PG_REASON_CONFIG_ERROR,
+                                      PG_REASON_ANNOTATION_SIGNATURE,
+                                      9999,
+                                      -1};
+    for (size_t i = 0; i < sizeof curable / sizeof curable[0]; i++)
+        ck_assert_msg(pg_reason_curable_by_pull(curable[i]), "%s", pg_reason_name(curable[i]));
+    for (size_t i = 0; i < sizeof not_curable / sizeof not_curable[0]; i++)
+        ck_assert_msg(!pg_reason_curable_by_pull(not_curable[i]), "%s",
+                      pg_reason_name(not_curable[i]));
+}
+END_TEST
+
 static Suite *decide_suite(void)
 {
     Suite *s = suite_create("decide");
@@ -740,6 +771,7 @@ static Suite *decide_suite(void)
     tcase_add_test(tc, identity_bad_annotation_before_exemptions);
     tcase_add_test(tc, short_key_in_rebuilt_name_index);
     tcase_add_test(tc, short_key_old_dircache_is_not_trusted);
+    tcase_add_test(tc, curable_by_pull_classification);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -183,6 +183,57 @@ START_TEST(many_keys_fold_fast)
 }
 END_TEST
 
+/* pullgate-cri's candidate namespace for an ImageStatus (no pod metadata there). */
+static void assert_namespace(const char *json, int want_rc, const char *want_ns)
+{
+    char *ns = (char *)"unset";
+    pg_error err = {0};
+    int rc = pg_presented_namespace(json, strlen(json), &ns, &err);
+    ck_assert_msg(rc == want_rc, "%s: rc %d (%s)", json, rc, err.message);
+    if (want_ns)
+        ck_assert_msg(ns && strcmp(ns, want_ns) == 0, "%s: namespace %s", json, ns ? ns : "NULL");
+    else
+        ck_assert_msg(ns == NULL, "%s: namespace %s", json, ns);
+    free(ns);
+}
+
+START_TEST(candidate_namespace)
+{
+    assert_namespace("{}", PG_OK, NULL);
+    assert_namespace("{\"nginx\":{}}", PG_OK, NULL);
+    assert_namespace("{\"nginx\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"r\","
+                     "\"uid\":\"u\"}],\"kubernetesServiceAccounts\":[{\"namespace\":\"team-a\"}]},"
+                     "\"app\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\"}]}}",
+                     PG_OK, "team-a");
+    /* Two namespaces: no producer writes that; no candidate. */
+    assert_namespace("{\"nginx\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\"}]},"
+                     "\"app\":{\"kubernetesServiceAccounts\":[{\"namespace\":\"team-b\"}]}}",
+                     PG_ERR_INVALID, NULL);
+    assert_namespace("[]", PG_ERR_INVALID, NULL);
+    assert_namespace("{\"nginx\":[]}", PG_ERR_INVALID, NULL);
+    assert_namespace("{\"nginx\":{\"kubernetesSecrets\":{}}}", PG_ERR_INVALID, NULL);
+    assert_namespace("{\"nginx\":{\"kubernetesSecrets\":[1]}}", PG_ERR_INVALID, NULL);
+    assert_namespace("{\"nginx\":{\"kubernetesSecrets\":[{\"namespace\":7}]}}", PG_ERR_INVALID,
+                     NULL);
+    assert_namespace("{\"nginx\":{\"kubernetesSecrets\":[{\"namespace\":\"\"}]}}", PG_ERR_INVALID,
+                     NULL);
+    assert_namespace("{\"nginx\":{\"kubernetesSecrets\":[{\"namespace\":\"a\\u0000b\"}]}}",
+                     PG_ERR_INVALID, NULL);
+    assert_namespace("{\"nginx\":", PG_ERR_INVALID, NULL);
+    size_t big = PG_MAX_ANNOTATION_BYTES + 16;
+    char *buf = malloc(big + 1);
+    memset(buf, ' ', big);
+    buf[0] = '{';
+    buf[big - 1] = '}';
+    buf[big] = '\0';
+    char *ns = NULL;
+    pg_error err = {0};
+    ck_assert_int_eq(pg_presented_namespace(buf, big, &ns, &err), PG_ERR_LIMIT);
+    ck_assert_ptr_null(ns);
+    free(buf);
+}
+END_TEST
+
 static Suite *presented_suite(void)
 {
     Suite *s = suite_create("presented");
@@ -193,6 +244,7 @@ static Suite *presented_suite(void)
     tcase_add_test(tc, hostile_and_malformed);
     tcase_add_test(tc, deep_nesting_and_size_limits);
     tcase_add_test(tc, many_keys_fold_fast);
+    tcase_add_test(tc, candidate_namespace);
     suite_add_tcase(s, tc);
     return s;
 }

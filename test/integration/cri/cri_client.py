@@ -10,7 +10,13 @@ time with grpc_tools.protoc into --gen-dir. Run with Debian's /usr/bin/python3
     cri_client.py --socket SOCK --gen-dir DIR version
     cri_client.py ... pull --image IMG [--username U --password-env VAR] [--server-address A]
                               [--auth-env VAR] [--pod-config FILE]  # sandbox_config as the kubelet sends it
-    cri_client.py ... image-status --image IMG
+    cri_client.py ... image-status --image IMG [--pod-config FILE]  # with the pod's annotations
+    cri_client.py ... ensure-image --image IMG --pod-config FILE --policy IfNotPresent|Always|Never
+                              [--username U --password-env VAR]
+        # the kubelet's EnsureImageExists: ImageStatus with the pod's annotations, then
+        # PullImage (the pod's credentials, sandbox_config) only when the image is not
+        # present and the policy allows; prints {"outcome": present|pulled|ErrImageNeverPull|
+        # ErrImagePull, "imageRef": ..., "error": ...}; exit 0 only for present/pulled
     cri_client.py ... remove-image --image IMG
     cri_client.py ... run-pod --name N --namespace NS --uid UID [--annotation K=V]...
                               [--log-dir DIR] --save FILE          # prints the pod sandbox id
@@ -79,6 +85,36 @@ def pod_config(pb, spec):
             security_context=pb.LinuxSandboxSecurityContext(namespace_options=ns_opts)))
 
 
+def pod_image_spec(pb, image, spec):
+    """ImageSpec as the kubelet's EnsureImageExists sends it: every pod annotation."""
+    return pb.ImageSpec(image=image, annotations=spec.get("annotations", {}) if spec else {})
+
+
+def ensure_image(pb, im, args, t):
+    """pkg/kubelet/images/image_manager.go EnsureImageExists, for one container."""
+    with open(args.pod_config) as f:
+        spec = json.load(f)
+    r = im.ImageStatus(pb.ImageStatusRequest(image=pod_image_spec(pb, args.image, spec)),
+                       timeout=t)
+    ref = r.image.id
+    if ref and args.policy != "Always":
+        return {"outcome": "present", "imageRef": ref}
+    if args.policy == "Never":
+        return {"outcome": "ErrImageNeverPull", "imageRef": ""}
+    req = pb.PullImageRequest(image=pod_image_spec(pb, args.image, spec),
+                              sandbox_config=pod_config(pb, spec))
+    if args.username:
+        pw = os.environ.get(args.password_env, "") if args.password_env else ""
+        req.auth.CopyFrom(pb.AuthConfig(username=args.username, password=pw))
+    import grpc  # noqa: E402
+    try:
+        r = im.PullImage(req, timeout=t)
+    except grpc.RpcError as e:
+        return {"outcome": "ErrImagePull", "imageRef": "",
+                "error": "%s: %s" % (e.code().name, e.details())}
+    return {"outcome": "pulled", "imageRef": r.image_ref}
+
+
 def main():
     ap = argparse.ArgumentParser(description="minimal CRI client")
     ap.add_argument("--socket", required=True)
@@ -98,6 +134,16 @@ def main():
     p.add_argument("--method", required=True)
     p = sub.add_parser("image-status")
     p.add_argument("--image", required=True)
+    p.add_argument("--pod-config", default="", help="send the pod's annotations, as the kubelet")
+    p = sub.add_parser("image-status-raw", help="prints CODE and the answer's bytes in hex")
+    p.add_argument("--image", required=True)
+    p.add_argument("--pod-config", default="")
+    p = sub.add_parser("ensure-image")
+    p.add_argument("--image", required=True)
+    p.add_argument("--pod-config", required=True)
+    p.add_argument("--policy", choices=("IfNotPresent", "Always", "Never"), default="IfNotPresent")
+    p.add_argument("--username", default="")
+    p.add_argument("--password-env", default="")
     p = sub.add_parser("remove-image")
     p.add_argument("--image", required=True)
     p = sub.add_parser("run-pod")
@@ -158,8 +204,28 @@ def main():
             except grpc.RpcError as e:
                 code = e.code().name
             print("%s %.3f" % (code, time.monotonic() - t0))
+        elif args.cmd == "image-status-raw":
+            spec = None
+            if args.pod_config:
+                with open(args.pod_config) as f:
+                    spec = json.load(f)
+            body = pb.ImageStatusRequest(
+                image=pod_image_spec(pb, args.image, spec)).SerializeToString()
+            fn = chan.unary_unary("/runtime.v1.ImageService/ImageStatus")
+            try:
+                print("OK " + fn(body, timeout=t).hex())
+            except grpc.RpcError as e:
+                print("%s %s" % (e.code().name, e.details()))
+        elif args.cmd == "ensure-image":
+            out = ensure_image(pb, im, args, t)
+            print(json.dumps(out))
+            return 0 if out["outcome"] in ("present", "pulled") else 1
         elif args.cmd == "image-status":
-            r = im.ImageStatus(pb.ImageStatusRequest(image=pb.ImageSpec(image=args.image)),
+            spec = None
+            if args.pod_config:
+                with open(args.pod_config) as f:
+                    spec = json.load(f)
+            r = im.ImageStatus(pb.ImageStatusRequest(image=pod_image_spec(pb, args.image, spec)),
                                timeout=t)
             if not r.image.id:
                 sys.stderr.write("image not present\n")
@@ -169,8 +235,14 @@ def main():
         elif args.cmd == "remove-image":
             im.RemoveImage(pb.RemoveImageRequest(image=pb.ImageSpec(image=args.image)), timeout=t)
         elif args.cmd == "run-pod":
+            # The kubelet's own annotations on every pod it runs (pkg/kubelet/config):
+            # config.source and config.seen (when it first saw the pod, RFC 3339, ns).
+            ann = {"kubernetes.io/config.source": "api",
+                   "kubernetes.io/config.seen": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
+                   + ".%09dZ" % (time.time_ns() % 1000000000)}
+            ann.update(kv_list(args.annotation))
             spec = {"name": args.name, "namespace": args.namespace, "uid": args.uid,
-                    "annotations": kv_list(args.annotation), "log_dir": args.log_dir}
+                    "annotations": ann, "log_dir": args.log_dir}
             r = rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_config(pb, spec),
                                                          runtime_handler=args.runtime_handler),
                                  timeout=t)

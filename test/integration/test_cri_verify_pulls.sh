@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Verification pulls (issue 20, docs/interfaces.md §10), with the real things: the Python
+# CRI client playing the kubelet's EnsureImageExists (ImageStatus with the pod's
+# annotations, PullImage only when told "not present" and the policy allows) ->
+# pullgate-cri -> containerd 1.6 -> runc -> pullgate-hook (asking pullgate-cri's resident
+# decider); one registry with two htpasswd users; keyed (v2) annotations as the webhook
+# writes them; policy NeverVerifyPreloadedImages; a private D-Bus bus. Cases:
+#  - the owner (tenant A): pulls, recorded, runs; its next pod hears "present";
+#  - tenant B with its own valid credentials: "not present" -> pull -> the record keeps
+#    both tenants' secrets -> runs; its next pod hears "present"; one log line and one
+#    PullRequired signal (image, namespace, reason; no hash);
+#  - a wrong password, and no credentials: "not present" -> the registry refuses ->
+#    ErrImagePull, no record entry gained, the image stays; the container created anyway
+#    (without the pull path) is refused by the hook;
+#  - no pull loop: a pod whose verified pull still cannot match (a secret added after
+#    admission) is told "not present" once, then the runtime's truth; the hook's denial
+#    says what cures it;
+#  - policy Never: ErrImageNeverPull, the image stays;
+#  - truthful answers: no pod annotations and an allowed pod (byte for byte containerd's),
+#    a runtime error, a malformed annotation;
+#  - a copied annotation of another namespace (keyed; then unkeyed) never runs;
+#  - criVerifyPulls false: today's behaviour (the runtime's answer; the hook refuses).
+# Env (from ctest): PULLGATE_HOOK, PULLGATECTL, PG_BUILD_DIR; PULLGATE_CRI overrides the binary.
+set -uo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib/registry.sh
+source "$HERE/lib/registry.sh"
+# shellcheck source=lib/podman.sh
+source "$HERE/lib/podman.sh" # pg_write_config, pg_image_name
+# shellcheck source=lib/cri_node.sh
+source "$HERE/lib/cri_node.sh"
+
+T0=$SECONDS
+: "${PULLGATE_CRI:=${PG_BUILD_DIR:-}/cri/pullgate-cri}"
+[[ -x "$PULLGATE_CRI" ]] || pg_skip "pullgate-cri not built ($PULLGATE_CRI)"
+pg_node_require
+pg_require_pullgate
+
+ctl() { "$PULLGATECTL" --config "$CFG" "$@"; }
+# ensure USER PASS POLICY: the kubelet's EnsureImageExists for $IMG in the current pod;
+# sets OUTCOME (present|pulled|ErrImagePull|ErrImageNeverPull).
+ensure() {
+    local -a auth=()
+    [[ -n "$1" ]] && auth=(--username "$1" --password-env PG_CRI_PASS)
+    OUTCOME="$(PG_CRI_PASS="$2" cri ensure-image --image "$IMG" --pod-config "$POD_CFG" \
+        --policy "$3" "${auth[@]}" | "$PG_PY" -c 'import json,sys; print(json.load(sys.stdin)["outcome"])')"
+}
+expect_outcome() { # DESC WANT USER PASS POLICY
+    ensure "$3" "$4" "$5"
+    [[ "$OUTCOME" == "$2" ]] && pg_check_ok "$1: $OUTCOME" || pg_check_fail "$1: $OUTCOME (want $2)"
+}
+annotation() { # NS NAME USER PASS [--unkeyed]
+    local h key=(--hmac-key-file "$KEY")
+    [[ "${5:-}" == --unkeyed ]] && key=()
+    h="$(printf %s "$4" | "$PULLGATECTL" hash --username "$3" --password-stdin)" || return 1
+    ctl annotate --namespace "$1" --image "$IMG" --secret "$1/$2/$(cat /proc/sys/kernel/random/uuid):$h" "${key[@]}"
+}
+n_secrets() { secrets_of "$REF" "$NAME" | wc -w; }
+pulls_logged() { grep -c 'msg="pull"' "$PG_CD_DIR/pullgate-cri.log"; }
+same_bytes() { # DESC [POD_CFG]: ImageStatus through the proxy == containerd's, byte for byte
+    local a b
+    a="$(cri image-status-raw --image "$IMG" ${2:+--pod-config "$2"})"
+    b="$(cri_direct image-status-raw --image "$IMG" ${2:+--pod-config "$2"})"
+    [[ -n "$a" && "$a" == "$b" ]] && pg_check_ok "$1: byte for byte containerd's (${a:0:24}...)" ||
+        pg_check_fail "$1: proxy '${a:0:60}' vs containerd '${b:0:60}'"
+}
+# expect_signal DESC SIGNAL KEY=VALUE...: the monitor printed SIGNAL with these arguments.
+expect_signal() {
+    local desc="$1"
+    shift
+    for _ in $(seq 1 30); do
+        "$PG_PY" - "$MON_LOG" "$@" <<'EOF' && { pg_check_ok "$desc"; return; }
+import json, sys
+log, sig, want = sys.argv[1], sys.argv[2], dict(a.split("=", 1) for a in sys.argv[3:])
+for line in open(log):
+    try:
+        ev = json.loads(line)
+    except ValueError:
+        continue
+    if ev.get("signal") == sig and all(ev.get(k) == v for k, v in want.items()):
+        sys.exit(0)
+sys.exit(1)
+EOF
+        sleep 0.1
+    done
+    pg_check_fail "$desc: no $* in the monitor's output"
+    sed 's/^/       | /' "$MON_LOG" >&2
+}
+restart_proxy() { # JSON-EDIT (python on dict c)
+    "$PG_PY" - "$CFG" "$1" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); exec(sys.argv[2])
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+EOF
+    pg_node_proxy_kill
+    pg_node_proxy_start || pg_fail "pullgate-cri did not restart"
+}
+
+# ---------------------------------------------------------------- the node
+pg_section "registry (two users), node: dbus, containerd 1.6 + hook, pullgate-cri"
+PASS_A="tenant-a-pw-$RANDOM$RANDOM"
+PASS_B="tenant-b-pw-$RANDOM$RANDOM"
+PG_REG_EXTRA_USERS=("tenant-b:$PASS_B")
+pg_registry_start tenant-a "$PASS_A"
+LAYOUT="$(pg_mktemp_dir oci-layout)/layout"
+pg_image_build "$LAYOUT" app "app-marker"
+pg_image_push "$LAYOUT" app "team-a/app:1.0"
+IMG="$PG_REG_HOST/team-a/app:1.0"
+NAME="$(pg_image_name "$IMG")"
+
+pg_node_dbus_start
+STATE="$(pg_mktemp_dir state)"
+chmod 0700 "$STATE"
+ETC="$(pg_mktemp_dir etc)"
+KEY="$ETC/hmac.key"
+head -c 48 /dev/urandom >"$KEY" && chmod 0600 "$KEY"
+CFG="$ETC/pullgate.json"
+pg_write_config "$CFG" "$STATE" NeverVerifyPreloadedImages "$PG_BUS_ADDR" \
+    "\"hmacKeyFile\": \"$KEY\", \"criPruneInterval\": \"0s\", \"nodeCredentialFiles\": []"
+chmod 0600 "$CFG"
+pg_node_containerd_setup "$CFG" "$PG_REG_HOST"
+pg_node_containerd_start || pg_skip "containerd's CRI plugin did not come up on this machine (log above)"
+pg_node_proxy_start || pg_fail "pullgate-cri did not serve its socket"
+MON_LOG="$PG_CD_DIR/monitor.jsonl"
+pg_node_monitor_start "$MON_LOG"
+
+# ---------------------------------------------------------------- owner
+pg_section "the owner (tenant A)"
+ANN_A="$(annotation team-a regcred tenant-a "$PASS_A")" || pg_fail "annotate"
+pg_node_run_pod team-a "$ANN_A" || pg_fail "RunPodSandbox (team-a)"
+POD_A_CFG="$POD_CFG"
+expect_outcome "first pod: the image is absent, pulled" pulled tenant-a "$PASS_A" IfNotPresent
+REF="$(cri_direct image-status --image "$IMG" | "$PG_PY" -c 'import json,sys; print(json.load(sys.stdin)["id"])')"
+[[ "$(n_secrets)" == 1 ]] && pg_check_ok "recorded for team-a's secret" || pg_check_fail "secrets: $(secrets_of "$REF" "$NAME")"
+expect_runs "team-a runs it" "$IMG"
+PULLS="$(pulls_logged)"
+pg_node_run_pod team-a "$ANN_A" || pg_fail "RunPodSandbox (team-a, second pod)"
+expect_outcome "the owner's next pod" present tenant-a "$PASS_A" IfNotPresent
+[[ "$(pulls_logged)" == "$PULLS" ]] && pg_check_ok "no pull for it" || pg_check_fail "it pulled"
+expect_runs "and runs" "$IMG"
+same_bytes "an allowed pod's ImageStatus" "$POD_A_CFG"
+
+# ---------------------------------------------------------------- tenant B, valid credentials
+pg_section "tenant B with its own valid credentials"
+pg_node_run_pod team-b "$(annotation team-b regcred tenant-b "$PASS_B")" || pg_fail "RunPodSandbox (team-b)"
+POD_B_CFG="$POD_CFG"
+expect_outcome "told not present, pulls with its own credentials" pulled tenant-b "$PASS_B" IfNotPresent
+[[ "$(n_secrets)" == 2 ]] && pg_check_ok "the record keeps both tenants' secrets" ||
+    pg_check_fail "secrets: $(secrets_of "$REF" "$NAME")"
+expect_runs "team-b runs it" "$IMG"
+expect_outcome "the same pod's next container hears" present tenant-b "$PASS_B" IfNotPresent
+LINE="$(grep 'image not present for this pod' "$PG_CD_DIR/pullgate-cri.log" | head -n1)"
+pg_expect_contains "one log line: namespace" "$LINE" 'namespace="team-b"'
+pg_expect_contains "one log line: reason" "$LINE" 'reason="credentials-mismatch"'
+[[ ! "$LINE" =~ [0-9a-f]{64} ]] && pg_check_ok "the log line carries no hash" || pg_check_fail "a hash in: $LINE"
+expect_signal "PullRequired on D-Bus" PullRequired image="$IMG" namespace=team-b reason=credentials-mismatch
+pg_node_run_pod team-b "$(annotation team-b regcred tenant-b "$PASS_B")" || pg_fail "RunPodSandbox (team-b, next pod)"
+expect_outcome "team-b's next pod" present tenant-b "$PASS_B" IfNotPresent
+
+# ---------------------------------------------------------------- refused by the registry
+pg_section "a wrong password, and no credentials: the registry decides"
+pg_node_run_pod team-c "$(annotation team-c regcred tenant-b "wrong-$RANDOM")" || pg_fail "RunPodSandbox (team-c)"
+expect_outcome "wrong password" ErrImagePull tenant-b "wrong-$RANDOM" IfNotPresent
+expect_denied "its container, created without a pull" "$IMG"
+pg_node_run_pod team-d "" || pg_fail "RunPodSandbox (team-d)"
+expect_outcome "no credentials" ErrImagePull "" "" IfNotPresent
+expect_denied "its container, created without a pull" "$IMG"
+[[ "$(n_secrets)" == 2 ]] && pg_check_ok "no record gained an entry" || pg_check_fail "secrets: $(secrets_of "$REF" "$NAME")"
+pg_expect_ok "the image stays in containerd" cri_direct image-status --image "$IMG"
+
+pg_section "no pull loop: a secret added after admission"
+# team-g's annotation lists an older secret; the kubelet pulls with tenant-b's (valid)
+# credentials from a secret added since: recorded under team-g's placeholder, which the
+# annotation does not list. Told "not present" once, then the runtime's truth.
+pg_node_run_pod team-g "$(annotation team-g old-cred tenant-a "rotated-$RANDOM")" || pg_fail "RunPodSandbox (team-g)"
+expect_outcome "first ImageStatus: a verification pull" pulled tenant-b "$PASS_B" IfNotPresent
+expect_outcome "still not verified after it: the runtime's answer" present tenant-b "$PASS_B" IfNotPresent
+pg_expect_contains "logged" "$(cat "$PG_CD_DIR/pullgate-cri.log")" "pod pulled and is still not verified"
+expect_denied "the hook refuses it" "$IMG"
+pg_expect_contains "its denial says what cures it" "$PG_OUT" "recreate it so the webhook lists the secret"
+
+pg_section "policy Never"
+# (The same valid credentials as team-b's would match by credentialHash, as in the kubelet.)
+BAD_E="wrong-e-$RANDOM"
+pg_node_run_pod team-e "$(annotation team-e regcred tenant-b "$BAD_E")" || pg_fail "RunPodSandbox (team-e)"
+expect_outcome "unverified credentials, Never" ErrImageNeverPull tenant-b "$BAD_E" Never
+expect_denied "its container" "$IMG"
+pg_expect_ok "the image stays in containerd" cri_direct image-status --image "$IMG"
+
+# ---------------------------------------------------------------- truthful answers
+pg_section "truthful answers"
+same_bytes "no pod annotations (crictl, image GC)"
+IMG_SAVED="$IMG"
+IMG="$PG_REG_HOST/team-a/other:1.0"
+same_bytes "an image containerd does not hold, for a pod with annotations" "$POD_B_CFG"
+IMG="$IMG_SAVED"
+pg_node_containerd_kill
+OUT_P="$(cri --timeout 5 image-status-raw --image "$IMG" --pod-config "$POD_B_CFG")"
+[[ "$OUT_P" == UNAVAILABLE* ]] && pg_check_ok "containerd down: its error, never \"present\" (${OUT_P:0:40})" ||
+    pg_check_fail "containerd down: '$OUT_P'"
+pg_node_containerd_start || pg_fail "containerd did not come back"
+for _ in $(seq 1 50); do cri --timeout 1 version >/dev/null 2>&1 && break; sleep 0.1; done
+pg_node_run_pod team-b '{"broken' || pg_fail "RunPodSandbox (malformed annotation)"
+expect_outcome "a malformed annotation: the runtime's answer" present tenant-b "$PASS_B" IfNotPresent
+expect_denied "and the hook refuses it" "$IMG"
+
+pg_section "another namespace's annotation, copied"
+pg_node_run_pod team-x "$ANN_A" || pg_fail "RunPodSandbox (team-x)"
+ensure tenant-b "$PASS_B" IfNotPresent
+pg_log "keyed copy of team-a's annotation: $OUTCOME"
+expect_denied "keyed: never runs" "$IMG"
+restart_proxy 'c["hmacKeyFile"] = ""'
+pg_node_run_pod team-x "$(annotation team-a regcred tenant-a "$PASS_A" --unkeyed)" || pg_fail "RunPodSandbox (team-x, unkeyed)"
+ensure tenant-b "$PASS_B" IfNotPresent
+pg_log "unkeyed copy of a team-a annotation: $OUTCOME"
+expect_denied "unkeyed: never runs" "$IMG"
+
+pg_section "criVerifyPulls false: the runtime's answer, as before"
+restart_proxy 'c["hmacKeyFile"] = ""; c["criVerifyPulls"] = False'
+BAD_F="wrong-f-$RANDOM"
+pg_node_run_pod team-f "$(annotation team-f regcred tenant-b "$BAD_F" --unkeyed)" || pg_fail "RunPodSandbox (team-f)"
+expect_outcome "credentials not verified" present tenant-b "$BAD_F" IfNotPresent
+expect_denied "the hook refuses it (no verification pull)" "$IMG"
+same_bytes "an unverified pod's ImageStatus" "$POD_CFG"
+
+if grep -q 'Sanitizer' "$PG_CD_DIR/pullgate-cri.log"; then
+    pg_check_fail "sanitizer report in pullgate-cri's log"
+    grep -A20 'Sanitizer' "$PG_CD_DIR/pullgate-cri.log" | head -n 40 | sed 's/^/       | /' >&2
+fi
+if ((PG_FAILURES > 0)); then tail -n 30 "$PG_CD_DIR/pullgate-cri.log" | sed 's/^/  pullgate-cri | /' >&2; fi
+pg_log "elapsed: $((SECONDS - T0)) s"
+pg_summary
