@@ -8,6 +8,9 @@
 Starts a fake runtime (Python gRPC, generic handlers, on a unix socket) and
 pullgate-cri in front of it, then measures, interleaved call by call:
   - a unary call of a 1 KiB message, direct vs through the proxy (median, p99, ratio);
+  - the kubelet's ImageStatus with the pod's annotations (verification pulls: forwarded, then
+    decided as the hook would), direct vs through the proxy vs through a proxy with
+    criVerifyPulls false (the byte pump only), interleaved;
   - PullImage through the proxy (intent + pulled record + ImageStatus + aliases, all
     written durably before the answer) vs the same-size unary call through the proxy:
     the difference is the recording overhead a pull pays;
@@ -108,11 +111,11 @@ def cpu_us(pid):
     return (int(fields[11]) + int(fields[12])) * 1e6 / os.sysconf("SC_CLK_TCK")
 
 
-def start_proxy(cri, tmp, state, sock, rt_sock):
+def start_proxy(cri, tmp, state, sock, rt_sock, extra=""):
     os.mkdir(state, 0o700)
     cfg = os.path.join(tmp, "config-%d.json" % len(os.listdir(tmp)))
     with open(cfg, "w") as f:
-        f.write('{"stateDir":"%s","readOnlyRecordDirs":[],"dbus":"none"}' % state)
+        f.write('{"stateDir":"%s","readOnlyRecordDirs":[],"dbus":"none"%s}' % (state, extra))
     os.chmod(cfg, 0o600)
     proc = subprocess.Popen([cri, "--config", cfg, "--listen", "unix://" + sock,
                              "--runtime-endpoint", "unix://" + rt_sock], stderr=subprocess.DEVNULL)
@@ -187,6 +190,38 @@ def bench_runtime(args, tmp):
             p.wait(timeout=20)
 
 
+def bench_image_status(pb, tmp, cri, rt_sock, chans, n):
+    """The kubelet's ImageStatus (EnsureImageExists: every pod annotation in ImageSpec), direct,
+    through the proxy (decided: the record store is read) and through a proxy with
+    criVerifyPulls false (forwarded as bytes), interleaved."""
+    sock = os.path.join(tmp, "run5", "cri.sock")
+    plain = start_proxy(cri, tmp, os.path.join(tmp, "state5"), sock, rt_sock,
+                        ',"criVerifyPulls":false')
+    try:
+        image = b"registry.example.com/bench/app:1.0"
+        creds = (b'{"registry.example.com/bench/app":{"kubernetesSecrets":[{"namespace":"bench",'
+                 b'"name":"regcred","uid":"5c3f0b7e-0000-4000-8000-000000000001","credentialHash":"'
+                 + hashlib.sha256(b"bench").hexdigest().encode() + b'"}]}}')
+        ann = [pb.StringMapEntry(key=k, value=v) for k, v in (
+            (b"kubernetes.io/config.source", b"api"),
+            (b"kubernetes.io/config.seen", b"2026-11-25T09:00:00.123456789Z"),
+            (b"kubectl.kubernetes.io/last-applied-configuration", b"{" + b"x" * 600 + b"}"),
+            (b"pullgate.dev/credentials", creds))]
+        req = pb.ImageStatusRequest(image=pb.ImageSpec(image=image, annotations=ann)).SerializeToString()
+        method = "/runtime.v1.ImageService/ImageStatus"
+        calls = [c.unary_unary(method) for c in chans]
+        calls.append(grpc.insecure_channel("unix:" + sock).unary_unary(method))
+        names = ["direct", "proxied (decided)", "proxied, criVerifyPulls false"]
+        interleaved(100, req, calls)
+        res = interleaved(max(500, n // 2), req, calls)
+        report("kubelet ImageStatus with pod annotations (%d bytes, %d rounds):" % (
+            len(req), len(res[0])), names, res)
+        print("  noise: direct %s; proxied %s" % (noise(res[0]), noise(res[1])))
+    finally:
+        plain.terminate()
+        plain.wait(timeout=20)
+
+
 def main():
     args = parse_args(sys.argv[1:])
     cri, n = args.cri, args.n
@@ -236,6 +271,7 @@ def main():
         # Less noisy than latency on a shared machine (the clock tick is 10 ms: +-5 us at 2,000 calls).
         print("  proxy CPU per call (user+system): %s" % ", ".join(
             "%s %.0f us" % (name, c) for name, c in zip(names[1:], cpu)))
+        bench_image_status(pb, tmp, cri, rt_sock, chans[:2], n)
         if args.work_us:
             work = [c.unary_unary("/bench/Work") for c in chans]
             report("unary 1 KiB, the runtime working %d us per call:" % args.work_us, names,

@@ -116,15 +116,19 @@ static void explain_curable(hook_run *run)
 {
     if (run->decision.allow || !pg_reason_curable_by_pull(run->decision.reason))
         return;
-    static const char cure[] =
+    static const char *const cures[] = {
         "; cured by a pull with the pod's own credentials (pullgate-cri's verification pulls, "
-        "or imagePullPolicy: Always); if the pod pulled and is still refused, recreate it so "
-        "the webhook lists the secret it pulls with";
+        "or imagePullPolicy: Always); pulled and still refused: recreate the pod so the webhook "
+        "lists the secret it pulls with",
+        "; cured by a pull with the pod's own credentials, or by recreating the pod",
+    };
+    /* The reason stays whole: the longest cure that fits is appended, or none. */
     size_t len = strlen(run->decision.text);
-    /* The cure is what an operator needs: the reason's tail makes room for it. */
-    if (len > sizeof run->decision.text - sizeof cure)
-        len = sizeof run->decision.text - sizeof cure;
-    memcpy(run->decision.text + len, cure, sizeof cure);
+    for (size_t i = 0; i < sizeof cures / sizeof cures[0]; i++)
+        if (len + strlen(cures[i]) < sizeof run->decision.text) {
+            memcpy(run->decision.text + len, cures[i], strlen(cures[i]) + 1);
+            return;
+        }
 }
 
 static void decide_application(hook_run *run)

@@ -11,14 +11,18 @@
 # 3. starts a private registry with authentication on 127.0.0.1 and pushes a private image
 # 4. starts containerd (own root, state and socket in a temp dir) with pullgate-hook in its
 #    runc handler's base_runtime_spec, and pullgate-cri in front of it
-# 5. tenant A's pod (keyed credentials annotation made by `pullgatectl annotate`, as the
-#    webhook would) pulls the image with A's secret, one with an email, through pullgate-cri,
-#    which records the pull for that secret (found by the hash without the email)
-# 6. tenant A's container starts; tenant B's containers are refused by the hook, with the
-#    reason in StartContainer's gRPC error
-# 7. a secret added after admission: recorded for its pod's namespace only
-# 8. never forwarded unrecorded: with the record store's lock held the pull is refused
-# 9. prints the D-Bus pull and decision events the monitor saw
+# 5. the kubelet stand-in follows EnsureImageExists (ImageStatus with the pod's annotations,
+#    PullImage only when told "not present"). Tenant A's pod (keyed credentials annotation
+#    made by `pullgatectl annotate`, as the webhook would) pulls with A's secret, one with an
+#    email; pullgate-cri records the pull for that secret; A's container runs
+# 6. tenant B, with its own valid credentials (a second registry user), is told "not
+#    present" (a verification pull), pulls, the registry lets it in, B runs
+# 7. tenant C with a wrong password, and a pod with no credentials: told "not present", the
+#    registry refuses (ErrImagePull), nothing starts, the image stays
+# 8. a container created without the pull path (and one presenting a copied annotation) is
+#    still refused by the hook
+# 9. never forwarded unrecorded: with the record store's lock held the pull is refused
+# 10. prints the D-Bus pull and decision events the monitor saw
 #
 # Everything lives in a temp dir removed at exit, with every process the demo started.
 # Exit status: 0 when every expected outcome happened, 1 otherwise (2: setup failed).
@@ -110,10 +114,10 @@ kill -0 "$MON_PID" 2>/dev/null || { indent <"$MON_LOG"; die "pullgatectl monitor
 
 header "Private registry with authentication"
 PASS_A="tenant-a-$(head -c 9 /dev/urandom | base64 | tr -d '/+=')"
-PASS_C="tenant-c-$(head -c 9 /dev/urandom | base64 | tr -d '/+=')"
-PG_REG_EXTRA_USERS=("tenant-c:$PASS_C")
+PASS_B="tenant-b-$(head -c 9 /dev/urandom | base64 | tr -d '/+=')"
+PG_REG_EXTRA_USERS=("tenant-b:$PASS_B")
 pg_registry_start tenant-a "$PASS_A"
-say "docker-registry (distribution) on http://$PG_REG_HOST, htpasswd (bcrypt) user 'tenant-a'"
+say "docker-registry (distribution) on http://$PG_REG_HOST, htpasswd (bcrypt) users 'tenant-a', 'tenant-b'"
 say "anonymous GET /v2/ -> HTTP $(curl -s -o /dev/null -w '%{http_code}' "http://$PG_REG_HOST/v2/")"
 PG_LAYOUT="$PG_TMPDIR/oci-layout"
 pg_image_build "$PG_LAYOUT" app "hello from the private image"
@@ -145,7 +149,67 @@ keyed_annotation() {
         --secret "$1/$2/$(cat /proc/sys/kernel/random/uuid):$h:$a" --hmac-key-file "$KEY"
 }
 
-header "Tenant A's pod pulls the image with its secret (recorded by pullgate-cri)"
+# kubelet DESC USER PASS [POLICY]: the kubelet stand-in's EnsureImageExists for $IMAGE in
+# the current pod ($POD_CFG): ImageStatus with the pod's annotations, then PullImage with the
+# pod's credentials only when told "not present". Sets KUBELET (its JSON) and OUTCOME.
+kubelet() {
+    local -a auth=()
+    [[ -n "$2" ]] && auth=(--username "$2" --password-env PG_CRI_PASS)
+    run_shown "kubelet: EnsureImageExists $IMAGE (${4:-IfNotPresent}) for $1"
+    KUBELET="$(PG_CRI_PASS="$3" cri ensure-image --image "$IMAGE" --pod-config "$POD_CFG" \
+        --policy "${4:-IfNotPresent}" "${auth[@]}")"
+    OUTCOME="$("$PG_PY" -c 'import json,sys; print(json.load(sys.stdin)["outcome"])' <<<"$KUBELET")"
+    "$PG_PY" -c 'import json, sys
+k = json.load(sys.stdin)
+print("ImageStatus (with the pod'"'"'s annotations) -> %s" % k["imageStatus"])
+if k["outcome"] == "pulled": print("PullImage (the pod'"'"'s own credentials) -> %s" % k["imageRef"])
+elif k["outcome"] == "ErrImagePull": print("PullImage -> %s" % k.get("error", "")[:150])
+elif k["outcome"] == "ErrImageNeverPull": print("imagePullPolicy Never: no pull")
+print("kubelet: %s" % {"present": "image present, no pull", "pulled": "pulled",
+      "ErrImagePull": "ErrImagePull: the pod does not start",
+      "ErrImageNeverPull": "ErrImageNeverPull"}[k["outcome"]])' <<<"$KUBELET" | indent
+}
+secrets_now() { # the record's secrets for the image, one line each
+    "$PULLGATECTL" --config "$CFG" show --image-ref "$REF" --json | "$PG_PY" -c 'import json, sys
+for m in json.load(sys.stdin)["credentialMapping"].values():
+    for s in m.get("kubernetesSecrets", []):
+        print("secret %s/%s hash=%s..." % (s["namespace"], s["name"], s["credentialHash"][:12]))
+    print("nodePodsAccessible:", m.get("nodePodsAccessible", False))'
+}
+
+# start_container CMD -> CID; StartContainer's output in $OUT; its status returned
+start_container() {
+    local name="app-$RANDOM"
+    CTR_LOG="$POD_LOGDIR/$name.log"
+    CID="$(cri create --pod "$POD" --pod-config "$POD_CFG" --name "$name" --image "$IMAGE" \
+        --log-path "$name.log" -- /bin/sh -c "$1")" || { OUT="CreateContainer failed"; return 2; }
+    OUT="$(cri start --id "$CID" 2>&1)"
+}
+# expect_run DESC: a container of the current pod runs and prints the image's marker.
+expect_run() {
+    if start_container 'cat /etc/pg-marker' && [[ "$(cri wait --id "$CID" --wait-timeout 30)" == 0 ]] &&
+        pg_wait_file "$CTR_LOG" 5 && grep -q "hello from the private image" "$CTR_LOG"; then
+        sed -E 's/^[^ ]+ [^ ]+ [^ ]+ //' "$CTR_LOG" | indent
+        outcome_ok "$1"
+    else
+        printf '%s\n' "$OUT" | indent
+        outcome_bad "$1: it should have run"
+    fi
+}
+# expect_refused DESC: a container created in the current pod anyway is refused by the hook.
+expect_refused() {
+    if start_container 'echo got in'; then
+        outcome_bad "$1: it should have been refused"
+    elif [[ "$OUT" == *"pullgate: denied"* ]]; then
+        printf '%s\n' "$OUT" | grep -o 'pullgate: denied.*' | head -n1 | fold -s -w 110 | indent
+        outcome_ok "$1"
+    else
+        printf '%s\n' "$OUT" | indent
+        outcome_bad "$1: failed, but not because of pullgate"
+    fi
+}
+
+header "Tenant A: the kubelet pulls with A's secret; pullgate-cri records it"
 say "tenant A's secret carries an email (kubectl create secret docker-registry --docker-email=...):"
 say "the kubelet's credential hash covers it, the CRI's AuthConfig does not carry it."
 run_shown "pullgatectl annotate --namespace team-a --image $IMAGE --secret team-a/regcred/<uid>:<hash>:<hash without email> --hmac-key-file $KEY"
@@ -156,112 +220,61 @@ say "sealed under the node key, nothing in it can be checked against a guessed p
 printf '%s\n' "$ANN_A" | fold -w 110 | indent
 pg_node_run_pod team-a "$ANN_A" || { pg_node_show_log; die "RunPodSandbox (team-a)"; }
 POD_A="$POD" POD_A_CFG="$POD_CFG" POD_A_LOGDIR="$POD_LOGDIR"
-say "RunPodSandbox team-a -> ${POD_A:0:12}"
-run_shown "cri_client.py pull --image $IMAGE   # anonymous"
-if OUT="$(cri pull --image "$IMAGE" --pod-config "$POD_A_CFG" 2>&1)"; then
-    outcome_bad "anonymous pull should have been refused by the registry"
-else
-    say "refused by the registry: $(printf '%s' "$OUT" | grep -o '401 Unauthorized' | head -n1)"
-fi
-run_shown "cri_client.py pull --image $IMAGE --username tenant-a --password *** --pod-config <team-a pod>"
-export PG_CRI_PASS="$PASS_A"
-if REF="$(cri pull --image "$IMAGE" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_A_CFG" 2>"$PG_TMPDIR/pull.err")"; then
-    say "PullImage -> $REF"
-else
-    indent <"$PG_TMPDIR/pull.err"
-    die "tenant A's pull failed"
-fi
-unset PG_CRI_PASS
+kubelet "tenant A's pod" tenant-a "$PASS_A"
+[[ "$OUTCOME" == pulled ]] || die "tenant A's pull failed: $KUBELET"
+REF="$("$PG_PY" -c 'import json,sys; print(json.load(sys.stdin)["imageRef"])' <<<"$KUBELET")"
 run_shown "pullgatectl show --image-ref $REF"
-if SHOW="$("$PULLGATECTL" --config "$CFG" show --image-ref "$REF" --json 2>&1)"; then
-    "$PG_PY" -c 'import json, sys
-rec = json.load(sys.stdin); rec.pop("dir", None); print(json.dumps(rec, indent=2))' <<<"$SHOW" | indent
-    if [[ "$SHOW" == *"\"namespace\": \"team-a\""* && "$SHOW" == *"$HASH_A"* && "$SHOW" == *"\"name\": \"regcred\""* &&
-        "$SHOW" != *nodePodsAccessible* ]]; then
-        outcome_ok "pullgate-cri recorded the pull for tenant A's secret (the kubelet's hash, with the email), not node-wide"
-    else
-        outcome_bad "the record does not name tenant A's secret"
-    fi
+SHOW="$("$PULLGATECTL" --config "$CFG" show --image-ref "$REF" --json 2>&1)"
+secrets_now | indent
+if [[ "$SHOW" == *"\"namespace\": \"team-a\""* && "$SHOW" == *"$HASH_A"* && "$SHOW" != *nodePodsAccessible* ]]; then
+    outcome_ok "pullgate-cri recorded the pull for tenant A's secret (the kubelet's hash, with the email), not node-wide"
 else
-    printf '%s\n' "$SHOW" | indent
-    outcome_bad "no pulled record for $REF"
+    outcome_bad "the record does not name tenant A's secret"
 fi
+expect_run "tenant A's container ran (allowed by pullgate-hook)"
+pg_node_run_pod team-a "$ANN_A" || die "RunPodSandbox (team-a)"
+kubelet "tenant A's next pod" tenant-a "$PASS_A"
+[[ "$OUTCOME" == present ]] && outcome_ok "tenant A's next pod: \"present\", no pull" ||
+    outcome_bad "tenant A's next pod should have heard \"present\" ($OUTCOME)"
 
-# start_container DESC -> CID; StartContainer's output in $OUT; its status returned
-start_container() {
-    local name="app-$RANDOM"
-    CTR_LOG="$POD_LOGDIR/$name.log"
-    CID="$(cri create --pod "$POD" --pod-config "$POD_CFG" --name "$name" --image "$IMAGE" \
-        --log-path "$name.log" -- /bin/sh -c "$1")" || { OUT="CreateContainer failed"; return 2; }
-    OUT="$(cri start --id "$CID" 2>&1)"
-}
-
-header "Tenant A starts a container from the image"
-POD="$POD_A" POD_CFG="$POD_A_CFG" POD_LOGDIR="$POD_A_LOGDIR"
-run_shown "CreateContainer + StartContainer (pod team-a, image $IMAGE)"
-if start_container 'cat /etc/pg-marker' && [[ "$(cri wait --id "$CID" --wait-timeout 30)" == 0 ]] &&
-    pg_wait_file "$CTR_LOG" 5 && grep -q "hello from the private image" "$CTR_LOG"; then
-    sed -E 's/^[^ ]+ [^ ]+ [^ ]+ //' "$CTR_LOG" | indent
-    outcome_ok "tenant A's container ran (allowed by pullgate-hook)"
+header "Tenant B, with its own valid credentials: a verification pull (KEP-2535)"
+say "the image is on the node. A kubelet without its own KEP-2535 check would hear \"present\","
+say "skip the pull, and the hook would refuse B for good. pullgate-cri answers B's ImageStatus"
+say "\"not present\": the kubelet pulls with B's own secret and the registry decides."
+pg_node_run_pod team-b "$(keyed_annotation team-b regcred tenant-b "$PASS_B")" || die "RunPodSandbox (team-b)"
+kubelet "tenant B's pod" tenant-b "$PASS_B"
+if [[ "$OUTCOME" == pulled ]] && grep -q "$IMAGE" <<<"$(grep 'image not present for this pod' "$PG_CD_DIR/pullgate-cri.log")"; then
+    grep 'image not present for this pod' "$PG_CD_DIR/pullgate-cri.log" | head -n1 | cut -c1-220 | indent
+    outcome_ok "tenant B was told \"not present\" and pulled; the registry let it in"
 else
-    printf '%s\n' "$OUT" | indent
-    outcome_bad "tenant A's container should have run"
+    outcome_bad "tenant B should have been asked to pull ($OUTCOME)"
 fi
+secrets_now | indent
+[[ "$(secrets_now | grep -c '^secret')" == 2 ]] && outcome_ok "the record keeps both tenants' secrets" ||
+    outcome_bad "the record should list both tenants' secrets"
+expect_run "tenant B's container ran"
 
-# tenant_b DESC ANNOTATION
-tenant_b() {
-    local desc="$1"
-    say "$desc"
-    pg_node_run_pod team-b "$2" || { outcome_bad "RunPodSandbox (team-b) failed"; return; }
-    if start_container 'echo tenant B got in'; then
-        outcome_bad "tenant B's container ($desc) should have been refused"
-        return
-    fi
-    if [[ "$OUT" == *"pullgate: denied"* ]]; then
-        printf '%s\n' "$OUT" | grep -o 'pullgate: denied.*' | head -n1 | fold -s -w 110 | indent
-        outcome_ok "tenant B refused ($desc)"
-    else
-        printf '%s\n' "$OUT" | indent
-        outcome_bad "tenant B failed, but not because of pullgate ($desc)"
-    fi
-}
+header "Tenant C, with a wrong password, and a pod with no credentials: the registry refuses"
+pg_node_run_pod team-c "$(keyed_annotation team-c regcred tenant-b "not-the-password")" || die "RunPodSandbox (team-c)"
+kubelet "tenant C's pod (tenant-b's name, a wrong password)" tenant-b "not-the-password"
+[[ "$OUTCOME" == ErrImagePull ]] && outcome_ok "tenant C: ErrImagePull (the registry refused), nothing starts" ||
+    outcome_bad "tenant C should have got ErrImagePull ($OUTCOME)"
+POD_C="$POD" POD_C_CFG="$POD_CFG" POD_C_LOGDIR="$POD_LOGDIR"
+pg_node_run_pod team-d "" || die "RunPodSandbox (team-d)"
+kubelet "a pod with no credentials" "" ""
+[[ "$OUTCOME" == ErrImagePull ]] && outcome_ok "no credentials: ErrImagePull, nothing starts" ||
+    outcome_bad "the pod without credentials should have got ErrImagePull ($OUTCOME)"
+[[ "$(secrets_now | grep -c '^secret')" == 2 ]] && outcome_ok "no record gained an entry" ||
+    outcome_bad "a refused pull changed the record"
+cri_direct image-status --image "$IMAGE" >/dev/null && outcome_ok "the image stays on the node" ||
+    outcome_bad "the image left the node"
 
-header "Tenant B tries to use tenant A's private image"
-say "the image is already on the node, so without pullgate any pod could run it (IfNotPresent)."
-ANN_B="$(keyed_annotation team-b regcred tenant-b "tenant-b-password")" || die "pullgatectl annotate"
-tenant_b "pod in team-b with no credentials for the image" ""
-tenant_b "pod in team-b with its own, different credentials" "$ANN_B"
-tenant_b "pod in team-b presenting tenant A's annotation (copied)" "$ANN_A"
-
-header "A secret added after admission: recorded for its namespace only"
-say "team-c's pod was admitted when its annotation listed an older secret; the kubelet pulls with"
-say "tenant-c's credentials from a secret added since. pullgate-cri cannot name that secret: it binds"
-say "the pull to team-c (a placeholder only team-c can match), never to the whole node."
-pg_node_run_pod team-c "$(keyed_annotation team-c old-cred tenant-c rotated-away)" || die "RunPodSandbox (team-c)"
-export PG_CRI_PASS="$PASS_C"
-run_shown "cri_client.py pull --image $IMAGE --username tenant-c --password *** --pod-config <team-c pod>"
-cri pull --image "$IMAGE" --username tenant-c --password-env PG_CRI_PASS --pod-config "$POD_CFG" >/dev/null ||
-    die "tenant C's pull failed"
-unset PG_CRI_PASS
-"$PULLGATECTL" --config "$CFG" show --image-ref "$REF" --json | "$PG_PY" -c 'import json, sys
-for m in json.load(sys.stdin)["credentialMapping"].values():
-    for s in m.get("kubernetesSecrets", []):
-        print("secret %s/%s uid=%r hash=%s..." % (s["namespace"], s["name"], s["uid"], s["credentialHash"][:12]))
-    print("nodePodsAccessible:", m.get("nodePodsAccessible", False))' | indent
-pg_node_run_pod team-c "$(keyed_annotation team-c new-cred tenant-c "$PASS_C")" || die "RunPodSandbox (team-c)"
-if start_container 'echo tenant C runs' && [[ "$(cri wait --id "$CID" --wait-timeout 30)" == 0 ]]; then
-    outcome_ok "a later team-c pod presenting the new secret runs"
-else
-    printf '%s\n' "$OUT" | indent
-    outcome_bad "team-c's pod with the new secret should have run"
-fi
-pg_node_run_pod team-d "$(keyed_annotation team-d same-cred tenant-c "$PASS_C")" || die "RunPodSandbox (team-d)"
-if start_container 'echo tenant D got in'; then
-    outcome_bad "team-d presenting the same credentials should have been refused"
-else
-    printf '%s\n' "$OUT" | grep -o 'pullgate: denied.*' | head -n1 | fold -s -w 110 | indent
-    outcome_ok "team-d, presenting the same credentials in its own namespace, refused"
-fi
+header "A container created without the kubelet's pull path"
+say "someone with CRI access creates tenant C's container anyway: the hook still decides."
+POD="$POD_C" POD_CFG="$POD_C_CFG" POD_LOGDIR="$POD_C_LOGDIR"
+expect_refused "refused by pullgate-hook, the denial says what cures it"
+pg_node_run_pod team-b "$ANN_A" || die "RunPodSandbox (team-b, copied annotation)"
+expect_refused "a team-b pod presenting tenant A's annotation (copied) is refused"
 
 header "Never forwarded unrecorded"
 say "another process holds the record store's lock (a long prune, a hung writer): pullgate-cri cannot"
@@ -305,7 +318,7 @@ if [[ -s "$MON_LOG" ]]; then
 else
     say "(no events captured)"
 fi
-for sig in PullIntent ImagePulled PullFailed ContainerAllowed ContainerDenied; do
+for sig in PullIntent ImagePulled PullFailed PullRequired ContainerAllowed ContainerDenied; do
     if grep -q "$sig" "$MON_LOG"; then
         outcome_ok "D-Bus signal $sig observed"
     else

@@ -178,7 +178,7 @@ expect_outcome "first ImageStatus: a verification pull" pulled tenant-b "$PASS_B
 expect_outcome "still not verified after it: the runtime's answer" present tenant-b "$PASS_B" IfNotPresent
 pg_expect_contains "logged" "$(cat "$PG_CD_DIR/pullgate-cri.log")" "pod pulled and is still not verified"
 expect_denied "the hook refuses it" "$IMG"
-pg_expect_contains "its denial says what cures it" "$PG_OUT" "recreate it so the webhook lists the secret"
+pg_expect_contains "its denial says what cures it" "$PG_OUT" "recreate the pod so the webhook lists the secret"
 
 pg_section "policy Never"
 # (The same valid credentials as team-b's would match by credentialHash, as in the kubelet.)

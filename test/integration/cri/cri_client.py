@@ -16,7 +16,8 @@ time with grpc_tools.protoc into --gen-dir. Run with Debian's /usr/bin/python3
         # the kubelet's EnsureImageExists: ImageStatus with the pod's annotations, then
         # PullImage (the pod's credentials, sandbox_config) only when the image is not
         # present and the policy allows; prints {"outcome": present|pulled|ErrImageNeverPull|
-        # ErrImagePull, "imageRef": ..., "error": ...}; exit 0 only for present/pulled
+        # ErrImagePull, "imageStatus": present|not present, "imageRef": ..., "error": ...};
+        # exit 0 only for present/pulled
     cri_client.py ... remove-image --image IMG
     cri_client.py ... run-pod --name N --namespace NS --uid UID [--annotation K=V]...
                               [--log-dir DIR] --save FILE          # prints the pod sandbox id
@@ -97,10 +98,11 @@ def ensure_image(pb, im, args, t):
     r = im.ImageStatus(pb.ImageStatusRequest(image=pod_image_spec(pb, args.image, spec)),
                        timeout=t)
     ref = r.image.id
+    status = "present" if ref else "not present"
     if ref and args.policy != "Always":
-        return {"outcome": "present", "imageRef": ref}
+        return {"outcome": "present", "imageStatus": status, "imageRef": ref}
     if args.policy == "Never":
-        return {"outcome": "ErrImageNeverPull", "imageRef": ""}
+        return {"outcome": "ErrImageNeverPull", "imageStatus": status, "imageRef": ""}
     req = pb.PullImageRequest(image=pod_image_spec(pb, args.image, spec),
                               sandbox_config=pod_config(pb, spec))
     if args.username:
@@ -110,9 +112,9 @@ def ensure_image(pb, im, args, t):
     try:
         r = im.PullImage(req, timeout=t)
     except grpc.RpcError as e:
-        return {"outcome": "ErrImagePull", "imageRef": "",
+        return {"outcome": "ErrImagePull", "imageStatus": status, "imageRef": "",
                 "error": "%s: %s" % (e.code().name, e.details())}
-    return {"outcome": "pulled", "imageRef": r.image_ref}
+    return {"outcome": "pulled", "imageStatus": status, "imageRef": r.image_ref}
 
 
 def main():
