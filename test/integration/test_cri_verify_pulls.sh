@@ -17,6 +17,8 @@
 #    admission) is told "not present" once, then the runtime's truth; the hook's denial
 #    says what cures it;
 #  - policy Never: ErrImageNeverPull, the image stays;
+#  - a registry mirror (containerd hosts.toml: a logical registry served by the mirror): the
+#    pull, its record and the decision use the logical name; the mirror decides;
 #  - truthful answers: no pod annotations and an allowed pod (byte for byte containerd's),
 #    a runtime error, a malformed annotation;
 #  - a copied annotation of another namespace (keyed; then unkeyed) never runs;
@@ -106,6 +108,8 @@ pg_registry_start tenant-a "$PASS_A"
 LAYOUT="$(pg_mktemp_dir oci-layout)/layout"
 pg_image_build "$LAYOUT" app "app-marker"
 pg_image_push "$LAYOUT" app "team-a/app:1.0"
+pg_image_build "$LAYOUT" mirrored "mirrored-marker"
+pg_image_push "$LAYOUT" mirrored "team-m/app:1.0"
 IMG="$PG_REG_HOST/team-a/app:1.0"
 NAME="$(pg_image_name "$IMG")"
 
@@ -187,6 +191,40 @@ pg_node_run_pod team-e "$(annotation team-e regcred tenant-b "$BAD_E")" || pg_fa
 expect_outcome "unverified credentials, Never" ErrImageNeverPull tenant-b "$BAD_E" Never
 expect_denied "its container" "$IMG"
 pg_expect_ok "the image stays in containerd" cri_direct image-status --image "$IMG"
+
+# ---------------------------------------------------------------- a registry mirror
+pg_section "a registry mirror: the logical name throughout, the mirror decides"
+# containerd's hosts.toml sends the logical registry (nothing listens there) to the mirror (our
+# registry, the seed case of ICSP repositoryMirrors): the pull, its record and the decision use
+# the logical name; a verification pull goes through the mirror, which decides.
+LOGICAL="127.0.0.1:$(pg_free_port)"
+mkdir -p "$PG_CD_DIR/certs.d/$LOGICAL"
+cat >"$PG_CD_DIR/certs.d/$LOGICAL/hosts.toml" <<EOF
+server = "http://$LOGICAL"
+
+[host."http://$PG_REG_HOST"]
+  capabilities = ["pull", "resolve"]
+  skip_verify = true
+EOF
+IMG_SAVED="$IMG" REF_SAVED="$REF" NAME_SAVED="$NAME"
+IMG="$LOGICAL/team-m/app:1.0"
+NAME="$(pg_image_name "$IMG")"
+pg_node_run_pod team-a "$(annotation team-a regcred tenant-a "$PASS_A")" || pg_fail "RunPodSandbox (team-a, mirror)"
+expect_outcome "tenant A through the mirror" pulled tenant-a "$PASS_A" IfNotPresent
+REF="$(cri_direct image-status --image "$IMG" | "$PG_PY" -c 'import json,sys; print(json.load(sys.stdin)["id"])')"
+[[ "$(n_secrets)" == 1 ]] && pg_check_ok "recorded under the logical name $NAME" ||
+    pg_check_fail "no record mapping $NAME: $(mapping_of "$REF" "$NAME")"
+expect_runs "tenant A runs it" "$IMG"
+pg_node_run_pod team-b "$(annotation team-b regcred tenant-b "$PASS_B")" || pg_fail "RunPodSandbox (team-b, mirror)"
+expect_outcome "tenant B: told not present, pulls through the mirror" pulled tenant-b "$PASS_B" IfNotPresent
+grep 'image not present for this pod' "$PG_CD_DIR/pullgate-cri.log" | grep -q "image=\"$IMG\"" &&
+    pg_check_ok "the verification pull was asked under the logical name" || pg_check_fail "no log line for $IMG"
+[[ "$(n_secrets)" == 2 ]] && pg_check_ok "the record (logical name) keeps both tenants' secrets" ||
+    pg_check_fail "secrets: $(secrets_of "$REF" "$NAME")"
+expect_runs "tenant B runs it" "$IMG"
+pg_node_run_pod team-c "$(annotation team-c regcred tenant-b "wrong-m-$RANDOM")" || pg_fail "RunPodSandbox (team-c, mirror)"
+expect_outcome "a wrong password: the mirror refuses" ErrImagePull tenant-b "wrong-m-$RANDOM" IfNotPresent
+IMG="$IMG_SAVED" REF="$REF_SAVED" NAME="$NAME_SAVED"
 
 # ---------------------------------------------------------------- truthful answers
 pg_section "truthful answers"
