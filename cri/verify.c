@@ -2,8 +2,8 @@
 /*
  * ImageStatus, step by step (verify.h):
  *
- *   RECEIVING  the request message and the half-close; none, or a second
- *              message, is refused (INVALID_ARGUMENT), as for PullImage
+ *   RECEIVING  the request message (none: INVALID_ARGUMENT); it goes up at
+ *              once, anything after it is drained and dropped
  *   FORWARDED  the very bytes received go up (the incoming call is the
  *              parent: deadline and cancellation propagate)
  *   DECIDING   the runtime answered: without pod annotations, on any error,
@@ -55,8 +55,8 @@ typedef struct status_call {
     cri_status_request req; /* decoded before the bytes go up (sending moves them out) */
     bool decoded;
     unsigned n_messages;
-    bool half_closed, forwarded;
-    const char *bad; /* why the request is refused (none, or several messages) */
+    bool forwarded;
+    const char *bad; /* why the request is refused (no request message) */
     int down_cancelled;
     grpc_metadata_array up_initial_md, up_trailing_md;
     grpc_metadata *fwd_initial, *fwd_trailing;
@@ -360,24 +360,28 @@ static void forward(status_call *sc)
 
 /* ------------------------------------------------------------ receiving */
 
+/*
+ * A unary call: the request goes up as soon as its message is here (waiting for the
+ * half-close would cost the worker one more wake-up per call). Anything the client sends
+ * after it is drained and dropped: the runtime sees exactly the first message, as a
+ * grpc-go server reads exactly one for a unary method.
+ */
 static void advance(status_call *sc)
 {
-    if (sc->forwarded || sc->answering || !sc->half_closed)
+    if (sc->forwarded || sc->answering)
         return;
-    if (sc->bad)
-        refuse(sc, sc->bad);
-    else
+    if (sc->request)
         forward(sc);
+    else if (sc->bad)
+        refuse(sc, sc->bad);
 }
 
 static void receive_next(status_call *sc)
 {
     grpc_op o = cri_op(GRPC_OP_RECV_MESSAGE);
     o.data.recv_message.recv_message = &sc->recv_bb;
-    if (!start_batch(sc, sc->down, &o, 1, &sc->ev_recv)) {
-        sc->half_closed = true;
+    if (!start_batch(sc, sc->down, &o, 1, &sc->ev_recv) && !sc->request)
         sc->bad = "cannot read the request";
-    }
 }
 
 static void on_recv(cri_task *t)
@@ -388,18 +392,17 @@ static void on_recv(cri_task *t)
         if (sc->recv_bb)
             grpc_byte_buffer_destroy(sc->recv_bb);
         sc->recv_bb = NULL;
-        sc->half_closed = true;
         if (!sc->request)
             sc->bad = "no request message";
     } else if (++sc->n_messages == 1) {
         sc->request = sc->recv_bb;
         sc->recv_bb = NULL;
-        receive_next(sc); /* the half-close, or a second message */
+        receive_next(sc); /* the half-close, or a message to drop */
     } else {
         grpc_byte_buffer_destroy(sc->recv_bb);
         sc->recv_bb = NULL;
-        sc->half_closed = true;
-        sc->bad = "a second request message";
+        if (!sc->answering) /* once answered, the call's end completes nothing more */
+            receive_next(sc);
     }
     advance(sc);
     maybe_done(sc);

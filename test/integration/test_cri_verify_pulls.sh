@@ -233,6 +233,13 @@ IMG_SAVED="$IMG"
 IMG="$PG_REG_HOST/team-a/other:1.0"
 same_bytes "an image containerd does not hold, for a pod with annotations" "$POD_B_CFG"
 IMG="$IMG_SAVED"
+STATUS_HEX="$("$PG_PY" -c 'import sys
+def ld(f, b): return bytes([f << 3 | 2, len(b)]) + b
+print(ld(1, ld(1, sys.argv[1].encode())).hex())' "$IMG")"
+raw() { "$PG_PY" "$HERE/cri_fail_closed.py" raw "$PG_PROXY_SOCK" /runtime.v1.ImageService/ImageStatus "$@"; }
+pg_expect_contains "no request message: refused" "$(raw)" "INVALID_ARGUMENT pullgate: ImageStatus not forwarded: no request message"
+[[ "$(raw "$STATUS_HEX" "$STATUS_HEX")" == OK ]] && pg_check_ok "two request messages: the first is answered, the second dropped" ||
+    pg_check_fail "two request messages: $(raw "$STATUS_HEX" "$STATUS_HEX")"
 pg_node_containerd_kill
 OUT_P="$(cri --timeout 5 image-status-raw --image "$IMG" --pod-config "$POD_B_CFG")"
 [[ "$OUT_P" == UNAVAILABLE* ]] && pg_check_ok "containerd down: its error, never \"present\" (${OUT_P:0:40})" ||
