@@ -19,8 +19,9 @@
 #  - policy Never: ErrImageNeverPull, the image stays;
 #  - a registry mirror (containerd hosts.toml: a logical registry served by the mirror): the
 #    pull, its record and the decision use the logical name; the mirror decides;
-#  - truthful answers: no pod annotations and an allowed pod (byte for byte containerd's),
-#    a runtime error, a malformed annotation;
+#  - truthful answers: no pod annotations, an allowed pod, a node-accessible image, a preloaded
+#    image (byte for byte containerd's), an absent image, containerd down, a malformed
+#    annotation; hostile annotations (over the bounds, 5,000 entries) are answered;
 #  - a copied annotation of another namespace (keyed; then unkeyed) never runs;
 #  - criVerifyPulls false: today's behaviour (the runtime's answer; the hook refuses).
 # Env (from ctest): PULLGATE_HOOK, PULLGATECTL, PG_BUILD_DIR; PULLGATE_CRI overrides the binary.
@@ -112,6 +113,10 @@ pg_image_build "$LAYOUT" mirrored "mirrored-marker"
 pg_image_push "$LAYOUT" mirrored "team-m/app:1.0"
 IMG="$PG_REG_HOST/team-a/app:1.0"
 NAME="$(pg_image_name "$IMG")"
+pg_registry_start_open
+pg_image_build "$LAYOUT" tool "tool-marker"
+pg_image_push_open "$LAYOUT" tool "public/tool:1.0"
+IMG_OPEN="$PG_OPEN_REG_HOST/public/tool:1.0"
 
 pg_node_dbus_start
 STATE="$(pg_mktemp_dir state)"
@@ -123,7 +128,7 @@ CFG="$ETC/pullgate.json"
 pg_write_config "$CFG" "$STATE" NeverVerifyPreloadedImages "$PG_BUS_ADDR" \
     "\"hmacKeyFile\": \"$KEY\", \"criPruneInterval\": \"0s\", \"nodeCredentialFiles\": []"
 chmod 0600 "$CFG"
-pg_node_containerd_setup "$CFG" "$PG_REG_HOST"
+pg_node_containerd_setup "$CFG" "$PG_REG_HOST" "$PG_OPEN_REG_HOST"
 pg_node_containerd_start || pg_skip "containerd's CRI plugin did not come up on this machine (log above)"
 pg_node_proxy_start || pg_fail "pullgate-cri did not serve its socket"
 MON_LOG="$PG_CD_DIR/monitor.jsonl"
@@ -230,6 +235,37 @@ IMG="$IMG_SAVED" REF="$REF_SAVED" NAME="$NAME_SAVED"
 pg_section "truthful answers"
 same_bytes "no pod annotations (crictl, image GC)"
 IMG_SAVED="$IMG"
+IMG="$IMG_OPEN"
+pg_node_run_pod team-y "" || pg_fail "RunPodSandbox (team-y)"
+expect_outcome "a public image, no credentials: pulled" pulled "" "" IfNotPresent
+pg_node_run_pod team-z "$(annotation team-z regcred tenant-b "$PASS_B")" || pg_fail "RunPodSandbox (team-z)"
+expect_outcome "node-accessible: another namespace's pod hears" present tenant-b "$PASS_B" IfNotPresent
+same_bytes "node-accessible" "$POD_CFG"
+IMG="$PG_SANDBOX_IMAGE"
+same_bytes "preloaded (imported, never pulled) under NeverVerifyPreloadedImages" "$POD_B_CFG"
+# Hostile pod annotations: a 930 KB credentials annotation of 5,000 entries, and 5,000 keys.
+HOSTILE="$PG_CD_DIR/hostile-pod.json"
+"$PG_PY" - "$HOSTILE" <<'EOF'
+import json, sys
+ann = {"r.example/img%d" % i: {"kubernetesSecrets": [{"namespace": "team-b", "name": "s%d" % i,
+       "uid": "u", "credentialHash": "%064x" % i}]} for i in range(5000)}
+many = {"example.com/k%d" % i: "v" for i in range(5000)}
+json.dump({"annotations": dict(many, **{"pullgate.dev/credentials": json.dumps(ann)})}, open(sys.argv[1], "w"))
+EOF
+OUT_H="$(cri image-status-raw --image "$IMG_OPEN" --pod-config "$HOSTILE")"
+[[ "$OUT_H" == "$(cri_direct image-status-raw --image "$IMG_OPEN" --pod-config "$HOSTILE")" ]] &&
+    pg_check_ok "5,000 pod annotations (over the bound): the runtime's answer" || pg_check_fail "hostile: '${OUT_H:0:60}'"
+"$PG_PY" - "$HOSTILE" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["annotations"] = {k: v for k, v in d["annotations"].items() if not k.startswith("example.com/")}
+d["annotations"]["kubernetes.io/config.seen"] = "2026-01-01T00:00:00.000000001Z"
+json.dump(d, open(sys.argv[1], "w"))
+EOF
+OUT_H="$(cri --timeout 10 image-status-raw --image "$IMG_OPEN" --pod-config "$HOSTILE")"
+[[ "$OUT_H" == OK* ]] && pg_check_ok "a 930 KB annotation of 5,000 entries: answered (${OUT_H:0:20})" ||
+    pg_check_fail "hostile annotation: '${OUT_H:0:60}'"
+pg_expect_ok "pullgate-cri still serves" cri version
 IMG="$PG_REG_HOST/team-a/other:1.0"
 same_bytes "an image containerd does not hold, for a pod with annotations" "$POD_B_CFG"
 IMG="$IMG_SAVED"
