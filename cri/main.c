@@ -228,7 +228,8 @@ static void node_creds_warning(const char *path, const char *why)
     cri_log(CRI_LOG_WARNING, "node credential file not used", "path", path, "error", why, NULL);
 }
 
-static int start(daemon_parts *d, pg_error *err)
+/* needs_decider: a hook server or verification pulls will decide (one store for both). */
+static int start(daemon_parts *d, bool needs_decider, pg_error *err)
 {
     const pg_config *cfg = d->cfg;
     d->notifier = pg_notifier_new(pg_config_dbus(cfg), NOTIFIER_TIMEOUT_MS, err);
@@ -253,7 +254,8 @@ static int start(daemon_parts *d, pg_error *err)
     /* A fast path and a hint only: without it the hook decides locally and ImageStatus is
      * forwarded as bytes. */
     pg_error derr = {0};
-    if (!(d->decider = cri_decider_new(cfg, &derr)))
+    if ((needs_decider || pg_config_cri_verify_pulls(cfg)) &&
+        !(d->decider = cri_decider_new(cfg, &derr)))
         cri_log(CRI_LOG_ERROR,
                 "record store not opened for deciding: no hook server, no "
                 "verification pulls",
@@ -413,13 +415,15 @@ int main(int argc, char **argv)
         grpc_shutdown();
         return rc;
     }
-    if (start(&d, &err) != PG_OK) {
+    const char *hook_socket = a.hook_socket ? a.hook_socket : PG_DEFAULT_HOOK_SOCKET;
+    if (start(&d, strcmp(hook_socket, "none") != 0, &err) != PG_OK) {
         cri_log(CRI_LOG_ERROR, "cannot start", "error", err.message, NULL);
         return 1;
     }
-    start_hook_server(&d, a.hook_socket ? a.hook_socket : PG_DEFAULT_HOOK_SOCKET, &config_id);
+    start_hook_server(&d, hook_socket, &config_id);
     cri_log(CRI_LOG_INFO, "serving", "listen", pg_config_cri_listen(d.cfg), "runtime",
             pg_config_cri_runtime_endpoint(d.cfg), "stateDir", pg_config_state_dir(d.cfg),
+            "verifyPulls", d.decider && pg_config_cri_verify_pulls(d.cfg) ? "true" : "false",
             "version", pg_version(), NULL);
     int sig = wait_for_stop_signal(d.pruner);
     cri_log(CRI_LOG_INFO, "stopping: draining calls", "signal",
