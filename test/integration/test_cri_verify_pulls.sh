@@ -22,7 +22,8 @@
 #  - truthful answers: no pod annotations, an allowed pod, a node-accessible image, a preloaded
 #    image (byte for byte containerd's), an absent image, containerd down, a malformed
 #    annotation; hostile annotations (over the bounds, 5,000 entries) are answered;
-#  - a copied annotation of another namespace (keyed; then unkeyed) never runs;
+#  - a copied annotation of another namespace (keyed; then unkeyed) never runs; a pinned
+#    image (AlwaysVerify) is answered byte for byte;
 #  - criVerifyPulls false: today's behaviour (the runtime's answer; the hook refuses).
 # Env (from ctest): PULLGATE_HOOK, PULLGATECTL, PG_BUILD_DIR; PULLGATE_CRI overrides the binary.
 set -uo pipefail
@@ -291,11 +292,17 @@ pg_node_run_pod team-x "$ANN_A" || pg_fail "RunPodSandbox (team-x)"
 ensure tenant-b "$PASS_B" IfNotPresent
 pg_log "keyed copy of team-a's annotation: $OUTCOME"
 expect_denied "keyed: never runs" "$IMG"
-restart_proxy 'c["hmacKeyFile"] = ""'
+# Unkeyed from here; AlwaysVerify with the sandbox image pinned (imported, never pulled).
+restart_proxy 'c["hmacKeyFile"] = ""; c["policy"] = "AlwaysVerify"; c["pinnedImages"] = ["pullgate.test/pause*"]'
 pg_node_run_pod team-x "$(annotation team-a regcred tenant-a "$PASS_A" --unkeyed)" || pg_fail "RunPodSandbox (team-x, unkeyed)"
 ensure tenant-b "$PASS_B" IfNotPresent
 pg_log "unkeyed copy of a team-a annotation: $OUTCOME"
 expect_denied "unkeyed: never runs" "$IMG"
+
+IMG_SAVED="$IMG"
+IMG="$PG_SANDBOX_IMAGE"
+same_bytes "a pinned image under AlwaysVerify" "$POD_CFG"
+IMG="$IMG_SAVED"
 
 pg_section "criVerifyPulls false: the runtime's answer, as before"
 restart_proxy 'c["hmacKeyFile"] = ""; c["criVerifyPulls"] = False'
