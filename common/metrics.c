@@ -38,7 +38,9 @@ struct pg_metric {
     double *buckets;
     size_t nbuckets;
     size_t nseries, stride; /* slots per series */
+    int sparse;
     _Atomic uint64_t *slots;
+    _Atomic unsigned char *touched; /* sparse: per series, updated at least once */
     struct pg_metric *next;
 };
 
@@ -118,6 +120,7 @@ static void free_metric(pg_metric *m)
     }
     free(m->buckets);
     free((void *)m->slots);
+    free((void *)m->touched);
     free(m);
 }
 
@@ -196,7 +199,9 @@ pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, char *msg, 
         m->stride = def->type == PG_METRIC_HISTOGRAM ? m->nbuckets + 2 : 1;
         m->buckets = m->nbuckets ? malloc(m->nbuckets * sizeof(double)) : NULL;
         m->slots = calloc(nseries * m->stride, sizeof(_Atomic uint64_t));
-        ok = m->slots && (!m->nbuckets || m->buckets);
+        m->sparse = def->sparse != 0;
+        m->touched = m->sparse ? calloc(nseries, sizeof(_Atomic unsigned char)) : NULL;
+        ok = m->slots && (!m->nbuckets || m->buckets) && (!m->sparse || m->touched);
     }
     if (!ok) {
         free_metric(m);
@@ -260,18 +265,36 @@ int pg_metric_value_index(const pg_metric *m, size_t l, const char *value)
     return (int)lb->nvalues - 1; /* the catch-all */
 }
 
-/* The first slot of the series (i0, i1), or NULL when an index is out of range. */
-static _Atomic uint64_t *series(const pg_metric *m, int i0, int i1)
+/* The series number of (i0, i1), or -1 when an index is out of range. */
+static long series_index(const pg_metric *m, int i0, int i1)
 {
     int idx[PG_METRICS_MAX_LABELS] = {i0, i1};
     size_t s = 0;
     for (size_t l = 0; l < PG_METRICS_MAX_LABELS; l++) {
         size_t n = l < m->nlabels ? m->labels[l].nvalues : 1;
         if (idx[l] < 0 || (size_t)idx[l] >= n)
-            return NULL;
+            return -1;
         s = s * n + (size_t)idx[l];
     }
-    return &m->slots[s * m->stride];
+    return (long)s;
+}
+
+/* The first slot of the series (i0, i1), or NULL when an index is out of range. */
+static _Atomic uint64_t *series(const pg_metric *m, int i0, int i1)
+{
+    long s = series_index(m, i0, i1);
+    return s < 0 ? NULL : &m->slots[(size_t)s * m->stride];
+}
+
+/* The same for an update: a sparse metric's series is shown from now on. */
+static _Atomic uint64_t *series_for_update(pg_metric *m, int i0, int i1)
+{
+    long s = series_index(m, i0, i1);
+    if (s < 0)
+        return NULL;
+    if (m->sparse)
+        atomic_store_explicit(&m->touched[s], 1, memory_order_relaxed);
+    return &m->slots[(size_t)s * m->stride];
 }
 
 static _Atomic uint64_t *series_by_text(const pg_metric *m, const char *v0, const char *v1)
@@ -286,7 +309,7 @@ void pg_metric_add_at(pg_metric *m, int i0, int i1, double delta)
     if (!m || m->type == PG_METRIC_HISTOGRAM || !isfinite(delta) ||
         (m->type == PG_METRIC_COUNTER && delta < 0))
         return;
-    _Atomic uint64_t *slot = series(m, i0, i1);
+    _Atomic uint64_t *slot = series_for_update(m, i0, i1);
     if (slot)
         atomic_add_double(slot, delta);
 }
@@ -295,7 +318,7 @@ void pg_metric_set_at(pg_metric *m, int i0, int i1, double value)
 {
     if (!m || m->type != PG_METRIC_GAUGE)
         return;
-    _Atomic uint64_t *slot = series(m, i0, i1);
+    _Atomic uint64_t *slot = series_for_update(m, i0, i1);
     if (slot)
         atomic_store_explicit(slot, bits_of(value), memory_order_relaxed);
 }
@@ -304,7 +327,7 @@ void pg_metric_observe_at(pg_metric *m, int i0, int i1, double value)
 {
     if (!m || m->type != PG_METRIC_HISTOGRAM || isnan(value))
         return;
-    _Atomic uint64_t *slot = series(m, i0, i1);
+    _Atomic uint64_t *slot = series_for_update(m, i0, i1);
     if (!slot)
         return;
     size_t b = 0;
@@ -503,6 +526,8 @@ static void put_metric(out *o, const pg_metric *m)
     puts_(o, type_names[m->type]);
     puts_(o, "\n");
     for (size_t s = 0; s < m->nseries; s++) {
+        if (m->sparse && !atomic_load_explicit(&m->touched[s], memory_order_relaxed))
+            continue;
         size_t vi[PG_METRICS_MAX_LABELS] = {0, 0}, rest = s;
         for (size_t l = m->nlabels; l-- > 0;) { /* the series index, label by label */
             vi[l] = rest % m->labels[l].nvalues;

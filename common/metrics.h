@@ -50,6 +50,10 @@ typedef struct pg_metric_def {
     pg_metric_label labels[PG_METRICS_MAX_LABELS];
     const double *buckets; /* histograms: upper bounds, strictly increasing, finite */
     size_t nbuckets;       /* (+Inf is implicit) */
+    /* 0: every series is rendered from the start. 1: only series that were ever
+     * updated (for large label products such as method x code; a series once shown
+     * stays shown, so rate() still sees its first increment after the first scrape). */
+    int sparse;
 } pg_metric_def;
 
 typedef struct pg_metrics pg_metrics;

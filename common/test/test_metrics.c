@@ -231,6 +231,33 @@ START_TEST(collect_runs_before_each_render)
 }
 END_TEST
 
+START_TEST(sparse_metrics_show_updated_series_only)
+{
+    pg_metrics *reg = pg_metrics_new();
+    pg_metric_def d = counter_def();
+    d.sparse = 1;
+    pg_metric *m = pg_metrics_add(reg, &d, NULL, 0);
+    ck_assert_ptr_nonnull(m);
+    char *text = pg_metrics_render(reg, NULL);
+    ck_assert_ptr_nonnull(strstr(text, "# TYPE pullgate_test_calls_total counter\n"));
+    ck_assert_ptr_null(strstr(text, "pullgate_test_calls_total{"));
+    free(text);
+    pg_metric_inc(m, "ImageStatus", "UNAVAILABLE");
+    pg_metric_add_value(m, "PullImage", "OK", 0); /* an update of 0 shows the series too */
+    text = pg_metrics_render(reg, NULL);
+    ck_assert_ptr_nonnull(
+        strstr(text, "pullgate_test_calls_total{method=\"ImageStatus\",code=\"UNAVAILABLE\"} 1\n"));
+    ck_assert_ptr_nonnull(
+        strstr(text, "pullgate_test_calls_total{method=\"PullImage\",code=\"OK\"} 0\n"));
+    size_t lines = 0;
+    for (const char *p = text; (p = strstr(p, "pullgate_test_calls_total{")); p++)
+        lines++;
+    ck_assert_uint_eq(lines, 2);
+    free(text);
+    pg_metrics_free(reg);
+}
+END_TEST
+
 #define THREADS 4
 #define PER_THREAD 100000
 
@@ -284,6 +311,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, histograms_are_cumulative_with_sum_and_count);
     tcase_add_test(tc, collect_runs_before_each_render);
     tcase_add_test(tc, concurrent_updates_are_all_counted);
+    tcase_add_test(tc, sparse_metrics_show_updated_series_only);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
