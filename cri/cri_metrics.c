@@ -71,7 +71,8 @@ const char *const cri_metric_codes[] = {"OK",
                                         NULL};
 const char *const cri_metric_credentials[] = {"none",       "node",  "secret",
                                               "unverified", "other", NULL};
-const char *const cri_metric_record_stages[] = {"intent", "record", "aliases", "other", NULL};
+const char *const cri_metric_record_stages[] = {"intent", "record", "release", "aliases",
+                                                "prune",  "other",  NULL};
 const char *const cri_metric_refusal_reasons[] = {"not-understood",
                                                   "credentials-unusable",
                                                   "out-of-memory",
@@ -83,9 +84,10 @@ const char *const cri_metric_refusal_reasons[] = {"not-understood",
                                                   "not-forwarded",
                                                   "other",
                                                   NULL};
-const char *const cri_metric_hook_results[] = {"answered", "not-mine", "bad-request",
-                                               "failed",   "other",    NULL};
-const char *const cri_metric_decision_results[] = {"allow", "deny", "other", NULL};
+const char *const cri_metric_hook_results[] = {"answered",          "undelivered", "not-mine",
+                                               "store-unavailable", "abandoned",   "bad-request",
+                                               "not-root",          "other",       NULL};
+const char *const cri_metric_decision_results[] = {"allow", "deny", "audit-deny", "other", NULL};
 /* pg_reason_name()'s names (plugin/decide.c). */
 const char *const cri_metric_decision_reasons[] = {"never-verify",
                                                    "pinned",
@@ -106,6 +108,7 @@ const char *const cri_metric_decision_reasons[] = {"never-verify",
                                                    "bad-request",
                                                    "config-error",
                                                    "annotation-signature",
+                                                   "not-kubernetes",
                                                    "other",
                                                    NULL};
 const char *const cri_metric_verification_results[] = {"verified", "policy-allowed", "must-pull",
@@ -301,19 +304,15 @@ void cri_metric_call(const char *method_path, int grpc_code, double seconds)
     pg_metric_observe(m.call_seconds, method, NULL, seconds);
 }
 
-void cri_metric_pull_recorded(const char *credentials)
+void cri_metric_record_done(const char *stage, bool ok, const char *credentials, double seconds)
 {
-    pg_metric_inc(m.recorded, credentials, NULL);
-}
-
-void cri_metric_recording_failed(const char *stage)
-{
-    pg_metric_inc(m.record_failures, stage, NULL);
-}
-
-void cri_metric_recording_time(const char *stage, double seconds)
-{
+    if (!m.reg)
+        return;
     pg_metric_observe(m.record_seconds, stage, NULL, seconds);
+    if (!ok)
+        pg_metric_inc(m.record_failures, stage, NULL);
+    else if (stage && strcmp(stage, "record") == 0)
+        pg_metric_inc(m.recorded, credentials, NULL);
 }
 
 void cri_metric_pull_refused(int grpc_code, const char *reason)
@@ -347,9 +346,9 @@ const char *cri_metric_refusal_reason(int grpc_code, int decoded, int slot, int 
 
 void cri_metric_hook_request(const char *result) { pg_metric_inc(m.hook_requests, result, NULL); }
 
-void cri_metric_hook_decision(bool allowed, const char *reason, double seconds)
+void cri_metric_hook_decision(bool allowed, bool audit, const char *reason, double seconds)
 {
-    pg_metric_inc(m.decisions, allowed ? "allow" : "deny", reason);
+    pg_metric_inc(m.decisions, allowed ? "allow" : audit ? "audit-deny" : "deny", reason);
     pg_metric_observe(m.decision_seconds, NULL, NULL, seconds);
 }
 

@@ -16,9 +16,9 @@
  *   pullgate_cri_ondisk_pullintents               -                          (each scrape)
  *   pullgate_cri_calls_total                      method, code               cri_metric_call
  *   pullgate_cri_call_duration_seconds            method                     cri_metric_call
- *   pullgate_cri_pulls_recorded_total             credentials                cri_metric_pull_recorded
- *   pullgate_cri_recording_failures_total         stage                      cri_metric_recording_failed
- *   pullgate_cri_recording_duration_seconds       stage                      cri_metric_recording_time
+ *   pullgate_cri_pulls_recorded_total             credentials                cri_metric_record_done
+ *   pullgate_cri_recording_failures_total         stage                      cri_metric_record_done
+ *   pullgate_cri_recording_duration_seconds       stage                      cri_metric_record_done
  *   pullgate_cri_pulls_refused_total              code, reason               cri_metric_pull_refused
  *   pullgate_cri_hook_requests_total              result                     cri_metric_hook_request
  *   pullgate_cri_hook_decisions_total             result, reason             cri_metric_hook_decision
@@ -58,14 +58,14 @@ pg_metrics *cri_metrics_registry(void);
  * gRPC status code and its duration from arrival to answer. */
 void cri_metric_call(const char *method_path, int grpc_code, double seconds);
 
-/* A pull recorded (the pulled record durable), by how its credentials were attributed:
- * cri_cred_source_name() ("none", "node", "secret", "unverified"). */
-void cri_metric_pull_recorded(const char *credentials);
-/* A record operation that failed: "intent" (the pull is then refused), "record" (the
- * pulled record after the runtime pulled: the intent stays), "aliases". */
-void cri_metric_recording_failed(const char *stage);
-/* How long a record operation took, from its submission to its outcome ("intent", "record"). */
-void cri_metric_recording_time(const char *stage, double seconds);
+/*
+ * One record store operation of the writer ran (recorder.c): its stage ("intent", "record":
+ * the pulled record, "release": a refused pull's intent, "aliases", "prune"), whether it
+ * is durable, the credentials' attribution for a record (cri_cred_source_name(): "none",
+ * "node", "secret", "unverified"; NULL otherwise), and the time from its submission to
+ * its outcome (queue wait included: what a pull waits for).
+ */
+void cri_metric_record_done(const char *stage, bool ok, const char *credentials, double seconds);
 
 /* A PullImage answered by pullgate itself, never forwarded: its gRPC code and a bounded
  * reason (cri_metric_refusal_reason, or one of cri_metric_refusal_reasons). */
@@ -81,12 +81,18 @@ void cri_metric_pull_refused(int grpc_code, const char *reason);
  */
 const char *cri_metric_refusal_reason(int grpc_code, int decoded, int slot, int intent);
 
-/* One hook request: "answered" (a decision was sent), "not-mine" (the hook names another
- * or a changed configuration), "bad-request" (dropped), "failed" (no answer could be sent). */
+/*
+ * One connection to the hook socket, by result: "answered" (a decision was delivered),
+ * "undelivered" (decided, the hook had gone), "not-mine" (the hook names another or a
+ * changed configuration: it decides locally), "store-unavailable" (likewise),
+ * "abandoned" (the hook gave up before the decision), "bad-request" (dropped),
+ * "not-root" (refused peer).
+ */
 void cri_metric_hook_request(const char *result);
-/* One decision on the resident hook path: allowed or not, pg_reason_name() of its
- * reason, and how long the decision took. */
-void cri_metric_hook_decision(bool allowed, const char *reason, double seconds);
+/* One decision on the resident hook path: allowed or not (audit: a denial not enforced,
+ * counted as result="audit-deny"), pg_reason_name() of its reason ("not-kubernetes"
+ * when there is none), and how long the evaluation took. */
+void cri_metric_hook_decision(bool allowed, bool audit, const char *reason, double seconds);
 /* 1 while the hook server serves its socket, 0 when it is not started or stopped. */
 void cri_metric_hook_server_up(bool up);
 
