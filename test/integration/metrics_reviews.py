@@ -4,8 +4,11 @@
 held open from one address to reach the per-peer bound.
 
   metrics_reviews.py review URL CA NS POD_SECRET     POST one review; prints the outcome seen
+  metrics_reviews.py annotate URL CA NS POD_SECRET IMAGE   POST one review of a pod running IMAGE;
+                                                     prints the credentials annotation it adds
   metrics_reviews.py hold URL COUNT SECONDS          open COUNT TCP connections, keep them
 """
+import base64
 import http.client
 import json
 import socket
@@ -15,10 +18,10 @@ import time
 import uuid
 
 
-def review(ns, secret):
+def review(ns, secret, image="registry.example.com/team-a/app:1.0"):
     pod = {"kind": "Pod", "apiVersion": "v1",
            "metadata": {"name": "app", "namespace": ns, "uid": str(uuid.uuid4())},
-           "spec": {"containers": [{"name": "c0", "image": "registry.example.com/team-a/app:1.0"}],
+           "spec": {"containers": [{"name": "c0", "image": image}],
                     "imagePullSecrets": [{"name": secret}], "serviceAccountName": "default"}}
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": str(uuid.uuid4()),
@@ -49,6 +52,21 @@ def main():
         print("patched" if resp.get("patch") else
               "allowed" if resp["allowed"] else "refused:" + resp["status"]["message"])
         return 0 if status == 200 else 1
+    if sys.argv[1] == "annotate":
+        url, ca, ns, secret, image = sys.argv[2:7]
+        status, answer = post(url, ca, review(ns, secret, image))
+        resp = answer["response"]
+        for op in json.loads(base64.b64decode(resp.get("patch", "W10="))):
+            value = op.get("value")
+            if op["path"] == "/metadata/annotations" and isinstance(value, dict):
+                value = value.get("pullgate.dev/credentials")
+            elif op["path"] != "/metadata/annotations/pullgate.dev~1credentials":
+                continue
+            if isinstance(value, str):
+                print(value)
+                return 0
+        print(f"no annotation in the answer: {resp}", file=sys.stderr)
+        return 1
     if sys.argv[1] == "hold":
         host, port = sys.argv[2].replace("https://", "").rsplit(":", 1)
         held = [socket.create_connection((host, int(port)), timeout=5)

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# pullgate-cri's /metrics as an operator's Prometheus sees it (docs/metrics.md): a real Prometheus
+# Both daemons' /metrics as an operator's Prometheus sees them (docs/metrics.md): a real Prometheus
 # (Debian's `prometheus`, scrape_interval 1s, temp config and data dir on 127.0.0.1) scrapes
-# pullgate-cri's criMetricsListen while the containerd + registry flow runs (lib/cri_node.sh:
-# containerd 1.6, pullgate-hook in its base spec asking pullgate-cri's hook server, a registry
-# with htpasswd auth, the Python CRI client as the kubelet). Queried through Prometheus' HTTP API,
-# the counters move as the flow says: a pull recorded with a secret, a pull refused (unusable
-# credentials, never forwarded), an allowed and a denied container on the resident hook path,
-# CRI calls by method and code, the records on disk; `promtool check metrics` accepts the text.
-# (test_metrics.sh does the same for pullgate-webhook.)
+# pullgate-cri's criMetricsListen and pullgate-webhook's health address while the whole flow runs:
+# the webhook (keyed, against the Kubernetes API stand-in holding team-a's pull secret) writes the
+# pod's annotation; containerd + registry (lib/cri_node.sh: containerd 1.6, pullgate-hook in its
+# base spec asking pullgate-cri's hook server, a registry with htpasswd auth, the Python CRI client
+# as the kubelet) pull and start containers. Queried through Prometheus' HTTP API, the counters
+# move as the flow says: a review, a pull recorded with the secret the annotation presents, a pull
+# refused (unusable credentials, never forwarded), an allowed and a denied container on the
+# resident hook path, CRI calls by method and code, the records on disk; `promtool check metrics`
+# accepts what both serve. (test_metrics.sh covers the webhook's own counters in detail.)
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib/registry.sh
@@ -21,9 +23,11 @@ source "$HERE/lib/cri_node.sh"
 T0=$SECONDS
 : "${PULLGATE_CRI:=${PG_BUILD_DIR:-}/cri/pullgate-cri}"
 [[ -x "$PULLGATE_CRI" ]] || pg_skip "pullgate-cri not built ($PULLGATE_CRI)"
+WEBHOOK=${PULLGATE_WEBHOOK:-${PG_BUILD_DIR:-}/webhook/pullgate-webhook}
+[[ -x "$WEBHOOK" ]] || pg_skip "pullgate-webhook not built ($WEBHOOK)"
 pg_node_require
 pg_require_pullgate
-pg_require_cmd prometheus promtool curl
+pg_require_cmd prometheus promtool curl openssl
 
 # prom_expect DESC EXPR VALUE: Prometheus answers VALUE for EXPR within 20 s (scrapes every 1 s).
 prom_expect() {
@@ -51,13 +55,60 @@ pg_node_dbus_start
 STATE="$(pg_mktemp_dir state)"
 chmod 0700 "$STATE"
 CFG="$(pg_mktemp_dir cfg)/pullgate.json"
+KEY="$(pg_mktemp_dir key)/hmac.key" # the annotation key, shared by the webhook and the node
+head -c 32 /dev/urandom >"$KEY"
+chmod 0400 "$KEY"
 CRI_METRICS="$(pg_free_port)"
-pg_write_config "$CFG" "$STATE" AlwaysVerify "$PG_BUS_ADDR" "\"criMetricsListen\": \"127.0.0.1:$CRI_METRICS\""
+pg_write_config "$CFG" "$STATE" AlwaysVerify "$PG_BUS_ADDR" \
+    "\"criMetricsListen\": \"127.0.0.1:$CRI_METRICS\", \"hmacKeyFile\": \"$KEY\""
 pg_node_containerd_setup "$CFG" "$PG_REG_HOST"
 pg_node_containerd_start || pg_skip "containerd's CRI plugin did not come up on this machine (log above)"
 pg_node_proxy_start || pg_fail "pullgate-cri did not serve its socket"
 grep -q 'msg="metrics listening"' "$PG_CD_DIR/pullgate-cri.log" ||
     pg_fail "pullgate-cri does not serve /metrics: $(tail -5 "$PG_CD_DIR/pullgate-cri.log")"
+
+# The webhook, keyed, against the API stand-in holding team-a's pull secret for the registry.
+WH_DIR="$(pg_mktemp_dir webhook)"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=ca \
+    -keyout "$WH_DIR/ca.key" -out "$WH_DIR/ca.crt" 2>/dev/null
+for leaf in apiserver serving; do
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$leaf" \
+        -keyout "$WH_DIR/$leaf.key" -out "$WH_DIR/$leaf.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$WH_DIR/$leaf.ext"
+    openssl x509 -req -in "$WH_DIR/$leaf.csr" -CA "$WH_DIR/ca.crt" -CAkey "$WH_DIR/ca.key" \
+        -CAcreateserial -days 2 -extfile "$WH_DIR/$leaf.ext" -out "$WH_DIR/$leaf.crt" 2>/dev/null
+    chmod 0600 "$WH_DIR/$leaf.key"
+done
+echo "token-$RANDOM$RANDOM" >"$WH_DIR/token"
+"$PG_PY" - "$WH_DIR" "$PG_REG_HOST" tenant-a "$PASS_A" <<'PY'
+import base64, json, sys
+d, host, user, pw = sys.argv[1:5]
+auth = base64.b64encode(f"{user}:{pw}".encode()).decode()
+cfg = json.dumps({"auths": {host: {"auth": auth}}})
+objs = {
+    "/api/v1/namespaces/team-a/secrets/regcred": {
+        "kind": "Secret", "apiVersion": "v1", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": "regcred", "namespace": "team-a", "uid": "uid-regcred"},
+        "data": {".dockerconfigjson": base64.b64encode(cfg.encode()).decode()}},
+    "/api/v1/namespaces/team-a/serviceaccounts/default": {
+        "kind": "ServiceAccount", "apiVersion": "v1",
+        "metadata": {"name": "default", "namespace": "team-a", "uid": "uid-sa"}},
+}
+json.dump({"tokens": [open(d + "/token").read().strip()], "objects": objs}, open(d + "/state.json", "w"))
+PY
+API_PORT="$(pg_free_port)"
+"$PG_PY" "$HERE/webhook_apiserver.py" --port "$API_PORT" --cert "$WH_DIR/apiserver.crt" \
+    --key "$WH_DIR/apiserver.key" --state "$WH_DIR/state.json" --log "$WH_DIR/requests.log" \
+    2>"$WH_DIR/apiserver.err" &
+pg_on_exit "pg_kill_wait $! 5"
+WH_PORT="$(pg_free_port)" WH_HEALTH="$(pg_free_port)"
+"$WEBHOOK" --listen "127.0.0.1:$WH_PORT" --health-listen "127.0.0.1:$WH_HEALTH" \
+    --hmac-key-file "$KEY" --tls-cert "$WH_DIR/serving.crt" --tls-key "$WH_DIR/serving.key" \
+    --api-server "https://127.0.0.1:$API_PORT" --api-ca "$WH_DIR/ca.crt" \
+    --api-token-file "$WH_DIR/token" 2>"$WH_DIR/webhook.log" &
+pg_on_exit "pg_kill_wait $! 5"
+pg_wait_port "$API_PORT" 10 || pg_fail "API stand-in did not start: $(cat "$WH_DIR/apiserver.err")"
+pg_wait_port "$WH_HEALTH" 10 || pg_fail "webhook did not start: $(cat "$WH_DIR/webhook.log")"
 
 PROM_DIR="$(pg_mktemp_dir prometheus)"
 PROM_PORT="$(pg_free_port)"
@@ -69,6 +120,9 @@ scrape_configs:
   - job_name: pullgate-cri
     static_configs:
       - targets: ["127.0.0.1:$CRI_METRICS"]
+  - job_name: pullgate-webhook
+    static_configs:
+      - targets: ["127.0.0.1:$WH_HEALTH"]
 YML
 prometheus --config.file="$PROM_DIR/prometheus.yml" --storage.tsdb.path="$PROM_DIR/tsdb" \
     --web.listen-address="127.0.0.1:$PROM_PORT" --log.level=warn 2>"$PROM_DIR/log" &
@@ -77,13 +131,19 @@ pg_on_exit "pg_kill_wait $PROM_PID 5"
 pg_wait_port "$PROM_PORT" 20 || pg_fail "prometheus did not start: $(tail -5 "$PROM_DIR/log")"
 
 prom_expect "Prometheus scrapes pullgate-cri" 'up{job="pullgate-cri"}' 1
-prom_expect "build info" 'pullgate_build_info{component="cri"}' 1
+prom_expect "Prometheus scrapes pullgate-webhook" 'up{job="pullgate-webhook"}' 1
+prom_expect "build info: both daemons" 'count(pullgate_build_info)' 2
 prom_expect "the resident hook server is up" 'pullgate_cri_hook_server_up' 1
 prom_expect "no pulled record on disk yet" 'pullgate_cri_ondisk_pulledrecords' 0
 
+pg_section "the webhook annotates team-a's pod"
 HASH_A="$(pg_cred_hash tenant-a "$PASS_A")" || pg_fail "pullgatectl hash"
-ANN_A="$("$PULLGATECTL" --config "$CFG" annotate --namespace team-a --image "$IMG_APP" \
-    --secret "team-a/regcred/uid-a:$HASH_A")" || pg_fail "pullgatectl annotate"
+ANN_A="$("$PG_PY" "$HERE/metrics_reviews.py" annotate "https://127.0.0.1:$WH_PORT" "$WH_DIR/ca.crt" \
+    team-a regcred "$IMG_APP")" || pg_fail "the webhook wrote no annotation: $(tail -3 "$WH_DIR/webhook.log")"
+pg_check_ok "the webhook's annotation: $(cut -c1-120 <<<"$ANN_A")..."
+prom_expect "one review patched the pod" 'pullgate_webhook_reviews_total{outcome="patched"}' 1
+prom_expect "its secret read from the API" \
+    'pullgate_webhook_api_reads_total{resource="secrets",result="found"}' 1
 
 pg_section "a pull refused, a pull recorded"
 pg_node_run_pod team-a "$ANN_A" || { pg_node_show_log; pg_fail "RunPodSandbox (team-a)"; }
@@ -125,6 +185,10 @@ pg_section "the exposition"
 curl -sf "http://127.0.0.1:$CRI_METRICS/metrics" >"$PROM_DIR/cri.metrics" || pg_check_fail "GET /metrics"
 if promtool check metrics <"$PROM_DIR/cri.metrics"; then pg_check_ok "promtool check metrics: pullgate-cri"; else
     pg_check_fail "promtool rejects pullgate-cri's metrics"
+fi
+curl -sf "http://127.0.0.1:$WH_HEALTH/metrics" >"$PROM_DIR/webhook.metrics" || pg_check_fail "GET /metrics (webhook)"
+if promtool check metrics <"$PROM_DIR/webhook.metrics"; then pg_check_ok "promtool check metrics: pullgate-webhook"; else
+    pg_check_fail "promtool rejects pullgate-webhook's metrics"
 fi
 if grep -q -e "$PASS_A" -e "$HASH_A" -e team-a -e "$PG_REG_HOST" "$PROM_DIR/cri.metrics"; then
     pg_check_fail "a credential, a namespace or an image name in /metrics"
