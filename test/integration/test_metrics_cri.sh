@@ -197,6 +197,23 @@ else
 fi
 CODE="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$CRI_METRICS/")"
 [[ "$CODE" == 404 ]] && pg_check_ok "only /metrics is served (/ -> $CODE)" || pg_check_fail "/ -> HTTP $CODE"
+CODE="$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary @"$PROM_DIR/cri.metrics" \
+    "http://127.0.0.1:$CRI_METRICS/metrics")"
+[[ "$CODE" == 405 ]] && pg_check_ok "POST /metrics -> $CODE (its body dropped)" || pg_check_fail "POST -> HTTP $CODE"
+# Four idle connections from one address hold its bound: a fifth is closed unanswered; the
+# listener serves again once they are gone. pullgate-cri's CRI is untouched meanwhile.
+"$PG_PY" "$HERE/metrics_reviews.py" hold "127.0.0.1:$CRI_METRICS" 4 3 &
+HOLD=$!
+sleep 1
+if curl -sf --max-time 2 -o /dev/null "http://127.0.0.1:$CRI_METRICS/metrics"; then
+    pg_check_fail "a fifth connection from one address was served"
+else
+    pg_check_ok "a fifth connection from one address is refused (at most 4 per address)"
+fi
+cri version >/dev/null 2>&1 && pg_check_ok "CRI still served meanwhile" || pg_check_fail "CRI Version failed"
+wait "$HOLD"
+curl -sf --max-time 5 -o /dev/null "http://127.0.0.1:$CRI_METRICS/metrics" &&
+    pg_check_ok "served again once they closed" || pg_check_fail "/metrics not served after the idle connections closed"
 
 pg_log "test_metrics_cri: $((SECONDS - T0)) s"
 pg_summary
