@@ -9,7 +9,7 @@
  * nothing secret: counts, durations and the build, never an image name, a
  * namespace or a credential (every label value is fixed in cri_metrics.c).
  * Bounded like every other socket: one polling thread, a few connections,
- * a short timeout, no request body read.
+ * a short timeout, a request body discarded as it arrives.
  *
  * Metrics are an observer: an address that cannot be bound is logged and the
  * daemon runs on (the kubelet's CRI and the hook must not go down because a
