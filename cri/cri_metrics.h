@@ -37,10 +37,10 @@
 extern const char *const cri_metric_methods[];          /* CRI v1 methods, "other" */
 extern const char *const cri_metric_codes[];            /* gRPC status code names, "other" */
 extern const char *const cri_metric_credentials[];      /* none node secret unverified other */
-extern const char *const cri_metric_record_stages[];    /* intent record aliases other */
+extern const char *const cri_metric_record_stages[];    /* intent record release aliases prune */
 extern const char *const cri_metric_refusal_reasons[];  /* see cri_metric_refusal_reason */
-extern const char *const cri_metric_hook_results[];     /* answered not-mine bad-request failed */
-extern const char *const cri_metric_decision_results[]; /* allow deny other */
+extern const char *const cri_metric_hook_results[];     /* see cri_metric_hook_request */
+extern const char *const cri_metric_decision_results[]; /* allow deny audit-deny other */
 extern const char *const cri_metric_decision_reasons[]; /* pg_reason_name()s, "other" */
 extern const char *const cri_metric_verification_results[];
 
@@ -72,12 +72,13 @@ void cri_metric_record_done(const char *stage, bool ok, const char *credentials,
 void cri_metric_pull_refused(int grpc_code, const char *reason);
 /*
  * The reason label for a refusal, from where the pull stood (pull.h's enums, as
- * ints so that this header needs no generated code): decoded is a
+ * ints so that every part can include this header without pull.h): decoded is a
  * cri_decode_result, slot a cri_slot_state, intent a cri_record_outcome.
+ *   cancelled                                             (grpc_code CANCELLED, at any point)
  *   not-understood, credentials-unusable, out-of-memory   (the request did not decode)
  *   no-slot                                               (too many pulls in flight)
  *   intent-failed, intent-timeout, writer-full            (the intent is not durable)
- *   cancelled (grpc_code CANCELLED), not-forwarded        (anything after that)
+ *   not-forwarded                                         (the intent was durable; sending failed)
  */
 const char *cri_metric_refusal_reason(int grpc_code, int decoded, int slot, int intent);
 
