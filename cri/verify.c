@@ -22,6 +22,7 @@
  */
 #include "verify.h"
 
+#include "cri_metrics.h"
 #include "log.h"
 #include "recorder.h"
 
@@ -46,6 +47,7 @@ typedef struct status_call {
     int outstanding; /* gRPC batches in flight */
     bool answering, answered_ok;
     int64_t start_ms;
+    char method_text[256]; /* for the calls metric */
     grpc_call *down, *up;
     grpc_call_details details;
     grpc_metadata_array client_md;
@@ -147,6 +149,7 @@ static void send_final(status_call *sc, grpc_status_code code, grpc_slice *detai
                        size_t n_trailing, grpc_byte_buffer *message)
 {
     sc->answering = true;
+    cri_metric_call(sc->method_text, (int)code, (double)(cri_now_ms() - sc->start_ms) / 1e3);
     grpc_op ops[3];
     size_t n = 0;
     ops[n] = cri_op(GRPC_OP_SEND_INITIAL_METADATA);
@@ -206,6 +209,10 @@ typedef struct verdict {
     bool loop_bound; /* curable, but the pod already pulled for it: the truth */
     const char *why; /* static text for a truthful answer taken without deciding */
     int reason;      /* the decision's reason when one was made */
+    /* pullgate_cri_image_verifications_total's result when a verification was attempted:
+     * verified, policy-allowed, must-pull, error (not verifiable: a bad or foreign
+     * annotation, a store error, a pod that pulled and still does not match). */
+    const char *metric;
     char namespace_[256];
 } verdict;
 
@@ -219,6 +226,7 @@ static void decide(cri_verifier *v, const cri_status_request *r, char **aliases,
         /* Malformed, or naming several namespaces: no producer writes that; the hook
          * denies it (bad annotation) and no pull can change that. */
         out->why = "the credentials annotation names no single namespace";
+        out->metric = "error";
         return;
     }
     snprintf(out->namespace_, sizeof out->namespace_, "%s", ns ? ns : "");
@@ -231,6 +239,7 @@ static void decide(cri_verifier *v, const cri_status_request *r, char **aliases,
     if (!store) {
         free(ns);
         out->why = "the record store cannot be opened";
+        out->metric = "error";
         return;
     }
     pg_decision d;
@@ -238,14 +247,21 @@ static void decide(cri_verifier *v, const cri_status_request *r, char **aliases,
     cri_decider_release(v->o.decider);
     free(ns);
     out->reason = d.reason;
-    if (d.allow || !pg_reason_curable_by_pull(d.reason))
+    if (d.allow || !pg_reason_curable_by_pull(d.reason)) {
+        out->metric =
+            !d.allow ? "error"
+            : d.reason == PG_REASON_SECRET_MATCH || d.reason == PG_REASON_SERVICE_ACCOUNT_MATCH
+                ? "verified"
+                : "policy-allowed";
         return;
+    }
     uint8_t key[32];
     cri_verify_key(r->image, r->annotation, r->annotation_len, r->config_seen, key);
     if (cri_verify_memory_ask(v->memory, key, cri_now_ms()))
         out->absent = true;
     else
         out->loop_bound = true;
+    out->metric = out->absent ? "must-pull" : "error";
 }
 
 /* Everything that decides nothing answers the truth; out->why says which. */
@@ -317,6 +333,8 @@ static void on_up(cri_task *t)
     else
         answer_truth(sc);
     log_verdict(sc, r, &vd);
+    if (vd.metric)
+        cri_metric_verification(vd.metric);
     /* After the answer went out: the bus never delays the kubelet. */
     if (vd.absent && sc->v->o.notifier)
         pg_notify_pull_required(sc->v->o.notifier, r->image, vd.namespace_,
@@ -447,6 +465,10 @@ void cri_verifier_start(cri_verifier *v, grpc_call *incoming, grpc_call_details 
     }
     sc->v = v;
     sc->start_ms = cri_now_ms();
+    size_t mlen = GRPC_SLICE_LENGTH(details->method);
+    if (mlen >= sizeof sc->method_text)
+        mlen = sizeof sc->method_text - 1;
+    memcpy(sc->method_text, GRPC_SLICE_START_PTR(details->method), mlen);
     sc->down = incoming;
     sc->details = *details;
     sc->client_md = *md;

@@ -126,8 +126,9 @@ ETC="$(pg_mktemp_dir etc)"
 KEY="$ETC/hmac.key"
 head -c 48 /dev/urandom >"$KEY" && chmod 0600 "$KEY"
 CFG="$ETC/pullgate.json"
+METRICS="127.0.0.1:$(pg_free_port)"
 pg_write_config "$CFG" "$STATE" NeverVerifyPreloadedImages "$PG_BUS_ADDR" \
-    "\"hmacKeyFile\": \"$KEY\", \"criPruneInterval\": \"0s\", \"nodeCredentialFiles\": []"
+    "\"hmacKeyFile\": \"$KEY\", \"criPruneInterval\": \"0s\", \"nodeCredentialFiles\": [], \"criMetricsListen\": \"$METRICS\""
 chmod 0600 "$CFG"
 pg_node_containerd_setup "$CFG" "$PG_REG_HOST" "$PG_OPEN_REG_HOST"
 pg_node_containerd_start || pg_skip "containerd's CRI plugin did not come up on this machine (log above)"
@@ -286,6 +287,17 @@ for _ in $(seq 1 50); do cri --timeout 1 version >/dev/null 2>&1 && break; sleep
 pg_node_run_pod team-b '{"broken' || pg_fail "RunPodSandbox (malformed annotation)"
 expect_outcome "a malformed annotation: the runtime's answer" present tenant-b "$PASS_B" IfNotPresent
 expect_denied "and the hook refuses it" "$IMG"
+
+pg_section "metrics"
+SCRAPE="$(curl -s "http://$METRICS/metrics")"
+metric() { awk -v m="$1" '$1 == m { print $2 }' <<<"$SCRAPE"; }
+for r in verified policy-allowed must-pull error; do
+    v="$(metric "pullgate_cri_image_verifications_total{result=\"$r\"}")"
+    [[ "${v:-0}" != 0 ]] && pg_check_ok "pullgate_cri_image_verifications_total{result=\"$r\"} $v" ||
+        pg_check_fail "no $r verification counted: $(grep image_verifications <<<"$SCRAPE")"
+done
+v="$(metric 'pullgate_cri_calls_total{method="ImageStatus",code="OK"}')"
+[[ "${v:-0}" != 0 ]] && pg_check_ok "ImageStatus calls counted ($v)" || pg_check_fail "no ImageStatus call counted"
 
 pg_section "another namespace's annotation, copied"
 pg_node_run_pod team-x "$ANN_A" || pg_fail "RunPodSandbox (team-x)"
