@@ -332,11 +332,12 @@ done
 header "What Prometheus sees: pullgate-cri's /metrics"
 run_shown "curl -s http://$METRICS/metrics"
 if curl -sf "http://$METRICS/metrics" >"$PG_TMPDIR/cri.metrics"; then
-    grep -E '^pullgate_(build_info|cri_ondisk_|cri_pulls_recorded_total|cri_pulls_refused_total|cri_hook_decisions_total)' \
+    grep -E '^pullgate_(build_info|cri_ondisk_|cri_pulls_recorded_total|cri_pulls_refused_total|cri_hook_decisions_total|cri_image_verifications_total)' \
         "$PG_TMPDIR/cri.metrics" | grep -v ' 0$' | indent
     grep -q '^pullgate_cri_hook_decisions_total{result="deny"' "$PG_TMPDIR/cri.metrics" &&
         grep -q '^pullgate_cri_pulls_recorded_total{credentials="secret"} [1-9]' "$PG_TMPDIR/cri.metrics" &&
-        outcome_ok "the metrics count the recorded pulls and the denials (alerts: packaging/kubernetes/prometheus-rules.yaml)" ||
+        grep -q '^pullgate_cri_image_verifications_total{result="must-pull"} [1-9]' "$PG_TMPDIR/cri.metrics" &&
+        outcome_ok "the metrics count the recorded pulls, the verification pulls and the denials (alerts: packaging/kubernetes/prometheus-rules.yaml)" ||
         outcome_bad "the metrics do not show the pulls and decisions above"
 else
     outcome_bad "pullgate-cri does not serve /metrics on $METRICS"
