@@ -221,7 +221,8 @@ void pg_st_keep_lookup_fds(pg_store *s)
     /* The writable directory's pullgate-credidx/ (a validated cache, never
      * evidence) is created so that it can be kept and watched too. */
     if (s->writable)
-        (void)mkdirat(s->dirs[0].fd, SUB_CREDIDX, 0700); /* optional: failure only costs speed */
+        (void)pg_st_sys_mkdirat(s->dirs[0].fd, SUB_CREDIDX,
+                                0700); /* optional: failure only costs speed */
     static const char *const subs[] = {SUB_PULLING, SUB_IMAGES, SUB_CREDTIMES, SUB_CREDIDX};
     for (size_t i = 0; i < s->n_dirs; i++)
         for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++) {
@@ -650,7 +651,7 @@ static void remove_side_file(const record_dir *d, const char *sub, const char *n
 {
     char path[64 + FILE_NAME_LEN];
     snprintf(path, sizeof path, "%s/%s", sub, name);
-    unlinkat(d->fd, path, 0);
+    pg_st_sys_unlinkat(d->fd, path);
 }
 
 /* Invalid files are left alone: pruning is not the place to destroy evidence. */
@@ -665,7 +666,7 @@ static int prune_entry(int dirfd, const record_dir *d, const char *name, void *u
     pg_record_free(rec);
     if (keep)
         return PG_OK;
-    if (unlinkat(dirfd, name, 0) != 0 && errno != ENOENT)
+    if (pg_st_sys_unlinkat(dirfd, name) != 0 && errno != ENOENT)
         return pg_fail_errno(c->err, errno, "remove %s/%s/%s", d->path, SUB_PULLED, name);
     remove_side_file(d, SUB_CREDTIMES, name);
     remove_side_file(d, SUB_CREDIDX, name);
@@ -694,7 +695,7 @@ static void remove_stale_temps(const record_dir *d)
             size_t n = strlen(de->d_name);
             if (strncmp(de->d_name, NAME_PREFIX, strlen(NAME_PREFIX)) == 0 && n > 4 &&
                 strcmp(de->d_name + n - 4, TMP_SUFFIX) == 0)
-                unlinkat(fd, de->d_name, 0);
+                pg_st_sys_unlinkat(fd, de->d_name);
         }
         if (dir)
             closedir(dir);

@@ -82,7 +82,18 @@ bool pg_st_is_record_name(const char *name);
 int pg_st_check_input(const char *what, const char *s, pg_error *err);
 /* INVALID unless store was opened writable. */
 int pg_st_require_writable(const pg_store *store, pg_error *err);
+/* fsync, retried on EINTR. */
 int pg_st_fsync_retry(int fd);
+/*
+ * Every change the store makes to a record directory goes through these
+ * (store_fs.c; the crash simulation records them): the calls of the same
+ * names, renames and unlinks within one directory.
+ */
+int pg_st_sys_openat(int dirfd, const char *name, int flags, mode_t mode);
+int pg_st_sys_renameat(int dirfd, const char *from, const char *to);
+int pg_st_sys_unlinkat(int dirfd, const char *name);
+int pg_st_sys_mkdirat(int dirfd, const char *name, mode_t mode);
+int pg_st_sys_syncfs(int fd);
 /* Opens base/name as a safe directory (ours, not group/other writable, no
  * symlink); shown names it in errors. Missing: PG_ERR_NOT_FOUND. */
 int pg_st_open_dir_at(int base, const char *name, const char *shown, int *fd_out, pg_error *err);

@@ -50,7 +50,8 @@ static bool names_complete(const record_dir *d) { return pg_st_exists_at(d->fd, 
 
 static void names_mark_complete(const record_dir *d)
 {
-    int fd = openat(d->fd, NAMES_COMPLETE, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd =
+        pg_st_sys_openat(d->fd, NAMES_COMPLETE, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0)
         close(fd);
 }
@@ -476,7 +477,7 @@ static void names_remove_unused(int fd, char **lines, size_t n)
                 hi = mid;
         }
         if (!used)
-            unlinkat(fd, de->d_name, 0);
+            pg_st_sys_unlinkat(fd, de->d_name);
     }
     if (dir)
         closedir(dir);
@@ -513,7 +514,7 @@ int pg_st_names_rebuild_locked(const pg_store *s, pg_error *err)
         rc = pg_st_open_subdir(d, SUB_NAMES, &fd, err);
     /* Until the rebuilt index is on disk, a crash must leave it marked incomplete
      * (lookups then scan): marker off, write, syncfs, marker on. */
-    if (rc == PG_OK && unlinkat(d->fd, NAMES_COMPLETE, 0) != 0 && errno != ENOENT)
+    if (rc == PG_OK && pg_st_sys_unlinkat(d->fd, NAMES_COMPLETE) != 0 && errno != ENOENT)
         rc = pg_fail_errno(err, errno, "remove %s/%s", d->path, NAMES_COMPLETE);
     if (rc == PG_OK && pg_st_fsync_retry(fd) != 0)
         rc = pg_fail_errno(err, errno, "fsync %s/%s", d->path, SUB_NAMES);
@@ -522,11 +523,11 @@ int pg_st_names_rebuild_locked(const pg_store *s, pg_error *err)
             qsort(lines, n, sizeof *lines, cmp_lines);
         rc = names_write_groups(s, fd, lines, n, err);
     }
-    if (rc == PG_OK && syncfs(fd) != 0)
+    if (rc == PG_OK && pg_st_sys_syncfs(fd) != 0)
         rc = pg_fail_errno(err, errno, "syncfs %s/%s", d->path, SUB_NAMES);
     if (rc == PG_OK) {
         names_remove_unused(fd, lines, n);
-        unlinkat(d->fd, SUB_NAMES "/.complete", 0); /* format 1's marker: no longer read */
+        pg_st_sys_unlinkat(d->fd, SUB_NAMES "/.complete"); /* format 1's marker: no longer read */
         names_mark_complete(d);
     }
     if (fd >= 0)
