@@ -254,6 +254,43 @@ void pg_st_unlock_store(int lock_fd)
         close(lock_fd); /* releases the flock */
 }
 
+/*
+ * Long maintenance (prune) holds the lock only in short steps, so a pull's
+ * intent, which forwarding waits for, never queues behind it for long. flock
+ * is not fair: a holder that re-locks at once may win again, so the steps are
+ * spaced out and a waiting writer takes its turn in between.
+ */
+#define STEP_ITEMS 64
+#define STEP_MS 25
+#define STEP_GAP_NS 1000000L
+
+int pg_st_in_steps(const pg_store *s, size_t n, pg_st_step_item item, pg_st_step_end end, void *ctx,
+                   pg_error *err)
+{
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < n;) {
+        if (i > 0)
+            nanosleep(&(struct timespec){0, STEP_GAP_NS}, NULL);
+        int lock_fd = -1;
+        rc = pg_st_lock_store(s, &lock_fd, err);
+        if (rc != PG_OK)
+            break;
+        int64_t started = pg_monotonic_ms();
+        for (size_t done = 0;
+             rc == PG_OK && i < n && done < STEP_ITEMS && pg_monotonic_ms() - started < STEP_MS;
+             done++)
+            rc = item(ctx, i++, err);
+        /* The step's end runs after an item failed too (what was done is closed);
+         * the first error is the one reported. */
+        pg_error later = {0};
+        int end_rc = end ? end(ctx, rc == PG_OK ? err : &later) : PG_OK;
+        if (rc == PG_OK)
+            rc = end_rc;
+        pg_st_unlock_store(lock_fd);
+    }
+    return rc;
+}
+
 /* ------------------------------------------------------------ writing */
 
 static void random_suffix(char out[17])
@@ -476,8 +513,6 @@ static size_t open_temps(const pg_st_batch *b)
     return n;
 }
 
-static int batch_sync_data(pg_st_batch *b, pg_error *err);
-
 int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *sub, const char *name,
                       const char *data, size_t len, pg_error *err)
 {
@@ -485,7 +520,7 @@ int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *su
         return pg_fail(err, PG_ERR_INVALID, "%s/%s: file name too long", dir, sub);
     /* A record mapping many names: descriptors stay bounded, the data goes early. */
     if (open_temps(b) >= BATCH_MAX_OPEN) {
-        int rc = batch_sync_data(b, err);
+        int rc = pg_st_batch_sync_data(b, err);
         if (rc != PG_OK)
             return rc;
     }
@@ -516,7 +551,7 @@ int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *su
 }
 
 /* Round 1: the data of every staged file, fsync'd together, then closed. */
-static int batch_sync_data(pg_st_batch *b, pg_error *err)
+int pg_st_batch_sync_data(pg_st_batch *b, pg_error *err)
 {
     sync_job *jobs = calloc(b->n ? b->n : 1, sizeof *jobs);
     if (!jobs)
@@ -577,7 +612,7 @@ int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err)
     bool data_pending = false;
     for (size_t i = b->done; i < b->n; i++)
         data_pending |= b->v[i].fd >= 0;
-    int rc = data_pending ? batch_sync_data(b, err) : PG_OK;
+    int rc = data_pending ? pg_st_batch_sync_data(b, err) : PG_OK;
     if (rc != PG_OK || (data_pending && batch_stops_here(b, err)))
         return rc == PG_OK ? PG_ERR_IO : rc;
     for (size_t i = b->done; i < upto; i++) {

@@ -106,6 +106,13 @@ int pg_st_make_subdirs(const record_dir *d, pg_error *err);
 /* flock(LOCK_EX) on the writable directory's lock file; release with unlock. */
 int pg_st_lock_store(const pg_store *s, int *lock_fd, pg_error *err);
 void pg_st_unlock_store(int lock_fd);
+/* item(ctx, i) for i in [0, n) under the store lock, taken in short steps
+ * (a few dozen items or milliseconds each, released in between); end(ctx)
+ * closes each step still under the lock (may be NULL). Stops at an error. */
+typedef int (*pg_st_step_item)(void *ctx, size_t i, pg_error *err);
+typedef int (*pg_st_step_end)(void *ctx, pg_error *err);
+int pg_st_in_steps(const pg_store *s, size_t n, pg_st_step_item item, pg_st_step_end end, void *ctx,
+                   pg_error *err);
 typedef int (*pg_st_locked_op)(const pg_store *s, const char *key, pg_error *err);
 /* op(s, key) under the store lock. */
 int pg_st_with_lock(const pg_store *s, pg_st_locked_op op, const char *key, pg_error *err);
@@ -152,6 +159,9 @@ void pg_st_batch_init(pg_st_batch *b, int stop_after);
  * second stage of the same target replaces the first. */
 int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *sub, const char *name,
                       const char *data, size_t len, pg_error *err);
+/* The data of every file staged so far durable now (their fsyncs together),
+ * e.g. before taking a lock the renames need. */
+int pg_st_batch_sync_data(pg_st_batch *b, pg_error *err);
 /* Every staged file's data durable (first time), then entries [done, upto)
  * renamed in staging order and their directories fsync'd: durable on return. */
 int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err);
@@ -214,6 +224,9 @@ int pg_st_stat_sub(const pg_store *s, size_t i, int sub, const char *file, bool 
  * staged in b (unchanged entries are not). */
 int pg_st_update_index(const pg_store *s, pg_st_batch *b, const char *image, const char *normalised,
                        const char *digest_only, const char *image_ref, pg_error *err);
+/* Prune: images/<entry> is readable and names an imageRef with no record in
+ * pulled/ (the writable directory's descriptors). */
+bool pg_st_index_orphan(const pg_store *s, int images_fd, int pulled_fd, const char *entry);
 /* The index entry of key in d: *ref_out caller frees. */
 int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, pg_error *err);
 
@@ -240,8 +253,25 @@ json_t *pg_st_credtimes_keys(const pg_record *rec);
  * changed name files staged in b). */
 int pg_st_names_add_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
                            const char *file, pg_error *err);
-/* Under the lock (prune): the name index rebuilt from the writable directory's records. */
-int pg_st_names_rebuild_locked(const pg_store *s, pg_error *err);
+/* One line of the name index: record file `file` maps the name hashing to hex. */
+typedef struct pg_st_name_line {
+    char hex[PG_HASH_HEX_LEN + 1];
+    file_name file;
+} pg_st_name_line;
+typedef struct pg_st_name_lines {
+    pg_st_name_line *v;
+    size_t n, cap;
+} pg_st_name_lines;
+/* Appends the lines of rec (record file `file`): one per name it maps. */
+int pg_st_name_lines_add(pg_st_name_lines *l, const pg_record *rec, const char *file,
+                         pg_error *err);
+void pg_st_name_lines_free(pg_st_name_lines *l);
+/* Prune, NOT under the lock (it locks in short steps): every name file made to
+ * list exactly the records present that map its name, from `lines` (every
+ * readable record's, collected by prune's walk; sorted here) and the files'
+ * own lines; unchanged files untouched; the completeness marker written last
+ * when it was missing. */
+int pg_st_names_upkeep(const pg_store *s, pg_st_name_lines *lines, pg_error *err);
 /* A new layout (pulled/ empty): the name index is complete from the start. */
 void pg_st_names_mark_complete_if_empty(const record_dir *d);
 

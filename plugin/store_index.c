@@ -8,9 +8,12 @@
 #include "internal.h"
 #include "store_impl.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* -------------------------------------------------------------- index */
@@ -70,7 +73,8 @@ static int decode_index(const char *buf, size_t len, const record_dir *d, const 
 {
     static const char *const keys[] = {"image", "imageRef", NULL};
     *o = pg_json_parse(buf, len, "image index entry", err);
-    if (*o && json_is_object(*o) && pg_json_only_keys(*o, keys, "image index entry", err) == PG_OK &&
+    if (*o && json_is_object(*o) &&
+        pg_json_only_keys(*o, keys, "image index entry", err) == PG_OK &&
         json_unpack(*o, "{s:s, s:s}", "image", image, "imageRef", ref) == 0 && **ref)
         return PG_OK;
     if (*o)
@@ -136,6 +140,45 @@ PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char
     if (rc == PG_ERR_NOT_FOUND)
         return pg_fail(err, PG_ERR_NOT_FOUND, "no imageRef recorded for \"%.200s\"", image);
     return rc;
+}
+
+/* ------------------------------------------------------ prune's upkeep */
+
+/*
+ * An index entry is evidence that its image was pulled. Entries are written
+ * only with their record (or for an imageRef being recorded), so once prune
+ * removed a record (durably), the entries naming its imageRef describe an
+ * image that is gone and go too; an entry whose record is missing for any
+ * other reason (pg_store_delete, a crash between the two) goes at the next
+ * prune. An entry that cannot be read is left alone (evidence is never
+ * destroyed on a guess).
+ */
+
+/* The imageRef's record file, when the entry is readable and names one. */
+static bool entry_record_file(const pg_store *s, int images_fd, const char *entry, file_name record)
+{
+    char *buf = NULL, *ref = NULL;
+    size_t len = 0;
+    pg_error ignored = {0};
+    bool ok = pg_st_read_strict(images_fd, &s->dirs[0], SUB_IMAGES, entry, MAX_INDEX_BYTES, &buf,
+                                &len, &ignored) == PG_OK &&
+              parse_index(buf, len, &s->dirs[0], entry, &ref, &ignored) == PG_OK &&
+              pg_record_file_name(ref, record, &ignored) == PG_OK;
+    free(buf);
+    free(ref);
+    return ok;
+}
+
+static bool no_record(int pulled_fd, const char *record)
+{
+    struct stat st;
+    return fstatat(pulled_fd, record, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+}
+
+bool pg_st_index_orphan(const pg_store *s, int images_fd, int pulled_fd, const char *entry)
+{
+    file_name record;
+    return entry_record_file(s, images_fd, entry, record) && no_record(pulled_fd, record);
 }
 
 /* ------------------------------------------------------------ aliases */

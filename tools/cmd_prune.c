@@ -29,9 +29,10 @@ static void usage(void)
          "\nDeletes from the writable record directory every pulled record whose imageRef\n"
          "is not listed in FILE (one imageRef per line; '-' is standard input) and, with\n"
          "--before, that was last updated before TIME (RFC 3339, or a duration such as\n"
-         "\"720h\" meaning older than that). Records of pinned images are kept. Prints\n"
-         "the number of records deleted. An empty FILE is refused unless --allow-empty\n"
-         "is given (deleting a record makes its image count as preloaded).");
+         "\"720h\" meaning older than that). Records of pinned images are kept. The\n"
+         "image-index entries, credential times and name-index lines of deleted records\n"
+         "go too. Prints the number of records deleted. An empty FILE is refused unless\n"
+         "--allow-empty is given (deleting a record makes its image count as preloaded).");
 }
 
 static int parse_options(int argc, char **argv, prune_options *o)

@@ -302,6 +302,12 @@ int pg_store_delete(pg_store *store, const char *image_ref, pg_error *err);
  * not in in_use (NULL-terminated, may be NULL) and whose lastUpdatedTime is
  * before `before` (0 = any time), except records of pinned images
  * (cfg pinnedImages match any mapped name). *pruned_out gets the count.
+ * What only the deleted records justified goes too: their credential times,
+ * credential index, name-index lines and the image-index entries naming
+ * their imageRefs (so a pruned image no longer counts as pulled), and any
+ * such file a crash left without its record. The store lock is taken only in
+ * short steps (a concurrent pull waits milliseconds, not the whole prune);
+ * call it from a thread that pulls do not wait on (docs/design.md, "Prune").
  */
 int pg_store_prune(pg_store *store, const char *const *in_use, time_t before, unsigned *pruned_out,
                    pg_error *err);

@@ -305,6 +305,73 @@ START_TEST(prune_records)
 }
 END_TEST
 
+static int decide_reason(const pg_store *s, const char *image, const char *ref)
+{
+    pg_request req = {image, ref, "team-a", NULL};
+    pg_decision d;
+    pg_decide(fx.cfg, s, &req, &d);
+    return d.reason;
+}
+
+/* Index entries, credential times and name lines of pruned records go, and the
+ * ones a crash or pg_store_delete left behind; what kept records use stays. */
+START_TEST(prune_cleans_what_only_pruned_records_justified)
+{
+    pg_store *s = open_store();
+    const char *web = "registry.example.com/team-b/web:2.0", *mirror = "mirror.example.com/app:1";
+    pulled_with_secret(s, APP, REF1, "team-a");
+    pulled_with_secret(s, web, REF2, "team-b");
+    const char *aliases[] = {mirror, NULL}, *ghost[] = {"registry.example.com/ghost:1", NULL};
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_record_aliases(s, REF1, aliases, &err), PG_OK);
+    ck_assert_int_eq(pg_store_record_aliases(s, REF3, ghost, &err), PG_OK); /* no record */
+    char *times1 = record_path(fx.state, "pullgate-credtimes", REF1);
+    char *times2 = record_path(fx.state, "pullgate-credtimes", REF2);
+    char *orphan = record_path(fx.state, "pullgate-credtimes", REF3);
+    char *text = tu_read_file(times2, NULL);
+    tu_write_file(orphan, text, -1, 0600); /* as a crash between the two could leave */
+    free(text);
+    char *names1 = record_path(fx.state, "pullgate-names", APP_NAME);
+    char *names2 = record_path(fx.state, "pullgate-names", "registry.example.com/team-b/web");
+    struct stat before, after;
+    ck_assert_int_eq(stat(names2, &before), 0);
+    ck_assert_int_ne(decide_reason(s, APP, NULL), PG_REASON_PRELOADED);
+    ck_assert_int_ne(decide_reason(s, ghost[0], NULL), PG_REASON_PRELOADED);
+
+    const char *in_use[] = {REF2, NULL};
+    unsigned pruned = 0;
+    ck_assert_int_eq(pg_store_prune(s, in_use, 0, &pruned, &err), PG_OK);
+    ck_assert_uint_eq(pruned, 1);
+    char *ref = NULL;
+    ck_assert_int_eq(pg_store_resolve_image(s, APP, &ref, &err), PG_ERR_NOT_FOUND);
+    ck_assert_int_eq(pg_store_resolve_image(s, mirror, &ref, &err), PG_ERR_NOT_FOUND);
+    ck_assert_int_eq(pg_store_resolve_image(s, ghost[0], &ref, &err), PG_ERR_NOT_FOUND);
+    ck_assert_int_eq(pg_store_resolve_image(s, web, &ref, &err), PG_OK);
+    ck_assert_str_eq(ref, REF2);
+    free(ref);
+    ck_assert_int_eq(access(times1, F_OK), -1);
+    ck_assert_int_eq(access(orphan, F_OK), -1);
+    ck_assert_int_eq(access(times2, F_OK), 0);
+    ck_assert_int_eq(access(names1, F_OK), -1);
+    ck_assert_int_eq(stat(names2, &after), 0); /* unchanged: not rewritten */
+    ck_assert(before.st_ino == after.st_ino && before.st_mtim.tv_nsec == after.st_mtim.tv_nsec &&
+              before.st_mtim.tv_sec == after.st_mtim.tv_sec);
+    /* Nothing says the pruned image was pulled any more: preloaded (design.md, "Prune"). */
+    ck_assert_int_eq(decide_reason(s, APP, NULL), PG_REASON_PRELOADED);
+    ck_assert_int_eq(decide_reason(s, APP, REF1), PG_REASON_PRELOADED);
+    ck_assert_int_eq(decide_reason(s, mirror, NULL), PG_REASON_PRELOADED);
+    ck_assert_int_eq(decide_reason(s, ghost[0], NULL), PG_REASON_PRELOADED);
+    ck_assert_int_ne(decide_reason(s, web, NULL), PG_REASON_PRELOADED);
+    ck_assert_int_ne(decide_reason(s, web, REF2), PG_REASON_PRELOADED);
+    free(times1);
+    free(times2);
+    free(orphan);
+    free(names1);
+    free(names2);
+    pg_store_free(s);
+}
+END_TEST
+
 START_TEST(prune_removes_stale_temps_and_keeps_bad_files)
 {
     pg_store *s = open_store();
@@ -893,6 +960,7 @@ static Suite *store_suite(void)
     tcase_add_test(basic, list_records_all_dirs);
     tcase_add_test(basic, delete_record);
     tcase_add_test(basic, prune_records);
+    tcase_add_test(basic, prune_cleans_what_only_pruned_records_justified);
     tcase_add_test(basic, prune_removes_stale_temps_and_keeps_bad_files);
     tcase_add_test(basic, resolve_image);
     tcase_add_test(basic, record_aliases);
