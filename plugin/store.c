@@ -434,6 +434,8 @@ static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const cha
         rc = stage_record(s, b, fd, name, rec, err);
     if (rc == PG_OK)
         rc = pg_st_update_index(s, b, p->image, p->full_name, p->digest_only, p->image_ref, err);
+    if (rc == PG_OK) /* the aliases in the record's round: durable with it */
+        rc = pg_st_stage_aliases(s, b, p->alias_keys, p->image_ref, err);
     if (rc == PG_OK)
         rc = pg_st_batch_commit(b, evidence, err);
     if (rc == PG_OK)
@@ -513,20 +515,18 @@ static const char *credential_kind(const pg_pull_credentials *c)
     return "none";
 }
 
-/*
- * Unlike the kubelet, a pull with no credentials to record still writes the
- * record, with an empty mapping for the image: releasing the intent must not
- * make a pulled image look preloaded, which would exempt it from verification.
- */
-PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char *image_ref,
-                                  const pg_pull_credentials *creds, pg_error *err)
+static int record_pulled(pg_store *store, const char *image, const char *image_ref,
+                         const pg_pull_credentials *creds, const char *const *aliases,
+                         pg_error *err)
 {
-    pull p = {image, image_ref, creds, NULL, NULL, NULL};
+    pull p = {image, image_ref, creds, NULL, NULL, NULL, NULL};
     int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("image", image, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("imageRef", image_ref, err);
+    if (rc == PG_OK)
+        rc = pg_st_alias_keys(aliases, &p.alias_keys, err);
     if (rc == PG_OK)
         rc = normalise_pull(&p, err);
     int lock_fd = -1;
@@ -538,9 +538,28 @@ PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char
     free(p.image_name);
     free(p.full_name);
     free(p.digest_only);
+    pg_strv_free(p.alias_keys);
     if (rc == PG_OK && store->notifier)
         pg_notify_image_pulled(store->notifier, image, image_ref, credential_kind(creds));
     return rc;
+}
+
+/*
+ * Unlike the kubelet, a pull with no credentials to record still writes the
+ * record, with an empty mapping for the image: releasing the intent must not
+ * make a pulled image look preloaded, which would exempt it from verification.
+ */
+PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char *image_ref,
+                                  const pg_pull_credentials *creds, pg_error *err)
+{
+    return record_pulled(store, image, image_ref, creds, NULL, err);
+}
+
+PG_API int pg_store_record_pulled_aliases(pg_store *store, const char *image, const char *image_ref,
+                                          const pg_pull_credentials *creds,
+                                          const char *const *aliases, pg_error *err)
+{
+    return record_pulled(store, image, image_ref, creds, aliases, err);
 }
 
 /* ------------------------------------------------------- list / prune */

@@ -70,6 +70,7 @@ typedef struct pull {
     char *image_name;  /* normalised, no tag/digest: the credentialMapping key */
     char *full_name;   /* normalised with tag/digest: the index key */
     char *digest_only; /* "name@digest" when a digest is given, else NULL */
+    char **alias_keys; /* index keys of the aliases recorded with it (pg_st_alias_keys), or NULL */
 } pull;
 
 /* ------------------------------------------------------------ store_fs.c */
@@ -227,6 +228,12 @@ int pg_st_update_index(const pg_store *s, pg_st_batch *b, const char *image, con
 /* Prune: images/<entry> is readable and names an imageRef with no record in
  * pulled/ (the writable directory's descriptors). */
 bool pg_st_index_orphan(const pg_store *s, int images_fd, int pulled_fd, const char *entry);
+/* The index keys of aliases (each validated, with its other spelling), or
+ * *keys NULL when there are none; caller frees with pg_strv_free. */
+int pg_st_alias_keys(const char *const *aliases, char ***keys, pg_error *err);
+/* Under the lock: the index entries keys -> image_ref staged in b (unchanged ones are not). */
+int pg_st_stage_aliases(const pg_store *s, pg_st_batch *b, char *const *keys,
+                        const char *image_ref, pg_error *err);
 /* The index entry of key in d: *ref_out caller frees. */
 int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, pg_error *err);
 

@@ -226,41 +226,63 @@ static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
     return rc;
 }
 
+int pg_st_alias_keys(const char *const *aliases, char ***keys, pg_error *err)
+{
+    alias_keys k = {NULL, 0};
+    int rc = PG_OK;
+    /* Every alias is validated before anything is written: all or nothing. */
+    for (size_t i = 0; rc == PG_OK && aliases && aliases[i]; i++)
+        rc = alias_spellings(&k, aliases[i], err);
+    if (rc != PG_OK) {
+        pg_strv_free(k.keys);
+        k.keys = NULL;
+    }
+    *keys = k.keys;
+    return rc;
+}
+
+int pg_st_stage_aliases(const pg_store *s, pg_st_batch *b, char *const *keys, const char *image_ref,
+                        pg_error *err)
+{
+    if (!keys || !keys[0])
+        return PG_OK;
+    int fd = -1;
+    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
+    for (size_t i = 0; rc == PG_OK && keys[i]; i++)
+        rc = write_index(s, b, fd, keys[i], image_ref, err);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
 /* The changed entries staged, then durable together (their data, then the directory). */
-static int record_aliases_locked(const pg_store *s, const char *image_ref, const alias_keys *k,
+static int record_aliases_locked(const pg_store *s, const char *image_ref, char *const *keys,
                                  pg_error *err)
 {
-    int fd;
-    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
-    if (rc != PG_OK)
-        return rc;
     pg_st_batch b;
     pg_st_batch_init(&b, 0);
-    for (size_t i = 0; rc == PG_OK && i < k->n; i++)
-        rc = write_index(s, &b, fd, k->keys[i], image_ref, err);
+    int rc = pg_st_stage_aliases(s, &b, keys, image_ref, err);
     if (rc == PG_OK)
         rc = pg_st_batch_commit(&b, b.n, err);
     pg_st_batch_free(&b);
-    close(fd);
     return rc;
 }
 
 PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
                                    const char *const *aliases, pg_error *err)
 {
-    alias_keys k = {NULL, 0};
+    char **keys = NULL;
     int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("imageRef", image_ref, err);
-    /* Every alias is validated before anything is written: all or nothing. */
-    for (size_t i = 0; rc == PG_OK && aliases && aliases[i]; i++)
-        rc = alias_spellings(&k, aliases[i], err);
+    if (rc == PG_OK)
+        rc = pg_st_alias_keys(aliases, &keys, err);
     int lock_fd = -1;
-    if (rc == PG_OK && k.n)
+    if (rc == PG_OK && keys && keys[0])
         rc = pg_st_lock_store(store, &lock_fd, err);
-    if (rc == PG_OK && k.n)
-        rc = record_aliases_locked(store, image_ref, &k, err);
+    if (rc == PG_OK && keys && keys[0])
+        rc = record_aliases_locked(store, image_ref, keys, err);
     pg_st_unlock_store(lock_fd);
-    pg_strv_free(k.keys);
+    pg_strv_free(keys);
     return rc;
 }

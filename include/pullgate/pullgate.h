@@ -266,6 +266,20 @@ int pg_store_record_aliases(pg_store *store, const char *image_ref, const char *
                             pg_error *err);
 
 /*
+ * pg_store_record_pulled and pg_store_record_aliases in one write: the
+ * aliases' index entries become durable in the same round as the record and
+ * its own index entries, before the intent is released (5 rounds of fsyncs
+ * per pull with the intent's 2, instead of 7 with a separate
+ * pg_store_record_aliases). aliases: as for pg_store_record_aliases (may be
+ * NULL). Every alias is validated first: an invalid one fails the call
+ * (PG_ERR_INVALID, naming it) before anything is written, the intent stays,
+ * and the caller may record the pull without them (pg_store_record_pulled).
+ */
+int pg_store_record_pulled_aliases(pg_store *store, const char *image, const char *image_ref,
+                                   const pg_pull_credentials *creds, const char *const *aliases,
+                                   pg_error *err);
+
+/*
  * Resolves an image name to the imageRef last recorded for it (used where the
  * runtime does not name the image ID, i.e. containerd). Caller frees *ref_out.
  * PG_ERR_NOT_FOUND when nothing was recorded.

@@ -740,6 +740,43 @@ START_TEST(temp_files_are_not_records)
 }
 END_TEST
 
+/* The record and its aliases in one write; a bad alias writes nothing. */
+START_TEST(record_pulled_with_aliases)
+{
+    pg_store *s = open_store();
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_OK);
+    pg_secret sec = {"team-a", "regcred", "uid-1", H_A};
+    pg_pull_credentials c = {.secrets = &sec, .n_secrets = 1};
+    const char *bad[] = {"mirror.example.com/app:1", "SHA256:" H_A, NULL};
+    ck_assert_int_eq(pg_store_record_pulled_aliases(s, APP, REF1, &c, bad, &err), PG_ERR_INVALID);
+    ck_assert_int_eq(get_code(s, REF1, &err), PG_ERR_NOT_FOUND);
+    ck_assert(intent_exists(s, APP)); /* the image stays verified */
+    char *ref = NULL;
+    ck_assert_int_eq(pg_store_resolve_image(s, "mirror.example.com/app:1", &ref, NULL),
+                     PG_ERR_NOT_FOUND);
+    const char *aliases[] = {"mirror.example.com/app:1",
+                             "1111111111111111111111111111111111111111111111111111111111111111",
+                             NULL};
+    ck_assert_msg(pg_store_record_pulled_aliases(s, APP, REF1, &c, aliases, &err) == PG_OK, "%s",
+                  err.message);
+    ck_assert_int_eq(get_code(s, REF1, &err), PG_OK);
+    ck_assert(!intent_exists(s, APP));
+    const char *found[] = {APP, "mirror.example.com/app:1",
+                           "1111111111111111111111111111111111111111111111111111111111111111", REF1};
+    for (size_t i = 0; i < sizeof found / sizeof found[0]; i++) {
+        ck_assert_msg(pg_store_resolve_image(s, found[i], &ref, &err) == PG_OK, "%s: %s", found[i],
+                      err.message);
+        ck_assert_str_eq(ref, REF1);
+        pg_free(ref);
+    }
+    /* NULL aliases: pg_store_record_pulled. */
+    ck_assert_int_eq(pg_store_record_pulled_aliases(s, APP, REF2, &c, NULL, &err), PG_OK);
+    ck_assert_int_eq(get_code(s, REF2, &err), PG_OK);
+    pg_store_free(s);
+}
+END_TEST
+
 START_TEST(record_aliases)
 {
     pg_store *s = open_store();
@@ -964,6 +1001,7 @@ static Suite *store_suite(void)
     tcase_add_test(basic, prune_removes_stale_temps_and_keeps_bad_files);
     tcase_add_test(basic, resolve_image);
     tcase_add_test(basic, record_aliases);
+    tcase_add_test(basic, record_pulled_with_aliases);
     tcase_add_test(basic, name_index);
     tcase_add_test(basic, name_cache_of_read_only_dir);
     tcase_add_test(basic, credential_times);

@@ -82,6 +82,7 @@
 #define IMG_F "registry.example.com/team-f/fail:1.0"
 #define IMG_G "registry.example.com/team-g/gone:1.0"
 #define IMG_MIRROR "mirror.example.com/team-a/app:1.0"
+#define IMG_MIRROR_N "mirror.example.com/team-n/new:1.0"
 
 /* ------------------------------------------------------------ recorder */
 
@@ -1048,6 +1049,15 @@ static int op_pulled_new(pg_store *s, pg_error *err)
     return pg_store_record_pulled(s, IMG_N, REF_N, &c, err);
 }
 
+/* The record and its aliases in one write (pg_store_record_pulled_aliases). */
+static int op_pulled_aliases(pg_store *s, pg_error *err)
+{
+    pg_secret sec = {"ns-n", "sec-n", "uid-1", HEX_C};
+    pg_pull_credentials c = {&sec, 1, NULL, 0, 0};
+    const char *aliases[] = {IMG_MIRROR_N, NULL};
+    return pg_store_record_pulled_aliases(s, IMG_N, REF_N, &c, aliases, err);
+}
+
 static void setup_repull(pg_store *s)
 {
     setup_a(s);
@@ -1122,6 +1132,10 @@ static int op_prune_none(pg_store *s, pg_error *err)
 static const scenario scenarios[] = {
     {"intent", setup_a, op_intent, {{IMG_N, REF_N}, {IMG_A, REF_A}}},
     {"new-image", setup_new, op_pulled_new, {{IMG_N, REF_N}, {IMG_A, REF_A}}},
+    {"pull-aliases",
+     setup_new,
+     op_pulled_aliases,
+     {{IMG_N, REF_N}, {IMG_MIRROR_N, NULL}, {IMG_A, REF_A}}},
     {"re-pull", setup_repull, op_repull, {{IMG_A, REF_A}}},
     {"failed-pull", setup_failed, op_failed, {{IMG_F, NULL}, {IMG_G, NULL}, {IMG_A, REF_A}}},
     {"aliases", setup_a, op_aliases, {{IMG_MIRROR, NULL}, {IMG_A, REF_A}}},
@@ -1153,6 +1167,9 @@ END_TEST
 START_TEST(crash_new_image) { assert_crash_safe("new-image"); }
 END_TEST
 
+START_TEST(crash_pull_aliases) { assert_crash_safe("pull-aliases"); }
+END_TEST
+
 START_TEST(crash_repull) { assert_crash_safe("re-pull"); }
 END_TEST
 
@@ -1171,7 +1188,7 @@ END_TEST
 /* With every fsync and syncfs a no-op, the simulation must find the damage. */
 START_TEST(crash_without_syncs_is_caught)
 {
-    const char *must_fail[] = {"intent", "new-image", "aliases", "names-rebuild"};
+    const char *must_fail[] = {"intent", "new-image", "pull-aliases", "aliases", "names-rebuild"};
     for (size_t i = 0; i < sizeof must_fail / sizeof must_fail[0]; i++) {
         outcome o = simulate(scenario_named(must_fail[i]), true);
         ck_assert_msg(o.violations > 0, "%s: no violation found without syncs", must_fail[i]);
@@ -1187,6 +1204,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, crash_intent);
     tcase_add_test(tc, crash_new_image);
+    tcase_add_test(tc, crash_pull_aliases);
     tcase_add_test(tc, crash_repull);
     tcase_add_test(tc, crash_failed_pull);
     tcase_add_test(tc, crash_aliases);
