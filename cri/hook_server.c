@@ -42,7 +42,11 @@ int cri_hook_config_identify(const char *path, cri_hook_config_id *id)
     if (!path)
         return 0;
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    /* The checks pg_config_load_file makes before the hook reads its file (no
+     * symlink, a regular file of root's, not writable by group or others): a
+     * file the hook would refuse is never the file this daemon loaded. */
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH)))
         return -1;
     id->has_file = 1;
     id->dev = st.st_dev;

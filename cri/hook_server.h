@@ -27,7 +27,9 @@ typedef struct cri_hook_config_id {
     struct timespec mtime, ctime;
 } cri_hook_config_id;
 
-/* The identity of path (NULL: defaults, no file) now; 0, or -1 when it cannot be taken. */
+/* The identity of path (NULL: defaults, no file) now; 0, or -1 when it cannot be taken
+ * or the file is one the hook would refuse to load (a symlink, not root's, writable by
+ * group or others). */
 int cri_hook_config_identify(const char *path, cri_hook_config_id *id);
 /* 1 when a and b name the same, unchanged file (or both no file). */
 int cri_hook_config_same(const cri_hook_config_id *a, const cri_hook_config_id *b);

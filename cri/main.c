@@ -6,12 +6,16 @@
  *   pullgate-cri [--config FILE] [--listen unix:///run/pullgate/cri.sock]
  *                [--runtime-endpoint unix:///run/containerd/containerd.sock]
  *                [--hook-socket /run/pullgate/hook.sock|none]
+ *   pullgate-cri --prune [--force] [--config FILE] [--runtime-endpoint ...]
  *
  * Exit status: 0 after SIGTERM/SIGINT and a drain, 1 when it cannot start
- * (socket, store), 2 for usage or configuration errors.
+ * (socket, store), 2 for usage or configuration errors. --prune: 0 after a
+ * prune, 1 when nothing was pruned because the runtime's list is unavailable
+ * or empty (or the store failed).
  */
 #include "hook_server.h"
 #include "log.h"
+#include "prune.h"
 #include "proxy.h"
 
 #include <grpc/grpc.h>
@@ -26,11 +30,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PG_CONFIG_PATH PG_DEFAULT_CONFIG_PATH /* ${sysconfdir}/pullgate, from CMake */
-#define INTENT_BUDGET_MS 1000
-#define RECORD_BUDGET_MS 2000
+#define SLOT_WAIT_MS 2000     /* a pull that finds every slot taken waits this long */
+#define INTENT_BUDGET_MS 2000 /* then the intent must be durable, or the pull is refused */
+#define RECORD_BUDGET_MS 2000 /* the answer waits this long for the pulled record */
+#define WORKER_STOP_MS 2000
+#define PRUNER_STOP_MS 2000
 #define NOTIFIER_TIMEOUT_MS 250
 #define RECORDER_STOP_MS 5000
 #define HOOK_SERVER_STOP_MS 2000
@@ -40,6 +48,8 @@ typedef struct args {
     const char *listen;
     const char *runtime;
     const char *hook_socket; /* NULL: PG_DEFAULT_HOOK_SOCKET; "none": no hook server */
+    int prune;               /* --prune: prune once and exit */
+    int force;               /* --force: an empty image list prunes too */
 } args;
 
 static void usage(FILE *out)
@@ -47,9 +57,11 @@ static void usage(FILE *out)
     fprintf(out, "usage: pullgate-cri [--config FILE] [--listen unix:///run/pullgate/cri.sock]\n"
                  "                    [--runtime-endpoint unix:///run/containerd/containerd.sock]\n"
                  "                    [--hook-socket " PG_DEFAULT_HOOK_SOCKET "|none]\n"
+                 "       pullgate-cri --prune [--force] [--config FILE] [--runtime-endpoint ...]\n"
                  "Serves CRI on --listen, forwards every call to --runtime-endpoint, and records\n"
                  "each PullImage in pullgate's record store; decides for pullgate-hook on\n"
-                 "--hook-socket (see pullgate-cri(8)).\n");
+                 "--hook-socket. --prune deletes the records of images the runtime no longer\n"
+                 "lists, once (see pullgate-cri(8)).\n");
 }
 
 /* 0 to run, 1 after --help/--version, 2 on a usage error. */
@@ -59,6 +71,8 @@ static int parse_args(int argc, char **argv, args *a)
                                              {"listen", required_argument, NULL, 'l'},
                                              {"runtime-endpoint", required_argument, NULL, 'r'},
                                              {"hook-socket", required_argument, NULL, 'k'},
+                                             {"prune", no_argument, NULL, 'p'},
+                                             {"force", no_argument, NULL, 'f'},
                                              {"help", no_argument, NULL, 'h'},
                                              {"version", no_argument, NULL, 'V'},
                                              {NULL, 0, NULL, 0}};
@@ -69,6 +83,8 @@ static int parse_args(int argc, char **argv, args *a)
         case 'l': a->listen = optarg; break;
         case 'r': a->runtime = optarg; break;
         case 'k': a->hook_socket = optarg; break;
+        case 'p': a->prune = 1; break;
+        case 'f': a->force = 1; break;
         case 'h': usage(stdout); return 1;
         case 'V': printf("pullgate-cri %s\n", pg_version()); return 1;
         default: usage(stderr); return 2;
@@ -76,6 +92,10 @@ static int parse_args(int argc, char **argv, args *a)
     }
     if (a->hook_socket && strcmp(a->hook_socket, "none") != 0 && a->hook_socket[0] != '/') {
         fprintf(stderr, "pullgate-cri: --hook-socket must be an absolute path or \"none\"\n");
+        return 2;
+    }
+    if (a->force && !a->prune) {
+        fprintf(stderr, "pullgate-cri: --force goes with --prune\n");
         return 2;
     }
     if (optind < argc) {
@@ -170,16 +190,23 @@ static pg_mac_key *load_mac_key(const pg_config *cfg)
     return key;
 }
 
-static int wait_for_stop_signal(void)
+/* SIGTERM/SIGINT end the wait; SIGUSR1 asks the pruner for a prune now. */
+static int wait_for_stop_signal(cri_pruner *pruner)
 {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
-    int sig = 0;
-    while (sigwait(&set, &sig) != 0)
-        ;
-    return sig;
+    sigaddset(&set, SIGUSR1);
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        if (sig != SIGUSR1)
+            return sig;
+        cri_log(CRI_LOG_INFO, "prune requested (SIGUSR1)", NULL);
+        cri_pruner_kick(pruner);
+    }
 }
 
 typedef struct daemon_parts {
@@ -187,10 +214,18 @@ typedef struct daemon_parts {
     pg_notifier *notifier;
     pg_store *store;
     pg_mac_key *mac_key;
+    cri_node_creds *node_creds;
+    cri_worker *worker;
     cri_recorder *recorder;
     cri_proxy *proxy;
+    cri_pruner *pruner;
     cri_hook_server *hook_server;
 } daemon_parts;
+
+static void node_creds_warning(const char *path, const char *why)
+{
+    cri_log(CRI_LOG_WARNING, "node credential file not used", "path", path, "error", why, NULL);
+}
 
 static int start(daemon_parts *d, pg_error *err)
 {
@@ -200,19 +235,30 @@ static int start(daemon_parts *d, pg_error *err)
         return err->code;
     if (!(d->store = pg_store_open(cfg, d->notifier, err)))
         return err->code;
+    if (!(d->worker = cri_worker_new(err)))
+        return err->code;
     if (!(d->recorder = cri_recorder_new(d->store, err)))
         return err->code;
+    if (!(d->node_creds = cri_node_creds_new(pg_config_node_credential_files(cfg), err)))
+        return err->code;
+    /* Read once now so that a file that cannot be used is reported at start. */
+    int rc = cri_node_creds_refresh(d->node_creds, node_creds_warning, err);
+    if (rc != PG_OK)
+        return rc;
     d->mac_key = load_mac_key(cfg);
-    int rc = prepare_socket_dir(pg_config_cri_listen(cfg), err);
+    rc = prepare_socket_dir(pg_config_cri_listen(cfg), err);
     if (rc != PG_OK)
         return rc;
     cri_proxy_options o = {
         .listen = pg_config_cri_listen(cfg),
         .runtime = pg_config_cri_runtime_endpoint(cfg),
+        .worker = d->worker,
         .recorder = d->recorder,
         .annotation_key = pg_config_annotation(cfg),
         .mac_key = d->mac_key,
         .mac_required = pg_config_hmac_key_file(cfg)[0] != '\0',
+        .node_creds = d->node_creds,
+        .slot_wait_ms = SLOT_WAIT_MS,
         .intent_budget_ms = INTENT_BUDGET_MS,
         .record_budget_ms = RECORD_BUDGET_MS,
     };
@@ -221,7 +267,11 @@ static int start(daemon_parts *d, pg_error *err)
     umask(old);
     if (!d->proxy)
         return err->code;
-    return restrict_socket(o.listen, err);
+    rc = restrict_socket(o.listen, err);
+    if (rc != PG_OK)
+        return rc;
+    d->pruner = cri_pruner_start(o.runtime, d->recorder, pg_config_cri_prune_interval(cfg), err);
+    return d->pruner ? PG_OK : err->code;
 }
 
 /*
@@ -252,18 +302,67 @@ static void start_hook_server(daemon_parts *d, const char *path, const cri_hook_
 static int stop(daemon_parts *d)
 {
     int clean = cri_hook_server_stop(d->hook_server, HOOK_SERVER_STOP_MS);
+    clean = cri_pruner_stop(d->pruner, PRUNER_STOP_MS) && clean;
     clean = cri_proxy_stop(d->proxy, CRI_DEFAULT_DRAIN_MS) && clean;
+    /* The writer's outcomes go to the worker: the worker stops last. */
     if (clean)
         clean = cri_recorder_stop(d->recorder, RECORDER_STOP_MS);
+    if (clean)
+        clean = cri_worker_stop(d->worker, WORKER_STOP_MS);
     if (!clean) {
         cri_log(CRI_LOG_WARNING, "exiting with work still running", NULL);
         return 0;
     }
+    cri_node_creds_free(d->node_creds);
     pg_store_free(d->store);
     pg_notifier_free(d->notifier);
     pg_mac_key_free(d->mac_key);
     pg_config_free(d->cfg);
     return 1;
+}
+
+/*
+ * --prune: once, against the configured runtime's own list, then exit. The
+ * daemon may run at the same time: the store's lock orders the two.
+ */
+static int prune_command(const args *a, pg_config *cfg)
+{
+    pg_error err = {0};
+    const char *runtime = pg_config_cri_runtime_endpoint(cfg);
+    grpc_channel *ch = cri_runtime_channel(runtime);
+    char **in_use = NULL;
+    size_t n_images = 0;
+    const char *why = NULL;
+    int rc = ch ? cri_prune_list(ch, CRI_PRUNE_LIST_MS, &in_use, &n_images, &err)
+                : pg_fail(&err, PG_ERR_INTERNAL, "gRPC setup failed");
+    if (ch)
+        grpc_channel_destroy(ch);
+    if (rc != PG_OK) {
+        fprintf(stderr, "pullgate-cri: not pruning: cannot list the images of %s: %s\n", runtime,
+                err.message);
+        return 1;
+    }
+    if (!cri_prune_allowed(n_images, a->force, &why)) {
+        fprintf(stderr, "pullgate-cri: not pruning: %s (%s)\n", why, runtime);
+        pg_strv_free(in_use);
+        return 1;
+    }
+    pg_notifier *notifier = pg_notifier_new(pg_config_dbus(cfg), NOTIFIER_TIMEOUT_MS, &err);
+    pg_store *store = notifier ? pg_store_open(cfg, notifier, &err) : NULL;
+    unsigned pruned = 0;
+    rc = store ? pg_store_prune(store, (const char *const *)in_use,
+                                time(NULL) - CRI_PRUNE_MIN_AGE_S, &pruned, &err)
+               : err.code;
+    pg_strv_free(in_use);
+    pg_store_free(store);
+    pg_notifier_free(notifier);
+    if (rc != PG_OK) {
+        fprintf(stderr, "pullgate-cri: prune failed: %s\n", err.message);
+        return 1;
+    }
+    printf("pruned %u record%s (%zu images on %s)\n", pruned, pruned == 1 ? "" : "s", n_images,
+           runtime);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -277,6 +376,7 @@ int main(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     umask(0077);
@@ -291,6 +391,12 @@ int main(int argc, char **argv)
     }
     cri_log_set_level(pg_config_log_level(d.cfg));
     grpc_init();
+    if (a.prune) {
+        rc = prune_command(&a, d.cfg);
+        pg_config_free(d.cfg);
+        grpc_shutdown();
+        return rc;
+    }
     if (start(&d, &err) != PG_OK) {
         cri_log(CRI_LOG_ERROR, "cannot start", "error", err.message, NULL);
         return 1;
@@ -299,7 +405,7 @@ int main(int argc, char **argv)
     cri_log(CRI_LOG_INFO, "serving", "listen", pg_config_cri_listen(d.cfg), "runtime",
             pg_config_cri_runtime_endpoint(d.cfg), "stateDir", pg_config_state_dir(d.cfg),
             "version", pg_version(), NULL);
-    int sig = wait_for_stop_signal();
+    int sig = wait_for_stop_signal(d.pruner);
     cri_log(CRI_LOG_INFO, "stopping: draining calls", "signal",
             sig == SIGINT ? "SIGINT" : "SIGTERM", NULL);
     if (stop(&d))

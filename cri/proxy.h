@@ -2,27 +2,30 @@
 /*
  * The generic CRI proxy (cri/README.md): every call, of any method, is
  * forwarded as bytes to the runtime with the same method, deadline and
- * metadata, and the runtime's answer comes back unchanged. PullImage alone is
- * also read, to record the pull (pull.h, recorder.h).
+ * metadata, and the runtime's answer comes back unchanged. The intercepted
+ * methods (PullImage) go through intercept.h: recorded, or refused.
  */
 #ifndef PULLGATE_CRI_PROXY_H
 #define PULLGATE_CRI_PROXY_H
 
-#include "recorder.h"
+#include "intercept.h"
 
 #include <stdbool.h>
 
-#define CRI_MAX_MESSAGE_BYTES (16 << 20) /* the kubelet's default max receive size */
 #define CRI_DEFAULT_DRAIN_MS 10000
 
 typedef struct cri_proxy_options {
     const char *listen;         /* "unix:///run/pullgate/cri.sock" */
     const char *runtime;        /* "unix:///run/containerd/containerd.sock" */
+    cri_worker *worker;         /* runs the intercepted calls; borrowed */
     cri_recorder *recorder;     /* borrowed */
-    const char *annotation_key; /* config credentialsAnnotation; borrowed */
-    const pg_mac_key *mac_key;  /* NULL when annotations are not signed; borrowed */
+    const char *annotation_key; /* config credentialsAnnotation; copied */
+    const pg_mac_key *mac_key;  /* NULL when annotations are not keyed; borrowed */
     bool mac_required;          /* hmacKeyFile set (then a NULL key verifies nothing) */
-    int intent_budget_ms;       /* waiting for the intent before forwarding a pull */
+    cri_node_creds *node_creds; /* the node's docker config files; worker only; borrowed */
+    unsigned max_pulls;         /* pull slots; 0: CRI_MAX_PULL_SLOTS */
+    int slot_wait_ms;           /* waiting for a pull slot before refusing */
+    int intent_budget_ms;       /* waiting for the intent before refusing a pull */
     int record_budget_ms;       /* waiting for the result records before answering */
 } cri_proxy_options;
 
@@ -35,7 +38,7 @@ cri_proxy *cri_proxy_start(const cri_proxy_options *opts, pg_error *err);
  * Stops accepting, lets in-flight calls finish for up to drain_ms, then
  * cancels the rest (which ends them promptly). Returns 1 when everything was
  * released, 0 when something is still running after a further bound (the
- * caller should then just exit).
+ * caller should then just exit). The worker and the recorder outlive it.
  */
 int cri_proxy_stop(cri_proxy *p, int drain_ms);
 

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * PullImage / ImageStatus decoding with protobuf-c, and the kubelet's
- * credential semantics for a recorded pull. Every input here comes from the
- * CRI socket and is treated as hostile: lengths are bounded, embedded NULs are
- * refused, nothing is trusted to be UTF-8, and passwords are wiped.
+ * PullImage / ImageStatus / ListImages decoding with protobuf-c, the method
+ * table, the admission rule and the attribution of a pull's credentials.
+ * Every input here comes from a CRI socket and is treated as hostile: lengths
+ * are bounded, embedded NULs are refused, nothing is trusted to be UTF-8, and
+ * passwords are wiped.
  */
 #include "pull.h"
 
 #include "cri_subset.pb-c.h"
 
+#include <grpc/status.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -52,10 +54,82 @@ static void wipe_field(ProtobufCBinaryData *f)
         OPENSSL_cleanse(f->data, f->len);
 }
 
+/* ------------------------------------------------------------ methods */
+
+typedef struct intercepted {
+    const char *service;
+    const char *method;
+    cri_method_kind kind;
+    const char *image_status; /* the same service's ImageStatus */
+} intercepted;
+
+/* The table of intercepted methods (every other call is forwarded as bytes). */
+static const intercepted intercepted_methods[] = {
+    {"runtime.v1.ImageService", "PullImage", CRI_METHOD_PULL_IMAGE,
+     "/runtime.v1.ImageService/ImageStatus"},
+    {"runtime.v1alpha2.ImageService", "PullImage", CRI_METHOD_PULL_IMAGE,
+     "/runtime.v1alpha2.ImageService/ImageStatus"},
+};
+
+static bool span_is(const char *s, size_t n, const char *text)
+{
+    return strlen(text) == n && memcmp(s, text, n) == 0;
+}
+
+cri_method cri_method_parse(const char *path, size_t len)
+{
+    cri_method m = {CRI_METHOD_OTHER, NULL};
+    if (!path || memchr(path, '\0', len))
+        return m;
+    /* grpc-go: one leading '/' is dropped, then service/method split at the last '/'. */
+    if (len > 0 && path[0] == '/') {
+        path++;
+        len--;
+    }
+    const char *slash = NULL;
+    for (size_t i = 0; i < len; i++)
+        if (path[i] == '/')
+            slash = path + i;
+    if (!slash)
+        return m;
+    size_t service_len = (size_t)(slash - path);
+    const char *method = slash + 1;
+    size_t method_len = len - service_len - 1;
+    for (size_t i = 0; i < sizeof intercepted_methods / sizeof intercepted_methods[0]; i++) {
+        const intercepted *t = &intercepted_methods[i];
+        if (span_is(path, service_len, t->service) && span_is(method, method_len, t->method)) {
+            m.kind = t->kind;
+            m.image_status = t->image_status;
+        }
+    }
+    return m;
+}
+
+/* ------------------------------------------------------ PullImageRequest */
+
 static bool is_b64_char(unsigned char c)
 {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
            c == '/';
+}
+
+/* Splits the decoded "user:pass" (plain_len bytes) into owned copies. */
+static const char *split_user_pass(const unsigned char *plain, size_t plain_len, char **user,
+                                   char **pass)
+{
+    const unsigned char *colon = memchr(plain, ':', plain_len);
+    if (memchr(plain, '\0', plain_len))
+        return "the auth field decodes to a NUL byte";
+    if (!colon)
+        return "the auth field is not base64 of \"user:pass\"";
+    size_t ulen = (size_t)(colon - plain), plen = plain_len - ulen - 1;
+    if (!(*user = malloc(ulen + 1)) || !(*pass = malloc(plen + 1)))
+        return "out of memory";
+    memcpy(*user, plain, ulen);
+    (*user)[ulen] = '\0';
+    memcpy(*pass, colon + 1, plen);
+    (*pass)[plen] = '\0';
+    return NULL;
 }
 
 /*
@@ -72,9 +146,9 @@ static const char *decode_auth(const ProtobufCBinaryData *auth, char **user, cha
         pad++;
     for (size_t i = 0; i < len - pad; i++)
         if (!is_b64_char(in[i]))
-            return "auth field is not base64";
+            return "the auth field is not base64";
     if ((pad && len % 4) || (len - pad) % 4 == 1)
-        return "auth field is not base64";
+        return "the auth field is not base64";
     size_t data_len = len - pad, padded = (data_len + 3) / 4 * 4;
     unsigned char *text = malloc(padded + 1), *plain = malloc(padded / 4 * 3 + 1);
     const char *why = (!text || !plain) ? "out of memory" : NULL;
@@ -84,21 +158,9 @@ static const char *decode_auth(const ProtobufCBinaryData *auth, char **user, cha
         int n = EVP_DecodeBlock(plain, text, (int)padded);
         size_t trailing = padded - data_len; /* each '=' decoded as one zero byte */
         if (n < 0 || (size_t)n < trailing)
-            why = "auth field is not base64";
-        else {
-            size_t plain_len = (size_t)n - trailing;
-            plain[plain_len] = '\0';
-            char *colon = memchr(plain, ':', plain_len);
-            if (memchr(plain, '\0', plain_len) || !colon)
-                why = "auth field is not \"user:pass\"";
-            else {
-                *colon = '\0';
-                *user = pg_strdup((char *)plain);
-                *pass = pg_strdup(colon + 1);
-                if (!*user || !*pass)
-                    why = "out of memory";
-            }
-        }
+            why = "the auth field is not base64";
+        else
+            why = split_user_pass(plain, (size_t)n - trailing, user, pass);
     }
     if (text) {
         OPENSSL_cleanse(text, padded);
@@ -111,8 +173,6 @@ static const char *decode_auth(const ProtobufCBinaryData *auth, char **user, cha
     return why;
 }
 
-/* ------------------------------------------------------ PullImageRequest */
-
 static bool any_credential(const Runtime__V1__AuthConfig *a)
 {
     /* server_address alone names a registry, it is no credential. */
@@ -120,35 +180,45 @@ static bool any_credential(const Runtime__V1__AuthConfig *a)
                  a->registry_token.len);
 }
 
-/* The kubelet's hash of the credentials the runtime will use. */
-static int hash_auth(const Runtime__V1__AuthConfig *a, cri_pull_request *out, pg_error *err)
+/* user/pass as the runtime uses them, or a static reason why they cannot be attributed. */
+static const char *read_credentials(const Runtime__V1__AuthConfig *a, char **user, char **pass)
+{
+    *user = *pass = NULL;
+    if (a->username.len > CRI_MAX_CREDENTIAL_BYTES || a->password.len > CRI_MAX_CREDENTIAL_BYTES ||
+        a->auth.len > CRI_MAX_CREDENTIAL_BYTES)
+        return "credentials larger than the limit of 64 KiB";
+    if (a->identity_token.len || a->registry_token.len)
+        return "identity or registry tokens cannot be attributed to a pull secret";
+    if (a->auth.len && (a->username.len || a->password.len))
+        return "both the auth field and a username or password (runtimes differ on which counts)";
+    if (a->auth.len)
+        return decode_auth(&a->auth, user, pass);
+    pg_error e = {0};
+    if (dup_field(&a->username, CRI_MAX_CREDENTIAL_BYTES, "username", user, &e) != PG_OK ||
+        dup_field(&a->password, CRI_MAX_CREDENTIAL_BYTES, "password", pass, &e) != PG_OK)
+        return e.code == PG_ERR_NOMEM ? "out of memory" : "the username or password holds a NUL";
+    return NULL;
+}
+
+/* The auth hash A of the credentials, or the reason they are unusable. */
+static cri_decode_result hash_auth(const Runtime__V1__AuthConfig *a, cri_pull_request *out,
+                                   const char **why)
 {
     char *user = NULL, *pass = NULL;
-    int rc = PG_OK;
-    if (a->username.len > CRI_MAX_CREDENTIAL_BYTES || a->password.len > CRI_MAX_CREDENTIAL_BYTES ||
-        a->auth.len > CRI_MAX_CREDENTIAL_BYTES) {
-        out->auth_problem = "credentials larger than the limit";
-        return PG_OK;
-    }
-    if (a->username.len == 0 && a->password.len == 0 && a->auth.len) {
-        out->auth_problem = decode_auth(&a->auth, &user, &pass);
-    } else {
-        pg_error e = {0};
-        if (dup_field(&a->username, CRI_MAX_CREDENTIAL_BYTES, "username", &user, &e) != PG_OK ||
-            dup_field(&a->password, CRI_MAX_CREDENTIAL_BYTES, "password", &pass, &e) != PG_OK)
-            out->auth_problem =
-                e.code == PG_ERR_NOMEM ? "out of memory" : "username or password contains NUL";
-    }
-    if (!out->auth_problem) {
-        pg_error e = {0};
-        if (pg_credential_hash(user, pass, "", out->credential_hash, &e) == PG_OK)
-            out->auth_usable = true;
-        else
-            rc = pg_fail(err, e.code, "credential hash: %s", e.message);
+    const char *problem = read_credentials(a, &user, &pass);
+    cri_decode_result res = CRI_DECODED;
+    if (!problem && !(user && *user) && !(pass && *pass))
+        problem = "empty credentials (no username and no password)";
+    if (!problem &&
+        pg_credential_hash(user ? user : "", pass ? pass : "", "", out->auth_hash, NULL) != PG_OK)
+        problem = "out of memory";
+    if (problem) {
+        res = strcmp(problem, "out of memory") == 0 ? CRI_DECODE_NO_RESOURCE : CRI_CREDS_UNUSABLE;
+        *why = problem;
     }
     free_secret_copy(user);
     free_secret_copy(pass);
-    return rc;
+    return res;
 }
 
 static int read_sandbox(const Runtime__V1__PodSandboxConfig *sc, const char *annotation_key,
@@ -184,31 +254,54 @@ static int read_sandbox(const Runtime__V1__PodSandboxConfig *sc, const char *ann
     return rc;
 }
 
-static int read_request(Runtime__V1__PullImageRequest *req, const char *annotation_key,
-                        cri_pull_request *out, pg_error *err)
+static cri_decode_result read_request(Runtime__V1__PullImageRequest *req,
+                                      const char *annotation_key, cri_pull_request *out,
+                                      const char **why)
 {
-    if (!req->image || req->image->image.len == 0)
-        return pg_fail(err, PG_ERR_INVALID, "PullImageRequest: no image");
-    int rc = dup_field(&req->image->image, PG_MAX_IMAGE_LEN, "image", &out->image, err);
-    if (rc == PG_OK && req->sandbox_config)
-        rc = read_sandbox(req->sandbox_config, annotation_key, out, err);
-    if (rc == PG_OK && any_credential(req->auth)) {
-        out->has_auth = true;
-        rc = hash_auth(req->auth, out, err);
+    if (!req->image || req->image->image.len == 0) {
+        *why = "no image";
+        return CRI_NOT_A_PULL;
     }
-    return rc;
+    pg_error e = {0};
+    int rc = dup_field(&req->image->image, PG_MAX_IMAGE_LEN, "image", &out->image, &e);
+    if (rc == PG_OK && req->sandbox_config)
+        rc = read_sandbox(req->sandbox_config, annotation_key, out, &e);
+    if (rc != PG_OK) {
+        *why = rc == PG_ERR_NOMEM ? "out of memory"
+                                  : "a field is too long or holds a NUL (image, pod, annotation)";
+        return rc == PG_ERR_NOMEM ? CRI_DECODE_NO_RESOURCE : CRI_NOT_A_PULL;
+    }
+    if (!any_credential(req->auth))
+        return CRI_DECODED;
+    out->has_auth = true;
+    return hash_auth(req->auth, out, why);
 }
 
-int cri_pull_request_decode(const uint8_t *buf, size_t len, const char *annotation_key,
-                            cri_pull_request *out, pg_error *err)
+cri_decode_result cri_pull_request_decode(const uint8_t *buf, size_t len,
+                                          const char *annotation_key, cri_pull_request *out,
+                                          const char **why)
 {
+    const char *ignored;
+    if (!why)
+        why = &ignored;
+    *why = NULL;
     memset(out, 0, sizeof *out);
-    if (!annotation_key)
-        return pg_fail(err, PG_ERR_INVALID, "no annotation key");
+    if (!annotation_key || !buf) {
+        *why = "no request";
+        return CRI_NOT_A_PULL;
+    }
+    if (len > CRI_MAX_PULL_REQUEST_BYTES) {
+        *why = "larger than 1 MiB";
+        return CRI_NOT_A_PULL;
+    }
     Runtime__V1__PullImageRequest *req = runtime__v1__pull_image_request__unpack(NULL, len, buf);
-    if (!req)
-        return pg_fail(err, PG_ERR_INVALID, "not a PullImageRequest (%zu bytes)", len);
-    int rc = read_request(req, annotation_key, out, err);
+    if (!req) {
+        /* Not only garbage: encodings a Go runtime accepts and protobuf-c does not
+         * (a non-minimal varint tag, a group). Undecodable here is never forwarded. */
+        *why = "not a PullImageRequest protobuf-c can decode";
+        return CRI_NOT_A_PULL;
+    }
+    cri_decode_result res = read_request(req, annotation_key, out, why);
     if (req->auth) {
         wipe_field(&req->auth->username);
         wipe_field(&req->auth->password);
@@ -217,9 +310,9 @@ int cri_pull_request_decode(const uint8_t *buf, size_t len, const char *annotati
         wipe_field(&req->auth->registry_token);
     }
     runtime__v1__pull_image_request__free_unpacked(req, NULL);
-    if (rc != PG_OK)
+    if (res != CRI_DECODED)
         cri_pull_request_clear(out);
-    return rc;
+    return res;
 }
 
 void cri_pull_request_clear(cri_pull_request *r)
@@ -231,8 +324,69 @@ void cri_pull_request_clear(cri_pull_request *r)
     free(r->pod_name);
     free(r->pod_uid);
     free(r->annotation);
-    OPENSSL_cleanse(r->credential_hash, sizeof r->credential_hash);
+    OPENSSL_cleanse(r->auth_hash, sizeof r->auth_hash);
     memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------ admission */
+
+static cri_admission refuse(int code, const char *message)
+{
+    cri_admission a = {CRI_STEP_REFUSE, code, message};
+    return a;
+}
+
+static cri_admission step(cri_next_step s)
+{
+    cri_admission a = {s, GRPC_STATUS_OK, NULL};
+    return a;
+}
+
+/* The refusal for a request that did not decode (never called with CRI_DECODED). */
+static cri_admission admit_decoded(cri_decode_result decoded)
+{
+    switch (decoded) {
+    case CRI_NOT_A_PULL:
+        return refuse(GRPC_STATUS_INVALID_ARGUMENT,
+                      "pullgate: PullImage request not understood; not forwarded");
+    case CRI_CREDS_UNUSABLE:
+        return refuse(GRPC_STATUS_INVALID_ARGUMENT,
+                      "pullgate: the pull's credentials cannot be used; not forwarded");
+    case CRI_EXTRA_MESSAGE:
+        return refuse(GRPC_STATUS_INVALID_ARGUMENT,
+                      "pullgate: PullImage takes exactly one request message");
+    case CRI_DECODE_NO_RESOURCE:
+        return refuse(GRPC_STATUS_RESOURCE_EXHAUSTED, "pullgate: out of memory; retry");
+    case CRI_DECODED: break; /* not a refusal: the caller goes on to the slot and the intent */
+    }
+    return refuse(GRPC_STATUS_INTERNAL, "pullgate: internal error");
+}
+
+cri_admission cri_pull_admit(cri_decode_result decoded, cri_slot_state slot,
+                             cri_record_outcome intent)
+{
+    if (decoded != CRI_DECODED)
+        return admit_decoded(decoded);
+    if (slot == CRI_SLOT_WAITING)
+        return step(CRI_STEP_WAIT_SLOT);
+    if (slot != CRI_SLOT_HELD)
+        return refuse(GRPC_STATUS_RESOURCE_EXHAUSTED,
+                      "pullgate: too many image pulls in flight; retry");
+    switch (intent) {
+    case CRI_RECORD_NOT_SUBMITTED: return step(CRI_STEP_RECORD_INTENT);
+    case CRI_RECORD_WAITING: return step(CRI_STEP_WAIT_INTENT);
+    case CRI_RECORD_DURABLE: return step(CRI_STEP_FORWARD);
+    case CRI_RECORD_FAILED:
+        return refuse(GRPC_STATUS_UNAVAILABLE,
+                      "pullgate: the pull intent cannot be recorded; not forwarded");
+    case CRI_RECORD_PENDING:
+        return refuse(GRPC_STATUS_UNAVAILABLE,
+                      "pullgate: the record store did not take the pull intent in time; retry");
+    case CRI_RECORD_NOT_QUEUED:
+        return refuse(GRPC_STATUS_RESOURCE_EXHAUSTED,
+                      "pullgate: the record writer is backed up; retry");
+    }
+    return refuse(GRPC_STATUS_INTERNAL, "pullgate: internal error");
 }
 
 /* ------------------------------------------------------- credentials */
@@ -241,8 +395,8 @@ const char *cri_cred_source_name(cri_cred_source s)
 {
     switch (s) {
     case CRI_CREDS_NONE: return "none";
+    case CRI_CREDS_NODE: return "node";
     case CRI_CREDS_POD_SECRET: return "secret";
-    case CRI_CREDS_NODE_WIDE: return "node-wide";
     case CRI_CREDS_UNVERIFIED: return "unverified";
     }
     return "unknown";
@@ -282,84 +436,74 @@ static int add_secret(cri_pull_creds *c, const char *ns, const char *name, const
     return PG_OK;
 }
 
+/* The namespace-bound placeholder for credentials no secret of the pod names. */
 static int unverified(const cri_pull_request *r, const char *why, cri_pull_creds *c, pg_error *err)
 {
-    char name[sizeof CRI_UNVERIFIED_NAME_PREFIX + PG_HASH_HEX_LEN];
-    snprintf(name, sizeof name, "%s%s", CRI_UNVERIFIED_NAME_PREFIX, r->credential_hash);
+    char name[sizeof PG_UNVERIFIED_NAME_PREFIX + PG_HASH_HEX_LEN];
+    snprintf(name, sizeof name, "%s%s", PG_UNVERIFIED_NAME_PREFIX, r->auth_hash);
     c->source = CRI_CREDS_UNVERIFIED;
     snprintf(c->detail, sizeof c->detail, "%s", why);
-    return add_secret(c, r->pod_namespace ? r->pod_namespace : CRI_UNKNOWN_NAMESPACE, name, "",
-                      r->credential_hash, err);
+    return add_secret(c, r->pod_namespace ? r->pod_namespace : PG_UNKNOWN_NAMESPACE, name, "",
+                      r->auth_hash, err);
 }
 
-/* Looks the hash up in the pod's annotation entry for the pulled image. */
+static int node_accessible(cri_cred_source source, const char *why, cri_pull_creds *c)
+{
+    c->source = source;
+    c->creds.node_pods_accessible = 1;
+    snprintf(c->detail, sizeof c->detail, "%s", why);
+    return PG_OK;
+}
+
+/* Every secret the pod presents for the image whose auth hash is the pull's. */
 static int from_annotation(const cri_pull_request *r, const pg_presented *p, const char *image_name,
                            cri_pull_creds *c, pg_error *err)
 {
     const pg_pod_cred *secrets;
-    const pg_pod_cred *sas;
     size_t n_secrets = pg_presented_secrets(p, image_name, &secrets);
-    size_t n_sas = pg_presented_sas(p, image_name, &sas);
-    if (pg_presented_rejected(p, image_name))
-        return unverified(r, "annotation entry for the image does not verify (hmac)", c, err);
     for (size_t i = 0; i < n_secrets; i++) {
-        if (strcmp(secrets[i].credential_hash, r->credential_hash) != 0)
+        const pg_pod_cred *s = &secrets[i];
+        if (!s->auth_hash || !pg_is_hex64(s->auth_hash) || !pg_is_hex64(s->credential_hash) ||
+            strcmp(s->auth_hash, r->auth_hash) != 0)
             continue;
-        int rc = add_secret(c, secrets[i].namespace_, secrets[i].name, secrets[i].uid,
-                            r->credential_hash, err);
+        int rc = add_secret(c, s->namespace_, s->name, s->uid, s->credential_hash, err);
         if (rc != PG_OK)
             return rc;
         c->source = CRI_CREDS_POD_SECRET;
-        snprintf(c->detail, sizeof c->detail, "secret %.100s/%.100s", secrets[i].namespace_,
-                 secrets[i].name);
+        snprintf(c->detail, sizeof c->detail, "secret %.100s/%.100s", s->namespace_, s->name);
     }
     if (c->source == CRI_CREDS_POD_SECRET)
         return PG_OK;
-    if (n_secrets + n_sas == 0)
+    if (pg_presented_rejected(p, image_name))
+        return unverified(r, "the annotation entry for the image does not verify", c, err);
+    if (pg_presented_unopened(p, image_name))
+        return unverified(r, "the annotation entry is sealed and this node has no key", c, err);
+    if (n_secrets == 0 && pg_presented_ignored(p, image_name))
+        return unverified(r, "the annotation entry names other namespaces", c, err);
+    if (n_secrets == 0)
         return unverified(r, "no annotation entry for the image in the pod's namespace", c, err);
-    if (pg_presented_ignored(p, image_name))
-        return unverified(r, "annotation entry for the image names other namespaces", c, err);
-    /* The pod's valid entry lists its credentials and these are not among them:
-     * they came from the node (config.json, a credential provider). */
-    c->source = CRI_CREDS_NODE_WIDE;
-    c->creds.node_pods_accessible = 1;
-    snprintf(c->detail, sizeof c->detail, "credentials not among the pod's secrets");
-    return PG_OK;
+    return unverified(r, "credentials not among the pod's secrets for the image", c, err);
 }
 
-static int resolve_creds(const cri_pull_request *r, const pg_mac_key *mac_key, bool mac_required,
-                         cri_pull_creds *c, pg_error *err)
+static int from_pod(const cri_pull_request *r, const cri_attribution *a, cri_pull_creds *c,
+                    pg_error *err)
 {
-    if (!r->has_auth) {
-        c->source = CRI_CREDS_NONE;
-        c->creds.node_pods_accessible = 1;
-        snprintf(c->detail, sizeof c->detail, "no credentials");
-        return PG_OK;
-    }
-    if (!r->auth_usable) {
-        /* Still a hash: of empty credentials, which no producer lists for a secret. */
-        cri_pull_request tmp = *r;
-        int rc = pg_credential_hash("", "", "", tmp.credential_hash, err);
-        if (rc != PG_OK)
-            return rc;
-        return unverified(&tmp, r->auth_problem ? r->auth_problem : "unusable auth", c, err);
-    }
     if (!r->has_sandbox)
         return unverified(r, "no sandbox_config", c, err);
     if (!r->pod_namespace)
         return unverified(r, "no pod namespace", c, err);
     if (!r->annotation)
         return unverified(r, "no credentials annotation", c, err);
-    if (mac_required && !mac_key)
+    if (a->mac_required && !a->mac_key)
         return unverified(r, "hmacKeyFile set but the key is unavailable", c, err);
     pg_error why = {0};
     char *image_name = pg_image_name(r->image, &why);
     if (!image_name)
         return why.code == PG_ERR_NOMEM ? pg_fail(err, PG_ERR_NOMEM, "out of memory")
-                                        : unverified(r, "image is not a reference", c, err);
+                                        : unverified(r, "the image is not a reference", c, err);
     pg_presented *p = NULL;
     int rc;
-    if (pg_presented_parse_keyed(r->annotation, r->annotation_len, r->pod_namespace, mac_key, &p,
+    if (pg_presented_parse_keyed(r->annotation, r->annotation_len, r->pod_namespace, a->mac_key, &p,
                                  &why) != PG_OK)
         rc = why.code == PG_ERR_NOMEM ? pg_fail(err, PG_ERR_NOMEM, "out of memory")
                                       : unverified(r, "malformed credentials annotation", c, err);
@@ -370,13 +514,30 @@ static int resolve_creds(const cri_pull_request *r, const pg_mac_key *mac_key, b
     return rc;
 }
 
-int cri_pull_credentials(const cri_pull_request *r, const pg_mac_key *mac_key, bool mac_required,
-                         cri_pull_creds *out, pg_error *err)
+static int resolve_creds(const cri_pull_request *r, const cri_attribution *a, cri_pull_creds *c,
+                         pg_error *err)
+{
+    if (!r->has_auth)
+        return node_accessible(CRI_CREDS_NONE, "no credentials", c);
+    if (!pg_is_hex64(r->auth_hash) || strcmp(r->auth_hash, PG_EMPTY_CREDENTIAL_HASH) == 0)
+        return pg_fail(err, PG_ERR_INTERNAL, "cri_pull_credentials: unusable credentials");
+    bool node = false;
+    int rc = cri_node_creds_holds(a->node, r->image, r->auth_hash, &node, err);
+    if (rc != PG_OK)
+        return rc;
+    if (node)
+        return node_accessible(CRI_CREDS_NODE, "the node's own docker config holds them", c);
+    return from_pod(r, a, c, err);
+}
+
+int cri_pull_credentials(const cri_pull_request *r, const cri_attribution *a, cri_pull_creds *out,
+                         pg_error *err)
 {
     memset(out, 0, sizeof *out);
+    static const cri_attribution none = {NULL, false, NULL};
     if (!r || !r->image)
         return pg_fail(err, PG_ERR_INTERNAL, "cri_pull_credentials: no request");
-    int rc = resolve_creds(r, mac_key, mac_required, out, err);
+    int rc = resolve_creds(r, a ? a : &none, out, err);
     if (rc != PG_OK)
         cri_pull_creds_clear(out);
     return rc;
@@ -410,7 +571,6 @@ int cri_image_status_request_encode(const char *image, uint8_t **buf, size_t *le
     runtime__v1__image_status_request__pack(&req, *buf);
     return PG_OK;
 }
-
 
 int cri_is_image_identity(const char *s)
 {
@@ -481,4 +641,78 @@ int cri_image_status_aliases(const uint8_t *buf, size_t len, const char *also, c
     }
     *aliases = l.v; /* the caller frees it with pg_strv_free */
     return PG_OK;
+}
+
+int cri_image_status_present(const uint8_t *buf, size_t len)
+{
+    Runtime__V1__ImageStatusResponse *resp =
+        runtime__v1__image_status_response__unpack(NULL, len, buf);
+    if (!resp)
+        return -1;
+    /* The CRI answers an absent image with no image (an empty message), not an error. */
+    int present = resp->image && resp->image->id.len > 0;
+    runtime__v1__image_status_response__free_unpacked(resp, NULL);
+    return present;
+}
+
+/* Appends a listed identity as it is written (every string keeps a record: no
+ * parsing decides what may be deleted), and the other spelling of an image ID. */
+static int add_listed(pg_strv *refs, const ProtobufCBinaryData *f, pg_error *err)
+{
+    if (f->len == 0 || f->len > PG_MAX_IMAGE_LEN || memchr(f->data, '\0', f->len))
+        return PG_OK;
+    if (refs->n >= CRI_MAX_LISTED_REFS)
+        return pg_fail(err, PG_ERR_LIMIT, "the runtime lists more than %u identities",
+                       CRI_MAX_LISTED_REFS);
+    char s[PG_MAX_IMAGE_LEN + 8];
+    memcpy(s, f->data, f->len);
+    s[f->len] = '\0';
+    int rc = pg_strv_push(refs, s, err);
+    if (rc == PG_OK && strncmp(s, "sha256:", 7) == 0 && pg_is_hex64(s + 7))
+        rc = pg_strv_push(refs, s + 7, err);
+    else if (rc == PG_OK && pg_is_hex64(s)) {
+        char with[7 + PG_HASH_HEX_LEN + 1] = "sha256:";
+        memcpy(with + 7, s, PG_HASH_HEX_LEN + 1);
+        rc = pg_strv_push(refs, with, err);
+    }
+    return rc;
+}
+
+int cri_list_images_refs(const uint8_t *buf, size_t len, pg_strv *refs, size_t *n_images,
+                         pg_error *err)
+{
+    *n_images = 0;
+    Runtime__V1__ListImagesResponse *resp =
+        runtime__v1__list_images_response__unpack(NULL, len, buf);
+    if (!resp)
+        return pg_fail(err, PG_ERR_INVALID, "not a ListImagesResponse (%zu bytes)", len);
+    int rc = pg_strv_ensure(refs, err);
+    for (size_t i = 0; rc == PG_OK && i < resp->n_images; i++) {
+        const Runtime__V1__Image *img = resp->images[i];
+        rc = add_listed(refs, &img->id, err);
+        for (size_t k = 0; rc == PG_OK && k < img->n_repo_tags; k++)
+            rc = add_listed(refs, &img->repo_tags[k], err);
+        for (size_t k = 0; rc == PG_OK && k < img->n_repo_digests; k++)
+            rc = add_listed(refs, &img->repo_digests[k], err);
+    }
+    *n_images = resp->n_images;
+    runtime__v1__list_images_response__free_unpacked(resp, NULL);
+    return rc;
+}
+
+int cri_list_containers_refs(const uint8_t *buf, size_t len, pg_strv *refs, pg_error *err)
+{
+    Runtime__V1__ListContainersResponse *resp =
+        runtime__v1__list_containers_response__unpack(NULL, len, buf);
+    if (!resp)
+        return pg_fail(err, PG_ERR_INVALID, "not a ListContainersResponse (%zu bytes)", len);
+    int rc = pg_strv_ensure(refs, err);
+    for (size_t i = 0; rc == PG_OK && i < resp->n_containers; i++) {
+        const Runtime__V1__Container *c = resp->containers[i];
+        rc = add_listed(refs, &c->image_ref, err);
+        if (rc == PG_OK && c->image)
+            rc = add_listed(refs, &c->image->image, err);
+    }
+    runtime__v1__list_containers_response__free_unpacked(resp, NULL);
+    return rc;
 }

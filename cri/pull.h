@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What pullgate-cri reads from the CRI messages it understands (PullImage,
- * ImageStatus) and the kubelet's credential semantics for recording a pull
- * (cri/README.md "Which credentials a pull records"). Pure functions over
+ * ImageStatus, ListImages, ListContainers), the kubelet's credential semantics
+ * for recording a pull (cri/README.md "Which credentials a pull records"), and
+ * the admission rule of a pull (docs/interfaces.md §10). Pure functions over
  * bytes: no network, no store, so they can be unit tested and fuzzed.
  */
 #ifndef PULLGATE_CRI_PULL_H
@@ -10,27 +11,50 @@
 
 #include "annotation_mac.h"
 #include "internal.h"
+#include "nodecreds.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* Bounds on what one request may carry (the message itself is bounded by gRPC). */
-#define CRI_MAX_CREDENTIAL_BYTES (64u << 10) /* username, password, auth each */
-#define CRI_MAX_FIELD_BYTES 1024u            /* pod namespace, name, uid */
-#define CRI_MAX_ALIASES 256u                 /* identities indexed per pulled image */
+#define CRI_MAX_PULL_REQUEST_BYTES (1u << 20) /* pod annotations total at most 256 KiB */
+#define CRI_MAX_CREDENTIAL_BYTES (64u << 10)  /* username, password, auth each */
+#define CRI_MAX_FIELD_BYTES 1024u             /* pod namespace, name, uid */
+#define CRI_MAX_ALIASES 256u                  /* identities indexed per pulled image */
+#define CRI_MAX_LISTED_REFS (1u << 20)        /* identities one ListImages may name */
+
+/* ------------------------------------------------------------ methods */
+
+/* The calls pullgate-cri intercepts; every other call is forwarded as bytes. */
+typedef enum cri_method_kind { CRI_METHOD_OTHER = 0, CRI_METHOD_PULL_IMAGE } cri_method_kind;
+
+typedef struct cri_method {
+    cri_method_kind kind;
+    /* For an intercepted method: "/<service>/ImageStatus" of the same CRI
+     * version (static storage), for the proxy's own follow-up calls. */
+    const char *image_status;
+} cri_method;
 
 /*
- * Secret coordinates used when the proxy cannot tell which of the pod's
- * secrets the credentials belong to. The store needs a non-empty name and
- * merges secrets by (namespace, name, uid), so the name carries the hash:
- * two unverified pulls with different credentials stay two entries. ':' is
- * not allowed in Kubernetes object names, so no real secret is ever named
- * like this, and the empty uid never equals a presented secret's uid: only
- * a pod presenting the same credentialHash matches the entry.
+ * The method a runtime built on grpc-go serves for an HTTP/2 :path, as
+ * grpc-go's Server.handleStream splits it (one leading '/' optional, then
+ * service and method at the last '/'), so that every spelling containerd or
+ * CRI-O runs as PullImage is intercepted as one. path need not be
+ * NUL-terminated; a NUL in it matches nothing.
  */
-#define CRI_UNVERIFIED_NAME_PREFIX "pullgate:unverified-"
-#define CRI_UNKNOWN_NAMESPACE "pullgate:unknown-namespace"
+cri_method cri_method_parse(const char *path, size_t len);
+
+/* ------------------------------------------------------------ PullImage */
+
+/* Why a request was not taken (decode step of the admission). */
+typedef enum cri_decode_result {
+    CRI_DECODED = 0,       /* a PullImageRequest with an image and usable credentials */
+    CRI_NOT_A_PULL,        /* protobuf-c refuses it, no image, a field out of bounds */
+    CRI_CREDS_UNUSABLE,    /* credentials that cannot be hashed or attributed */
+    CRI_EXTRA_MESSAGE,     /* no request, or more than one, on a unary call */
+    CRI_DECODE_NO_RESOURCE /* out of memory */
+} cri_decode_result;
 
 /* A decoded PullImageRequest: owned copies, credentials already hashed and wiped. */
 typedef struct cri_pull_request {
@@ -41,30 +65,38 @@ typedef struct cri_pull_request {
     char *pod_uid;
     char *annotation; /* the credentials annotation's value, NULL when absent */
     size_t annotation_len;
-    bool has_auth;    /* any AuthConfig field non-empty */
-    bool auth_usable; /* the hash below is the kubelet's hash of these credentials */
-    char credential_hash[PG_HASH_HEX_LEN + 1];
-    const char *auth_problem; /* why auth_usable is false (static text), or NULL */
+    bool has_auth; /* credentials given (a bare server_address is none) */
+    /* A: the auth hash (pg_credential_hash(user, pass, "")) of the credentials
+     * the runtime uses, when has_auth (docs/interfaces.md §4). */
+    char auth_hash[PG_HASH_HEX_LEN + 1];
 } cri_pull_request;
 
 /*
  * Decodes a PullImageRequest (runtime.v1 or v1alpha2 bytes) and computes the
- * kubelet credential hash of its auth: username/password, or when both are
- * empty the base64 "auth" field as "user:pass". Passwords never leave this
+ * auth hash of its credentials: username/password, or the base64 "auth"
+ * field as "user:pass" when it comes alone. Passwords never leave this
  * function: every copy is wiped with OPENSSL_cleanse. annotation_key is the
- * config's credentialsAnnotation. PG_ERR_INVALID when the bytes are not a
- * PullImageRequest with an image; *out is then empty.
+ * config's credentialsAnnotation. Returns the decode result; on anything but
+ * CRI_DECODED *out is empty and *why (static text, never secret) says why.
+ *
+ * Credentials that are refused (CRI_CREDS_UNUSABLE): a field over
+ * CRI_MAX_CREDENTIAL_BYTES or holding a NUL; "auth" that is not base64 of
+ * "user:pass", or given together with a username or password (which one the
+ * runtime uses differs between runtimes); identity or registry tokens (no
+ * producer presents them); and credentials that are empty once decoded (their
+ * hash is the empty-credential hash, which proves nothing).
  */
-int cri_pull_request_decode(const uint8_t *buf, size_t len, const char *annotation_key,
-                            cri_pull_request *out, pg_error *err);
+cri_decode_result cri_pull_request_decode(const uint8_t *buf, size_t len,
+                                          const char *annotation_key, cri_pull_request *out,
+                                          const char **why);
 void cri_pull_request_clear(cri_pull_request *r);
 
 /* Why a pull is recorded with the credentials it is (for logs; never secret). */
 typedef enum cri_cred_source {
-    CRI_CREDS_NONE = 0,   /* no auth: nodePodsAccessible */
-    CRI_CREDS_POD_SECRET, /* found in the pod's annotation by hash */
-    CRI_CREDS_NODE_WIDE,  /* the pod's valid entry does not list them: nodePodsAccessible */
-    CRI_CREDS_UNVERIFIED  /* cannot tell: hash only, under the pod's namespace */
+    CRI_CREDS_NONE = 0,   /* no credentials: nodePodsAccessible */
+    CRI_CREDS_NODE,       /* the node's own docker config holds them: nodePodsAccessible */
+    CRI_CREDS_POD_SECRET, /* a secret of the pod's annotation, found by its auth hash */
+    CRI_CREDS_UNVERIFIED  /* anything else: the placeholder under the pod's namespace */
 } cri_cred_source;
 
 /* The credentials to record for one pull; owns every string it points to. */
@@ -75,20 +107,79 @@ typedef struct cri_pull_creds {
     char detail[256]; /* e.g. "no annotation", "secret team-a/regcred" */
 } cri_pull_creds;
 
+/* What the attribution may consult besides the request. */
+typedef struct cri_attribution {
+    const pg_mac_key *mac_key;  /* NULL when annotations are not keyed */
+    bool mac_required;          /* hmacKeyFile set (then a NULL key opens nothing) */
+    const cri_node_creds *node; /* the node's own docker config; NULL: none */
+} cri_attribution;
+
 /*
- * The kubelet's recording semantics for r (cri/README.md): no auth ->
- * nodePodsAccessible; a hash that one or more of the pod's own secrets for the
- * pulled image carry in its credentials annotation (HMAC-verified when mac_key
- * is non-NULL) -> those secrets; a valid entry for the image that does not
- * list the hash -> node-wide credentials -> nodePodsAccessible; anything it
- * cannot tell -> the hash under the pod's namespace (never node-accessible).
- * mac_required (config hmacKeyFile set): without mac_key nothing verifies.
- * Fails only for PG_ERR_NOMEM / PG_ERR_INTERNAL.
+ * The attribution rule (docs/interfaces.md §10) for a decoded request:
+ *  - no credentials -> nodePodsAccessible;
+ *  - credentials whose auth hash A an entry of the node's own docker config
+ *    files has for the image -> nodePodsAccessible;
+ *  - every secret of the pod's namespace that the pod's credentials
+ *    annotation presents for the pulled image with auth hash A -> that secret
+ *    {namespace, name, uid, credentialHash: its kubelet hash H};
+ *  - anything else (no annotation, no entry, an entry that does not verify,
+ *    unlisted credentials: a secret added after admission, a credential
+ *    provider) -> the placeholder {pod's namespace (or
+ *    PG_UNKNOWN_NAMESPACE), PG_UNVERIFIED_NAME_PREFIX + A, "", A}, which
+ *    matches only a secret presented with auth hash A in that namespace.
+ * Never node-accessible by inference. Fails only for PG_ERR_NOMEM /
+ * PG_ERR_INTERNAL.
  */
-int cri_pull_credentials(const cri_pull_request *r, const pg_mac_key *mac_key, bool mac_required,
-                         cri_pull_creds *out, pg_error *err);
+int cri_pull_credentials(const cri_pull_request *r, const cri_attribution *a, cri_pull_creds *out,
+                         pg_error *err);
 void cri_pull_creds_clear(cri_pull_creds *c);
 const char *cri_cred_source_name(cri_cred_source s);
+
+/* ------------------------------------------------------------ admission */
+
+/* Where a pull stands on the way to the runtime. */
+typedef enum cri_slot_state {
+    CRI_SLOT_NONE = 0, /* none free and the wait for one is over (or not allowed) */
+    CRI_SLOT_WAITING,  /* waiting (bounded) for a pull slot */
+    CRI_SLOT_HELD
+} cri_slot_state;
+
+/* The outcome of one record operation of the record writer (recorder.h). */
+typedef enum cri_record_outcome {
+    CRI_RECORD_NOT_SUBMITTED = 0,
+    CRI_RECORD_WAITING,   /* queued, its wait not over yet */
+    CRI_RECORD_DURABLE,   /* ran and is on disk */
+    CRI_RECORD_FAILED,    /* ran and failed */
+    CRI_RECORD_PENDING,   /* the wait is over; it stays queued and runs later */
+    CRI_RECORD_NOT_QUEUED /* refused by the writer (its queue is full, or stopping) */
+} cri_record_outcome;
+
+typedef enum cri_next_step {
+    CRI_STEP_REFUSE = 0,    /* answer the kubelet with code/message, never forward */
+    CRI_STEP_WAIT_SLOT,     /* keep waiting for a slot */
+    CRI_STEP_RECORD_INTENT, /* submit the intent */
+    CRI_STEP_WAIT_INTENT,   /* keep waiting for the intent */
+    CRI_STEP_FORWARD        /* send the request to the runtime */
+} cri_next_step;
+
+typedef struct cri_admission {
+    cri_next_step step;
+    int code;            /* a grpc_status_code for CRI_STEP_REFUSE */
+    const char *message; /* "pullgate: ..." (static) for CRI_STEP_REFUSE */
+} cri_admission;
+
+/*
+ * The one place that decides whether a PullImage may reach the runtime: only
+ * a decoded request holding a pull slot whose intent is durable is
+ * forwarded; everything else waits (bounded) or is refused with
+ * INVALID_ARGUMENT (not understood), RESOURCE_EXHAUSTED (no slot, writer
+ * queue full, out of memory) or UNAVAILABLE (the intent is not durable in
+ * time, or failed), never forwarded unrecorded.
+ */
+cri_admission cri_pull_admit(cri_decode_result decoded, cri_slot_state slot,
+                             cri_record_outcome intent);
+
+/* ------------------------------------------------------------ answers */
 
 /* PullImageResponse.image_ref; caller frees. PG_ERR_INVALID when missing/bad. */
 int cri_pull_response_decode(const uint8_t *buf, size_t len, char **image_ref, pg_error *err);
@@ -105,6 +196,21 @@ int cri_image_status_request_encode(const char *image, uint8_t **buf, size_t *le
  */
 int cri_image_status_aliases(const uint8_t *buf, size_t len, const char *also, char ***aliases,
                              pg_error *err);
+
+/* Whether an ImageStatusResponse names an image: 1 present, 0 absent, -1 not a response. */
+int cri_image_status_present(const uint8_t *buf, size_t len);
+
+/* An empty ListImagesRequest / ListContainersRequest (no filter): zero bytes. */
+
+/*
+ * Appends to *refs every identity a ListImagesResponse names (each image's
+ * id, in both spellings "sha256:<hex>" and "<hex>", repo tags and repo
+ * digests) and sets *n_images. PG_ERR_INVALID when the bytes are not one.
+ */
+int cri_list_images_refs(const uint8_t *buf, size_t len, pg_strv *refs, size_t *n_images,
+                         pg_error *err);
+/* The same for ListContainersResponse: each container's image_ref and image.image. */
+int cri_list_containers_refs(const uint8_t *buf, size_t len, pg_strv *refs, pg_error *err);
 
 /* 1 when s is "sha256:<64 hex>" or 64 hex, or parses as an image reference. */
 int cri_is_image_identity(const char *s);

@@ -8,18 +8,18 @@
 #include <string.h>
 #include <time.h>
 
-typedef enum job_kind { JOB_INTENT, JOB_PULLED, JOB_FAILED, JOB_ALIASES } job_kind;
+typedef enum job_kind { JOB_INTENT, JOB_PULLED, JOB_FAILED, JOB_ALIASES, JOB_PRUNE } job_kind;
 
 typedef struct job {
     job_kind kind;
     char *image;
     char *image_ref;
     cri_pull_creds creds;
-    char **aliases;
-    int refs; /* the waiter and the writer; under the recorder's lock */
-    bool done;
-    int rc;
-    pg_error err;
+    char **strv; /* aliases, or the in-use list of a prune */
+    time_t before;
+    unsigned *pruned;
+    cri_record_done done;
+    void *arg;
     struct job *next;
 } job;
 
@@ -28,9 +28,10 @@ struct cri_recorder {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t work; /* queue not empty, or stopping */
-    pthread_cond_t done; /* a job finished, or the writer exited */
+    pthread_cond_t idle; /* the writer exited */
     job *head, *tail;
-    size_t queued;
+    size_t queued;   /* jobs in the queue */
+    size_t reserved; /* units reserved and not yet used */
     bool stopping;
     bool exited;
 };
@@ -42,29 +43,23 @@ static void job_free(job *j)
     free(j->image);
     free(j->image_ref);
     cri_pull_creds_clear(&j->creds);
-    pg_strv_free(j->aliases);
+    pg_strv_free(j->strv);
     free(j);
 }
 
-/* Under r->lock. */
-static void job_unref(job *j)
-{
-    if (--j->refs == 0)
-        job_free(j);
-}
-
-static int run_job(pg_store *store, job *j)
+static int run_job(pg_store *store, job *j, pg_error *err)
 {
     switch (j->kind) {
-    case JOB_INTENT: return pg_store_record_intent(store, j->image, &j->err);
+    case JOB_INTENT: return pg_store_record_intent(store, j->image, err);
     case JOB_PULLED:
-        return pg_store_record_pulled(store, j->image, j->image_ref, &j->creds.creds, &j->err);
-    case JOB_FAILED: return pg_store_record_failed(store, j->image, &j->err);
+        return pg_store_record_pulled(store, j->image, j->image_ref, &j->creds.creds, err);
+    case JOB_FAILED: return pg_store_record_failed(store, j->image, err);
     case JOB_ALIASES:
-        return pg_store_record_aliases(store, j->image_ref, (const char *const *)j->aliases,
-                                       &j->err);
+        return pg_store_record_aliases(store, j->image_ref, (const char *const *)j->strv, err);
+    case JOB_PRUNE:
+        return pg_store_prune(store, (const char *const *)j->strv, j->before, j->pruned, err);
     }
-    return pg_fail(&j->err, PG_ERR_INTERNAL, "unknown record job");
+    return pg_fail(err, PG_ERR_INTERNAL, "unknown record job");
 }
 
 static void *writer_main(void *arg)
@@ -80,17 +75,17 @@ static void *writer_main(void *arg)
         r->head = j->next;
         if (!r->head)
             r->tail = NULL;
-        r->queued--;
         pthread_mutex_unlock(&r->lock);
-        int rc = run_job(r->store, j); /* the only place that may block on flock */
+        pg_error err = {0};
+        int rc = run_job(r->store, j, &err); /* the only place that may block on flock */
+        if (j->done)
+            j->done(j->arg, rc, &err);
+        job_free(j);
         pthread_mutex_lock(&r->lock);
-        j->rc = rc;
-        j->done = true;
-        job_unref(j);
-        pthread_cond_broadcast(&r->done);
+        r->queued--; /* counted until it ran: room is freed only by work done */
     }
     r->exited = true;
-    pthread_cond_broadcast(&r->done);
+    pthread_cond_broadcast(&r->idle);
     pthread_mutex_unlock(&r->lock);
     return NULL;
 }
@@ -108,12 +103,12 @@ cri_recorder *cri_recorder_new(pg_store *store, pg_error *err)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&r->lock, NULL);
     pthread_cond_init(&r->work, &ca);
-    pthread_cond_init(&r->done, &ca);
+    pthread_cond_init(&r->idle, &ca);
     pthread_condattr_destroy(&ca);
     int e = pthread_create(&r->thread, NULL, writer_main, r);
     if (e != 0) {
         pthread_cond_destroy(&r->work);
-        pthread_cond_destroy(&r->done);
+        pthread_cond_destroy(&r->idle);
         pthread_mutex_destroy(&r->lock);
         free(r);
         pg_fail_errno(err, e, "record writer thread");
@@ -139,61 +134,65 @@ int cri_recorder_stop(cri_recorder *r, int timeout_ms)
     pthread_cond_signal(&r->work);
     int e = 0;
     while (!r->exited && e != ETIMEDOUT)
-        e = pthread_cond_timedwait(&r->done, &r->lock, &until);
+        e = pthread_cond_timedwait(&r->idle, &r->lock, &until);
     bool exited = r->exited;
     pthread_mutex_unlock(&r->lock);
     if (!exited)
         return 0;
     pthread_join(r->thread, NULL);
     pthread_cond_destroy(&r->work);
-    pthread_cond_destroy(&r->done);
+    pthread_cond_destroy(&r->idle);
     pthread_mutex_destroy(&r->lock);
     free(r);
     return 1;
 }
 
-/* Queues j (taking one reference for the writer) and waits for it until deadline_ms. */
-static int submit_and_wait(cri_recorder *r, job *j, int64_t deadline_ms, pg_error *err)
+int cri_recorder_reserve(cri_recorder *r, unsigned n, pg_error *err)
 {
-    j->refs = 2;
     pthread_mutex_lock(&r->lock);
-    if (r->stopping || r->queued >= CRI_RECORDER_QUEUE_MAX) {
-        pthread_mutex_unlock(&r->lock);
-        job_free(j);
-        return pg_fail(err, PG_ERR_LIMIT, "record queue %s",
-                       r->stopping ? "stopped" : "full (store blocked?)");
-    }
+    bool room = !r->stopping && r->queued + r->reserved + n <= CRI_RECORDER_QUEUE_MAX;
+    if (room)
+        r->reserved += n;
+    bool stopping = r->stopping;
+    pthread_mutex_unlock(&r->lock);
+    if (room)
+        return PG_OK;
+    return pg_fail(err, PG_ERR_LIMIT, "record queue %s",
+                   stopping ? "stopped" : "full (store blocked?)");
+}
+
+void cri_recorder_unreserve(cri_recorder *r, unsigned n)
+{
+    pthread_mutex_lock(&r->lock);
+    r->reserved = r->reserved >= n ? r->reserved - n : 0;
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* Queues j on one reserved unit. Queued jobs always run, even while stopping. */
+static int submit(cri_recorder *r, job *j)
+{
+    pthread_mutex_lock(&r->lock);
+    if (r->reserved > 0)
+        r->reserved--;
+    r->queued++;
     if (r->tail)
         r->tail->next = j;
     else
         r->head = j;
     r->tail = j;
-    r->queued++;
     pthread_cond_signal(&r->work);
-    struct timespec until;
-    abs_time(deadline_ms, &until);
-    int e = 0;
-    while (!j->done && e != ETIMEDOUT)
-        e = pthread_cond_timedwait(&r->done, &r->lock, &until);
-    int rc;
-    if (j->done) {
-        rc = j->rc;
-        if (rc != PG_OK && err)
-            *err = j->err;
-    } else {
-        rc = pg_fail(err, CRI_RECORD_TIMEOUT,
-                     "store did not answer in time (lock held?); the operation stays queued");
-    }
-    job_unref(j);
     pthread_mutex_unlock(&r->lock);
-    return rc;
+    return PG_OK;
 }
 
-static job *new_job(job_kind kind, const char *image, const char *image_ref, pg_error *err)
+static job *new_job(job_kind kind, const char *image, const char *image_ref, cri_record_done done,
+                    void *arg, pg_error *err)
 {
     job *j = calloc(1, sizeof *j);
     if (j) {
         j->kind = kind;
+        j->done = done;
+        j->arg = arg;
         j->image = image ? pg_strdup(image) : NULL;
         j->image_ref = image_ref ? pg_strdup(image_ref) : NULL;
         if ((image && !j->image) || (image_ref && !j->image_ref)) {
@@ -206,40 +205,121 @@ static job *new_job(job_kind kind, const char *image, const char *image_ref, pg_
     return j;
 }
 
-int cri_record_intent(cri_recorder *r, const char *image, int64_t deadline_ms, pg_error *err)
+int cri_record_intent(cri_recorder *r, const char *image, cri_record_done done, void *arg,
+                      pg_error *err)
 {
-    job *j = new_job(JOB_INTENT, image, NULL, err);
-    return j ? submit_and_wait(r, j, deadline_ms, err) : PG_ERR_NOMEM;
+    job *j = new_job(JOB_INTENT, image, NULL, done, arg, err);
+    return j ? submit(r, j) : PG_ERR_NOMEM;
 }
 
 int cri_record_pulled(cri_recorder *r, const char *image, const char *image_ref,
-                      cri_pull_creds *creds, int64_t deadline_ms, pg_error *err)
+                      cri_pull_creds *creds, cri_record_done done, void *arg, pg_error *err)
 {
-    job *j = new_job(JOB_PULLED, image, image_ref, err);
-    if (!j) {
-        cri_pull_creds_clear(creds);
+    job *j = new_job(JOB_PULLED, image, image_ref, done, arg, err);
+    if (!j)
         return PG_ERR_NOMEM;
-    }
     j->creds = *creds;
     j->creds.creds.secrets = j->creds.secrets; /* the view follows the moved array */
     memset(creds, 0, sizeof *creds);
-    return submit_and_wait(r, j, deadline_ms, err);
+    return submit(r, j);
 }
 
-int cri_record_failed(cri_recorder *r, const char *image, int64_t deadline_ms, pg_error *err)
+int cri_record_failed(cri_recorder *r, const char *image, cri_record_done done, void *arg,
+                      pg_error *err)
 {
-    job *j = new_job(JOB_FAILED, image, NULL, err);
-    return j ? submit_and_wait(r, j, deadline_ms, err) : PG_ERR_NOMEM;
+    job *j = new_job(JOB_FAILED, image, NULL, done, arg, err);
+    return j ? submit(r, j) : PG_ERR_NOMEM;
 }
 
-int cri_record_aliases(cri_recorder *r, const char *image_ref, char **aliases, int64_t deadline_ms,
-                       pg_error *err)
+int cri_record_aliases(cri_recorder *r, const char *image_ref, char **aliases, cri_record_done done,
+                       void *arg, pg_error *err)
 {
-    job *j = new_job(JOB_ALIASES, NULL, image_ref, err);
-    if (!j) {
-        pg_strv_free(aliases);
+    job *j = new_job(JOB_ALIASES, NULL, image_ref, done, arg, err);
+    if (!j)
         return PG_ERR_NOMEM;
-    }
-    j->aliases = aliases;
-    return submit_and_wait(r, j, deadline_ms, err);
+    j->strv = aliases;
+    return submit(r, j);
 }
+
+int cri_record_prune(cri_recorder *r, char **in_use, time_t before, unsigned *pruned,
+                     cri_record_done done, void *arg, pg_error *err)
+{
+    job *j = new_job(JOB_PRUNE, NULL, NULL, done, arg, err);
+    if (!j)
+        return PG_ERR_NOMEM;
+    j->strv = in_use;
+    j->before = before;
+    j->pruned = pruned;
+    return submit(r, j);
+}
+
+/* ------------------------------------------------------------ blocking waiters */
+
+struct cri_record_waiter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int refs; /* the caller's and the operation's */
+    bool done;
+    int rc;
+    pg_error err;
+};
+
+cri_record_waiter *cri_record_waiter_new(void)
+{
+    cri_record_waiter *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    w->refs = 2;
+    return w;
+}
+
+static void waiter_unref(cri_record_waiter *w)
+{
+    pthread_mutex_lock(&w->lock);
+    bool last = --w->refs == 0;
+    pthread_mutex_unlock(&w->lock);
+    if (last) {
+        pthread_cond_destroy(&w->cond);
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+    }
+}
+
+void cri_record_wait_done(void *waiter, int rc, const pg_error *err)
+{
+    cri_record_waiter *w = waiter;
+    pthread_mutex_lock(&w->lock);
+    w->done = true;
+    w->rc = rc;
+    if (err)
+        w->err = *err;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    waiter_unref(w);
+}
+
+int cri_record_waiter_wait(cri_record_waiter *w, int64_t deadline_ms, int *rc, pg_error *err)
+{
+    struct timespec until;
+    abs_time(deadline_ms, &until);
+    pthread_mutex_lock(&w->lock);
+    int e = 0;
+    while (!w->done && e != ETIMEDOUT)
+        e = pthread_cond_timedwait(&w->cond, &w->lock, &until);
+    bool done = w->done;
+    if (done) {
+        *rc = w->rc;
+        if (err && w->rc != PG_OK)
+            *err = w->err;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return done ? 1 : 0;
+}
+
+void cri_record_waiter_unref(cri_record_waiter *w) { waiter_unref(w); }

@@ -2,10 +2,12 @@
 /*
  * The store writer of pullgate-cri: one thread that runs record operations in
  * the order they were submitted, so an intent is always written before the
- * pull's result. Callers wait for their operation only until a deadline:
- * the store's flock(2) wait is unbounded, and a hung lock holder must never
- * hold up a pull. An operation whose caller gave up still runs when the lock
- * frees (it only lands late); the queue is bounded.
+ * pull's result. Nobody waits on it: each operation reports its outcome
+ * through a callback when it ran, and its submitter decides how long it waits
+ * (the store's flock(2) wait is unbounded; a hung lock holder must never hold
+ * up the proxy). An operation is never dropped once queued: whoever may need
+ * to queue reserves room first (cri_recorder_reserve), so a queued pull can
+ * always queue its result, and only a new pull finds the queue full.
  */
 #ifndef PULLGATE_CRI_RECORDER_H
 #define PULLGATE_CRI_RECORDER_H
@@ -14,11 +16,17 @@
 
 #include <stdint.h>
 
+/* Queued operations plus reserved room, at most. */
 #define CRI_RECORDER_QUEUE_MAX 1024
-/* Returned (and set in err) when the deadline passed before the operation ran. */
-#define CRI_RECORD_TIMEOUT PG_ERR_LIMIT
 
 typedef struct cri_recorder cri_recorder;
+
+/*
+ * Called on the writer thread once the operation ran: rc PG_OK (durable) or
+ * the store's error in err. Must not block; it typically hands the outcome to
+ * another thread.
+ */
+typedef void (*cri_record_done)(void *arg, int rc, const pg_error *err);
 
 /* Starts the writer thread. store is borrowed and must outlive the recorder. */
 cri_recorder *cri_recorder_new(pg_store *store, pg_error *err);
@@ -32,14 +40,54 @@ int cri_recorder_stop(cri_recorder *r, int timeout_ms);
 /* Monotonic clock in milliseconds. */
 int64_t cri_now_ms(void);
 
-/* Each waits until the operation ran or deadline_ms (cri_now_ms() clock) passed. */
-int cri_record_intent(cri_recorder *r, const char *image, int64_t deadline_ms, pg_error *err);
-/* Takes ownership of *creds (left empty). */
+/*
+ * Reserves room for n operations. PG_ERR_LIMIT when the queue (operations
+ * plus reservations) would exceed CRI_RECORDER_QUEUE_MAX or the recorder is
+ * stopping. Each submission below uses one reserved unit;
+ * what is left is returned with cri_recorder_unreserve.
+ */
+int cri_recorder_reserve(cri_recorder *r, unsigned n, pg_error *err);
+void cri_recorder_unreserve(cri_recorder *r, unsigned n);
+
+/*
+ * Queue one operation on a reserved unit; done (may be NULL) is called with
+ * its outcome once it ran. They fail only for PG_ERR_NOMEM (nothing queued,
+ * done not called, the unit stays reserved).
+ */
+int cri_record_intent(cri_recorder *r, const char *image, cri_record_done done, void *arg,
+                      pg_error *err);
+/* Takes ownership of *creds (left empty) when it succeeds. */
 int cri_record_pulled(cri_recorder *r, const char *image, const char *image_ref,
-                      cri_pull_creds *creds, int64_t deadline_ms, pg_error *err);
-int cri_record_failed(cri_recorder *r, const char *image, int64_t deadline_ms, pg_error *err);
-/* Takes ownership of aliases (NULL-terminated, pg_strv_free). */
-int cri_record_aliases(cri_recorder *r, const char *image_ref, char **aliases, int64_t deadline_ms,
-                       pg_error *err);
+                      cri_pull_creds *creds, cri_record_done done, void *arg, pg_error *err);
+/* Releases one intent reference of image (pg_store_record_failed). */
+int cri_record_failed(cri_recorder *r, const char *image, cri_record_done done, void *arg,
+                      pg_error *err);
+/* Takes ownership of aliases (NULL-terminated, pg_strv_free) when it succeeds. */
+int cri_record_aliases(cri_recorder *r, const char *image_ref, char **aliases, cri_record_done done,
+                       void *arg, pg_error *err);
+/*
+ * Prunes the writable record directory against in_use (pg_store_prune with
+ * before): in the writer's order, so a prune never runs in the middle of a
+ * pull's records. Takes ownership of in_use (pg_strv_free) when it succeeds;
+ * the count pruned is stored in *pruned before done is called.
+ */
+int cri_record_prune(cri_recorder *r, char **in_use, time_t before, unsigned *pruned,
+                     cri_record_done done, void *arg, pg_error *err);
+
+/*
+ * A caller that may block (tests, pullgate-cri's prune thread): waits for an
+ * operation submitted with cri_record_wait_done / its cri_record_waiter as arg
+ * until deadline_ms. 1 when it ran (rc and err set), 0 when the deadline passed
+ * (the operation stays queued; the waiter must then stay valid: allocate it
+ * with cri_record_waiter_new and release it with cri_record_waiter_unref).
+ * When the submission itself fails, call cri_record_wait_done(w, rc, &err)
+ * in place of the operation.
+ */
+typedef struct cri_record_waiter cri_record_waiter;
+cri_record_waiter *cri_record_waiter_new(void);
+void cri_record_wait_done(void *waiter, int rc, const pg_error *err);
+int cri_record_waiter_wait(cri_record_waiter *w, int64_t deadline_ms, int *rc, pg_error *err);
+/* Drops the caller's reference; the operation's own is dropped when it ran. */
+void cri_record_waiter_unref(cri_record_waiter *w);
 
 #endif

@@ -29,9 +29,11 @@ struct pg_config {
     char *hmac_key_file;
     char *cri_listen;   /* pullgate-cri: unix:// endpoint it serves */
     char *cri_runtime;  /* pullgate-cri: unix:// endpoint of the runtime */
+    int64_t cri_prune_interval; /* pullgate-cri: seconds between its prunes, 0 = never */
     pg_strv allowlist;
     pg_strv read_only_dirs;
     pg_strv pinned_images;
+    pg_strv node_credential_files; /* pullgate-cri: the node's own docker config files */
 };
 
 static const char *const policy_names[] = {"NeverVerify", "NeverVerifyPreloadedImages",
@@ -40,6 +42,22 @@ static const char *const mode_names[] = {"enforce", "audit", NULL};
 static const char *const runtime_names[] = {"auto", "cri-o", "containerd", NULL};
 static const char *const log_levels[] = {"error", "warning", "info", "debug", NULL};
 static const char *const api_versions[] = {PG_API_V1ALPHA1, PG_API_V1BETA1, NULL};
+/*
+ * Where the kubelet looks for the node's own registry credentials
+ * (kubernetes pkg/credentialprovider/config.go, DefaultDockerConfigJSONPaths
+ * and DefaultDockercfgPaths: its --root-dir, its working directory, $HOME and
+ * /, config.json under .docker/ except in the root dir): pullgate-cri's
+ * default nodeCredentialFiles, for the usual kubelet (root dir
+ * /var/lib/kubelet, working directory /, HOME /root or unset).
+ */
+static const char *const kubelet_docker_config_paths[] = {"/var/lib/kubelet/config.json",
+                                                          "/config.json",
+                                                          "/root/.docker/config.json",
+                                                          "/.docker/config.json",
+                                                          "/var/lib/kubelet/.dockercfg",
+                                                          "/.dockercfg",
+                                                          "/root/.dockercfg",
+                                                          NULL};
 
 /* ------------------------------------------------------------ string lists */
 
@@ -78,6 +96,7 @@ PG_API void pg_config_free(pg_config *cfg)
     pg_strv_clear(&cfg->allowlist);
     pg_strv_clear(&cfg->read_only_dirs);
     pg_strv_clear(&cfg->pinned_images);
+    pg_strv_clear(&cfg->node_credential_files);
     free(cfg);
 }
 
@@ -94,6 +113,7 @@ PG_API pg_config *pg_config_new(pg_error *err)
     cfg->credential_ttl = 0;
     cfg->log_level = "info";
     cfg->record_api_version = PG_API_V1ALPHA1;
+    cfg->cri_prune_interval = 3600;
     int rc = PG_OK;
     if (!(cfg->state_dir = pg_strdup(PG_DEFAULT_STATE_DIR)) ||
         !(cfg->annotation = pg_strdup("pullgate.dev/credentials")) ||
@@ -109,6 +129,10 @@ PG_API pg_config *pg_config_new(pg_error *err)
         rc = pg_strv_ensure(&cfg->read_only_dirs, err);
     if (rc == PG_OK)
         rc = pg_strv_push(&cfg->read_only_dirs, "/var/lib/kubelet/image_manager", err);
+    if (rc == PG_OK)
+        rc = pg_strv_ensure(&cfg->node_credential_files, err);
+    for (size_t i = 0; rc == PG_OK && kubelet_docker_config_paths[i]; i++)
+        rc = pg_strv_push(&cfg->node_credential_files, kubelet_docker_config_paths[i], err);
     if (rc != PG_OK) {
         pg_config_free(cfg);
         return NULL;
@@ -129,6 +153,7 @@ static pg_config *config_clone(const pg_config *src, pg_error *err)
     c->credential_ttl = src->credential_ttl;
     c->log_level = src->log_level;
     c->record_api_version = src->record_api_version;
+    c->cri_prune_interval = src->cri_prune_interval;
     int rc = PG_OK;
     if (!(c->state_dir = pg_strdup(src->state_dir)) ||
         !(c->annotation = pg_strdup(src->annotation)) || !(c->dbus = pg_strdup(src->dbus)) ||
@@ -142,6 +167,8 @@ static pg_config *config_clone(const pg_config *src, pg_error *err)
         rc = strv_copy(&c->read_only_dirs, &src->read_only_dirs, err);
     if (rc == PG_OK)
         rc = strv_copy(&c->pinned_images, &src->pinned_images, err);
+    if (rc == PG_OK)
+        rc = strv_copy(&c->node_credential_files, &src->node_credential_files, err);
     if (rc != PG_OK) {
         pg_config_free(c);
         return NULL;
@@ -413,6 +440,21 @@ static int set_cri_runtime(pg_config *cfg, const char *key, const char *value, p
     return rc == PG_OK ? replace_string(&cfg->cri_runtime, value, err) : rc;
 }
 
+/* A Go duration, whole seconds; "0s" turns pullgate-cri's own prune off. */
+static int set_cri_prune_interval(pg_config *cfg, const char *key, const char *value, pg_error *err)
+{
+    pg_error why = {0};
+    int64_t seconds = 0;
+    if (pg_parse_duration(value, &seconds, &why) != PG_OK)
+        return bad_value(err, key, value, why.message);
+    if (seconds > 0 && seconds < 60)
+        return bad_value(err, key, value, "at least 1m, or 0s for never");
+    if (seconds == 0 && strpbrk(value, "123456789"))
+        return bad_value(err, key, value, "at least 1m, or 0s for never");
+    cfg->cri_prune_interval = seconds;
+    return PG_OK;
+}
+
 static pg_strv *list_of(pg_config *cfg, size_t offset)
 {
     return (pg_strv *)((char *)cfg + offset);
@@ -443,6 +485,9 @@ static const key_spec keys[] = {
     {"hmacKeyFile", KEY_SCALAR, set_hmac_key_file, 0, NULL},
     {"criListen", KEY_SCALAR, set_cri_listen, 0, NULL},
     {"criRuntimeEndpoint", KEY_SCALAR, set_cri_runtime, 0, NULL},
+    {"criPruneInterval", KEY_SCALAR, set_cri_prune_interval, 0, NULL},
+    {"nodeCredentialFiles", KEY_LIST, NULL, offsetof(pg_config, node_credential_files),
+     check_absolute_path},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -646,6 +691,11 @@ PG_API const char *const *pg_config_pinned_images(const pg_config *cfg)
 const char *pg_config_hmac_key_file(const pg_config *cfg) { return cfg->hmac_key_file; }
 const char *pg_config_cri_listen(const pg_config *cfg) { return cfg->cri_listen; }
 const char *pg_config_cri_runtime_endpoint(const pg_config *cfg) { return cfg->cri_runtime; }
+int64_t pg_config_cri_prune_interval(const pg_config *cfg) { return cfg->cri_prune_interval; }
+const char *const *pg_config_node_credential_files(const pg_config *cfg)
+{
+    return (const char *const *)cfg->node_credential_files.v;
+}
 
 /* ------------------------------------------------------------------ output */
 
@@ -679,8 +729,9 @@ static int put(json_t *obj, const char *key, json_t *v)
 
 PG_API char *pg_config_to_json(const pg_config *cfg, pg_error *err)
 {
-    char ttl[32];
+    char ttl[32], prune[32];
     format_duration(cfg->credential_ttl, ttl);
+    format_duration(cfg->cri_prune_interval, prune);
     json_t *o = json_object();
     /* Same key order as docs/interfaces.md §8, then the extension key. */
     int bad = !o || put(o, "policy", json_string(policy_names[cfg->policy])) ||
@@ -697,7 +748,9 @@ PG_API char *pg_config_to_json(const pg_config *cfg, pg_error *err)
               put(o, "logLevel", json_string(cfg->log_level)) ||
               put(o, "hmacKeyFile", json_string(cfg->hmac_key_file)) ||
               put(o, "criListen", json_string(cfg->cri_listen)) ||
-              put(o, "criRuntimeEndpoint", json_string(cfg->cri_runtime));
+              put(o, "criRuntimeEndpoint", json_string(cfg->cri_runtime)) ||
+              put(o, "criPruneInterval", json_string(prune)) ||
+              put(o, "nodeCredentialFiles", list_to_json(&cfg->node_credential_files));
     char *text = bad ? NULL : json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
     json_decref(o);
     if (!text)

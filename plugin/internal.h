@@ -217,6 +217,11 @@ const char *pg_config_hmac_key_file(const pg_config *cfg);
 /* pullgate-cri endpoints (criListen, criRuntimeEndpoint: "unix:///path"); owned by cfg. */
 const char *pg_config_cri_listen(const pg_config *cfg);
 const char *pg_config_cri_runtime_endpoint(const pg_config *cfg);
+/* pullgate-cri's own prune of the records (criPruneInterval): seconds, 0 = never. */
+int64_t pg_config_cri_prune_interval(const pg_config *cfg);
+/* The node's own docker config files (nodeCredentialFiles): credentials found
+ * there make a pull node-accessible. NULL-terminated, owned by cfg. */
+const char *const *pg_config_node_credential_files(const pg_config *cfg);
 
 /* --------------------------------------------------------- presented.c */
 

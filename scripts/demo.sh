@@ -11,11 +11,14 @@
 # 3. starts a private registry with authentication on 127.0.0.1 and pushes a private image
 # 4. starts containerd (own root, state and socket in a temp dir) with pullgate-hook in its
 #    runc handler's base_runtime_spec, and pullgate-cri in front of it
-# 5. tenant A's pod (credentials annotation made by `pullgatectl annotate`, as the webhook
-#    would) pulls the image with A's secret through pullgate-cri, which records the pull
+# 5. tenant A's pod (keyed credentials annotation made by `pullgatectl annotate`, as the
+#    webhook would) pulls the image with A's secret, one with an email, through pullgate-cri,
+#    which records the pull for that secret (found by the hash without the email)
 # 6. tenant A's container starts; tenant B's containers are refused by the hook, with the
 #    reason in StartContainer's gRPC error
-# 7. prints the D-Bus pull and decision events the monitor saw
+# 7. a secret added after admission: recorded for its pod's namespace only
+# 8. never forwarded unrecorded: with the record store's lock held the pull is refused
+# 9. prints the D-Bus pull and decision events the monitor saw
 #
 # Everything lives in a temp dir removed at exit, with every process the demo started.
 # Exit status: 0 when every expected outcome happened, 1 otherwise (2: setup failed).
@@ -89,7 +92,10 @@ say "bus: $PG_BUS_ADDR (dbus-daemon pid $PG_BUS_PID)"
 STATE="$PG_TMPDIR/state"
 mkdir -m 0700 "$STATE"
 CFG="$PG_TMPDIR/pullgate.json"
-pg_write_config "$CFG" "$STATE" NeverVerifyPreloadedImages "$PG_BUS_ADDR"
+KEY="$PG_TMPDIR/hmac.key"
+head -c 48 /dev/urandom >"$KEY" && chmod 0600 "$KEY"
+pg_write_config "$CFG" "$STATE" NeverVerifyPreloadedImages "$PG_BUS_ADDR" "\"hmacKeyFile\": \"$KEY\""
+chmod 0600 "$CFG"
 say "pullgate config ($CFG), read by the hook, pullgate-cri and pullgatectl alike:"
 indent <"$CFG"
 CHECK="$("$PULLGATECTL" --config "$CFG" check-config 2>&1)" ||
@@ -104,6 +110,8 @@ kill -0 "$MON_PID" 2>/dev/null || { indent <"$MON_LOG"; die "pullgatectl monitor
 
 header "Private registry with authentication"
 PASS_A="tenant-a-$(head -c 9 /dev/urandom | base64 | tr -d '/+=')"
+PASS_C="tenant-c-$(head -c 9 /dev/urandom | base64 | tr -d '/+=')"
+PG_REG_EXTRA_USERS=("tenant-c:$PASS_C")
 pg_registry_start tenant-a "$PASS_A"
 say "docker-registry (distribution) on http://$PG_REG_HOST, htpasswd (bcrypt) user 'tenant-a'"
 say "anonymous GET /v2/ -> HTTP $(curl -s -o /dev/null -w '%{http_code}' "http://$PG_REG_HOST/v2/")"
@@ -128,13 +136,23 @@ say "and decides for the hook on $PG_HOOK_SOCK (the hook's --daemon-socket): the
 run_shown "cri_client.py --socket <pullgate-cri> version"
 cri version | indent
 
+# keyed_annotation NS NAME USER PASS [EMAIL]: the value the webhook writes (hashes sealed, MAC).
+keyed_annotation() {
+    local h a
+    h="$(printf %s "$4" | "$PULLGATECTL" hash --username "$3" --password-stdin ${5:+--email "$5"})" || return 1
+    a="$(printf %s "$4" | "$PULLGATECTL" hash --username "$3" --password-stdin)" || return 1
+    "$PULLGATECTL" --config "$CFG" annotate --namespace "$1" --image "$IMAGE" \
+        --secret "$1/$2/$(cat /proc/sys/kernel/random/uuid):$h:$a" --hmac-key-file "$KEY"
+}
+
 header "Tenant A's pod pulls the image with its secret (recorded by pullgate-cri)"
-UID_A="$(cat /proc/sys/kernel/random/uuid)"
-HASH_A="$(pg_cred_hash tenant-a "$PASS_A")" || die "pullgatectl hash"
-run_shown "pullgatectl annotate --namespace team-a --image $IMAGE --secret team-a/regcred/$UID_A:<hash>"
-ANN_A="$("$PULLGATECTL" --config "$CFG" annotate --namespace team-a --image "$IMAGE" \
-    --secret "team-a/regcred/$UID_A:$HASH_A")" || die "pullgatectl annotate"
-say "the annotation the webhook writes on tenant A's pods (pullgate.dev/credentials):"
+say "tenant A's secret carries an email (kubectl create secret docker-registry --docker-email=...):"
+say "the kubelet's credential hash covers it, the CRI's AuthConfig does not carry it."
+run_shown "pullgatectl annotate --namespace team-a --image $IMAGE --secret team-a/regcred/<uid>:<hash>:<hash without email> --hmac-key-file $KEY"
+ANN_A="$(keyed_annotation team-a regcred tenant-a "$PASS_A" a@team-a.example)" || die "pullgatectl annotate"
+HASH_A="$(printf %s "$PASS_A" | "$PULLGATECTL" hash --username tenant-a --password-stdin --email a@team-a.example)"
+say "the annotation the webhook writes on tenant A's pods (pullgate.dev/credentials; the hashes are"
+say "sealed under the node key, nothing in it can be checked against a guessed password):"
 printf '%s\n' "$ANN_A" | fold -w 110 | indent
 pg_node_run_pod team-a "$ANN_A" || { pg_node_show_log; die "RunPodSandbox (team-a)"; }
 POD_A="$POD" POD_A_CFG="$POD_CFG" POD_A_LOGDIR="$POD_LOGDIR"
@@ -158,8 +176,9 @@ run_shown "pullgatectl show --image-ref $REF"
 if SHOW="$("$PULLGATECTL" --config "$CFG" show --image-ref "$REF" --json 2>&1)"; then
     "$PG_PY" -c 'import json, sys
 rec = json.load(sys.stdin); rec.pop("dir", None); print(json.dumps(rec, indent=2))' <<<"$SHOW" | indent
-    if [[ "$SHOW" == *"\"namespace\": \"team-a\""* && "$SHOW" == *"$HASH_A"* && "$SHOW" == *"$UID_A"* ]]; then
-        outcome_ok "pullgate-cri recorded the pull with tenant A's secret (kubelet credential hash)"
+    if [[ "$SHOW" == *"\"namespace\": \"team-a\""* && "$SHOW" == *"$HASH_A"* && "$SHOW" == *"\"name\": \"regcred\""* &&
+        "$SHOW" != *nodePodsAccessible* ]]; then
+        outcome_ok "pullgate-cri recorded the pull for tenant A's secret (the kubelet's hash, with the email), not node-wide"
     else
         outcome_bad "the record does not name tenant A's secret"
     fi
@@ -209,12 +228,64 @@ tenant_b() {
 
 header "Tenant B tries to use tenant A's private image"
 say "the image is already on the node, so without pullgate any pod could run it (IfNotPresent)."
-HASH_B="$(pg_cred_hash tenant-b "tenant-b-password")"
-ANN_B="$("$PULLGATECTL" --config "$CFG" annotate --namespace team-b --image "$IMAGE" \
-    --secret "team-b/regcred/$(cat /proc/sys/kernel/random/uuid):$HASH_B")" || die "pullgatectl annotate"
+ANN_B="$(keyed_annotation team-b regcred tenant-b "tenant-b-password")" || die "pullgatectl annotate"
 tenant_b "pod in team-b with no credentials for the image" ""
 tenant_b "pod in team-b with its own, different credentials" "$ANN_B"
 tenant_b "pod in team-b presenting tenant A's annotation (copied)" "$ANN_A"
+
+header "A secret added after admission: recorded for its namespace only"
+say "team-c's pod was admitted when its annotation listed an older secret; the kubelet pulls with"
+say "tenant-c's credentials from a secret added since. pullgate-cri cannot name that secret: it binds"
+say "the pull to team-c (a placeholder only team-c can match), never to the whole node."
+pg_node_run_pod team-c "$(keyed_annotation team-c old-cred tenant-c rotated-away)" || die "RunPodSandbox (team-c)"
+export PG_CRI_PASS="$PASS_C"
+run_shown "cri_client.py pull --image $IMAGE --username tenant-c --password *** --pod-config <team-c pod>"
+cri pull --image "$IMAGE" --username tenant-c --password-env PG_CRI_PASS --pod-config "$POD_CFG" >/dev/null ||
+    die "tenant C's pull failed"
+unset PG_CRI_PASS
+"$PULLGATECTL" --config "$CFG" show --image-ref "$REF" --json | "$PG_PY" -c 'import json, sys
+for m in json.load(sys.stdin)["credentialMapping"].values():
+    for s in m.get("kubernetesSecrets", []):
+        print("secret %s/%s uid=%r hash=%s..." % (s["namespace"], s["name"], s["uid"], s["credentialHash"][:12]))
+    print("nodePodsAccessible:", m.get("nodePodsAccessible", False))' | indent
+pg_node_run_pod team-c "$(keyed_annotation team-c new-cred tenant-c "$PASS_C")" || die "RunPodSandbox (team-c)"
+if start_container 'echo tenant C runs' && [[ "$(cri wait --id "$CID" --wait-timeout 30)" == 0 ]]; then
+    outcome_ok "a later team-c pod presenting the new secret runs"
+else
+    printf '%s\n' "$OUT" | indent
+    outcome_bad "team-c's pod with the new secret should have run"
+fi
+pg_node_run_pod team-d "$(keyed_annotation team-d same-cred tenant-c "$PASS_C")" || die "RunPodSandbox (team-d)"
+if start_container 'echo tenant D got in'; then
+    outcome_bad "team-d presenting the same credentials should have been refused"
+else
+    printf '%s\n' "$OUT" | grep -o 'pullgate: denied.*' | head -n1 | fold -s -w 110 | indent
+    outcome_ok "team-d, presenting the same credentials in its own namespace, refused"
+fi
+
+header "Never forwarded unrecorded"
+say "another process holds the record store's lock (a long prune, a hung writer): pullgate-cri cannot"
+say "write the pull's intent, so the pull never reaches containerd; the kubelet retries with back-off."
+flock "$STATE/.pullgate.lock" sleep 4 &
+LOCK_PID=$!
+pg_on_exit 'pg_kill_wait "$LOCK_PID" 2'
+sleep 0.3
+POD="$POD_A" POD_CFG="$POD_A_CFG" POD_LOGDIR="$POD_A_LOGDIR"
+export PG_CRI_PASS="$PASS_A"
+run_shown "cri_client.py pull --image $IMAGE --username tenant-a ...   # the store's lock held"
+if OUT="$(cri pull --image "$IMAGE" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_A_CFG" 2>&1)"; then
+    outcome_bad "the pull should have been refused while its intent could not be written"
+else
+    printf '%s\n' "$OUT" | fold -s -w 110 | indent
+    [[ "$OUT" == *"UNAVAILABLE"*"pullgate: the record store did not take the pull intent in time"* ]] &&
+        outcome_ok "refused with UNAVAILABLE, never forwarded unrecorded" ||
+        outcome_bad "refused, but not by pullgate-cri's rule"
+fi
+wait "$LOCK_PID" 2>/dev/null
+run_shown "cri_client.py pull ...   # the kubelet's retry, the lock free again"
+cri pull --image "$IMAGE" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_A_CFG" >/dev/null &&
+    outcome_ok "the retry is recorded" || outcome_bad "the retry failed"
+unset PG_CRI_PASS
 
 header "Who decided: pullgate-cri's resident hook server"
 say "the hook asked pullgate-cri (pullgate-hook-local decides only when the daemon cannot):"

@@ -7,14 +7,19 @@
  */
 #include "pull.h"
 
+#include "annotation_build.h"
+
 #include "cri_subset.pb-c.h"
 
 #include <check.h>
+#include <grpc/status.h>
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define IMAGE "registry.example.com/team-a/app:1.0"
 #define IMAGE_NAME "registry.example.com/team-a/app"
@@ -127,15 +132,44 @@ static uint8_t *pack_request(const req_spec *s, size_t *len)
     return buf;
 }
 
-/* Decodes spec and resolves its credentials; both must succeed. */
-static void resolve(const req_spec *s, cri_pull_request *req, cri_pull_creds *creds)
+/* Decodes spec and resolves its credentials with attribution a (NULL: none); both must succeed. */
+static void resolve_with(const req_spec *s, const cri_attribution *a, cri_pull_request *req,
+                         cri_pull_creds *creds)
 {
     size_t len;
     uint8_t *buf = pack_request(s, &len);
     pg_error err = {0};
-    ck_assert_msg(cri_pull_request_decode(buf, len, KEY, req, &err) == PG_OK, "%s", err.message);
+    const char *why = NULL;
+    ck_assert_msg(cri_pull_request_decode(buf, len, KEY, req, &why) == CRI_DECODED, "%s", why);
     free(buf);
-    ck_assert_msg(cri_pull_credentials(req, NULL, false, creds, &err) == PG_OK, "%s", err.message);
+    ck_assert_msg(cri_pull_credentials(req, a, creds, &err) == PG_OK, "%s", err.message);
+}
+
+static void resolve(const req_spec *s, cri_pull_request *req, cri_pull_creds *creds)
+{
+    resolve_with(s, NULL, req, creds);
+}
+
+/* The decode result of spec (the request is cleared again). */
+static cri_decode_result decode_only(const req_spec *s)
+{
+    size_t len;
+    uint8_t *buf = pack_request(s, &len);
+    cri_pull_request req;
+    const char *why = NULL;
+    cri_decode_result r = cri_pull_request_decode(buf, len, KEY, &req, &why);
+    if (r == CRI_DECODED)
+        cri_pull_request_clear(&req);
+    else
+        ck_assert_ptr_nonnull(why);
+    free(buf);
+    return r;
+}
+
+/* The auth hash A of user/pass (the kubelet hash without the email). */
+static void auth_hash_of(const char *user, const char *pass, char out[PG_HASH_HEX_LEN + 1])
+{
+    ck_assert_int_eq(pg_credential_hash(user, pass, "", out, NULL), PG_OK);
 }
 
 static char *base64(const char *text, bool padded)
@@ -149,18 +183,28 @@ static char *base64(const char *text, bool padded)
     return out;
 }
 
-static char *annotation_with(const char *ns, const char *hash, bool with_sa)
+/* An unkeyed (v1) annotation: one secret with H = hash and, when auth is not
+ * NULL, its auth hash A (present only when it differs: the entry has an email). */
+static char *annotation_v1(const char *ns, const char *hash, const char *auth, bool with_sa)
 {
     char *a = malloc(1024);
+    char auth_member[128] = "";
     ck_assert_ptr_nonnull(a);
+    if (auth)
+        snprintf(auth_member, sizeof auth_member, ",\"authHash\":\"%s\"", auth);
     snprintf(a, 1024,
              "{\"" IMAGE_NAME "\":{\"kubernetesSecrets\":[{\"namespace\":\"%s\",\"name\":"
-             "\"regcred\",\"uid\":\"uid-1\",\"credentialHash\":\"%s\"}]%s}}",
-             ns, hash,
+             "\"regcred\",\"uid\":\"uid-1\",\"credentialHash\":\"%s\"%s}]%s}}",
+             ns, hash, auth_member,
              with_sa ? ",\"kubernetesServiceAccounts\":[{\"namespace\":\"team-a\",\"name\":"
                        "\"default\",\"uid\":\"sa-uid\"}]"
                      : "");
     return a;
+}
+
+static char *annotation_with(const char *ns, const char *hash, bool with_sa)
+{
+    return annotation_v1(ns, hash, NULL, with_sa);
 }
 
 static void assert_unverified(const cri_pull_creds *c, const char *ns, const char *hash)
@@ -172,7 +216,7 @@ static void assert_unverified(const cri_pull_creds *c, const char *ns, const cha
     ck_assert_str_eq(c->creds.secrets[0].uid, "");
     ck_assert_str_eq(c->creds.secrets[0].credential_hash, hash);
     char name[128];
-    snprintf(name, sizeof name, "%s%s", CRI_UNVERIFIED_NAME_PREFIX, hash);
+    snprintf(name, sizeof name, "%s%s", PG_UNVERIFIED_NAME_PREFIX, hash);
     ck_assert_str_eq(c->creds.secrets[0].name, name);
 }
 
@@ -198,13 +242,17 @@ START_TEST(username_password_hash_matches_vectors)
 {
     load_vectors();
     for (size_t i = 0; i < n_vectors; i++) {
+        if (!vectors[i].username[0] && !vectors[i].password[0])
+            continue; /* empty credentials are refused (below) */
         req_spec s = {.username = vectors[i].username, .password = vectors[i].password};
+        if (!vectors[i].username[0])
+            continue; /* a password without a username: see unusable_credentials_are_refused */
         cri_pull_request req;
         cri_pull_creds c;
         resolve(&s, &req, &c);
-        ck_assert_msg(req.auth_usable, "vector %s", vectors[i].name);
-        ck_assert_msg(strcmp(req.credential_hash, vectors[i].hash) == 0, "vector %s: %s != %s",
-                      vectors[i].name, req.credential_hash, vectors[i].hash);
+        ck_assert(req.has_auth);
+        ck_assert_msg(strcmp(req.auth_hash, vectors[i].hash) == 0, "vector %s: %s != %s",
+                      vectors[i].name, req.auth_hash, vectors[i].hash);
         cri_pull_creds_clear(&c);
         cri_pull_request_clear(&req);
     }
@@ -215,8 +263,9 @@ START_TEST(auth_field_base64_padded_and_raw)
 {
     load_vectors();
     for (size_t i = 0; i < n_vectors; i++) {
-        if (strchr(vectors[i].username, ':'))
-            continue; /* "user:pass" splits at the first colon */
+        if (strchr(vectors[i].username, ':') ||
+            (!vectors[i].username[0] && !vectors[i].password[0]))
+            continue; /* "user:pass" splits at the first colon; empty is refused */
         char joined[520];
         snprintf(joined, sizeof joined, "%s:%s", vectors[i].username, vectors[i].password);
         for (int padded = 0; padded < 2; padded++) {
@@ -225,8 +274,7 @@ START_TEST(auth_field_base64_padded_and_raw)
             cri_pull_request req;
             cri_pull_creds c;
             resolve(&s, &req, &c);
-            ck_assert_msg(req.auth_usable, "vector %s (%s)", vectors[i].name, b64);
-            ck_assert_msg(strcmp(req.credential_hash, vectors[i].hash) == 0, "vector %s",
+            ck_assert_msg(strcmp(req.auth_hash, vectors[i].hash) == 0, "vector %s",
                           vectors[i].name);
             cri_pull_creds_clear(&c);
             cri_pull_request_clear(&req);
@@ -236,22 +284,66 @@ START_TEST(auth_field_base64_padded_and_raw)
 }
 END_TEST
 
-START_TEST(bad_auth_field_is_unverified_never_node)
+/* Credentials that cannot be hashed or attributed are refused: never a hash of
+ * empty credentials, never recorded under a guess. */
+START_TEST(unusable_credentials_are_refused)
 {
-    req_spec s = {.auth = "!!not base64!!", .sandbox = true, .ns = "team-a"};
+    char *long_pass = malloc(CRI_MAX_CREDENTIAL_BYTES + 2);
+    memset(long_pass, 'p', CRI_MAX_CREDENTIAL_BYTES + 1);
+    long_pass[CRI_MAX_CREDENTIAL_BYTES + 1] = '\0';
+    char *colon_only = base64(":", true);
+    char *nul_inside = malloc(16);
+    ck_assert_int_eq(
+        EVP_EncodeBlock((unsigned char *)nul_inside, (const unsigned char *)"a:b\0c", 5), 8);
+    const req_spec cases[] = {
+        {.username = "alice", .password = long_pass},
+        {.auth = "!!not base64!!"},
+        {.auth = "YWxpY2U"},  /* "alice": no colon */
+        {.auth = colon_only}, /* ":" -> empty credentials */
+        {.auth = nul_inside}, /* "a:b\0c" */
+        {.username = "alice", .password = "x", .auth = "YWxpY2U6eA=="}, /* ambiguous */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(decode_only(&cases[i]) == CRI_CREDS_UNUSABLE, "case %zu", i);
+    free(long_pass);
+    free(colon_only);
+    free(nul_inside);
+
+    /* NUL in a username or password; identity and registry tokens. */
+    Runtime__V1__ImageSpec spec = RUNTIME__V1__IMAGE_SPEC__INIT;
+    Runtime__V1__AuthConfig auth = RUNTIME__V1__AUTH_CONFIG__INIT;
+    Runtime__V1__PullImageRequest r = RUNTIME__V1__PULL_IMAGE_REQUEST__INIT;
+    static const uint8_t nul_pass[] = {'s', 0, 'x'};
+    spec.image = bin(IMAGE);
+    r.image = &spec;
+    r.auth = &auth;
+    uint8_t buf[256];
     cri_pull_request req;
-    cri_pull_creds c;
-    resolve(&s, &req, &c);
-    ck_assert(req.has_auth);
-    ck_assert(!req.auth_usable);
-    ck_assert_int_eq(c.source, CRI_CREDS_UNVERIFIED);
-    ck_assert_int_eq(c.creds.node_pods_accessible, 0);
-    cri_pull_creds_clear(&c);
+    auth.username = bin("alice");
+    auth.password.data = (uint8_t *)nul_pass;
+    auth.password.len = sizeof nul_pass;
+    size_t len = runtime__v1__pull_image_request__pack(&r, buf);
+    ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), CRI_CREDS_UNUSABLE);
+    auth.username = bin(NULL);
+    auth.password = bin(NULL);
+    auth.identity_token = bin("token");
+    len = runtime__v1__pull_image_request__pack(&r, buf);
+    ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), CRI_CREDS_UNUSABLE);
+    auth.identity_token = bin(NULL);
+    auth.registry_token = bin("token");
+    len = runtime__v1__pull_image_request__pack(&r, buf);
+    ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), CRI_CREDS_UNUSABLE);
+    /* A bare server address is no credential at all. */
+    auth.registry_token = bin(NULL);
+    auth.server_address = bin("registry.example.com");
+    len = runtime__v1__pull_image_request__pack(&r, buf);
+    ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), CRI_DECODED);
+    ck_assert(!req.has_auth);
     cri_pull_request_clear(&req);
 }
 END_TEST
 
-START_TEST(hash_in_annotation_names_the_secret)
+START_TEST(auth_hash_in_annotation_names_the_secret)
 {
     const vector *v = plain_vector();
     char *a = annotation_with("team-a", v->hash, true);
@@ -277,7 +369,48 @@ START_TEST(hash_in_annotation_names_the_secret)
 }
 END_TEST
 
-START_TEST(valid_entry_without_the_hash_is_node_wide)
+/* The CRI carries no email: the secret is found by A and recorded with its H. */
+START_TEST(secret_with_email_is_found_by_its_auth_hash)
+{
+    load_vectors();
+    json_error_t je;
+    json_t *root = json_load_file(PG_CRI_TESTDATA "/credential-hash-vectors.json", 0, &je);
+    ck_assert_ptr_nonnull(root);
+    size_t i;
+    json_t *vec;
+    const char *user = NULL, *pass = NULL, *h = NULL;
+    json_array_foreach(root, i, vec)
+    {
+        const char *email = json_string_value(json_object_get(vec, "email"));
+        if (email && *email && !user) {
+            user = json_string_value(json_object_get(vec, "username"));
+            pass = json_string_value(json_object_get(vec, "password"));
+            h = json_string_value(json_object_get(vec, "credentialHash"));
+        }
+    }
+    ck_assert_ptr_nonnull(user);
+    char auth[PG_HASH_HEX_LEN + 1];
+    auth_hash_of(user, pass, auth);
+    ck_assert_str_ne(auth, h);
+    char *a = annotation_v1("team-a", h, auth, false);
+    req_spec s = {
+        .username = user, .password = pass, .sandbox = true, .ns = "team-a", .annotation = a};
+    cri_pull_request req;
+    cri_pull_creds c;
+    resolve(&s, &req, &c);
+    ck_assert_int_eq(c.source, CRI_CREDS_POD_SECRET);
+    ck_assert_uint_eq(c.creds.n_secrets, 1);
+    ck_assert_str_eq(c.creds.secrets[0].name, "regcred");
+    ck_assert_str_eq(c.creds.secrets[0].credential_hash, h); /* the kubelet's, with the email */
+    cri_pull_creds_clear(&c);
+    cri_pull_request_clear(&req);
+    free(a);
+    json_decref(root);
+}
+END_TEST
+
+/* Credentials the pod's entry does not list are bound to its namespace: never node-wide. */
+START_TEST(unlisted_credentials_are_namespace_bound)
 {
     const vector *v = plain_vector();
     char *a = annotation_with("team-a", OTHER_HASH, true);
@@ -289,9 +422,7 @@ START_TEST(valid_entry_without_the_hash_is_node_wide)
     cri_pull_request req;
     cri_pull_creds c;
     resolve(&s, &req, &c);
-    ck_assert_int_eq(c.source, CRI_CREDS_NODE_WIDE);
-    ck_assert_int_eq(c.creds.node_pods_accessible, 1);
-    ck_assert_uint_eq(c.creds.n_secrets, 0);
+    assert_unverified(&c, "team-a", v->hash);
     cri_pull_creds_clear(&c);
     cri_pull_request_clear(&req);
     free(a);
@@ -339,7 +470,7 @@ START_TEST(no_sandbox_is_unknown_namespace_hash_only)
     cri_pull_request req;
     cri_pull_creds c;
     resolve(&s, &req, &c);
-    assert_unverified(&c, CRI_UNKNOWN_NAMESPACE, v->hash);
+    assert_unverified(&c, PG_UNKNOWN_NAMESPACE, v->hash);
     cri_pull_creds_clear(&c);
     cri_pull_request_clear(&req);
 }
@@ -354,17 +485,152 @@ START_TEST(hmac_required_without_key_is_unverified)
                   .sandbox = true,
                   .ns = "team-a",
                   .annotation = a};
-    size_t len;
-    uint8_t *buf = pack_request(&s, &len);
+    cri_attribution at = {NULL, true, NULL};
     cri_pull_request req;
     cri_pull_creds c;
-    ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), PG_OK);
-    ck_assert_int_eq(cri_pull_credentials(&req, NULL, true, &c, NULL), PG_OK);
+    resolve_with(&s, &at, &req, &c);
     assert_unverified(&c, "team-a", v->hash);
     cri_pull_creds_clear(&c);
     cri_pull_request_clear(&req);
-    free(buf);
     free(a);
+}
+END_TEST
+
+/* A keyed (v2) annotation as the webhook writes it: sealed H and A, entry MAC. */
+static char *sealed_annotation(const pg_mac_key *key, const char *ns, const char *h,
+                               const char *a_hash)
+{
+    pg_error err = {0};
+    pg_annotation *an = pg_annotation_new(ns, &err);
+    ck_assert_ptr_nonnull(an);
+    ck_assert_int_eq(pg_annotation_add_image(an, IMAGE, NULL, &err), PG_OK);
+    ck_assert_int_eq(
+        pg_annotation_add_secret_hashes(an, IMAGE, ns, "regcred", "uid-1", h, a_hash, &err), PG_OK);
+    ck_assert_msg(pg_annotation_sign(an, key, &err) == PG_OK, "%s", err.message);
+    char *text = pg_annotation_dump(an, &err);
+    ck_assert_ptr_nonnull(text);
+    pg_annotation_free(an);
+    return text;
+}
+
+START_TEST(sealed_annotation_opens_only_with_the_key_and_namespace)
+{
+    const vector *v = plain_vector();
+    static const char key_bytes[] = "0123456789abcdef0123456789abcdef-node-key";
+    static const char other_bytes[] = "another-node-key-0123456789abcdef0123456789";
+    pg_mac_key *key = NULL, *other = NULL;
+    ck_assert_int_eq(pg_mac_key_from_bytes(key_bytes, sizeof key_bytes - 1, &key, NULL), PG_OK);
+    ck_assert_int_eq(pg_mac_key_from_bytes(other_bytes, sizeof other_bytes - 1, &other, NULL),
+                     PG_OK);
+    char *team_a = sealed_annotation(key, "team-a", v->hash, v->hash);
+    ck_assert_ptr_null(strstr(team_a, v->hash)); /* nothing guessable in clear */
+    struct {
+        const char *pod_ns;
+        const pg_mac_key *node_key;
+        cri_cred_source want;
+    } cases[] = {
+        {"team-a", key, CRI_CREDS_POD_SECRET},
+        {"team-b", key, CRI_CREDS_UNVERIFIED},   /* copied into team-b */
+        {"team-a", other, CRI_CREDS_UNVERIFIED}, /* a node with another key */
+        {"team-a", NULL, CRI_CREDS_UNVERIFIED},  /* a node with no key */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        req_spec s = {.username = v->username,
+                      .password = v->password,
+                      .sandbox = true,
+                      .ns = cases[i].pod_ns,
+                      .annotation = team_a};
+        cri_attribution at = {cases[i].node_key, cases[i].node_key != NULL, NULL};
+        cri_pull_request req;
+        cri_pull_creds c;
+        resolve_with(&s, &at, &req, &c);
+        ck_assert_msg(c.source == cases[i].want, "case %zu: %s (%s)", i,
+                      cri_cred_source_name(c.source), c.detail);
+        if (cases[i].want == CRI_CREDS_UNVERIFIED)
+            assert_unverified(&c, cases[i].pod_ns, v->hash);
+        cri_pull_creds_clear(&c);
+        cri_pull_request_clear(&req);
+    }
+    free(team_a);
+    pg_mac_key_free(key);
+    pg_mac_key_free(other);
+}
+END_TEST
+
+/* A file of the node's own docker config, written with mode. */
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+START_TEST(node_docker_config_credentials_are_node_wide)
+{
+    const vector *v = plain_vector();
+    char dir[] = "/tmp/pg-cri-node.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char good[128], unsafe[128], link[128], missing[128];
+    snprintf(good, sizeof good, "%s/config.json", dir);
+    snprintf(unsafe, sizeof unsafe, "%s/writable.json", dir);
+    snprintf(link, sizeof link, "%s/link.json", dir);
+    snprintf(missing, sizeof missing, "%s/missing.json", dir);
+    char doc[1200];
+    snprintf(doc, sizeof doc,
+             "{\"auths\":{\"registry.example.com\":{\"username\":\"%s\",\"password\":\"%s\"}}}",
+             v->username, v->password);
+    write_file(good, doc, 0600);
+    /* Other credentials in files the node must not trust. */
+    write_file(unsafe,
+               "{\"auths\":{\"registry.example.com\":{\"username\":\"eve\",\"password\":\"x\"}}}",
+               0666);
+    ck_assert_int_eq(symlink(unsafe, link), 0);
+    const char *paths[] = {good, unsafe, link, missing, NULL};
+    pg_error err = {0};
+    cri_node_creds *nc = cri_node_creds_new(paths, &err);
+    ck_assert_ptr_nonnull(nc);
+    ck_assert_int_eq(cri_node_creds_refresh(nc, NULL, &err), PG_OK);
+    cri_attribution at = {NULL, false, nc};
+    char *a = annotation_with("team-a", OTHER_HASH, false);
+    struct {
+        const char *user, *pass, *image;
+        cri_cred_source want;
+    } cases[] = {
+        {v->username, v->password, IMAGE, CRI_CREDS_NODE},
+        {"eve", "x", IMAGE, CRI_CREDS_UNVERIFIED}, /* only in an unsafe file */
+        {v->username, v->password, "other.example.com/team-a/app:1.0", CRI_CREDS_UNVERIFIED},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        req_spec s = {.image = cases[i].image,
+                      .username = cases[i].user,
+                      .password = cases[i].pass,
+                      .sandbox = true,
+                      .ns = "team-a",
+                      .annotation = a};
+        cri_pull_request req;
+        cri_pull_creds c;
+        resolve_with(&s, &at, &req, &c);
+        ck_assert_msg(c.source == cases[i].want, "case %zu: %s (%s)", i,
+                      cri_cred_source_name(c.source), c.detail);
+        ck_assert_int_eq(c.creds.node_pods_accessible, cases[i].want == CRI_CREDS_NODE);
+        cri_pull_creds_clear(&c);
+        cri_pull_request_clear(&req);
+    }
+    /* The file changes: the next refresh reads it again. */
+    write_file(good, "{\"auths\":{}}", 0600);
+    ck_assert_int_eq(cri_node_creds_refresh(nc, NULL, &err), PG_OK);
+    bool holds = true;
+    char auth[PG_HASH_HEX_LEN + 1];
+    auth_hash_of(v->username, v->password, auth);
+    ck_assert_int_eq(cri_node_creds_holds(nc, IMAGE, auth, &holds, &err), PG_OK);
+    ck_assert(!holds);
+    cri_node_creds_free(nc);
+    free(a);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -372,8 +638,23 @@ START_TEST(hostile_requests_are_refused)
 {
     static const uint8_t garbage[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f};
     cri_pull_request req;
-    pg_error err = {0};
-    ck_assert_int_ne(cri_pull_request_decode(garbage, sizeof garbage, KEY, &req, &err), PG_OK);
+    ck_assert_int_eq(cri_pull_request_decode(garbage, sizeof garbage, KEY, &req, NULL),
+                     CRI_NOT_A_PULL);
+    /* Encodings a Go decoder takes and protobuf-c does not: refused, never forwarded.
+     * The image field's tag (1, length-delimited: 0x0a) as a non-minimal varint of six
+     * bytes (Go reads tags of up to ten; protobuf-c of up to five). */
+    static const uint8_t long_tag[] = {0x8a, 0x80, 0x80, 0x80, 0x80, 0x00,
+                                       0x05, 0x0a, 0x03, 'a',  'p',  'p'};
+    ck_assert_int_eq(cri_pull_request_decode(long_tag, sizeof long_tag, KEY, &req, NULL),
+                     CRI_NOT_A_PULL);
+    /* A group (field 15, wire types 3 and 4) after a valid image. */
+    static const uint8_t group[] = {0x0a, 0x05, 0x0a, 0x03, 'a', 'p', 'p', 0x7b, 0x7c};
+    ck_assert_int_eq(cri_pull_request_decode(group, sizeof group, KEY, &req, NULL), CRI_NOT_A_PULL);
+    /* Without the group the same bytes are a pull of "app". */
+    ck_assert_int_eq(cri_pull_request_decode(group, sizeof group - 2, KEY, &req, NULL),
+                     CRI_DECODED);
+    ck_assert_str_eq(req.image, "app");
+    cri_pull_request_clear(&req);
     /* An image with a NUL would be recorded under a different (truncated) name. */
     Runtime__V1__ImageSpec spec = RUNTIME__V1__IMAGE_SPEC__INIT;
     Runtime__V1__PullImageRequest r = RUNTIME__V1__PULL_IMAGE_REQUEST__INIT;
@@ -383,11 +664,92 @@ START_TEST(hostile_requests_are_refused)
     r.image = &spec;
     uint8_t buf[64];
     size_t len = runtime__v1__pull_image_request__pack(&r, buf);
-    ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, &err), PG_ERR_INVALID);
+    ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), CRI_NOT_A_PULL);
     /* No image at all. */
     r.image = NULL;
     len = runtime__v1__pull_image_request__pack(&r, buf);
-    ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, &err), PG_ERR_INVALID);
+    ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), CRI_NOT_A_PULL);
+}
+END_TEST
+
+START_TEST(methods_as_grpc_go_routes_them)
+{
+    struct {
+        const char *path;
+        cri_method_kind kind;
+        const char *status;
+    } cases[] = {
+        {"/runtime.v1.ImageService/PullImage", CRI_METHOD_PULL_IMAGE,
+         "/runtime.v1.ImageService/ImageStatus"},
+        {"runtime.v1.ImageService/PullImage", CRI_METHOD_PULL_IMAGE,
+         "/runtime.v1.ImageService/ImageStatus"},
+        {"/runtime.v1alpha2.ImageService/PullImage", CRI_METHOD_PULL_IMAGE,
+         "/runtime.v1alpha2.ImageService/ImageStatus"},
+        {"runtime.v1alpha2.ImageService/PullImage", CRI_METHOD_PULL_IMAGE,
+         "/runtime.v1alpha2.ImageService/ImageStatus"},
+        /* Services grpc-go does not serve under these spellings: forwarded, the runtime
+         * answers UNIMPLEMENTED. */
+        {"//runtime.v1.ImageService/PullImage", CRI_METHOD_OTHER, NULL},
+        {"/x/runtime.v1.ImageService/PullImage", CRI_METHOD_OTHER, NULL},
+        {"/runtime.v1.ImageService/PullImage/", CRI_METHOD_OTHER, NULL},
+        {"/runtime.v1.ImageService/PullImages", CRI_METHOD_OTHER, NULL},
+        {"/runtime.v1.ImageService/ImageStatus", CRI_METHOD_OTHER, NULL},
+        {"/runtime.v1.RuntimeService/PullImage", CRI_METHOD_OTHER, NULL},
+        {"PullImage", CRI_METHOD_OTHER, NULL},
+        {"", CRI_METHOD_OTHER, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cri_method m = cri_method_parse(cases[i].path, strlen(cases[i].path));
+        ck_assert_msg(m.kind == cases[i].kind, "%s", cases[i].path);
+        if (cases[i].status)
+            ck_assert_str_eq(m.image_status, cases[i].status);
+    }
+    static const char with_nul[] = "/runtime.v1.ImageService/PullImage\0x";
+    ck_assert_int_eq(cri_method_parse(with_nul, sizeof with_nul - 1).kind, CRI_METHOD_OTHER);
+}
+END_TEST
+
+/* The admission rule over every combination: forwarded only when decoded, with a
+ * slot and a durable intent; every other combination waits or is refused. */
+START_TEST(admission_forwards_only_decoded_slotted_durable)
+{
+    const cri_decode_result decodes[] = {CRI_DECODED, CRI_NOT_A_PULL, CRI_CREDS_UNUSABLE,
+                                         CRI_EXTRA_MESSAGE, CRI_DECODE_NO_RESOURCE};
+    const cri_slot_state slots[] = {CRI_SLOT_NONE, CRI_SLOT_WAITING, CRI_SLOT_HELD};
+    const cri_record_outcome intents[] = {CRI_RECORD_NOT_SUBMITTED, CRI_RECORD_WAITING,
+                                          CRI_RECORD_DURABLE,       CRI_RECORD_FAILED,
+                                          CRI_RECORD_PENDING,       CRI_RECORD_NOT_QUEUED};
+    size_t forwards = 0;
+    for (size_t d = 0; d < 5; d++)
+        for (size_t s = 0; s < 3; s++)
+            for (size_t i = 0; i < 6; i++) {
+                cri_admission a = cri_pull_admit(decodes[d], slots[s], intents[i]);
+                bool should = decodes[d] == CRI_DECODED && slots[s] == CRI_SLOT_HELD &&
+                              intents[i] == CRI_RECORD_DURABLE;
+                ck_assert_msg((a.step == CRI_STEP_FORWARD) == should, "d%zu s%zu i%zu", d, s, i);
+                forwards += a.step == CRI_STEP_FORWARD;
+                if (a.step == CRI_STEP_REFUSE) {
+                    ck_assert_ptr_nonnull(a.message);
+                    ck_assert(strncmp(a.message, "pullgate: ", 10) == 0);
+                    ck_assert(a.code == GRPC_STATUS_INVALID_ARGUMENT ||
+                              a.code == GRPC_STATUS_RESOURCE_EXHAUSTED ||
+                              a.code == GRPC_STATUS_UNAVAILABLE);
+                }
+                if (decodes[d] == CRI_NOT_A_PULL || decodes[d] == CRI_CREDS_UNUSABLE ||
+                    decodes[d] == CRI_EXTRA_MESSAGE)
+                    ck_assert_int_eq(a.code, GRPC_STATUS_INVALID_ARGUMENT);
+                if (decodes[d] == CRI_DECODED && slots[s] == CRI_SLOT_HELD) {
+                    if (intents[i] == CRI_RECORD_PENDING || intents[i] == CRI_RECORD_FAILED)
+                        ck_assert_int_eq(a.code, GRPC_STATUS_UNAVAILABLE);
+                    if (intents[i] == CRI_RECORD_NOT_QUEUED)
+                        ck_assert_int_eq(a.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+                    if (intents[i] == CRI_RECORD_NOT_SUBMITTED)
+                        ck_assert_int_eq(a.step, CRI_STEP_RECORD_INTENT);
+                }
+                if (decodes[d] == CRI_DECODED && slots[s] == CRI_SLOT_NONE)
+                    ck_assert_int_eq(a.code, GRPC_STATUS_RESOURCE_EXHAUSTED);
+            }
+    ck_assert_uint_eq(forwards, 1);
 }
 END_TEST
 
@@ -422,8 +784,8 @@ START_TEST(last_annotation_entry_wins)
     runtime__v1__pull_image_request__pack(&r, buf);
     cri_pull_request req;
     cri_pull_creds c;
-    ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), PG_OK);
-    ck_assert_int_eq(cri_pull_credentials(&req, NULL, false, &c, NULL), PG_OK);
+    ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), CRI_DECODED);
+    ck_assert_int_eq(cri_pull_credentials(&req, NULL, &c, NULL), PG_OK);
     ck_assert_int_eq(c.source, CRI_CREDS_POD_SECRET);
     cri_pull_creds_clear(&c);
     cri_pull_request_clear(&req);
@@ -528,8 +890,9 @@ START_TEST(hmac_signed_entry_verifies_only_for_its_namespace)
         uint8_t *buf = pack_request(&s, &len);
         cri_pull_request req;
         cri_pull_creds c;
-        ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), PG_OK);
-        ck_assert_int_eq(cri_pull_credentials(&req, key, true, &c, NULL), PG_OK);
+        cri_attribution at = {key, true, NULL};
+        ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), CRI_DECODED);
+        ck_assert_int_eq(cri_pull_credentials(&req, &at, &c, NULL), PG_OK);
         ck_assert_msg(c.source == expected[i], "signed for %s: %s (%s)", signed_for[i],
                       cri_cred_source_name(c.source), c.detail);
         if (expected[i] == CRI_CREDS_UNVERIFIED)
@@ -543,6 +906,58 @@ START_TEST(hmac_signed_entry_verifies_only_for_its_namespace)
 }
 END_TEST
 
+START_TEST(list_images_and_image_presence)
+{
+    const char *id = "sha256:4a35f7a3c6ef3e8a1b0cd71fa1d5ef7fa3f5d2c4a1b2c3d4e5f60718293a4b5c";
+    Runtime__V1__Image img = RUNTIME__V1__IMAGE__INIT;
+    ProtobufCBinaryData tags[1] = {bin("registry.example.com/team-a/app:1.0")};
+    img.id = bin(id);
+    img.repo_tags = tags;
+    img.n_repo_tags = 1;
+    Runtime__V1__Image *imgs[1] = {&img};
+    Runtime__V1__ListImagesResponse lr = RUNTIME__V1__LIST_IMAGES_RESPONSE__INIT;
+    lr.images = imgs;
+    lr.n_images = 1;
+    uint8_t buf[512];
+    size_t len = runtime__v1__list_images_response__pack(&lr, buf);
+    pg_strv refs = {0};
+    size_t n_images = 9;
+    ck_assert_int_eq(cri_list_images_refs(buf, len, &refs, &n_images, NULL), PG_OK);
+    ck_assert_uint_eq(n_images, 1);
+    ck_assert_uint_eq(refs.n, 3); /* both spellings of the ID, and the tag */
+    ck_assert_str_eq(refs.v[0], id);
+    ck_assert_str_eq(refs.v[1], id + 7);
+    ck_assert_str_eq(refs.v[2], "registry.example.com/team-a/app:1.0");
+    /* An empty answer is an empty list, not an error. */
+    ck_assert_int_eq(cri_list_images_refs(buf, 0, &refs, &n_images, NULL), PG_OK);
+    ck_assert_uint_eq(n_images, 0);
+    pg_strv_clear(&refs);
+    static const uint8_t junk[] = {0x0a, 0xff};
+    ck_assert_int_eq(cri_list_images_refs(junk, sizeof junk, &refs, &n_images, NULL),
+                     PG_ERR_INVALID);
+    pg_strv_clear(&refs);
+
+    Runtime__V1__Container ctr = RUNTIME__V1__CONTAINER__INIT;
+    ctr.image_ref = bin(id);
+    Runtime__V1__Container *ctrs[1] = {&ctr};
+    Runtime__V1__ListContainersResponse cr = RUNTIME__V1__LIST_CONTAINERS_RESPONSE__INIT;
+    cr.containers = ctrs;
+    cr.n_containers = 1;
+    len = runtime__v1__list_containers_response__pack(&cr, buf);
+    ck_assert_int_eq(cri_list_containers_refs(buf, len, &refs, NULL), PG_OK);
+    ck_assert_uint_eq(refs.n, 2);
+    pg_strv_clear(&refs);
+
+    Runtime__V1__ImageStatusResponse sr = RUNTIME__V1__IMAGE_STATUS_RESPONSE__INIT;
+    len = runtime__v1__image_status_response__pack(&sr, buf);
+    ck_assert_int_eq(cri_image_status_present(buf, len), 0);
+    sr.image = &img;
+    len = runtime__v1__image_status_response__pack(&sr, buf);
+    ck_assert_int_eq(cri_image_status_present(buf, len), 1);
+    ck_assert_int_eq(cri_image_status_present(junk, sizeof junk), -1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("cri_pull");
@@ -550,9 +965,15 @@ static Suite *suite(void)
     tcase_add_test(tc, no_auth_is_node_accessible);
     tcase_add_test(tc, username_password_hash_matches_vectors);
     tcase_add_test(tc, auth_field_base64_padded_and_raw);
-    tcase_add_test(tc, bad_auth_field_is_unverified_never_node);
-    tcase_add_test(tc, hash_in_annotation_names_the_secret);
-    tcase_add_test(tc, valid_entry_without_the_hash_is_node_wide);
+    tcase_add_test(tc, unusable_credentials_are_refused);
+    tcase_add_test(tc, auth_hash_in_annotation_names_the_secret);
+    tcase_add_test(tc, secret_with_email_is_found_by_its_auth_hash);
+    tcase_add_test(tc, unlisted_credentials_are_namespace_bound);
+    tcase_add_test(tc, sealed_annotation_opens_only_with_the_key_and_namespace);
+    tcase_add_test(tc, node_docker_config_credentials_are_node_wide);
+    tcase_add_test(tc, methods_as_grpc_go_routes_them);
+    tcase_add_test(tc, admission_forwards_only_decoded_slotted_durable);
+    tcase_add_test(tc, list_images_and_image_presence);
     tcase_add_test(tc, cannot_tell_is_pod_namespace_hash_only);
     tcase_add_test(tc, no_sandbox_is_unknown_namespace_hash_only);
     tcase_add_test(tc, hmac_required_without_key_is_unverified);

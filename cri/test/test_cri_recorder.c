@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pullgate-cri's store writer: operations run in order, a caller waits only
- * until its deadline even when another process holds the store's lock, and
- * what it gave up on still lands, in order, once the lock is free. Also the
- * two configuration keys of pullgate-cri.
+ * pullgate-cri's store writer: operations run in order, their outcomes come
+ * back through callbacks, a held store lock delays them but drops none, room is
+ * reserved before anything is queued, and a prune runs in the writer's order.
+ * Also the configuration keys of pullgate-cri.
  */
 #include "recorder.h"
 
@@ -74,18 +74,50 @@ static cri_pull_creds secret_creds(const char *ns, const char *hash)
     return c;
 }
 
+/* One reserved unit and a waiter for an operation submitted on it. */ static cri_record_waiter *
+new_waiter(env *e)
+{
+    pg_error err = {0};
+    ck_assert_int_eq(cri_recorder_reserve(e->rec, 1, &err), PG_OK);
+    cri_record_waiter *w = cri_record_waiter_new();
+    ck_assert_ptr_nonnull(w);
+    return w;
+}
+
+/* 1 when it ran (rc set), 0 when the deadline passed first. */
+static int wait_op(cri_record_waiter *w, int64_t deadline, int *rc)
+{
+    pg_error err = {0};
+    int done = cri_record_waiter_wait(w, deadline, rc, &err);
+    cri_record_waiter_unref(w);
+    return done;
+}
+
+static int intent_sync(env *e, const char *image)
+{
+    cri_record_waiter *w = new_waiter(e);
+    ck_assert_int_eq(cri_record_intent(e->rec, image, cri_record_wait_done, w, NULL), PG_OK);
+    int rc = -1;
+    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
+    return rc;
+}
+
 START_TEST(records_in_order)
 {
     env e;
     env_up(&e);
     pg_error err = {0};
-    int64_t deadline = cri_now_ms() + 5000;
-    ck_assert_int_eq(cri_record_intent(e.rec, "busybox:1.36", deadline, &err), PG_OK);
+    ck_assert_int_eq(intent_sync(&e, "busybox:1.36"), PG_OK);
     ck_assert(intent_exists(&e, "busybox:1.36"));
     cri_pull_creds c =
         secret_creds("team-a", "84e602bef66066d26999b4f32a2afb963a80f8384d3cdf9145038d3c3da62d2b");
-    ck_assert_int_eq(cri_record_pulled(e.rec, "busybox:1.36", REF, &c, deadline, &err), PG_OK);
-    ck_assert_ptr_null(c.secrets);                 /* ownership moved to the job */
+    cri_record_waiter *w = new_waiter(&e);
+    ck_assert_int_eq(
+        cri_record_pulled(e.rec, "busybox:1.36", REF, &c, cri_record_wait_done, w, &err), PG_OK);
+    ck_assert_ptr_null(c.secrets); /* ownership moved to the job */
+    int rc = -1;
+    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
+    ck_assert_int_eq(rc, PG_OK);
     ck_assert(!intent_exists(&e, "busybox:1.36")); /* released by the pulled record */
     pg_record *r = NULL;
     ck_assert_int_eq(pg_store_get(e.store, REF, &r, &err), PG_OK);
@@ -94,18 +126,24 @@ START_TEST(records_in_order)
     pg_free(json);
     pg_record_free(r);
     /* A failed pull releases its intent; an invalid alias list is refused whole. */
-    ck_assert_int_eq(cri_record_intent(e.rec, "nginx:1.25", deadline, &err), PG_OK);
-    ck_assert_int_eq(cri_record_failed(e.rec, "nginx:1.25", deadline, &err), PG_OK);
+    ck_assert_int_eq(intent_sync(&e, "nginx:1.25"), PG_OK);
+    w = new_waiter(&e);
+    ck_assert_int_eq(cri_record_failed(e.rec, "nginx:1.25", cri_record_wait_done, w, &err), PG_OK);
+    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
+    ck_assert_int_eq(rc, PG_OK);
     ck_assert(!intent_exists(&e, "nginx:1.25"));
     char **aliases = calloc(3, sizeof *aliases);
     aliases[0] = pg_strdup("docker.io/library/busybox:1.36");
     aliases[1] = pg_strdup("not a reference!");
-    ck_assert_int_ne(cri_record_aliases(e.rec, REF, aliases, deadline, &err), PG_OK);
+    w = new_waiter(&e);
+    ck_assert_int_eq(cri_record_aliases(e.rec, REF, aliases, cri_record_wait_done, w, &err), PG_OK);
+    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
+    ck_assert_int_ne(rc, PG_OK);
     env_down(&e);
 }
 END_TEST
 
-START_TEST(held_lock_bounds_the_wait_and_work_lands_later)
+START_TEST(held_lock_delays_but_never_drops)
 {
     env e;
     env_up(&e);
@@ -117,25 +155,83 @@ START_TEST(held_lock_bounds_the_wait_and_work_lands_later)
     ck_assert_int_eq(flock(fd, LOCK_EX), 0);
 
     pg_error err = {0};
-    int64_t t0 = cri_now_ms();
-    ck_assert_int_eq(cri_record_intent(e.rec, "held:1", t0 + 300, &err), CRI_RECORD_TIMEOUT);
-    int64_t waited = cri_now_ms() - t0;
-    ck_assert_msg(waited >= 250 && waited < 2000, "waited %lld ms", (long long)waited);
+    cri_record_waiter *w1 = new_waiter(&e);
+    ck_assert_int_eq(cri_record_intent(e.rec, "held:1", cri_record_wait_done, w1, &err), PG_OK);
+    int rc = -1;
+    ck_assert_int_eq(cri_record_waiter_wait(w1, cri_now_ms() + 300, &rc, &err), 0); /* pending */
     ck_assert(!intent_exists(&e, "held:1"));
     cri_pull_creds c =
         secret_creds("team-b", "eccd54b36aa3a995266c57ea482272c142abc94251c7c4300c6fe2950fc05302");
-    ck_assert_int_eq(cri_record_pulled(e.rec, "held:1", REF, &c, cri_now_ms() + 100, &err),
-                     CRI_RECORD_TIMEOUT);
+    cri_record_waiter *w2 = new_waiter(&e);
+    ck_assert_int_eq(cri_record_pulled(e.rec, "held:1", REF, &c, cri_record_wait_done, w2, &err),
+                     PG_OK);
 
     close(fd); /* the lock holder goes away: both queued operations run, in order */
+    ck_assert(wait_op(w1, cri_now_ms() + 10000, &rc));
+    ck_assert_int_eq(rc, PG_OK);
+    ck_assert(wait_op(w2, cri_now_ms() + 10000, &rc));
+    ck_assert_int_eq(rc, PG_OK);
     pg_record *r = NULL;
-    for (int i = 0; i < 200 && pg_store_get(e.store, REF, &r, NULL) != PG_OK; i++)
-        usleep(25000);
-    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(pg_store_get(e.store, REF, &r, NULL), PG_OK);
     pg_record_free(r);
-    for (int i = 0; i < 200 && intent_exists(&e, "held:1"); i++)
-        usleep(25000);
     ck_assert(!intent_exists(&e, "held:1")); /* intent written, then released by the pull */
+    env_down(&e);
+}
+END_TEST
+
+/* Room is reserved before anything is queued: a full queue refuses the
+ * reservation (a new pull), never an operation that was reserved for. */
+START_TEST(reservations_bound_the_queue)
+{
+    env e;
+    env_up(&e);
+    pg_error err = {0};
+    ck_assert_int_eq(cri_recorder_reserve(e.rec, CRI_RECORDER_QUEUE_MAX - 2, &err), PG_OK);
+    ck_assert_int_eq(cri_recorder_reserve(e.rec, 3, &err), PG_ERR_LIMIT);
+    ck_assert_int_eq(cri_recorder_reserve(e.rec, 2, &err), PG_OK);
+    ck_assert_int_eq(cri_recorder_reserve(e.rec, 1, &err), PG_ERR_LIMIT);
+    cri_recorder_unreserve(e.rec, 5);
+    ck_assert_int_eq(cri_recorder_reserve(e.rec, 5, &err), PG_OK);
+    cri_recorder_unreserve(e.rec, CRI_RECORDER_QUEUE_MAX);
+    env_down(&e);
+}
+END_TEST
+
+START_TEST(prune_runs_in_the_writers_order)
+{
+    env e;
+    env_up(&e);
+    pg_error err = {0};
+    ck_assert_int_eq(intent_sync(&e, "kept:1"), PG_OK);
+    cri_pull_creds c;
+    memset(&c, 0, sizeof c);
+    c.creds.node_pods_accessible = 1;
+    cri_record_waiter *w = new_waiter(&e);
+    ck_assert_int_eq(cri_record_pulled(e.rec, "kept:1", REF, &c, cri_record_wait_done, w, &err),
+                     PG_OK);
+    int rc = -1;
+    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
+    /* In use: kept. */
+    char **in_use = calloc(2, sizeof *in_use);
+    in_use[0] = pg_strdup(REF);
+    unsigned pruned = 99;
+    w = new_waiter(&e);
+    ck_assert_int_eq(cri_record_prune(e.rec, in_use, 0, &pruned, cri_record_wait_done, w, &err),
+                     PG_OK);
+    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
+    ck_assert_int_eq(rc, PG_OK);
+    ck_assert_uint_eq(pruned, 0);
+    /* Not in use: deleted. */
+    in_use = calloc(2, sizeof *in_use);
+    in_use[0] =
+        pg_strdup("sha256:0000000000000000000000000000000000000000000000000000000000000000");
+    w = new_waiter(&e);
+    ck_assert_int_eq(cri_record_prune(e.rec, in_use, 0, &pruned, cri_record_wait_done, w, &err),
+                     PG_OK);
+    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
+    ck_assert_uint_eq(pruned, 1);
+    pg_record *r = NULL;
+    ck_assert_int_eq(pg_store_get(e.store, REF, &r, NULL), PG_ERR_NOT_FOUND);
     env_down(&e);
 }
 END_TEST
@@ -165,6 +261,28 @@ START_TEST(config_keys)
     ck_assert_ptr_nonnull(
         strstr(text, "\"criRuntimeEndpoint\":\"unix:///var/run/crio/crio.sock\""));
     pg_free(text);
+    /* criPruneInterval: a duration of at least 1m, or 0s for never. */
+    ck_assert_int_eq(pg_config_cri_prune_interval(cfg), 3600);
+    ck_assert_int_eq(pg_config_set(cfg, "criPruneInterval", "0s", &err), PG_OK);
+    ck_assert_int_eq(pg_config_cri_prune_interval(cfg), 0);
+    ck_assert_int_eq(pg_config_set(cfg, "criPruneInterval", "90m", &err), PG_OK);
+    ck_assert_int_eq(pg_config_cri_prune_interval(cfg), 5400);
+    ck_assert_int_eq(pg_config_set(cfg, "criPruneInterval", "30s", &err), PG_ERR_CONFIG);
+    ck_assert_int_eq(pg_config_set(cfg, "criPruneInterval", "-1h", &err), PG_ERR_CONFIG);
+    /* nodeCredentialFiles: the kubelet's docker config search paths by default. */
+    const char *const *files = pg_config_node_credential_files(cfg);
+    ck_assert_str_eq(files[0], "/var/lib/kubelet/config.json");
+    const char json2[] = "{\"nodeCredentialFiles\":[\"/etc/pullgate/node.json\"]}";
+    ck_assert_int_eq(pg_config_load_json(cfg, json2, sizeof json2 - 1, &err), PG_OK);
+    files = pg_config_node_credential_files(cfg);
+    ck_assert_str_eq(files[0], "/etc/pullgate/node.json");
+    ck_assert_ptr_null(files[1]);
+    const char json3[] = "{\"nodeCredentialFiles\":[\"relative.json\"]}";
+    ck_assert_int_eq(pg_config_load_json(cfg, json3, sizeof json3 - 1, &err), PG_ERR_CONFIG);
+    text = pg_config_to_json(cfg, &err);
+    ck_assert_ptr_nonnull(strstr(text, "\"criPruneInterval\":\"1h30m0s\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"nodeCredentialFiles\":[\"/etc/pullgate/node.json\"]"));
+    pg_free(text);
     pg_config_free(cfg);
 }
 END_TEST
@@ -175,7 +293,9 @@ int main(void)
     TCase *tc = tcase_create("recorder");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, records_in_order);
-    tcase_add_test(tc, held_lock_bounds_the_wait_and_work_lands_later);
+    tcase_add_test(tc, held_lock_delays_but_never_drops);
+    tcase_add_test(tc, reservations_bound_the_queue);
+    tcase_add_test(tc, prune_runs_in_the_writers_order);
     tcase_add_test(tc, config_keys);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -1,11 +1,20 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""A fake CRI image service and a kubelet stand-in for test_cri_pull_recording.sh.
+"""A fake CRI image service and a kubelet stand-in for test_cri_pull_recording.sh and
+test_cri_fail_closed.sh.
 
-  serve SOCKET STATE_DIR EVENTS   fake runtime: PullImage (v1, v1alpha2), ImageStatus
+  serve SOCKET STATE_DIR EVENTS   fake runtime: PullImage (v1, v1alpha2), ImageStatus,
+                                  ListImages, ListContainers
   pull SOCKET VERSION IMAGE NS ANNOTATION USER PASS AUTH
                                   one PullImage through pullgate-cri; prints
                                   "OK <image_ref>" or "<CODE> <details>"
+
+The fake runtime answers by the image's name: "denied" -> UNKNOWN (401), nothing
+stored; "flaky" -> the image is stored, then UNAVAILABLE; "stall" -> waits until the
+file STATE_DIR/../release exists (at most 60 s); "slow" -> 3 s. ImageStatus of an image
+it does not hold answers an empty response, as containerd and CRI-O do. ListImages
+follows STATE_DIR/../list-mode: "empty" lists nothing, "fail" answers UNAVAILABLE;
+STATE_DIR/../forget names images (one per line) it no longer holds.
 
 Messages are encoded with Python classes generated at run time (grpc_tools.protoc)
 from cri/cri_subset.proto, the proxy's own CRI subset (upstream field numbers).
@@ -67,7 +76,31 @@ class FakeImageService(grpc.GenericRpcHandler):
             return grpc.unary_unary_rpc_method_handler(self.pull)
         if m.endswith("ImageService/ImageStatus"):
             return grpc.unary_unary_rpc_method_handler(self.status)
+        if m.endswith("ImageService/ListImages"):
+            return grpc.unary_unary_rpc_method_handler(self.list_images)
+        if m.endswith("RuntimeService/ListContainers"):
+            return grpc.unary_unary_rpc_method_handler(lambda raw, ctx: b"")
         return None
+
+    def control(self, name):
+        path = os.path.join(os.path.dirname(self.state_dir), name)
+        try:
+            with open(path) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def list_images(self, raw, context):
+        mode = self.control("list-mode").strip()
+        self.event("list %s" % (mode or "normal"))
+        if mode == "fail":
+            context.abort(grpc.StatusCode.UNAVAILABLE, "runtime not ready")
+        if mode == "empty":
+            return b""
+        forgotten = set(self.control("forget").split())
+        images = [pb.Image(id=ref.encode(), repo_tags=[(name + ":1.0").encode()])
+                  for ref, name in sorted(self.names.items()) if name + ":1.0" not in forgotten]
+        return pb.ListImagesResponse(images=images).SerializeToString()
 
     def pull(self, raw, context):
         req = pb.PullImageRequest.FromString(raw)
@@ -76,10 +109,19 @@ class FakeImageService(grpc.GenericRpcHandler):
         self.event("pull %s intent-%s" % (image, "present" if os.path.exists(intent) else "missing"))
         if "slow" in image:  # a pull in flight long enough to kill the proxy under it
             time.sleep(3)
+        if "stall" in image:  # held until the test releases it
+            release = os.path.join(os.path.dirname(self.state_dir), "release")
+            for _ in range(600):
+                if os.path.exists(release) or not context.is_active():
+                    break
+                time.sleep(0.1)
         if "denied" in image:
             context.abort(grpc.StatusCode.UNKNOWN,
                           "failed to pull and unpack image \"%s\": 401 Unauthorized" % image)
-        self.names[image_id(image)] = image.rsplit(":", 1)[0]
+        with self.lock:
+            self.names[image_id(image)] = image.rsplit(":", 1)[0]
+        if "flaky" in image:  # stored, then the answer is lost
+            context.abort(grpc.StatusCode.UNAVAILABLE, "connection reset after the pull")
         return pb.PullImageResponse(image_ref=image_id(image).encode()).SerializeToString()
 
     def status(self, raw, context):
@@ -87,15 +129,18 @@ class FakeImageService(grpc.GenericRpcHandler):
         ref = req.image.image.decode()
         self.event("status %s" % ref)
         name = self.names.get(ref)
+        if not name and ":" in ref and not ref.startswith("sha256:"):
+            name = ref.rsplit(":", 1)[0] if self.names.get(image_id(ref)) else None
+            ref = image_id(ref) if name else ref
         if not name:
-            context.abort(grpc.StatusCode.NOT_FOUND, "no such image")
+            return b""  # the CRI's "no such image": an empty answer, not an error
         img = pb.Image(id=ref.encode(), repo_tags=[(name + ":1.0").encode()],
                        repo_digests=[(name + "@sha256:" + sha(ref)).encode()])
         return pb.ImageStatusResponse(image=img).SerializeToString()
 
 
 def serve(sock, state_dir, events):
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=256))
     server.add_generic_rpc_handlers((FakeImageService(state_dir, events),))
     server.add_insecure_port("unix:" + sock)
     server.start()

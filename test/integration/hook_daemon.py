@@ -218,6 +218,16 @@ def fallback(root, env):
         check(theirs == run(LOCAL, ["--config", other], stdin), "not mine: other config file")
         check(daemon.decided("ctr-fallback") == 0 and "not mine" in daemon.text(),
               "not mine: the daemon declined", daemon.text()[-600:])
+        # A symlink to the daemon's own file: the local hook refuses to load a symlinked
+        # configuration, so the daemon must not decide for it either.
+        link = os.path.join(root, "config-link.json")
+        os.symlink(cfg, link)
+        via_daemon = run(HOOK, ["--config", link, "--daemon-socket", daemon.sock], stdin)
+        via_local = run(LOCAL, ["--config", link], stdin)
+        check(via_daemon == via_local, "symlinked config: both hook paths give the same answer",
+              f"{via_daemon!r} != {via_local!r}")
+        check(daemon.decided("ctr-fallback") == 0, "symlinked config: the daemon declined",
+              daemon.text()[-600:])
         # The daemon's own file, changed after it loaded it: not the same configuration.
         os.utime(cfg)
         check(run(HOOK, ["--config", cfg, "--daemon-socket", daemon.sock], stdin) == local

@@ -45,24 +45,6 @@ intent_file() { printf '%s/pulling/sha256-%s' "$STATE" "$(sha256_hex "$1")"; }
 pulled_file() { printf '%s/pulled/sha256-%s' "$STATE" "$(sha256_hex "$1")"; }
 ctl() { "$PULLGATECTL" --config "$CFG" "$@"; }
 
-# mapping_of REF IMAGE_NAME: the record's credential mapping for IMAGE_NAME, as compact JSON.
-mapping_of() {
-    ctl show --image-ref "$1" --json 2>/dev/null | "$PG_PY" -c '
-import json, sys
-try:
-    rec = json.load(sys.stdin)
-except ValueError:
-    rec = {}
-print(json.dumps(rec.get("credentialMapping", {}).get(sys.argv[1]), sort_keys=True))' "$2"
-}
-# secrets_of REF IMAGE_NAME: "ns/name/uid:hash" per recorded secret, sorted, space separated.
-secrets_of() {
-    mapping_of "$1" "$2" | "$PG_PY" -c '
-import json, sys
-m = json.load(sys.stdin) or {}
-print(" ".join(sorted("%s/%s/%s:%s" % (s["namespace"], s["name"], s["uid"], s["credentialHash"])
-                      for s in m.get("kubernetesSecrets", []))))'
-}
 # signal_seen SIGNAL KEY=VALUE...: the monitor printed SIGNAL with these arguments.
 signal_seen() {
     local sig="$1"
@@ -94,47 +76,6 @@ expect_signal() { # DESC SIGNAL KEY=VALUE...
 }
 less_than() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 no_tmp_files() { [[ -z "$(find "$STATE" -name '*.tmp*' 2>/dev/null)" ]]; }
-
-# create_and_start IMAGE MARKER: CreateContainer + StartContainer through the proxy in $POD;
-# sets CID, StartContainer's output in PG_OUT; returns StartContainer's status.
-create_and_start() {
-    CTR_NAME="app-$RANDOM"
-    CID=""
-    CID="$(cri create --pod "$POD" --pod-config "$POD_CFG" --name "$CTR_NAME" --image "$1" \
-        --log-path "$CTR_NAME.log" -- /bin/sh -c "echo $2")" ||
-        { pg_node_show_log; pg_check_fail "CreateContainer failed"; return 2; }
-    PG_OUT="$(cri start --id "$CID" 2>&1)"
-}
-expect_runs() { # DESC IMAGE
-    local desc="$1" mark="ran-$RANDOM$RANDOM" exit_code
-    if create_and_start "$2" "$mark"; then
-        exit_code="$(cri wait --id "$CID" --wait-timeout 30)"
-        pg_wait_file "$POD_LOGDIR/$CTR_NAME.log" 5
-        if [[ "$exit_code" == 0 ]] && grep -q "$mark" "$POD_LOGDIR/$CTR_NAME.log" 2>/dev/null; then
-            pg_check_ok "$desc: the container started and ran"
-        else
-            pg_check_fail "$desc: exit code '${exit_code:-?}', marker missing from its log"
-        fi
-    else
-        pg_check_fail "$desc: StartContainer failed"
-        printf '%s\n' "$PG_OUT" | sed 's/^/       | /' >&2
-    fi
-}
-expect_denied() { # DESC IMAGE
-    local desc="$1"
-    if create_and_start "$2" SHOULD-NOT-RUN; then
-        pg_check_fail "$desc: StartContainer succeeded"
-        return
-    fi
-    [[ -n "${CID:-}" ]] || return
-    pg_expect_contains "$desc: StartContainer's gRPC error carries 'pullgate: denied'" \
-        "$PG_OUT" "pullgate: denied"
-    printf '%s\n' "$PG_OUT" | grep -o 'pullgate: denied.*' | head -n1 | cut -c1-200 |
-        sed 's/^/       reason: /' >&2
-    if grep -q SHOULD-NOT-RUN "$POD_LOGDIR/$CTR_NAME.log" 2>/dev/null; then
-        pg_check_fail "$desc: the container process ran"
-    fi
-}
 
 # ------------------------------------------------------------ registries
 pg_section "registries: one with htpasswd auth (two users), one without auth"

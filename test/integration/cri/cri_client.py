@@ -11,6 +11,7 @@ time with grpc_tools.protoc into --gen-dir. Run with Debian's /usr/bin/python3
     cri_client.py ... pull --image IMG [--username U --password-env VAR] [--server-address A]
                               [--auth-env VAR] [--pod-config FILE]  # sandbox_config as the kubelet sends it
     cri_client.py ... image-status --image IMG
+    cri_client.py ... remove-image --image IMG
     cri_client.py ... run-pod --name N --namespace NS --uid UID [--annotation K=V]...
                               [--log-dir DIR] --save FILE          # prints the pod sandbox id
     cri_client.py ... create --pod ID --pod-config FILE --name N --image IMG
@@ -97,6 +98,8 @@ def main():
     p.add_argument("--method", required=True)
     p = sub.add_parser("image-status")
     p.add_argument("--image", required=True)
+    p = sub.add_parser("remove-image")
+    p.add_argument("--image", required=True)
     p = sub.add_parser("run-pod")
     p.add_argument("--name", required=True)
     p.add_argument("--namespace", required=True)
@@ -163,6 +166,8 @@ def main():
                 return 1
             print(json.dumps({"id": r.image.id, "repoTags": list(r.image.repo_tags),
                               "repoDigests": list(r.image.repo_digests)}))
+        elif args.cmd == "remove-image":
+            im.RemoveImage(pb.RemoveImageRequest(image=pb.ImageSpec(image=args.image)), timeout=t)
         elif args.cmd == "run-pod":
             spec = {"name": args.name, "namespace": args.namespace, "uid": args.uid,
                     "annotations": kv_list(args.annotation), "log_dir": args.log_dir}

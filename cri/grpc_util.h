@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Small helpers over gRPC's C core shared by the generic proxy (proxy.c) and
+ * the intercepted calls (intercept.c): completion-queue tags, batch ops,
+ * metadata filtering, and wiping byte buffers that held credentials.
+ */
+#ifndef PULLGATE_CRI_GRPC_UTIL_H
+#define PULLGATE_CRI_GRPC_UTIL_H
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+
+#include <stdbool.h>
+
+#define CRI_MAX_MESSAGE_BYTES (16 << 20) /* the kubelet's default max receive size */
+#include <stddef.h>
+
+typedef void (*cri_handler_fn)(void *arg, int ok);
+
+/* A completion-queue tag: what the event loop runs when an operation completes. */
+typedef struct cri_tag {
+    cri_handler_fn fn;
+    void *arg;
+} cri_tag;
+
+grpc_op cri_op(grpc_op_type type);
+const char *cri_status_name(grpc_status_code s);
+
+/*
+ * A filtered view of md (the entries share md's slices) without the headers of
+ * one HTTP/2 and gRPC hop, which gRPC writes anew for the next hop; *out is
+ * NULL when nothing is left (or out of memory: no metadata is forwarded).
+ */
+void cri_filter_md(const grpc_metadata_array *md, grpc_metadata **out, size_t *n);
+
+/* The whole payload of a byte buffer as one new slice (caller unrefs; wipe first
+ * with cri_slice_wipe when it may hold credentials). */
+grpc_slice cri_flatten(grpc_byte_buffer *bb);
+/* Overwrites a slice's bytes (it must not be a static slice). */
+void cri_slice_wipe(grpc_slice s);
+/* Overwrites every byte a byte buffer holds, then destroys it (NULL-safe): the
+ * received slices may be the transport's own read buffers, wiped in place. */
+void cri_byte_buffer_wipe_destroy(grpc_byte_buffer *bb);
+
+grpc_arg cri_int_arg(const char *key, int value);
+/*
+ * The channel to the runtime (unix:///path): 16 MiB messages, reconnect
+ * backoff capped at 1 s, the retry layer kept, no channelz, no HTTP proxy.
+ */
+grpc_channel *cri_runtime_channel(const char *target);
+
+/*
+ * A blocking unary call of our own on ch (a private completion queue), bounded
+ * by timeout_ms: 0 with the answer's bytes in *answer (caller unrefs) when the
+ * status is OK, else -1 (*status says which, UNKNOWN when it never started).
+ */
+int cri_unary_call(grpc_channel *ch, const char *method, const void *req, size_t req_len,
+                   int timeout_ms, grpc_slice *answer, grpc_status_code *status);
+
+#endif

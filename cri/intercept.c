@@ -1,0 +1,923 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * PullImage, step by step (docs/interfaces.md §10, cri/README.md):
+ *
+ *   RECEIVING  the request message and the half-close; a second message, or
+ *              none, is refused
+ *   ADMITTING  decoded, credentials attributed, a pull slot, the intent
+ *              queued and durable: cri_pull_admit() decides at each step;
+ *              only "forward" sends the request (the very bytes decoded)
+ *   FORWARDED  the runtime has it; its answer is held back
+ *   RECORDING  OK: ImageStatus(image_ref) for the identities, then aliases
+ *              and the pulled record (bounded wait), then the answer
+ *   CHECKING   an error other than CANCELLED / DEADLINE_EXCEEDED:
+ *              ImageStatus(image); only an image the runtime reports absent
+ *              releases the intent
+ *   ANSWERING  the runtime's answer, unchanged, or our refusal
+ *   DONE       every batch completed: slot and record room returned
+ *
+ * Everything here runs on the worker thread; the event loop only posts the
+ * completions of this call's batches (post_completion).
+ */
+#include "intercept.h"
+
+#include "log.h"
+
+#include <grpc/support/time.h>
+#include <openssl/crypto.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum pull_phase {
+    PH_RECEIVING,
+    PH_ADMITTING,
+    PH_FORWARDED,
+    PH_RECORDING,
+    PH_CHECKING,
+    PH_ANSWERING,
+    PH_DONE
+} pull_phase;
+
+/* A gRPC completion routed to the worker. */
+typedef struct pull_event {
+    cri_tag tag;   /* what the event loop sees */
+    cri_task task; /* what the worker runs */
+} pull_event;
+
+typedef struct pull_call pull_call;
+
+struct cri_intercept {
+    cri_intercept_options o;
+    char *annotation_key;
+    /* Worker thread only. */
+    unsigned slots_in_use;
+    size_t n_waiters;
+    pull_call *waiters_head, *waiters_tail;
+};
+
+struct pull_call {
+    cri_intercept *x;   /* only while the call runs: the proxy may be gone at a late outcome */
+    cri_worker *worker; /* outlives the proxy (stopped after the record writer) */
+    atomic_int refs;    /* the machine's, and one per record operation in flight */
+    pull_phase phase;
+    int outstanding; /* gRPC batches in flight */
+    cri_method method;
+    char method_text[256];
+    int64_t start_ms;
+    grpc_call *down, *up, *st_call;
+    grpc_call_details details;
+    grpc_metadata_array client_md;
+    grpc_metadata *fwd_md;
+    size_t n_fwd_md;
+    /* receiving */
+    grpc_byte_buffer *recv_bb;
+    grpc_byte_buffer *request; /* the one request message; wiped at the end */
+    /* Our own references to the request's slices: sending moves them out of the
+     * byte buffer, and they must be wiped once the send is done. */
+    grpc_slice *sent;
+    size_t n_sent;
+    unsigned n_messages;
+    bool half_closed;
+    int down_cancelled;
+    /* admission */
+    cri_decode_result decoded;
+    bool decode_done;
+    const char *why; /* static detail for a refusal or the log */
+    cri_pull_request req;
+    cri_pull_creds creds;
+    cri_cred_source cred_source; /* kept for the log: creds move to the writer */
+    char cred_detail[sizeof((cri_pull_creds *)0)->detail];
+    bool slot_asked;
+    cri_slot_state slot;
+    cri_record_outcome intent;
+    bool intent_released;
+    unsigned reserved;
+    pull_call *next_waiter;
+    bool waiting;
+    /* upstream */
+    grpc_metadata_array up_initial_md, up_trailing_md;
+    grpc_metadata *fwd_initial, *fwd_trailing;
+    size_t n_fwd_initial, n_fwd_trailing;
+    grpc_status_code status;
+    grpc_slice status_details;
+    grpc_byte_buffer *response;
+    char *image_ref;
+    /* the proxy's own ImageStatus */
+    grpc_byte_buffer *st_send, *st_recv;
+    grpc_metadata_array st_initial, st_trailing;
+    grpc_status_code st_status;
+    grpc_slice st_details;
+    /* the answer */
+    bool refused;
+    grpc_status_code answer_code;
+    grpc_slice answer_details;
+    const char *outcome; /* for the log: "recorded", "intent kept", ... */
+    bool result_waiting;
+    bool answered_ok;
+    cri_timer timer;
+    pull_event ev_recv, ev_closed, ev_up, ev_status, ev_final;
+    cri_task t_start, t_intent, t_result;
+};
+
+static void advance(pull_call *pc);
+static void answer(pull_call *pc);
+
+/* ------------------------------------------------------------ lifetime */
+
+static void pull_ref(pull_call *pc) { atomic_fetch_add(&pc->refs, 1); }
+
+/* Only memory: the gRPC objects are released at DONE, on the worker. */
+static void pull_unref(pull_call *pc)
+{
+    if (atomic_fetch_sub(&pc->refs, 1) != 1)
+        return;
+    cri_pull_request_clear(&pc->req);
+    cri_pull_creds_clear(&pc->creds);
+    free(pc->image_ref);
+    free(pc);
+}
+
+/*
+ * The request holds the pull's credentials, in slices that are the transport's
+ * own read buffer: wiped as soon as nothing needs it any more (refused, or the
+ * runtime answered: the send is long done), not when the call is released.
+ */
+static void wipe_request(pull_call *pc)
+{
+    cri_byte_buffer_wipe_destroy(pc->request);
+    cri_byte_buffer_wipe_destroy(pc->recv_bb);
+    pc->request = pc->recv_bb = NULL;
+    for (size_t i = 0; i < pc->n_sent; i++) {
+        cri_slice_wipe(pc->sent[i]);
+        grpc_slice_unref(pc->sent[i]);
+    }
+    free(pc->sent);
+    pc->sent = NULL;
+    pc->n_sent = 0;
+}
+
+/* Keeps a reference to every slice of the request before gRPC takes them to send. */
+static bool keep_sent_slices(pull_call *pc)
+{
+    grpc_slice_buffer *sb = &pc->request->data.raw.slice_buffer;
+    if (pc->request->type != GRPC_BB_RAW ||
+        !(pc->sent = calloc(sb->count ? sb->count : 1, sizeof *pc->sent)))
+        return false;
+    for (size_t i = 0; i < sb->count; i++)
+        pc->sent[pc->n_sent++] = grpc_slice_ref(sb->slices[i]);
+    return true;
+}
+
+static void release_grpc(pull_call *pc)
+{
+    wipe_request(pc);
+    if (pc->response)
+        grpc_byte_buffer_destroy(pc->response);
+    if (pc->st_send)
+        grpc_byte_buffer_destroy(pc->st_send);
+    if (pc->st_recv)
+        grpc_byte_buffer_destroy(pc->st_recv);
+    free(pc->fwd_md);
+    free(pc->fwd_initial);
+    free(pc->fwd_trailing);
+    grpc_metadata_array_destroy(&pc->client_md);
+    grpc_metadata_array_destroy(&pc->up_initial_md);
+    grpc_metadata_array_destroy(&pc->up_trailing_md);
+    grpc_metadata_array_destroy(&pc->st_initial);
+    grpc_metadata_array_destroy(&pc->st_trailing);
+    grpc_slice_unref(pc->status_details);
+    grpc_slice_unref(pc->st_details);
+    grpc_slice_unref(pc->answer_details);
+    if (pc->st_call)
+        grpc_call_unref(pc->st_call);
+    if (pc->up)
+        grpc_call_unref(pc->up);
+    if (pc->down)
+        grpc_call_unref(pc->down);
+    grpc_call_details_destroy(&pc->details);
+}
+
+/* ------------------------------------------------------------ slots */
+
+static void waiter_remove(cri_intercept *x, pull_call *pc)
+{
+    pull_call **p = &x->waiters_head;
+    pull_call *prev = NULL;
+    while (*p && *p != pc) {
+        prev = *p;
+        p = &(*p)->next_waiter;
+    }
+    if (!*p)
+        return;
+    *p = pc->next_waiter;
+    if (x->waiters_tail == pc)
+        x->waiters_tail = prev;
+    pc->next_waiter = NULL;
+    pc->waiting = false;
+    x->n_waiters--;
+}
+
+static void ask_slot(pull_call *pc)
+{
+    cri_intercept *x = pc->x;
+    pc->slot_asked = true;
+    if (x->slots_in_use < x->o.max_slots) {
+        x->slots_in_use++;
+        pc->slot = CRI_SLOT_HELD;
+    } else if (x->o.slot_wait_ms > 0 && x->n_waiters < CRI_MAX_SLOT_WAITERS) {
+        pc->slot = CRI_SLOT_WAITING;
+        pc->waiting = true;
+        if (x->waiters_tail)
+            x->waiters_tail->next_waiter = pc;
+        else
+            x->waiters_head = pc;
+        x->waiters_tail = pc;
+        x->n_waiters++;
+        cri_worker_arm(x->o.worker, &pc->timer, cri_now_ms() + x->o.slot_wait_ms);
+    } else {
+        pc->slot = CRI_SLOT_NONE;
+        pc->why = "no pull slot free";
+    }
+}
+
+/* A slot came free: the longest waiter takes it. */
+static void release_slot(cri_intercept *x)
+{
+    pull_call *next = x->waiters_head;
+    if (!next) {
+        x->slots_in_use--;
+        return;
+    }
+    waiter_remove(x, next);
+    cri_worker_disarm(x->o.worker, &next->timer);
+    next->slot = CRI_SLOT_HELD;
+    advance(next);
+}
+
+/* ------------------------------------------------------------ batches */
+
+/* The event loop's side: the completion becomes a task on the worker. */
+static void post_completion(void *arg, int ok)
+{
+    pull_event *ev = arg;
+    pull_call *pc = ev->task.owner;
+    ev->task.ok = ok;
+    cri_worker_post(pc->worker, &ev->task);
+}
+
+static bool start_batch(pull_call *pc, grpc_call *gc, const grpc_op *ops, size_t n, pull_event *ev)
+{
+    grpc_call_error e = grpc_call_start_batch(gc, ops, n, &ev->tag, NULL);
+    if (e != GRPC_CALL_OK) {
+        cri_log(CRI_LOG_ERROR, "grpc batch refused", "method", pc->method_text, "error",
+                grpc_call_error_to_string(e), NULL);
+        return false;
+    }
+    pc->outstanding++;
+    return true;
+}
+
+static void set_event(pull_event *ev, pull_call *pc, cri_task_fn fn)
+{
+    ev->tag.fn = post_completion;
+    ev->tag.arg = ev;
+    ev->task.fn = fn;
+    ev->task.owner = pc;
+}
+
+/* DONE once the answer went out (or could not) and no batch is in flight. */
+static void maybe_done(pull_call *pc)
+{
+    if (pc->phase != PH_ANSWERING || !pc->answered_ok || pc->outstanding > 0)
+        return;
+    pc->phase = PH_DONE;
+    cri_intercept *x = pc->x;
+    cri_worker_disarm(x->o.worker, &pc->timer);
+    if (pc->waiting)
+        waiter_remove(x, pc);
+    if (pc->reserved)
+        cri_recorder_unreserve(x->o.recorder, pc->reserved);
+    pc->reserved = 0;
+    release_grpc(pc);
+    if (pc->slot == CRI_SLOT_HELD)
+        release_slot(x);
+    pull_unref(pc);
+}
+
+/* ------------------------------------------------------------ logging */
+
+static void log_pull(pull_call *pc, cri_log_level level, const char *msg)
+{
+    if (!cri_log_enabled(level))
+        return;
+    char ms[24];
+    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - pc->start_ms));
+    grpc_status_code code = pc->refused ? pc->answer_code : pc->status;
+    cri_log(level, msg, "method", pc->method_text, "image", pc->req.image, "imageRef",
+            pc->image_ref, "status", cri_status_name(code), "outcome", pc->outcome, "credentials",
+            pc->decode_done && pc->decoded == CRI_DECODED ? cri_cred_source_name(pc->cred_source)
+                                                          : NULL,
+            "detail", pc->refused ? pc->why : pc->cred_detail, "namespace", pc->req.pod_namespace,
+            "pod", pc->req.pod_name, "durationMs", ms, NULL);
+}
+
+/* ------------------------------------------------------------ answers */
+
+static void on_final(cri_task *t)
+{
+    pull_call *pc = t->owner;
+    pc->outstanding--;
+    pc->answered_ok = true;
+    maybe_done(pc);
+}
+
+static void send_final(pull_call *pc, grpc_status_code code, grpc_slice *details,
+                       grpc_metadata *initial, size_t n_initial, grpc_metadata *trailing,
+                       size_t n_trailing, grpc_byte_buffer *message)
+{
+    pc->phase = PH_ANSWERING;
+    cri_worker_disarm(pc->x->o.worker, &pc->timer);
+    grpc_op ops[3];
+    size_t n = 0;
+    ops[n] = cri_op(GRPC_OP_SEND_INITIAL_METADATA);
+    ops[n].data.send_initial_metadata.count = n_initial;
+    ops[n].data.send_initial_metadata.metadata = initial;
+    n++;
+    if (message) {
+        ops[n] = cri_op(GRPC_OP_SEND_MESSAGE);
+        ops[n].data.send_message.send_message = message;
+        n++;
+    }
+    ops[n] = cri_op(GRPC_OP_SEND_STATUS_FROM_SERVER);
+    ops[n].data.send_status_from_server.status = code;
+    ops[n].data.send_status_from_server.status_details = details;
+    ops[n].data.send_status_from_server.trailing_metadata_count = n_trailing;
+    ops[n].data.send_status_from_server.trailing_metadata = trailing;
+    n++;
+    if (!start_batch(pc, pc->down, ops, n, &pc->ev_final))
+        pc->answered_ok = true; /* nothing more will come for it */
+    maybe_done(pc);
+}
+
+/* The runtime's answer, unchanged: its headers, message, status and trailers. */
+static void answer(pull_call *pc)
+{
+    log_pull(pc, CRI_LOG_INFO, "pull");
+    send_final(pc, pc->status, &pc->status_details, pc->fwd_initial, pc->n_fwd_initial,
+               pc->fwd_trailing, pc->n_fwd_trailing, pc->response);
+}
+
+static void on_record_done(void *arg, int rc, const pg_error *err);
+
+/* Our own status; the request never reached the runtime. An intent that may
+ * still land is released after it (the writer runs them in order). */
+static void refuse(pull_call *pc, grpc_status_code code, const char *message)
+{
+    pc->refused = true;
+    pc->answer_code = code;
+    pc->outcome = "refused";
+    if (pc->waiting)
+        waiter_remove(pc->x, pc);
+    if ((pc->intent == CRI_RECORD_WAITING || pc->intent == CRI_RECORD_PENDING) &&
+        !pc->intent_released) {
+        pg_error e = {0};
+        pc->intent_released = true;
+        pull_ref(pc);
+        pc->reserved--;
+        if (cri_record_failed(pc->x->o.recorder, pc->req.image, on_record_done, &pc->t_result,
+                              &e) != PG_OK) {
+            pc->reserved++;
+            pull_unref(pc);
+            cri_log(CRI_LOG_ERROR, "pull intent left behind (image stays verified)", "image",
+                    pc->req.image, "error", e.message, NULL);
+        }
+    }
+    wipe_request(pc); /* refused before anything was sent */
+    char text[512];
+    snprintf(text, sizeof text, "%s%s%s", message, pc->why ? ": " : "", pc->why ? pc->why : "");
+    grpc_slice_unref(pc->answer_details);
+    pc->answer_details = grpc_slice_from_copied_string(text);
+    log_pull(pc, CRI_LOG_WARNING, "pull refused");
+    send_final(pc, code, &pc->answer_details, NULL, 0, NULL, 0, NULL);
+}
+
+/* ------------------------------------------------------------ record outcomes */
+
+/* On the writer thread: hand the outcome to the worker. */
+static void on_record_done(void *arg, int rc, const pg_error *err)
+{
+    cri_task *t = arg;
+    pull_call *pc = t->owner;
+    t->ok = rc;
+    if (err)
+        t->err = *err;
+    cri_worker_post(pc->worker, t);
+}
+
+static void on_intent_done(cri_task *t)
+{
+    pull_call *pc = t->owner;
+    if (pc->intent == CRI_RECORD_WAITING && pc->phase == PH_ADMITTING) {
+        cri_worker_disarm(pc->x->o.worker, &pc->timer);
+        pc->intent = t->ok == PG_OK ? CRI_RECORD_DURABLE : CRI_RECORD_FAILED;
+        if (t->ok != PG_OK) {
+            pc->why = "store error";
+            cri_log(CRI_LOG_ERROR, "pull intent not recorded", "image", pc->req.image, "error",
+                    t->err.message, NULL);
+        }
+        advance(pc);
+    } else if (t->ok != PG_OK) {
+        cri_log(CRI_LOG_ERROR, "late pull intent not recorded", "image", pc->req.image, "error",
+                t->err.message, NULL);
+    }
+    pull_unref(pc);
+}
+
+static void on_result_done(cri_task *t)
+{
+    pull_call *pc = t->owner;
+    if (t->ok != PG_OK)
+        cri_log(CRI_LOG_ERROR, "pull not fully recorded (the intent stays)", "image", pc->req.image,
+                "error", t->err.message, NULL);
+    if (pc->result_waiting) {
+        pc->result_waiting = false;
+        if (t->ok != PG_OK)
+            pc->outcome = "intent kept (record failed)";
+        answer(pc);
+    }
+    pull_unref(pc);
+}
+
+static void on_aliases_done(void *arg, int rc, const pg_error *err)
+{
+    (void)arg;
+    if (rc != PG_OK)
+        cri_log(CRI_LOG_ERROR, "image identities not indexed", "error", err ? err->message : NULL,
+                NULL);
+}
+
+/* ------------------------------------------------------------ the proxy's ImageStatus */
+
+static void on_status(cri_task *t);
+
+/* ImageStatus(image) on the runtime channel, bounded; false when it cannot start. */
+static bool ask_image_status(pull_call *pc, const char *image)
+{
+    cri_intercept *x = pc->x;
+    uint8_t *req;
+    size_t len;
+    if (cri_image_status_request_encode(image, &req, &len, NULL) != PG_OK)
+        return false;
+    grpc_slice payload = grpc_slice_from_copied_buffer((const char *)req, len);
+    free(req);
+    pc->st_send = grpc_raw_byte_buffer_create(&payload, 1);
+    grpc_slice_unref(payload);
+    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                         gpr_time_from_millis(x->o.image_status_ms, GPR_TIMESPAN));
+    grpc_slice method = grpc_slice_from_static_string(pc->method.image_status);
+    pc->st_call = grpc_channel_create_call(x->o.channel, NULL, GRPC_PROPAGATE_DEFAULTS, x->o.cq,
+                                           method, NULL, deadline, NULL);
+    if (!pc->st_call)
+        return false;
+    grpc_op ops[6] = {
+        cri_op(GRPC_OP_SEND_INITIAL_METADATA),  cri_op(GRPC_OP_SEND_MESSAGE),
+        cri_op(GRPC_OP_SEND_CLOSE_FROM_CLIENT), cri_op(GRPC_OP_RECV_INITIAL_METADATA),
+        cri_op(GRPC_OP_RECV_MESSAGE),           cri_op(GRPC_OP_RECV_STATUS_ON_CLIENT)};
+    ops[1].data.send_message.send_message = pc->st_send;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &pc->st_initial;
+    ops[4].data.recv_message.recv_message = &pc->st_recv;
+    ops[5].data.recv_status_on_client.trailing_metadata = &pc->st_trailing;
+    ops[5].data.recv_status_on_client.status = &pc->st_status;
+    ops[5].data.recv_status_on_client.status_details = &pc->st_details;
+    set_event(&pc->ev_status, pc, on_status);
+    return start_batch(pc, pc->st_call, ops, 6, &pc->ev_status);
+}
+
+/* The answer's body, or an empty slice (caller unrefs). */
+static grpc_slice status_answer(pull_call *pc, bool ok)
+{
+    if (!ok || pc->st_status != GRPC_STATUS_OK || !pc->st_recv)
+        return grpc_empty_slice();
+    return cri_flatten(pc->st_recv);
+}
+
+/* The answer waits for the queued result until the record budget (the timer) runs out. */
+static void wait_for_result(pull_call *pc)
+{
+    if (pc->timer.armed) {
+        pc->result_waiting = true;
+        return;
+    }
+    pc->outcome = "recording pending (lands when the store is free)";
+    answer(pc);
+}
+
+/* Queues the aliases (when known) and the pulled record; the answer waits for the latter. */
+static void record_pulled(pull_call *pc, char **aliases)
+{
+    cri_intercept *x = pc->x;
+    pg_error e = {0};
+    if (aliases && pc->reserved > 1) {
+        pc->reserved--;
+        if (cri_record_aliases(x->o.recorder, pc->image_ref, aliases, on_aliases_done, NULL, &e) !=
+            PG_OK) {
+            pc->reserved++;
+            pg_strv_free(aliases);
+        }
+    } else {
+        pg_strv_free(aliases);
+    }
+    pull_ref(pc);
+    pc->reserved--;
+    pc->outcome = "recorded";
+    if (cri_record_pulled(x->o.recorder, pc->req.image, pc->image_ref, &pc->creds, on_record_done,
+                          &pc->t_result, &e) != PG_OK) {
+        pc->reserved++;
+        pull_unref(pc);
+        pc->outcome = "intent kept (out of memory)";
+        answer(pc);
+        return;
+    }
+    wait_for_result(pc);
+}
+
+/* A failed pull: only an image the runtime reports absent releases the intent. */
+static void check_absent(pull_call *pc, int present)
+{
+    if (present != 0) {
+        pc->outcome = present > 0 ? "intent kept (the runtime has the image)"
+                                  : "intent kept (ImageStatus failed)";
+        answer(pc);
+        return;
+    }
+    pg_error e = {0};
+    pull_ref(pc);
+    pc->reserved--;
+    pc->outcome = "intent released";
+    if (cri_record_failed(pc->x->o.recorder, pc->req.image, on_record_done, &pc->t_result, &e) !=
+        PG_OK) {
+        pc->reserved++;
+        pull_unref(pc);
+        pc->outcome = "intent kept (out of memory)";
+        answer(pc);
+        return;
+    }
+    wait_for_result(pc);
+}
+
+static void on_status(cri_task *t)
+{
+    pull_call *pc = t->owner;
+    pc->outstanding--;
+    grpc_slice body = status_answer(pc, t->ok);
+    if (pc->phase == PH_RECORDING) {
+        char **aliases = NULL;
+        pg_error e = {0};
+        if (GRPC_SLICE_LENGTH(body) == 0 && pc->st_status != GRPC_STATUS_OK)
+            cri_log(CRI_LOG_WARNING, "ImageStatus after the pull failed; identities not indexed",
+                    "image", pc->req.image, "status", cri_status_name(pc->st_status), NULL);
+        else if (cri_image_status_aliases(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body),
+                                          pc->req.image, &aliases, &e) != PG_OK)
+            cri_log(CRI_LOG_WARNING, "identities not indexed", "image", pc->req.image, "error",
+                    e.message, NULL);
+        record_pulled(pc, aliases);
+    } else if (pc->phase == PH_CHECKING) {
+        int present =
+            GRPC_SLICE_LENGTH(body) || pc->st_status == GRPC_STATUS_OK
+                ? cri_image_status_present(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body))
+                : -1;
+        check_absent(pc, present);
+    }
+    grpc_slice_unref(body);
+    maybe_done(pc);
+}
+
+/* ------------------------------------------------------------ upstream */
+
+static void on_up(cri_task *t)
+{
+    pull_call *pc = t->owner;
+    pc->outstanding--;
+    wipe_request(pc);
+    cri_filter_md(&pc->up_initial_md, &pc->fwd_initial, &pc->n_fwd_initial);
+    cri_filter_md(&pc->up_trailing_md, &pc->fwd_trailing, &pc->n_fwd_trailing);
+    if (!t->ok && pc->status == GRPC_STATUS_OK)
+        pc->status = GRPC_STATUS_UNKNOWN;
+    cri_intercept *x = pc->x;
+    int64_t due = cri_now_ms() + x->o.record_budget_ms;
+    if (pc->status == GRPC_STATUS_OK && pc->response) {
+        pg_error e = {0};
+        grpc_slice body = cri_flatten(pc->response);
+        int rc = cri_pull_response_decode(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body),
+                                          &pc->image_ref, &e);
+        grpc_slice_unref(body);
+        if (rc != PG_OK) {
+            pc->outcome = "intent kept (answer not understood)";
+            cri_log(CRI_LOG_WARNING, "PullImage answer not understood; intent kept", "image",
+                    pc->req.image, "error", e.message, NULL);
+            answer(pc);
+        } else {
+            pc->phase = PH_RECORDING;
+            cri_worker_arm(x->o.worker, &pc->timer, due);
+            if (!ask_image_status(pc, pc->image_ref))
+                record_pulled(pc, NULL);
+        }
+    } else if (pc->status == GRPC_STATUS_OK || pc->status == GRPC_STATUS_CANCELLED ||
+               pc->status == GRPC_STATUS_DEADLINE_EXCEEDED) {
+        /* The runtime may still finish (or have finished) the pull: keep the intent. */
+        pc->outcome = "intent kept (outcome unknown)";
+        answer(pc);
+    } else {
+        pc->phase = PH_CHECKING;
+        cri_worker_arm(x->o.worker, &pc->timer, due);
+        if (!ask_image_status(pc, pc->req.image)) {
+            pc->outcome = "intent kept (ImageStatus not sent)";
+            answer(pc);
+        }
+    }
+    maybe_done(pc);
+}
+
+/* The request goes up exactly as it came (the bytes decoded), with its metadata. */
+static void forward(pull_call *pc)
+{
+    cri_intercept *x = pc->x;
+    pc->phase = PH_FORWARDED;
+    cri_worker_disarm(x->o.worker, &pc->timer);
+    const grpc_slice *host = GRPC_SLICE_LENGTH(pc->details.host) ? &pc->details.host : NULL;
+    /* The incoming call is the parent: its deadline and cancellation propagate. */
+    pc->up = grpc_channel_create_call(x->o.channel, pc->down, GRPC_PROPAGATE_DEFAULTS, x->o.cq,
+                                      pc->details.method, host, pc->details.deadline, NULL);
+    grpc_op ops[6] = {
+        cri_op(GRPC_OP_SEND_INITIAL_METADATA),  cri_op(GRPC_OP_SEND_MESSAGE),
+        cri_op(GRPC_OP_SEND_CLOSE_FROM_CLIENT), cri_op(GRPC_OP_RECV_INITIAL_METADATA),
+        cri_op(GRPC_OP_RECV_MESSAGE),           cri_op(GRPC_OP_RECV_STATUS_ON_CLIENT)};
+    ops[0].data.send_initial_metadata.count = pc->n_fwd_md;
+    ops[0].data.send_initial_metadata.metadata = pc->fwd_md;
+    ops[1].data.send_message.send_message = pc->request;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &pc->up_initial_md;
+    ops[4].data.recv_message.recv_message = &pc->response;
+    ops[5].data.recv_status_on_client.trailing_metadata = &pc->up_trailing_md;
+    ops[5].data.recv_status_on_client.status = &pc->status;
+    ops[5].data.recv_status_on_client.status_details = &pc->status_details;
+    set_event(&pc->ev_up, pc, on_up);
+    if (!pc->up || !keep_sent_slices(pc) || !start_batch(pc, pc->up, ops, 6, &pc->ev_up)) {
+        /* Durable intent, nothing sent: release it and refuse. */
+        pc->phase = PH_ADMITTING;
+        pc->intent = CRI_RECORD_PENDING;
+        pc->why = "the runtime call could not be started";
+        refuse(pc, GRPC_STATUS_UNAVAILABLE, "pullgate: pull not forwarded");
+    }
+}
+
+/* ------------------------------------------------------------ admission */
+
+static void submit_intent(pull_call *pc)
+{
+    cri_intercept *x = pc->x;
+    pg_error e = {0};
+    if (cri_recorder_reserve(x->o.recorder, CRI_RECORD_UNITS_PER_PULL, &e) != PG_OK) {
+        pc->intent = CRI_RECORD_NOT_QUEUED;
+        pc->why = "the record writer's queue is full";
+        return;
+    }
+    pc->reserved = CRI_RECORD_UNITS_PER_PULL;
+    pull_ref(pc);
+    pc->reserved--;
+    if (cri_record_intent(x->o.recorder, pc->req.image, on_record_done, &pc->t_intent, &e) !=
+        PG_OK) {
+        pc->reserved++;
+        pull_unref(pc);
+        pc->intent = CRI_RECORD_NOT_QUEUED;
+        pc->why = "out of memory";
+        return;
+    }
+    pc->intent = CRI_RECORD_WAITING;
+    cri_worker_arm(x->o.worker, &pc->timer, cri_now_ms() + x->o.intent_budget_ms);
+}
+
+static void node_creds_warning(const char *path, const char *why)
+{
+    cri_log(CRI_LOG_WARNING, "node credential file not used", "path", path, "error", why, NULL);
+}
+
+/* Decodes the request and attributes its credentials (before anything is queued). */
+static void decode(pull_call *pc)
+{
+    cri_intercept *x = pc->x;
+    pc->decode_done = true;
+    if (pc->decoded != CRI_DECODED)
+        return; /* none or several messages */
+    grpc_slice body = cri_flatten(pc->request);
+    pc->decoded = cri_pull_request_decode(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body),
+                                          x->annotation_key, &pc->req, &pc->why);
+    cri_slice_wipe(body);
+    grpc_slice_unref(body);
+    if (pc->decoded != CRI_DECODED)
+        return;
+    pg_error e = {0};
+    cri_attribution a = {x->o.mac_key, x->o.mac_required, x->o.node};
+    if ((pc->req.has_auth && cri_node_creds_refresh(x->o.node, node_creds_warning, &e) != PG_OK) ||
+        cri_pull_credentials(&pc->req, &a, &pc->creds, &e) != PG_OK) {
+        pc->decoded = CRI_DECODE_NO_RESOURCE;
+        pc->why = "out of memory";
+        return;
+    }
+    pc->cred_source = pc->creds.source;
+    memcpy(pc->cred_detail, pc->creds.detail, sizeof pc->cred_detail);
+}
+
+static void advance(pull_call *pc)
+{
+    if (pc->phase == PH_RECEIVING) {
+        if (!pc->half_closed && pc->decoded == CRI_DECODED && !pc->down_cancelled)
+            return; /* the half-close is still to come */
+        pc->phase = PH_ADMITTING;
+        decode(pc);
+    }
+    if (pc->phase != PH_ADMITTING)
+        return;
+    if (pc->decoded == CRI_DECODED && pc->down_cancelled) {
+        /* Nobody to answer: nothing goes up (a queued intent is released). */
+        pc->why = "the caller went away";
+        refuse(pc, GRPC_STATUS_CANCELLED, "pullgate: pull not forwarded");
+        return;
+    }
+    if (pc->decoded == CRI_DECODED && !pc->slot_asked)
+        ask_slot(pc);
+    for (;;) {
+        cri_admission a = cri_pull_admit(pc->decoded, pc->slot, pc->intent);
+        switch (a.step) {
+        case CRI_STEP_REFUSE: refuse(pc, (grpc_status_code)a.code, a.message); return;
+        case CRI_STEP_WAIT_SLOT:
+        case CRI_STEP_WAIT_INTENT: return;
+        case CRI_STEP_RECORD_INTENT: submit_intent(pc); continue;
+        case CRI_STEP_FORWARD: forward(pc); return;
+        }
+    }
+}
+
+static void on_timer(cri_task *t)
+{
+    pull_call *pc = t->owner;
+    switch (pc->phase) {
+    case PH_ADMITTING:
+        if (pc->slot == CRI_SLOT_WAITING) {
+            waiter_remove(pc->x, pc);
+            pc->slot = CRI_SLOT_NONE;
+            pc->why = "no pull slot came free in time";
+        } else if (pc->intent == CRI_RECORD_WAITING) {
+            pc->intent = CRI_RECORD_PENDING;
+            pc->why = "the store is busy (its lock held?)";
+        }
+        advance(pc);
+        break;
+    case PH_RECORDING:
+    case PH_CHECKING:
+        if (pc->result_waiting) {
+            /* The record lands later, in order; the intent keeps the image verified until then. */
+            pc->result_waiting = false;
+            pc->outcome = "recording pending (lands when the store is free)";
+            answer(pc);
+        }
+        break;
+    default: break;
+    }
+}
+
+/* ------------------------------------------------------------ receiving */
+
+static void receive_next(pull_call *pc)
+{
+    grpc_op o = cri_op(GRPC_OP_RECV_MESSAGE);
+    o.data.recv_message.recv_message = &pc->recv_bb;
+    if (!start_batch(pc, pc->down, &o, 1, &pc->ev_recv)) {
+        pc->half_closed = true;
+        pc->decoded = CRI_EXTRA_MESSAGE;
+        pc->why = "cannot read the request";
+    }
+}
+
+static void on_recv(cri_task *t)
+{
+    pull_call *pc = t->owner;
+    pc->outstanding--;
+    if (!t->ok || !pc->recv_bb) {
+        cri_byte_buffer_wipe_destroy(pc->recv_bb);
+        pc->recv_bb = NULL;
+        pc->half_closed = true;
+        if (!pc->request) {
+            pc->decoded = CRI_EXTRA_MESSAGE;
+            pc->why = "no request message";
+        }
+    } else if (++pc->n_messages == 1) {
+        pc->request = pc->recv_bb;
+        pc->recv_bb = NULL;
+        receive_next(pc); /* the half-close, or a second message */
+    } else {
+        cri_byte_buffer_wipe_destroy(pc->recv_bb);
+        pc->recv_bb = NULL;
+        pc->half_closed = true;
+        pc->decoded = CRI_EXTRA_MESSAGE;
+        pc->why = "a second request message";
+    }
+    advance(pc);
+    maybe_done(pc);
+}
+
+static void on_closed(cri_task *t)
+{
+    pull_call *pc = t->owner;
+    pc->outstanding--;
+    /* down_cancelled was written by gRPC; a cancelled call also fails its pending batches. */
+    if (pc->phase == PH_ADMITTING && pc->down_cancelled)
+        advance(pc);
+    maybe_done(pc);
+}
+
+static void on_start(cri_task *t)
+{
+    pull_call *pc = t->owner;
+    cri_filter_md(&pc->client_md, &pc->fwd_md, &pc->n_fwd_md);
+    grpc_op o = cri_op(GRPC_OP_RECV_CLOSE_ON_SERVER);
+    o.data.recv_close_on_server.cancelled = &pc->down_cancelled;
+    start_batch(pc, pc->down, &o, 1, &pc->ev_closed);
+    receive_next(pc);
+    advance(pc);
+    maybe_done(pc);
+}
+
+/* ------------------------------------------------------------ public */
+
+void cri_intercept_start(cri_intercept *x, const cri_method *m, grpc_call *incoming,
+                         grpc_call_details *details, grpc_metadata_array *md)
+{
+    pull_call *pc = calloc(1, sizeof *pc);
+    if (!pc) {
+        grpc_call_cancel_with_status(incoming, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                                     "pullgate: out of memory", NULL);
+        grpc_call_unref(incoming);
+        grpc_call_details_destroy(details);
+        grpc_metadata_array_destroy(md);
+        return;
+    }
+    pc->x = x;
+    pc->worker = x->o.worker;
+    atomic_init(&pc->refs, 1);
+    pc->method = *m;
+    pc->start_ms = cri_now_ms();
+    pc->down = incoming;
+    pc->details = *details;
+    pc->client_md = *md;
+    pc->status_details = grpc_empty_slice();
+    pc->st_details = grpc_empty_slice();
+    pc->answer_details = grpc_empty_slice();
+    pc->decoded = CRI_DECODED;
+    grpc_metadata_array_init(&pc->up_initial_md);
+    grpc_metadata_array_init(&pc->up_trailing_md);
+    grpc_metadata_array_init(&pc->st_initial);
+    grpc_metadata_array_init(&pc->st_trailing);
+    size_t mlen = GRPC_SLICE_LENGTH(details->method);
+    if (mlen >= sizeof pc->method_text)
+        mlen = sizeof pc->method_text - 1;
+    memcpy(pc->method_text, GRPC_SLICE_START_PTR(details->method), mlen);
+    pc->method_text[mlen] = '\0';
+    set_event(&pc->ev_recv, pc, on_recv);
+    set_event(&pc->ev_closed, pc, on_closed);
+    set_event(&pc->ev_up, pc, on_up);
+    set_event(&pc->ev_status, pc, on_status);
+    set_event(&pc->ev_final, pc, on_final);
+    pc->t_start = (cri_task){.fn = on_start, .owner = pc};
+    pc->t_intent = (cri_task){.fn = on_intent_done, .owner = pc};
+    pc->t_result = (cri_task){.fn = on_result_done, .owner = pc};
+    pc->timer.task = (cri_task){.fn = on_timer, .owner = pc};
+    memset(details, 0, sizeof *details);
+    memset(md, 0, sizeof *md);
+    cri_worker_post(x->o.worker, &pc->t_start);
+}
+
+cri_intercept *cri_intercept_new(const cri_intercept_options *o, pg_error *err)
+{
+    cri_intercept *x = calloc(1, sizeof *x);
+    if (!x || !(x->annotation_key = pg_strdup(o->annotation_key))) {
+        free(x);
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    x->o = *o;
+    x->o.annotation_key = x->annotation_key;
+    if (!x->o.max_slots)
+        x->o.max_slots = CRI_MAX_PULL_SLOTS;
+    return x;
+}
+
+void cri_intercept_free(cri_intercept *x)
+{
+    if (!x)
+        return;
+    free(x->annotation_key);
+    free(x);
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The calls pullgate-cri does not just forward (cri_method_parse's table,
+ * pull.c): today PullImage, which reaches the runtime only once its intent is
+ * durable (docs/interfaces.md §10). Each intercepted call is a state machine
+ * run on the worker thread (worker.h); its gRPC completions arrive on the
+ * proxy's event loop and are handed over as tasks. Pulls hold counted slots
+ * while they are in flight; a pull that finds none waits (bounded) or is
+ * refused, never forwarded.
+ */
+#ifndef PULLGATE_CRI_INTERCEPT_H
+#define PULLGATE_CRI_INTERCEPT_H
+
+#include "grpc_util.h"
+#include "nodecreds.h"
+#include "pull.h"
+#include "recorder.h"
+#include "worker.h"
+
+#define CRI_MAX_PULL_SLOTS 64       /* pulls in flight towards the runtime */
+#define CRI_MAX_SLOT_WAITERS 256    /* pulls waiting for a slot; beyond that: refused */
+#define CRI_RECORD_UNITS_PER_PULL 3 /* intent, aliases, pulled | failed | release */
+
+typedef struct cri_intercept_options {
+    grpc_channel *channel;     /* to the runtime; borrowed */
+    grpc_completion_queue *cq; /* the event loop's queue; borrowed */
+    cri_worker *worker;        /* borrowed */
+    cri_recorder *recorder;    /* borrowed */
+    const char *annotation_key;
+    const pg_mac_key *mac_key; /* NULL when annotations are not keyed; borrowed */
+    bool mac_required;         /* hmacKeyFile set (then a NULL key opens nothing) */
+    cri_node_creds *node;      /* the node's docker config; used on the worker only; borrowed */
+    unsigned max_slots;        /* 0: CRI_MAX_PULL_SLOTS */
+    int slot_wait_ms;          /* waiting for a pull slot before refusing */
+    int intent_budget_ms;      /* waiting for the intent before refusing */
+    int record_budget_ms;      /* waiting for the result records before answering */
+    int image_status_ms;       /* the proxy's own ImageStatus calls, at most */
+} cri_intercept_options;
+
+typedef struct cri_intercept cri_intercept;
+
+/* Options are copied, strings included (not the borrowed objects). */
+cri_intercept *cri_intercept_new(const cri_intercept_options *o, pg_error *err);
+/* After every intercepted call finished and the worker stopped. */
+void cri_intercept_free(cri_intercept *x);
+
+/*
+ * Takes over an incoming call of an intercepted method: the call, its details
+ * and metadata (all moved: the caller keeps nothing). Called on the event loop.
+ */
+void cri_intercept_start(cri_intercept *x, const cri_method *m, grpc_call *incoming,
+                         grpc_call_details *details, grpc_metadata_array *md);
+
+#endif

@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "prune.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define PRUNE_WAIT_MS 120000 /* the store's lock may be held by a long prune elsewhere */
+
+typedef struct cri_version {
+    const char *list_images, *list_containers;
+} cri_version;
+
+static const cri_version versions[] = {
+    {"/runtime.v1.ImageService/ListImages", "/runtime.v1.RuntimeService/ListContainers"},
+    {"/runtime.v1alpha2.ImageService/ListImages",
+     "/runtime.v1alpha2.RuntimeService/ListContainers"},
+};
+
+static int list_with(grpc_channel *ch, const cri_version *v, int timeout_ms, pg_strv *refs,
+                     size_t *n_images, grpc_status_code *st, pg_error *err)
+{
+    grpc_slice answer;
+    /* Empty requests: no filter, every image and every container. */
+    if (cri_unary_call(ch, v->list_images, "", 0, timeout_ms, &answer, st) != 0)
+        return pg_fail(err, PG_ERR_IO, "ListImages: %s", cri_status_name(*st));
+    int rc = cri_list_images_refs(GRPC_SLICE_START_PTR(answer), GRPC_SLICE_LENGTH(answer), refs,
+                                  n_images, err);
+    grpc_slice_unref(answer);
+    if (rc != PG_OK)
+        return rc;
+    if (cri_unary_call(ch, v->list_containers, "", 0, timeout_ms, &answer, st) != 0)
+        return pg_fail(err, PG_ERR_IO, "ListContainers: %s", cri_status_name(*st));
+    rc = cri_list_containers_refs(GRPC_SLICE_START_PTR(answer), GRPC_SLICE_LENGTH(answer), refs,
+                                  err);
+    grpc_slice_unref(answer);
+    return rc;
+}
+
+int cri_prune_list(grpc_channel *ch, int timeout_ms, char ***in_use, size_t *n_images,
+                   pg_error *err)
+{
+    *in_use = NULL;
+    *n_images = 0;
+    int rc = PG_ERR_IO;
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+        pg_strv refs = {0};
+        grpc_status_code st = GRPC_STATUS_OK;
+        rc = list_with(ch, &versions[i], timeout_ms, &refs, n_images, &st, err);
+        if (rc == PG_OK) {
+            *in_use = refs.v;
+            return PG_OK;
+        }
+        pg_strv_clear(&refs);
+        *n_images = 0;
+        if (st != GRPC_STATUS_UNIMPLEMENTED)
+            break; /* only an older CRI version is worth another try */
+    }
+    return rc;
+}
+
+int cri_prune_allowed(size_t n_images, bool force, const char **why)
+{
+    *why = NULL;
+    if (n_images == 0 && !force) {
+        *why = "the runtime lists no image (use --force if it truly holds none)";
+        return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------ the daemon's pruner */
+
+struct cri_pruner {
+    grpc_channel *channel;
+    cri_recorder *recorder;
+    int64_t interval_ms;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool kicked, stopping, exited;
+};
+
+static void prune_once(cri_pruner *p)
+{
+    char **in_use = NULL;
+    size_t n_images = 0;
+    pg_error err = {0};
+    const char *why = NULL;
+    if (cri_prune_list(p->channel, CRI_PRUNE_LIST_MS, &in_use, &n_images, &err) != PG_OK) {
+        cri_log(CRI_LOG_WARNING, "prune skipped: the runtime's image list is unavailable", "error",
+                err.message, NULL);
+        return;
+    }
+    if (!cri_prune_allowed(n_images, false, &why)) {
+        cri_log(CRI_LOG_WARNING, "prune skipped", "reason", why, NULL);
+        pg_strv_free(in_use);
+        return;
+    }
+    unsigned pruned = 0;
+    int rc = PG_OK;
+    cri_record_waiter *w = cri_record_waiter_new();
+    if (!w || cri_recorder_reserve(p->recorder, 1, &err) != PG_OK) {
+        cri_log(CRI_LOG_WARNING, "prune skipped: the record writer is busy", NULL);
+        pg_strv_free(in_use);
+        if (w) {
+            cri_record_waiter_unref(w);
+            cri_record_waiter_unref(w);
+        }
+        return;
+    }
+    time_t before = time(NULL) - CRI_PRUNE_MIN_AGE_S;
+    unsigned *count = malloc(sizeof *count); /* the job may outlive this wait */
+    if (!count || cri_record_prune(p->recorder, in_use, before, count, cri_record_wait_done, w,
+                                   &err) != PG_OK) {
+        cri_recorder_unreserve(p->recorder, 1);
+        pg_strv_free(in_use);
+        free(count);
+        cri_record_waiter_unref(w);
+        cri_record_waiter_unref(w);
+        return;
+    }
+    if (!cri_record_waiter_wait(w, cri_now_ms() + PRUNE_WAIT_MS, &rc, &err)) {
+        cri_log(CRI_LOG_WARNING, "prune still waiting for the store; it runs when it is free",
+                NULL);
+        cri_record_waiter_unref(w);
+        return; /* count leaks only if the process lives on with a stuck store */
+    }
+    pruned = *count;
+    free(count);
+    cri_record_waiter_unref(w);
+    char n[24], imgs[24];
+    snprintf(n, sizeof n, "%u", pruned);
+    snprintf(imgs, sizeof imgs, "%zu", n_images);
+    if (rc == PG_OK)
+        cri_log(CRI_LOG_INFO, "records pruned", "count", n, "runtimeImages", imgs, NULL);
+    else
+        cri_log(CRI_LOG_ERROR, "prune failed", "error", err.message, NULL);
+}
+
+static void *pruner_main(void *arg)
+{
+    cri_pruner *p = arg;
+    pthread_mutex_lock(&p->lock);
+    int64_t next = p->interval_ms > 0 ? cri_now_ms() + p->interval_ms : -1;
+    while (!p->stopping) {
+        if (!p->kicked && (next < 0 || cri_now_ms() < next)) {
+            if (next < 0) {
+                pthread_cond_wait(&p->cond, &p->lock);
+            } else {
+                struct timespec until = {(time_t)(next / 1000), (long)(next % 1000) * 1000000L};
+                pthread_cond_timedwait(&p->cond, &p->lock, &until);
+            }
+            continue;
+        }
+        p->kicked = false;
+        pthread_mutex_unlock(&p->lock);
+        prune_once(p);
+        pthread_mutex_lock(&p->lock);
+        next = p->interval_ms > 0 ? cri_now_ms() + p->interval_ms : -1;
+    }
+    p->exited = true;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+cri_pruner *cri_pruner_start(const char *runtime_endpoint, cri_recorder *recorder,
+                             int64_t interval_s, pg_error *err)
+{
+    cri_pruner *p = calloc(1, sizeof *p);
+    if (!p || !(p->channel = cri_runtime_channel(runtime_endpoint))) {
+        free(p);
+        pg_fail(err, PG_ERR_NOMEM, "pruner setup failed");
+        return NULL;
+    }
+    p->recorder = recorder;
+    p->interval_ms = interval_s * 1000;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    int e = pthread_create(&p->thread, NULL, pruner_main, p);
+    if (e != 0) {
+        grpc_channel_destroy(p->channel);
+        pthread_cond_destroy(&p->cond);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        pg_fail_errno(err, e, "pruner thread");
+        return NULL;
+    }
+    return p;
+}
+
+void cri_pruner_kick(cri_pruner *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->kicked = true;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+int cri_pruner_stop(cri_pruner *p, int timeout_ms)
+{
+    if (!p)
+        return 1;
+    int64_t until_ms = cri_now_ms() + timeout_ms;
+    struct timespec until = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
+    pthread_mutex_lock(&p->lock);
+    p->stopping = true;
+    pthread_cond_broadcast(&p->cond);
+    int e = 0;
+    while (!p->exited && e != ETIMEDOUT)
+        e = pthread_cond_timedwait(&p->cond, &p->lock, &until);
+    bool exited = p->exited;
+    pthread_mutex_unlock(&p->lock);
+    if (!exited)
+        return 0;
+    pthread_join(p->thread, NULL);
+    grpc_channel_destroy(p->channel);
+    pthread_cond_destroy(&p->cond);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+    return 1;
+}
