@@ -254,6 +254,25 @@ int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_re
  * disk before the merge, so the side file keeps covering it until the new
  * record is durable (NULL: a new record). */
 json_t *pg_st_credtimes_keys(const pg_record *rec);
+/* ------------------------------------------------------ store_dircache.c */
+
+/* The raw SHA-256 of an image name (the names caches' key). */
+int pg_st_name_hash(const char *name, unsigned char out[32], pg_error *err);
+/* The names of a record directory's records, asked by name (its cache, or
+ * built now when stale: store_dircache.c). */
+typedef struct pg_st_dirnames pg_st_dirnames;
+int pg_st_dirnames_open(const pg_store *s, const record_dir *d, pg_st_dirnames **out,
+                        pg_error *err);
+/* fn(file) for each record file of the directory listed under the name's hash:
+ * PG_OK to go on, < 0 to stop (not an error), else an error. *unknown: some
+ * record could not be read, its names are unknown. */
+typedef int (*pg_st_dirnames_fn)(const char *file, void *ud, pg_error *err);
+int pg_st_dirnames_find(const pg_st_dirnames *v, const unsigned char name[32], pg_st_dirnames_fn fn,
+                        void *ud, bool *unknown, pg_error *err);
+void pg_st_dirnames_free(pg_st_dirnames *v);
+/* d's cache made current (refreshed from the old one) when it is stale. */
+int pg_st_dirnames_refresh(const pg_store *s, const record_dir *d, pg_error *err);
+
 /* --------------------------------------------------------- store_names.c */
 
 /* Under the lock: adds `file` to the name index of every name rec maps (the

@@ -50,6 +50,18 @@ int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_r
                              size_t *n_out, bool *unknown_out, pg_error *err);
 
 /*
+ * Brings the names cache of every directory the writable one cannot index
+ * (read-only directories; the writable one before its name index is
+ * complete) up to date, so that decisions find it current and query it
+ * without building it in the container-start path. Cheap when nothing
+ * changed (one fstatat and one header read per directory); otherwise a
+ * listing and an fstatat per record, reading only records that changed.
+ * For long-lived hosts (pullgate-cri: after the kubelet recorded a pull, or
+ * on a timer) and prune. Needs a writable directory (else no cache: PG_OK).
+ */
+int pg_store_refresh_name_caches(const pg_store *store, pg_error *err);
+
+/*
  * When the credential (a secret or, with secret == NULL, a service account)
  * of image_name in rec was last recorded: pullgate's per-credential time for a
  * record of its writable directory, the record's lastUpdatedTime otherwise.

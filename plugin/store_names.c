@@ -28,13 +28,11 @@
  *    names that map name, one a line, written under the lock with the record
  *    and rebuilt by prune. An entry may be stale (record since deleted): that
  *    errs on the strict side and lookups skip missing records.
- *  - a read-only directory (the kubelet's) gets a cache in the writable one,
- *    pullgate-dircache/<hash(path)>: a stamp of its pulled/ and pulling/
- *    directories (dev, inode, mtime ns), taken BEFORE the scan, then one line
- *    "<hex(name)> <record file>" per mapping, "? <record file>" for a record
- *    that could not be read (its names are unknown: it may map any name).
- *    A changed stamp means a rescan; without a writable directory, every
- *    lookup scans.
+ *  - a read-only directory (the kubelet's) gets a names cache in the writable
+ *    one, pullgate-dircache/<hash(path)> (store_dircache.c: sorted fixed-width
+ *    entries searched with pread, refreshed incrementally when pulled/
+ *    changes, by prune or else by the lookup that finds it stale); without a
+ *    writable directory, every lookup scans.
  */
 
 #define MAX_NAMES_BYTES (16u << 20)
@@ -89,10 +87,6 @@ void pg_st_names_mark_complete_if_empty(const record_dir *d)
     if (!names_complete(d) && has_no_records(d))
         names_mark_complete(d);
 }
-/* 2: a record is listed under the image each key names, not the key as written
- * (a cache of format 1 never matches a stamp line, so it is rebuilt). */
-#define CACHE_MAGIC "pullgate-dircache 2 "
-
 static bool line_present(const char *text, const char *line, size_t n)
 {
     for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
@@ -187,103 +181,6 @@ static void buf_add(text_buf *b, const char *a, const char *c)
         b->cap = cap;
     }
     b->len += (size_t)snprintf(b->p + b->len, b->cap - b->len, "%s %s\n", a, c);
-}
-
-/* Collects "<hex(name)> <file>" (or "? <file>") lines of every record of a directory. */
-static int scan_names_entry(int dirfd, const record_dir *d, const char *name, void *ud)
-{
-    text_buf *b = ud;
-    pg_record *rec;
-    pg_error ignored = {0};
-    if (pg_st_read_record_at(dirfd, d, name, &rec, &ignored) != PG_OK) {
-        buf_add(b, "?", name);
-        return PG_OK;
-    }
-    for (size_t i = 0; i < rec->n_maps; i++) {
-        char hex[PG_HASH_HEX_LEN + 1];
-        char *owned = NULL;
-        const char *n = NULL;
-        if (indexed_name(rec->maps[i].image_name, &owned, &n, NULL) == PG_OK &&
-            pg_sha256_hex(n, strlen(n), hex, NULL) == PG_OK)
-            buf_add(b, hex, name);
-        else
-            buf_add(b, "?", name); /* names unknown: may map any name (the strict side) */
-        free(owned);
-    }
-    pg_record_free(rec);
-    return PG_OK;
-}
-
-/*
- * A directory changed less than this long ago is not cached: file systems keep
- * mtime at timer-tick granularity, so a record added in the same tick as the
- * stamp could otherwise hide behind an unchanged stamp.
- */
-#define CACHE_QUIET_S 2
-
-static void stamp_of(const record_dir *d, const char *sub, char *out, size_t n, bool *recent)
-{
-    struct stat st;
-    if (fstatat(d->fd, sub, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        snprintf(out, n, "-");
-        return;
-    }
-    if (st.st_mtim.tv_sec >= time(NULL) - CACHE_QUIET_S)
-        *recent = true;
-    snprintf(out, n, "%ju:%ju:%lld.%09ld", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
-             (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
-}
-
-/* The first line of a cache: what the directory looked like before the scan. */
-static void dir_stamp(const record_dir *d, char *out, size_t n, bool *recent)
-{
-    char pulled[96], pulling[96];
-    *recent = false;
-    stamp_of(d, SUB_PULLED, pulled, sizeof pulled, recent);
-    stamp_of(d, SUB_PULLING, pulling, sizeof pulling, recent);
-    snprintf(out, n, "%s%s %s\n", CACHE_MAGIC, pulled, pulling);
-}
-
-/* The name lines of read-only directory d: from the cache when its stamp is current. */
-static int dir_names(const pg_store *s, const record_dir *d, char **text_out, pg_error *err)
-{
-    char stamp[256];
-    bool recent;
-    dir_stamp(d, stamp, sizeof stamp, &recent);
-    file_name cache_name;
-    int rc = pg_record_file_name(d->path, cache_name, err);
-    int cache_fd = -1;
-    if (rc == PG_OK && s->writable &&
-        pg_st_open_subdir(&s->dirs[0], SUB_DIRCACHE, &cache_fd, NULL) != PG_OK)
-        cache_fd = -1;
-    if (rc == PG_OK && cache_fd >= 0) {
-        char *cached = NULL;
-        if (pg_read_file_at(cache_fd, cache_name, MAX_NAMES_BYTES, PG_READ_STRICT, &cached, NULL,
-                            NULL) == PG_OK &&
-            strncmp(cached, stamp, strlen(stamp)) == 0) {
-            close(cache_fd);
-            *text_out = cached;
-            return PG_OK;
-        }
-        free(cached);
-    }
-    text_buf b = {0};
-    buf_add(&b, stamp, ""); /* "stamp \n": the stamp line carries its own newline */
-    if (rc == PG_OK)
-        rc = pg_st_walk_records(d, SUB_PULLED, scan_names_entry, &b, err);
-    if (rc == PG_OK && b.failed)
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (rc == PG_OK && cache_fd >= 0 && !recent) /* best effort: no cache means a rescan */
-        pg_st_write_file_atomic(cache_fd, s->dirs[0].path, SUB_DIRCACHE, cache_name, b.p, b.len,
-                                NULL);
-    if (cache_fd >= 0)
-        close(cache_fd);
-    if (rc != PG_OK) {
-        free(b.p);
-        return rc;
-    }
-    *text_out = b.p;
-    return PG_OK;
 }
 
 /* The writable directory's index as the same line format, from pullgate-names/. */
@@ -387,6 +284,39 @@ static int hits_from_text(const pg_store *s, size_t i, const char *text, const c
     return rc;
 }
 
+/* A record file a directory's names cache lists under the name. */
+typedef struct dir_hit_ctx {
+    const pg_store *s;
+    size_t i;
+    const char *image_name;
+    name_hits *h;
+} dir_hit_ctx;
+
+static int dir_hit(const char *file, void *ud, pg_error *err)
+{
+    dir_hit_ctx *c = ud;
+    if (!c->h->load && c->h->n)
+        return -1; /* counting stops at the first record: one is proof enough */
+    int rc = hit_load(c->s, c->i, file, c->image_name, c->h, err);
+    return rc == PG_OK && !c->h->load && c->h->n ? -1 : rc;
+}
+
+/* The records of directory i that map the name, from its names cache. */
+static int hits_from_cache(const pg_store *s, size_t i, const unsigned char raw[32],
+                           const char *image_name, name_hits *h, pg_error *err)
+{
+    pg_st_dirnames *v;
+    int rc = pg_st_dirnames_open(s, &s->dirs[i], &v, err);
+    if (rc != PG_OK)
+        return rc;
+    dir_hit_ctx c = {s, i, image_name, h};
+    bool unknown = false;
+    rc = pg_st_dirnames_find(v, raw, dir_hit, &c, &unknown, err);
+    h->unknown |= unknown;
+    pg_st_dirnames_free(v);
+    return rc;
+}
+
 int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_record ***recs,
                              size_t *n_out, bool *unknown_out, pg_error *err)
 {
@@ -395,20 +325,24 @@ int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_r
     if (recs)
         *recs = NULL;
     char hex[PG_HASH_HEX_LEN + 1];
+    unsigned char raw[32];
     int rc = store ? pg_st_check_input("image name", image_name, err)
                    : pg_fail(err, PG_ERR_INVALID, "no store");
     if (rc == PG_OK)
         rc = pg_sha256_hex(image_name, strlen(image_name), hex, err);
+    if (rc == PG_OK)
+        rc = pg_st_name_hash(image_name, raw, err);
     name_hits h = {recs != NULL, NULL, 0, 0, false};
     for (size_t i = 0; rc == PG_OK && i < store->n_dirs && (h.load || !h.n); i++) {
-        char *text = NULL;
-        if (i == 0 && store->writable && names_complete(&store->dirs[0]))
+        if (i == 0 && store->writable && names_complete(&store->dirs[0])) {
+            char *text = NULL;
             rc = own_names(store, image_name, hex, &text, err);
-        else
-            rc = dir_names(store, &store->dirs[i], &text, err);
-        if (rc == PG_OK && text)
-            rc = hits_from_text(store, i, text, hex, image_name, &h, err);
-        free(text);
+            if (rc == PG_OK && text)
+                rc = hits_from_text(store, i, text, hex, image_name, &h, err);
+            free(text);
+        } else {
+            rc = hits_from_cache(store, i, raw, image_name, &h, err);
+        }
     }
     if (rc != PG_OK) {
         for (size_t i = 0; h.recs && i < h.n; i++)
@@ -421,6 +355,16 @@ int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_r
     if (recs)
         *recs = h.recs;
     return PG_OK;
+}
+
+int pg_store_refresh_name_caches(const pg_store *store, pg_error *err)
+{
+    if (!store || !store->writable)
+        return PG_OK; /* no cache without a writable directory */
+    int rc = PG_OK;
+    for (size_t i = names_complete(&store->dirs[0]) ? 1 : 0; rc == PG_OK && i < store->n_dirs; i++)
+        rc = pg_st_dirnames_refresh(store, &store->dirs[i], err);
+    return rc;
 }
 
 /* ------------------------------------------------ prune's upkeep of the index */

@@ -7,9 +7,11 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define H_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -904,6 +906,179 @@ START_TEST(name_index)
 }
 END_TEST
 
+/* pulled/ of a read-only directory last changed two minutes ago (a cache is written). */
+static void age_ro_dir(void)
+{
+    struct timespec old[2] = {{time(NULL) - 120, 0}, {time(NULL) - 120, 0}};
+    char *sub = tu_sprintf("%s/pulled", fx.ro);
+    ck_assert_int_eq(utimensat(AT_FDCWD, sub, old, 0), 0);
+    free(sub);
+}
+
+static char *ro_record(size_t i, char *ref, char *name)
+{
+    snprintf(ref, 72, "sha256:%064zx", i + 1);
+    /* every tenth key as the kubelet writes a Docker Hub image: short */
+    if (i % 10 == 0)
+        snprintf(name, 128, "docker.io/secretorg/img-%zu", i);
+    else
+        snprintf(name, 128, "registry.example.com/team-%zu/app-%zu", i % 50, i);
+    const char *key = i % 10 == 0 ? name + strlen("docker.io/") : name;
+    char *text = tu_sprintf("{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"%s\","
+                            "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"%s\","
+                            "\"credentialMapping\":{\"%s\":{\"nodePodsAccessible\":true}}}\n",
+                            PG_API_V1ALPHA1, ref, key);
+    char *path = place_record(fx.ro, ref, text, 0600);
+    free(text);
+    return path;
+}
+
+static size_t count_mapping(pg_store *s, const char *name)
+{
+    size_t n = 99;
+    bool unknown = true;
+    pg_error err = {0};
+    ck_assert_msg(pg_store_records_mapping(s, name, NULL, &n, &unknown, &err) == PG_OK, "%s",
+                  err.message);
+    ck_assert(!unknown);
+    return n;
+}
+
+/* The names cache is searched, not read whole; refreshed as the directory changes;
+ * a cache whose size does not match its header is never used. */
+START_TEST(name_cache_searched_and_refreshed)
+{
+    make_ro_dir();
+    char ref[72], name[128];
+    for (size_t i = 0; i < 500; i++)
+        free(ro_record(i, ref, name));
+    age_ro_dir();
+    pg_store *s = open_store();
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_refresh_name_caches(s, &err), PG_OK);
+    char *cache = record_path(fx.state, "pullgate-dircache", fx.ro);
+    size_t len = 0;
+    char *text = tu_read_file(cache, &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strncmp(text, "pullgate-dircache 3\n", 20) == 0, "%.40s", text);
+    ck_assert_uint_eq(len, 512 + 500 * 64 + 500 * 72);
+    free(text);
+    for (size_t i = 0; i < 500; i += 37) {
+        ro_record(i, ref, name); /* the same file again: names only */
+        ck_assert_uint_eq(count_mapping(s, name), 1);
+    }
+    ck_assert_uint_eq(count_mapping(s, "docker.io/secretorg/img-30"), 1); /* a short key */
+    ck_assert_uint_eq(count_mapping(s, "registry.example.com/team-1/app-2"), 0);
+    pg_record **recs = NULL;
+    size_t n = 0;
+    bool unknown = true;
+    ck_assert_int_eq(pg_store_records_mapping(s, "registry.example.com/team-3/app-53", &recs, &n,
+                                              &unknown, &err),
+                     PG_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(pg_record_image_ref(recs[0]),
+                     "sha256:"
+                     "0000000000000000000000000000000000000000000000000000000000000036");
+    pg_record_free(recs[0]);
+    free(recs);
+    /* The directory changes: a record added, one removed; the next lookup refreshes. */
+    char *added = ro_record(500, ref, name);
+    char *gone = ro_record(7, ref, name);
+    ck_assert_int_eq(unlink(gone), 0);
+    age_ro_dir();
+    struct stat before, after;
+    ck_assert_int_eq(stat(cache, &before), 0);
+    ck_assert_uint_eq(count_mapping(s, "docker.io/secretorg/img-500"), 1);
+    ck_assert_uint_eq(count_mapping(s, "registry.example.com/team-7/app-7"), 0);
+    ck_assert_int_eq(stat(cache, &after), 0);
+    ck_assert(before.st_ino != after.st_ino); /* rewritten */
+    /* A cache cut short (its header promises more) is not used: rebuilt. */
+    ck_assert_int_eq(truncate(cache, 512 + 64), 0);
+    ck_assert_uint_eq(count_mapping(s, "registry.example.com/team-3/app-53"), 1);
+    ck_assert_int_eq(stat(cache, &after), 0);
+    ck_assert_uint_eq((size_t)after.st_size, 512 + 500 * 64 + 500 * 72);
+    free(added);
+    free(gone);
+    free(cache);
+    pg_store_free(s);
+}
+END_TEST
+
+/* A kubelet record replaced by rename with one more mapping (a second image name
+ * of the same content): the refreshed cache lists the new name (never "preloaded"). */
+START_TEST(name_cache_sees_a_record_replaced)
+{
+    make_ro_dir();
+    char ref[72], name[128];
+    for (size_t i = 0; i < 50; i++)
+        free(ro_record(i, ref, name));
+    age_ro_dir();
+    pg_store *s = open_store();
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_refresh_name_caches(s, &err), PG_OK);
+    const char *other = "registry.example.com/elsewhere/copy";
+    ck_assert_uint_eq(count_mapping(s, other), 0);
+    char *path = ro_record(21, ref, name);
+    char *tmp = tu_sprintf("%s.tmp", path);
+    char *text = tu_sprintf("{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"%s\","
+                            "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"%s\","
+                            "\"credentialMapping\":{\"%s\":{\"nodePodsAccessible\":true},"
+                            "\"%s\":{\"nodePodsAccessible\":true}}}\n",
+                            PG_API_V1ALPHA1, ref, other, name);
+    tu_write_file(tmp, text, -1, 0600);
+    ck_assert_int_eq(rename(tmp, path), 0);
+    age_ro_dir(); /* even with pulled/'s mtime set back, its ctime moved */
+    ck_assert_uint_eq(count_mapping(s, other), 1);
+    ck_assert_uint_eq(count_mapping(s, name), 1);
+    free(text);
+    free(tmp);
+    free(path);
+    pg_store_free(s);
+}
+END_TEST
+
+/* A names cache that is not safely ours (group-writable, or another file linked
+ * to it) is never believed, even when it is current and says "no record". */
+START_TEST(name_cache_not_ours_is_ignored)
+{
+    make_ro_dir();
+    char ref[72], name[128];
+    free(ro_record(0, ref, name));
+    age_ro_dir();
+    pg_store *s = open_store();
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_refresh_name_caches(s, &err), PG_OK);
+    char *cache = record_path(fx.state, "pullgate-dircache", fx.ro);
+    size_t len = 0;
+    char *text = tu_read_file(cache, &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(len, 512 + 64 + 72);
+    /* The same header with no entries: a current, well-formed cache claiming nothing. */
+    char *names = strstr(text, "names 1\n");
+    ck_assert_ptr_nonnull(names);
+    memcpy(names, "names 0\nrecords 0\nunknown 0\n", strlen("names 0\nrecords 0\nunknown 0\n"));
+    char *forged_dir = tu_sprintf("%s/forged", fx.root);
+    ck_assert_int_eq(mkdir(forged_dir, 0700), 0);
+    char *forged = tu_sprintf("%s/cache", forged_dir);
+    tu_write_file(forged, text, 512, 0620);
+    ck_assert_int_eq(chmod(forged, 0620), 0);
+    ck_assert_int_eq(rename(forged, cache), 0);
+    ck_assert_uint_eq(count_mapping(s, name), 1); /* group-writable: rebuilt */
+    tu_write_file(forged, text, 512, 0600);
+    ck_assert_int_eq(unlink(cache), 0);
+    ck_assert_int_eq(link(forged, cache), 0);
+    ck_assert_uint_eq(count_mapping(s, name), 1); /* two links: rebuilt */
+    /* Proof that the forgery is current: made ours, it is believed (same trust as a record). */
+    ck_assert_int_eq(rename(forged, cache), 0);
+    ck_assert_uint_eq(count_mapping(s, name), 0);
+    free(forged);
+    free(forged_dir);
+    free(text);
+    free(cache);
+    pg_store_free(s);
+}
+END_TEST
+
 START_TEST(name_cache_of_read_only_dir)
 {
     /* A kubelet directory: its names come from a scan, cached, rescanned when it changes. */
@@ -1004,6 +1179,9 @@ static Suite *store_suite(void)
     tcase_add_test(basic, record_pulled_with_aliases);
     tcase_add_test(basic, name_index);
     tcase_add_test(basic, name_cache_of_read_only_dir);
+    tcase_add_test(basic, name_cache_searched_and_refreshed);
+    tcase_add_test(basic, name_cache_sees_a_record_replaced);
+    tcase_add_test(basic, name_cache_not_ours_is_ignored);
     tcase_add_test(basic, credential_times);
     tcase_add_test(basic, intents_under_both_spellings);
     tcase_add_test(basic, intent_reference_counting);
