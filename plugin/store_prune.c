@@ -7,11 +7,14 @@
  * the walk saw, so a pull is never held up for long and a record written or
  * refreshed meanwhile is never removed. The order is what power loss needs:
  *  1. stale temporary files (of writers that died) go;
- *  2. the records go, and pulled/ is fsync'd at the end of each step BEFORE
- *     their side files go: a crash can never keep a record and lose its
- *     credential times (which would give its credentials the record's time);
+ *  2. the records go, and pulled/ is fsync'd once they are gone (outside the
+ *     lock) BEFORE their side files go: a crash can never keep a record and
+ *     lose its credential times (which would give its credentials the
+ *     record's time);
  *  3. side files (credential times, credential index) with no record go, the
- *     ones just orphaned and any a crash left;
+ *     ones just orphaned and any a crash left (an orphan in between is never
+ *     read: a new record of the same imageRef times only its own pull's
+ *     credentials);
  *  4. image-index entries naming an imageRef with no record go;
  *  5. the name index is brought up to date (store_names.c);
  *  6. the read-only directories' names caches are refreshed (store_dircache.c),
@@ -46,7 +49,6 @@ typedef struct prune {
     int sub_fd;      /* and its descriptor */
     pg_error *err;   /* for the walks' callbacks */
     pg_strv todo;    /* the current phase's items, found outside the lock */
-    pg_strv removed; /* records removed in the current step */
     pg_st_name_lines lines;
     unsigned pruned;
 } prune;
@@ -173,31 +175,22 @@ static int remove_record(void *ctx, size_t i, pg_error *err)
     if (pg_st_sys_unlinkat(p->pulled_fd, name) != 0 && errno != ENOENT)
         return pg_fail_errno(err, errno, "remove %s/%s/%s", p->d->path, SUB_PULLED, name);
     pg_st_cache_forget(p->s, p->d->path, name);
-    return pg_strv_push(&p->removed, name, err);
+    p->pruned++;
+    return PG_OK;
 }
 
-/* The step's removals durable, only then their side files. */
-static int records_step_end(void *ctx, pg_error *err)
+/*
+ * The removals made durable, outside the lock (an fsync on a busy disk can
+ * take hundreds of ms; a pull must not wait for it), and before any side file
+ * goes: the sweeps of step 3 remove credential times and credential indexes
+ * only after this, re-checking under the lock that their record is still
+ * absent. One fsync for the whole prune.
+ */
+static int records_durable(prune *p, pg_error *err)
 {
-    prune *p = ctx;
-    if (!p->removed.n)
-        return PG_OK;
-    int rc = PG_OK;
-    if (pg_st_fsync_retry(p->pulled_fd) != 0)
-        rc = pg_fail_errno(err, errno, "fsync %s/%s", p->d->path, SUB_PULLED);
-    for (size_t i = 0; rc == PG_OK && i < p->removed.n; i++) {
-        const char *subs[] = {SUB_CREDTIMES, SUB_CREDIDX};
-        for (size_t k = 0; k < 2; k++) {
-            char rel[128];
-            snprintf(rel, sizeof rel, "%s/%s", subs[k], p->removed.v[i]);
-            pg_st_sys_unlinkat(p->d->fd, rel); /* best effort: step 3 sweeps what stays */
-        }
-    }
-    if (rc == PG_OK)
-        p->pruned += (unsigned)p->removed.n;
-    pg_strv_clear(&p->removed);
-    p->removed = (pg_strv){0};
-    return rc;
+    if (p->pruned && pg_st_fsync_retry(p->pulled_fd) != 0)
+        return pg_fail_errno(err, errno, "fsync %s/%s", p->d->path, SUB_PULLED);
+    return PG_OK;
 }
 
 /* ---------------------------------------------- 3, 4. side files, index */
@@ -271,7 +264,9 @@ static int prune_all(prune *p, pg_error *err)
         rc = pg_st_walk_records(p->d, SUB_PULLED, plan_entry, p, err);
     }
     if (rc == PG_OK)
-        rc = pg_st_in_steps(p->s, p->todo.n, remove_record, records_step_end, p, err);
+        rc = pg_st_in_steps(p->s, p->todo.n, remove_record, NULL, p, err);
+    if (rc == PG_OK)
+        rc = records_durable(p, err);
     if (rc == PG_OK)
         rc = sweep(p, SUB_CREDTIMES, list_side_orphan, remove_side_orphan, err);
     if (rc == PG_OK)
@@ -314,7 +309,6 @@ PG_API int pg_store_prune(pg_store *store, const char *const *in_use_refs, time_
     if (p.pulled_fd >= 0)
         close(p.pulled_fd);
     pg_strv_clear(&p.todo);
-    pg_strv_clear(&p.removed);
     pg_st_name_lines_free(&p.lines);
     free(p.in_use);
     if (pruned_out)
