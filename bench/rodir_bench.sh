@@ -13,7 +13,8 @@
 # BIN_DIR is a build directory (bench/ and tools/ under it).
 # COUNTS defaults to "100000 200000", RUNS to 200. Prints one line per side:
 #   NAME records=N median_us=.. p90_us=.. ratio=<median / empty median>
-# and, per N, the time the cache's first build took (a prune) and its size.
+# and, per N, the time the cache's first build took (a prune), its size, and
+# one decision's time right after pulled/ changed (the cache stale).
 set -euo pipefail
 
 build=${1:?usage: rodir_bench.sh BUILD_DIR [COUNTS] [RUNS]}
@@ -53,7 +54,17 @@ for n in $counts; do
     "$ctl" --config "$cfg" prune --in-use /dev/null --allow-empty >/dev/null
     end=$(date +%s%N)
     size=$(stat -c %s "$work/side-$n/state/pullgate-dircache/"* 2>/dev/null | head -1)
-    echo "build records=$n prune_ms=$(((end - start) / 1000000)) cache_bytes=${size:-none}"
+    # The worst case a decision can meet: pulled/ changed just now (the cache
+    # is stale and may not be rewritten yet): refreshed in memory, every record
+    # stat'ed, none read (none changed). Once, for information.
+    touch "$kdir/pulled"
+    s0=$(date +%s%N)
+    "$ctl" --config "$cfg" verify --image "$image" --image-ref "$ref" --namespace bench >/dev/null
+    s1=$(date +%s%N)
+    touch -d '-1 minute' "$kdir/pulled"
+    "$ctl" --config "$cfg" prune --in-use /dev/null --allow-empty >/dev/null
+    echo "build records=$n prune_ms=$(((end - start) / 1000000)) cache_bytes=${size:-none}" \
+        "stale_decision_ms=$(((s1 - s0) / 1000000))"
     args+=(:: "r$n" -- "$ctl" --config "$cfg" verify --image "$image" --image-ref "$ref" --namespace bench)
 done
 "$ctl" --config "$work/side-empty/pullgate.json" prune --in-use /dev/null --allow-empty >/dev/null
