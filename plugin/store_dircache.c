@@ -30,7 +30,7 @@
  * read torn.
  */
 #include "internal.h"
-#include "store_impl.h"
+#include "store_dircache.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -6,9 +6,9 @@
  * record means.
  */
 #include "internal.h"
-#include "store_impl.h"
-#ifdef PG_STORE_TRACE
+#include "store_fs.h"
 #include "store_trace.h"
+#ifdef PG_STORE_TRACE
 #endif
 
 #include <dirent.h>

@@ -6,7 +6,7 @@
  */
 #include "image_identity.h"
 #include "internal.h"
-#include "store_impl.h"
+#include "store_index.h"
 
 #include <errno.h>
 #include <fcntl.h>

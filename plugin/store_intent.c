@@ -5,7 +5,7 @@
  * plugin/store.c.
  */
 #include "internal.h"
-#include "store_impl.h"
+#include "store_intent.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,8 +5,7 @@
  * records map an image name, the "preloaded" proof (docs/design.md, "Image
  * identity").
  */
-#include "store_impl.h"
-#include "store_lookup.h"
+#include "store_names.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -26,8 +26,8 @@
  */
 #include "internal.h"
 #include "store_credidx.h"
-#include "store_impl.h"
-#include "store_lookup.h"
+#include "store_index.h"
+#include "store_names.h"
 
 #include <dirent.h>
 #include <errno.h>
