@@ -192,19 +192,23 @@ static bool parse_header(const char raw[DC_HEADER], off_t size, dc_header *h)
     return (uint64_t)size == DC_HEADER + h->n_names * sizeof(dc_name) + h->n_recs * sizeof(dc_rec);
 }
 
-/* Opens dircache/<name> as ours (regular, one link, owner, mode) with its header. */
+/* The file at fd is ours (regular, one link, owner, mode) and whole: its header. */
+static bool cache_usable(int fd, dc_header *h)
+{
+    struct stat st;
+    char raw[DC_HEADER];
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink <= 1 &&
+           (st.st_uid == 0 || st.st_uid == geteuid()) && !(st.st_mode & (S_IWGRP | S_IWOTH)) &&
+           pread(fd, raw, sizeof raw, 0) == (ssize_t)sizeof raw && parse_header(raw, st.st_size, h);
+}
+
+/* Opens dircache/<name> when usable, with its header. */
 static int open_cache(int cache_dir_fd, const char *name, int *fd_out, dc_header *h)
 {
     int fd = openat(cache_dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return -1;
-    struct stat st;
-    char raw[DC_HEADER];
-    bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink <= 1 &&
-              (st.st_uid == 0 || st.st_uid == geteuid()) && !(st.st_mode & (S_IWGRP | S_IWOTH)) &&
-              pread(fd, raw, sizeof raw, 0) == (ssize_t)sizeof raw &&
-              parse_header(raw, st.st_size, h);
-    if (!ok) {
+    if (!cache_usable(fd, h)) {
         close(fd);
         return -1;
     }
@@ -458,6 +462,18 @@ static int dirnames_get(const pg_store *s, const record_dir *d, bool refresh_onl
     *v = (pg_st_dirnames){-1, t.n_names, t.n_unknown, t};
     *out = v;
     return PG_OK;
+}
+
+int pg_st_dirnames_from_fd(int fd, const char *stamp, pg_st_dirnames **out)
+{
+    dc_header h;
+    *out = NULL;
+    if (!cache_usable(fd, &h) || strcmp(h.stamp, stamp) != 0 || !(*out = calloc(1, sizeof **out))) {
+        close(fd);
+        return -1;
+    }
+    **out = (pg_st_dirnames){fd, h.n_names, h.n_unknown, {0}};
+    return 0;
 }
 
 int pg_st_dirnames_open(const pg_store *s, const record_dir *d, pg_st_dirnames **out, pg_error *err)

@@ -23,6 +23,9 @@ typedef int (*pg_st_dirnames_fn)(const char *file, void *ud, pg_error *err);
 int pg_st_dirnames_find(const pg_st_dirnames *v, const unsigned char name[32], pg_st_dirnames_fn fn,
                         void *ud, bool *unknown, pg_error *err);
 void pg_st_dirnames_free(pg_st_dirnames *v);
+/* The cache file at fd as a lookup, when it is usable (ours, whole) and its
+ * stamp is `stamp`: 0 (takes fd); else -1 (fd closed). For the fuzz target. */
+int pg_st_dirnames_from_fd(int fd, const char *stamp, pg_st_dirnames **out);
 /* d's cache made current (refreshed from the old one) when it is stale. */
 int pg_st_dirnames_refresh(const pg_store *s, const record_dir *d, pg_error *err);
 

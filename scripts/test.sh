@@ -4,7 +4,7 @@
 #   1. release build with -Werror and hardening; unit + integration tests (ctest)
 #   2. ASan + UBSan build; unit tests and the CLI/hook integration tests under it
 #   3. exported-symbol check of libpullgate.so
-#   4. every libFuzzer target for a bounded time (FUZZ_SECONDS, default 12: 14 targets fit the
+#   4. every libFuzzer target for a bounded time (FUZZ_SECONDS, default 12: 15 targets fit the
 #      20-minute CI budget on 2 cores; longer runs by hand, e.g. FUZZ_SECONDS=300)
 # Environment: JOBS (default nproc), SKIP_SANITIZE=1, SKIP_FUZZ=1, SKIP_INTEGRATION=1,
 # PG_EXPECTED_SKIPS="test names allowed to skip" (any other skip fails the tests stage).

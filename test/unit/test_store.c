@@ -964,7 +964,7 @@ START_TEST(name_cache_searched_and_refreshed)
     ck_assert_uint_eq(len, 512 + 500 * 64 + 500 * 72);
     free(text);
     for (size_t i = 0; i < 500; i += 37) {
-        ro_record(i, ref, name); /* the same file again: names only */
+        free(ro_record(i, ref, name)); /* the same file again: names only */
         ck_assert_uint_eq(count_mapping(s, name), 1);
     }
     ck_assert_uint_eq(count_mapping(s, "docker.io/secretorg/img-30"), 1); /* a short key */
@@ -999,6 +999,41 @@ START_TEST(name_cache_searched_and_refreshed)
     ck_assert_uint_eq((size_t)after.st_size, 512 + 500 * 64 + 500 * 72);
     free(added);
     free(gone);
+    free(cache);
+    pg_store_free(s);
+}
+END_TEST
+
+/* Prune brings the read-only directories' names caches up to date, so the
+ * container-start path finds them current instead of building one. */
+START_TEST(prune_refreshes_name_caches)
+{
+    make_ro_dir();
+    char ref[72], name[128];
+    for (size_t i = 0; i < 20; i++)
+        free(ro_record(i, ref, name));
+    age_ro_dir();
+    pg_store *s = open_store();
+    pg_error err = {0};
+    char *cache = record_path(fx.state, "pullgate-dircache", fx.ro);
+    ck_assert_int_ne(access(cache, F_OK), 0);
+    unsigned pruned = 99;
+    ck_assert_int_eq(pg_store_prune(s, NULL, 0, &pruned, &err), PG_OK);
+    ck_assert_uint_eq(pruned, 0);
+    struct stat st;
+    ck_assert_int_eq(stat(cache, &st), 0);
+    ck_assert_uint_eq((size_t)st.st_size, 512 + 20 * 64 + 20 * 72);
+    /* The kubelet adds a record: the next prune refreshes the cache (a new file). */
+    free(ro_record(20, ref, name));
+    age_ro_dir();
+    ck_assert_int_eq(pg_store_prune(s, NULL, 0, &pruned, &err), PG_OK);
+    struct stat after;
+    ck_assert_int_eq(stat(cache, &after), 0);
+    ck_assert(after.st_ino != st.st_ino);
+    ck_assert_uint_eq((size_t)after.st_size, 512 + 21 * 64 + 21 * 72);
+    ck_assert_uint_eq(count_mapping(s, name), 1);
+    ck_assert_int_eq(stat(cache, &st), 0);
+    ck_assert(after.st_ino == st.st_ino); /* the lookup used it as it was */
     free(cache);
     pg_store_free(s);
 }
@@ -1181,6 +1216,7 @@ static Suite *store_suite(void)
     tcase_add_test(basic, name_cache_of_read_only_dir);
     tcase_add_test(basic, name_cache_searched_and_refreshed);
     tcase_add_test(basic, name_cache_sees_a_record_replaced);
+    tcase_add_test(basic, prune_refreshes_name_caches);
     tcase_add_test(basic, name_cache_not_ours_is_ignored);
     tcase_add_test(basic, credential_times);
     tcase_add_test(basic, intents_under_both_spellings);
