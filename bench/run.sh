@@ -93,22 +93,35 @@ setup_hook() {
         "$("$bin/gen_records" --print-annotation $i)" >"$dir/bundle/config.json"
     printf '{"ociVersion":"1.0.2","id":"0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0","status":"created","pid":4242,"bundle":"%s","annotations":{"io.container.manager":"cri-o"}}' \
         "$dir/bundle" >"$dir/state.json"
-    printf '{"stateDir":"%s","readOnlyRecordDirs":[],"dbus":"none","logLevel":"info"}\n' "$store" \
-        >"$dir/pullgate.json"
+    printf '{"stateDir":"%s","readOnlyRecordDirs":[],"dbus":"none","logLevel":"info","criMetricsListen":"none"}\n' \
+        "$store" >"$dir/pullgate.json"
+    # The same node with pullgate-cri's /metrics on (a second config file: the hook
+    # server decides only for the file its daemon loaded).
+    printf '{"stateDir":"%s","readOnlyRecordDirs":[],"dbus":"none","logLevel":"info","criMetricsListen":"127.0.0.1:%s"}\n' \
+        "$store" "$(free_port)" >"$dir/pullgate-scraped.json"
     printf '%s\n' "$dir"
+}
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# scrape_every_second CFG: GET /metrics of the pullgate-cri serving CFG's criMetricsListen, once a
+# second, as Prometheus does, until killed (sets scraper_pid).
+scraper_pid=""
+scrape_every_second() {
+    local addr; addr=$(sed -n 's/.*"criMetricsListen":"\([^"]*\)".*/\1/p' "$1")
+    ( while :; do curl -s -o /dev/null "http://$addr/metrics" || true; sleep 1; done ) &
+    scraper_pid=$!
 }
 
 # pullgate-cri with its hook server on DIR/hook.sock for config CFG (the
 # runtime endpoint names nothing: the proxy connects lazily, the hook server
-# needs no runtime). Sets cri_pid; stop_cri stops it.
-cri_pid=""
+# needs no runtime). Adds its pid to cri_pids; stop_cri stops them all.
+cri_pids=()
 start_cri() {
     local dir=$1 cfg=$2 k
     mkdir -p "$dir"
     chmod 0700 "$dir"
     "$cri" --config "$cfg" --listen "unix://$dir/cri.sock" --runtime-endpoint "unix://$dir/no-runtime.sock" \
         --hook-socket "$dir/hook.sock" 2>"$dir/cri.log" &
-    cri_pid=$!
+    cri_pids+=($!)
     for ((k = 0; k < 100; k++)); do
         grep -q 'hook server listening' "$dir/cri.log" 2>/dev/null && return 0
         sleep 0.05
@@ -116,10 +129,14 @@ start_cri() {
     log "WARNING: pullgate-cri's hook server did not start: $(tail -c 400 "$dir/cri.log")"
 }
 stop_cri() {
-    [ -n "$cri_pid" ] || return 0
-    kill -TERM "$cri_pid" 2>/dev/null || true
-    wait "$cri_pid" 2>/dev/null || true
-    cri_pid=""
+    local p
+    if [ -n "$scraper_pid" ]; then kill "$scraper_pid" 2>/dev/null || true; wait "$scraper_pid" 2>/dev/null || true; fi
+    scraper_pid=""
+    for p in "${cri_pids[@]}"; do
+        kill -TERM "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    cri_pids=()
 }
 if [ -n "${BENCH_WORK:-}" ]; then trap 'stop_cri' EXIT; else trap 'stop_cri; rm -rf "$work"' EXIT; fi
 
@@ -148,10 +165,13 @@ for n in $HOOK_COUNTS; do
     store=$(store_for "$n")
     hd=$(setup_hook "$n" "$store")
     start_cri "$hd/cri" "$hd/pullgate.json"
-    log "hook end-to-end, $n records, $HOOK_RUNS runs each (thin+daemon, local, fallback, no-op floor; interleaved)"
+    start_cri "$hd/cri-scraped" "$hd/pullgate-scraped.json"
+    scrape_every_second "$hd/pullgate-scraped.json"
+    log "hook end-to-end, $n records, $HOOK_RUNS runs each (thin+daemon, the same with /metrics scraped every second, local, fallback, no-op floor; interleaved)"
     out=$("$bin/exec_bench" -n "$HOOK_RUNS" -w 20 -s "$hd/state.json" -o "$hd/run" \
         noop -- "$bin/noop_hook" \
         :: hook -- "$hook" --config "$hd/pullgate.json" --daemon-socket "$hd/cri/hook.sock" \
+        :: scraped -- "$hook" --config "$hd/pullgate-scraped.json" --daemon-socket "$hd/cri-scraped/hook.sock" \
         :: local -- "$hook_local" --config "$hd/pullgate.json" \
         :: fallback -- "$hook" --config "$hd/pullgate.json" --daemon-socket "$hd/no-daemon/hook.sock")
     stop_cri
@@ -162,6 +182,12 @@ for n in $HOOK_COUNTS; do
     lc=$(printf '%s\n' "$out" | grep '^local ')
     eb_hook[$n]=$(kv "$hk" median_us) eb_noop[$n]=$(kv "$noop" median_us)
     eb_side hook "hook end-to-end (pullgate-hook, pullgate-cri resident)" "$n" "$out"
+    # Issue 21: a Prometheus scraping pullgate-cri every second costs the hook nothing measurable.
+    sc=$(printf '%s\n' "$out" | grep '^scraped ')
+    r=$(ratio "$(kv "$sc" median_us)" "$(kv "$hk" median_us)")
+    row "hook end-to-end with pullgate-cri's /metrics scraped every second, $n records: median" \
+        "$(kv "$sc" median_us) µs" "not scraped $(kv "$hk" median_us) µs" "${r}×" "≤ 1.05× (no measurable time)" \
+        "$(met "$r" le 1.05)"
     eb_side local "pullgate-hook-local (decides in-process)" "$n" "$out"
     eb_side fallback "pullgate-hook, no daemon (fallback: exec of the local hook)" "$n" "$out"
     rss_hook=$(kv "$hk" maxrss_kib) rss_noop=$(kv "$noop" maxrss_kib) rss_local=$(kv "$lc" maxrss_kib)

@@ -10,6 +10,8 @@
  */
 #include "hook_server.h"
 
+#include "cri_metrics.h"
+
 #include "hook.h"
 #include "hook_proto.h"
 #include "log.h"
@@ -312,8 +314,10 @@ static int config_is_mine(const cri_hook_server *s, const hook_request *req)
 /* Decides, replies, closes the connection, then logs and signals. */
 static void decide_and_reply(cri_hook_server *s, int conn, const hook_request *req, int bundle_fd)
 {
+    long long t0 = pg_metrics_now_us();
     pg_store *store = current_store(s);
     if (!store) {
+        cri_metric_hook_request("store-unavailable");
         send_reply(conn, HOOK_REPLY_NOT_MINE, 0, NULL); /* the hook reports the store error */
         close(conn);
         return;
@@ -331,6 +335,11 @@ static void decide_and_reply(cri_hook_server *s, int conn, const hook_request *r
     int status = hook_report_line(&who, &run.decision, mode, line, sizeof line);
     int delivered = send_reply(conn, HOOK_REPLY_DECISION, status, line);
     close(conn);
+    cri_metric_hook_request(delivered ? "answered" : "undelivered");
+    cri_metric_hook_decision(run.decision.allow, mode == PG_MODE_AUDIT,
+                             run.decision.reason ? pg_reason_name(run.decision.reason)
+                                                 : "not-kubernetes",
+                             (double)(pg_metrics_now_us() - t0) / 1e6);
     /* Reported only when the hook got it: otherwise it fell back and reports on its own. */
     if (delivered)
         hook_report_sinks(&who, &run.decision, mode, s->notifier);
@@ -348,6 +357,7 @@ static void serve_connection(cri_hook_server *s, int conn, unsigned char *buf, s
     hook_request req;
     if (!peer_is_root(conn)) {
         cri_log(CRI_LOG_WARNING, "hook server: refused a peer that is not root", NULL);
+        cri_metric_hook_request("not-root");
         close(conn);
         return;
     }
@@ -355,12 +365,15 @@ static void serve_connection(cri_hook_server *s, int conn, unsigned char *buf, s
     ssize_t r = receive_request(conn, buf, cap, fds, &n_fds);
     if (r <= 0 || cri_hook_check_request(buf, (size_t)r, fds, n_fds, &req) != 0) {
         cri_log(CRI_LOG_WARNING, "hook server: malformed request dropped", NULL);
+        cri_metric_hook_request("bad-request");
         close(conn);
     } else if (peer_gone(conn)) {
         cri_log(CRI_LOG_INFO, "hook server: the hook gave up waiting; not decided", NULL);
+        cri_metric_hook_request("abandoned");
         close(conn);
     } else if (!config_is_mine(s, &req)) {
         cri_log(CRI_LOG_INFO, "hook server: not mine (the hook names another configuration)", NULL);
+        cri_metric_hook_request("not-mine");
         send_reply(conn, HOOK_REPLY_NOT_MINE, 0, NULL);
         close(conn);
     } else {
@@ -517,6 +530,7 @@ cri_hook_server *cri_hook_server_start(const cri_hook_server_options *o, pg_erro
         pg_fail(err, PG_ERR_NOMEM, "cannot start the hook server's threads");
         return NULL;
     }
+    cri_metric_hook_server_up(true);
     return s;
 }
 
@@ -526,6 +540,7 @@ int cri_hook_server_stop(cri_hook_server *s, int timeout_ms)
         return 1;
     /* No new hook reaches us; one that tries now decides locally. */
     unlink(s->path);
+    cri_metric_hook_server_up(false);
     ssize_t ignored = write(s->stop_pipe[1], "x", 1);
     (void)ignored;
     struct timespec until;

@@ -21,6 +21,7 @@
  */
 #include "intercept.h"
 
+#include "cri_metrics.h"
 #include "log.h"
 
 #include <grpc/support/time.h>
@@ -339,6 +340,7 @@ static void send_final(pull_call *pc, grpc_status_code code, grpc_slice *details
                        size_t n_trailing, grpc_byte_buffer *message)
 {
     pc->phase = PH_ANSWERING;
+    cri_metric_call(pc->method_text, (int)code, (double)(cri_now_ms() - pc->start_ms) / 1e3);
     cri_worker_disarm(pc->x->o.worker, &pc->timer);
     grpc_op ops[3];
     size_t n = 0;
@@ -379,6 +381,8 @@ static void refuse(pull_call *pc, grpc_status_code code, const char *message)
     pc->refused = true;
     pc->answer_code = code;
     pc->outcome = "refused";
+    cri_metric_pull_refused(code,
+                            cri_metric_refusal_reason(code, pc->decoded, pc->slot, pc->intent));
     if (pc->waiting)
         waiter_remove(pc->x, pc);
     if ((pc->intent == CRI_RECORD_WAITING || pc->intent == CRI_RECORD_PENDING) &&

@@ -15,6 +15,7 @@
  */
 #include "hook_server.h"
 #include "log.h"
+#include "metrics_server.h"
 #include "prune.h"
 #include "proxy.h"
 
@@ -397,6 +398,7 @@ int main(int argc, char **argv)
         grpc_shutdown();
         return rc;
     }
+    cri_metrics_start(d.cfg); /* before anything counts; serves until exit */
     if (start(&d, &err) != PG_OK) {
         cri_log(CRI_LOG_ERROR, "cannot start", "error", err.message, NULL);
         return 1;

@@ -16,6 +16,7 @@
 #include "proxy.h"
 #include "proxy.h"
 
+#include "cri_metrics.h"
 #include "grpc_util.h"
 #include "intercept.h"
 #include "log.h"
@@ -195,6 +196,7 @@ static void start_batch(call *c, grpc_call *gc, const grpc_op *ops, size_t n, ta
 static void on_down_sent_final(void *arg, int ok)
 {
     call *c = arg;
+    cri_metric_call(c->method, (int)c->status, (double)(cri_now_ms() - c->start_ms) / 1e3);
     if (!cri_log_enabled(CRI_LOG_DEBUG)) { /* every call ends here: no formatting for nothing */
         call_unref(c);
         return;

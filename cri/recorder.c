@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "recorder.h"
 
+#include "cri_metrics.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -9,6 +11,8 @@
 #include <time.h>
 
 typedef enum job_kind { JOB_INTENT, JOB_PULLED, JOB_FAILED, JOB_ALIASES, JOB_PRUNE } job_kind;
+/* The metrics' stage label of each kind (cri_metric_record_stages). */
+static const char *const job_stages[] = {"intent", "record", "release", "aliases", "prune"};
 
 typedef struct job {
     job_kind kind;
@@ -20,6 +24,7 @@ typedef struct job {
     unsigned *pruned;
     cri_record_done done;
     void *arg;
+    int64_t submitted_ms; /* for the recording latency metric */
     struct job *next;
 } job;
 
@@ -78,6 +83,9 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&r->lock);
         pg_error err = {0};
         int rc = run_job(r->store, j, &err); /* the only place that may block on flock */
+        cri_metric_record_done(job_stages[j->kind], rc == PG_OK,
+                               j->kind == JOB_PULLED ? cri_cred_source_name(j->creds.source) : NULL,
+                               (double)(cri_now_ms() - j->submitted_ms) / 1e3);
         if (j->done)
             j->done(j->arg, rc, &err);
         job_free(j);
@@ -191,6 +199,7 @@ static job *new_job(job_kind kind, const char *image, const char *image_ref, cri
     job *j = calloc(1, sizeof *j);
     if (j) {
         j->kind = kind;
+        j->submitted_ms = cri_now_ms();
         j->done = done;
         j->arg = arg;
         j->image = image ? pg_strdup(image) : NULL;

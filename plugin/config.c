@@ -9,6 +9,7 @@
  */
 #include "internal.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -30,6 +31,7 @@ struct pg_config {
     char *cri_listen;   /* pullgate-cri: unix:// endpoint it serves */
     char *cri_runtime;  /* pullgate-cri: unix:// endpoint of the runtime */
     int64_t cri_prune_interval; /* pullgate-cri: seconds between its prunes, 0 = never */
+    char *cri_metrics_listen;   /* pullgate-cri: ADDR:PORT of GET /metrics, "none" = off */
     pg_strv allowlist;
     pg_strv read_only_dirs;
     pg_strv pinned_images;
@@ -92,6 +94,7 @@ PG_API void pg_config_free(pg_config *cfg)
     free(cfg->dbus);
     free(cfg->hmac_key_file);
     free(cfg->cri_listen);
+    free(cfg->cri_metrics_listen);
     free(cfg->cri_runtime);
     pg_strv_clear(&cfg->allowlist);
     pg_strv_clear(&cfg->read_only_dirs);
@@ -119,7 +122,8 @@ PG_API pg_config *pg_config_new(pg_error *err)
         !(cfg->annotation = pg_strdup("pullgate.dev/credentials")) ||
         !(cfg->dbus = pg_strdup("system")) || !(cfg->hmac_key_file = pg_strdup("")) ||
         !(cfg->cri_listen = pg_strdup("unix:///run/pullgate/cri.sock")) ||
-        !(cfg->cri_runtime = pg_strdup("unix:///run/containerd/containerd.sock")))
+        !(cfg->cri_runtime = pg_strdup("unix:///run/containerd/containerd.sock")) ||
+        !(cfg->cri_metrics_listen = pg_strdup(PG_DEFAULT_CRI_METRICS_LISTEN)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     if (rc == PG_OK)
         rc = pg_strv_ensure(&cfg->allowlist, err);
@@ -159,7 +163,8 @@ static pg_config *config_clone(const pg_config *src, pg_error *err)
         !(c->annotation = pg_strdup(src->annotation)) || !(c->dbus = pg_strdup(src->dbus)) ||
         !(c->hmac_key_file = pg_strdup(src->hmac_key_file)) ||
         !(c->cri_listen = pg_strdup(src->cri_listen)) ||
-        !(c->cri_runtime = pg_strdup(src->cri_runtime)))
+        !(c->cri_runtime = pg_strdup(src->cri_runtime)) ||
+        !(c->cri_metrics_listen = pg_strdup(src->cri_metrics_listen)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     if (rc == PG_OK)
         rc = strv_copy(&c->allowlist, &src->allowlist, err);
@@ -440,6 +445,33 @@ static int set_cri_runtime(pg_config *cfg, const char *key, const char *value, p
     return rc == PG_OK ? replace_string(&cfg->cri_runtime, value, err) : rc;
 }
 
+/* "IPv4:PORT" or "[IPv6]:PORT", literal addresses only (no name resolution at start);
+ * "none" or "" turns the listener off (stored as "none"). */
+static int set_cri_metrics_listen(pg_config *cfg, const char *key, const char *value, pg_error *err)
+{
+    if (!value[0] || strcmp(value, "none") == 0)
+        return replace_string(&cfg->cri_metrics_listen, "none", err);
+    const char *colon = strrchr(value, ':');
+    char host[64], probe[16];
+    size_t hlen = colon ? (size_t)(colon - value) : 0;
+    int ok = colon && hlen > 0 && hlen < sizeof host && !has_control_char(value);
+    if (ok) {
+        memcpy(host, value, hlen);
+        host[hlen] = '\0';
+        if (host[0] == '[' && host[hlen - 1] == ']') {
+            host[hlen - 1] = '\0';
+            ok = inet_pton(AF_INET6, host + 1, probe) == 1;
+        } else
+            ok = inet_pton(AF_INET, host, probe) == 1;
+    }
+    char *end = NULL;
+    long port = ok && colon[1] >= '0' && colon[1] <= '9' ? strtol(colon + 1, &end, 10) : 0;
+    if (!ok || !end || *end || port < 1 || port > 65535)
+        return bad_value(err, key, value,
+                         "expected IPv4:PORT or [IPv6]:PORT (a literal address), or none");
+    return replace_string(&cfg->cri_metrics_listen, value, err);
+}
+
 /* A Go duration, whole seconds; "0s" turns pullgate-cri's own prune off. */
 static int set_cri_prune_interval(pg_config *cfg, const char *key, const char *value, pg_error *err)
 {
@@ -486,6 +518,7 @@ static const key_spec keys[] = {
     {"criListen", KEY_SCALAR, set_cri_listen, 0, NULL},
     {"criRuntimeEndpoint", KEY_SCALAR, set_cri_runtime, 0, NULL},
     {"criPruneInterval", KEY_SCALAR, set_cri_prune_interval, 0, NULL},
+    {"criMetricsListen", KEY_SCALAR, set_cri_metrics_listen, 0, NULL},
     {"nodeCredentialFiles", KEY_LIST, NULL, offsetof(pg_config, node_credential_files),
      check_absolute_path},
 };
@@ -692,6 +725,10 @@ const char *pg_config_hmac_key_file(const pg_config *cfg) { return cfg->hmac_key
 const char *pg_config_cri_listen(const pg_config *cfg) { return cfg->cri_listen; }
 const char *pg_config_cri_runtime_endpoint(const pg_config *cfg) { return cfg->cri_runtime; }
 int64_t pg_config_cri_prune_interval(const pg_config *cfg) { return cfg->cri_prune_interval; }
+const char *pg_config_cri_metrics_listen(const pg_config *cfg)
+{
+    return strcmp(cfg->cri_metrics_listen, "none") == 0 ? NULL : cfg->cri_metrics_listen;
+}
 const char *const *pg_config_node_credential_files(const pg_config *cfg)
 {
     return (const char *const *)cfg->node_credential_files.v;
@@ -750,6 +787,7 @@ PG_API char *pg_config_to_json(const pg_config *cfg, pg_error *err)
               put(o, "criListen", json_string(cfg->cri_listen)) ||
               put(o, "criRuntimeEndpoint", json_string(cfg->cri_runtime)) ||
               put(o, "criPruneInterval", json_string(prune)) ||
+              put(o, "criMetricsListen", json_string(cfg->cri_metrics_listen)) ||
               put(o, "nodeCredentialFiles", list_to_json(&cfg->node_credential_files));
     char *text = bad ? NULL : json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
     json_decref(o);

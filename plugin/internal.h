@@ -219,6 +219,10 @@ const char *pg_config_cri_listen(const pg_config *cfg);
 const char *pg_config_cri_runtime_endpoint(const pg_config *cfg);
 /* pullgate-cri's own prune of the records (criPruneInterval): seconds, 0 = never. */
 int64_t pg_config_cri_prune_interval(const pg_config *cfg);
+/* pullgate-cri's GET /metrics address (criMetricsListen: "IPv4:PORT" or "[IPv6]:PORT"),
+ * or NULL when it is off ("none"); owned by cfg. */
+const char *pg_config_cri_metrics_listen(const pg_config *cfg);
+#define PG_DEFAULT_CRI_METRICS_LISTEN "127.0.0.1:9469"
 /* The node's own docker config files (nodeCredentialFiles): credentials found
  * there make a pull node-accessible. NULL-terminated, owned by cfg. */
 const char *const *pg_config_node_credential_files(const pg_config *cfg);

@@ -94,7 +94,9 @@ mkdir -m 0700 "$STATE"
 CFG="$PG_TMPDIR/pullgate.json"
 KEY="$PG_TMPDIR/hmac.key"
 head -c 48 /dev/urandom >"$KEY" && chmod 0600 "$KEY"
-pg_write_config "$CFG" "$STATE" NeverVerifyPreloadedImages "$PG_BUS_ADDR" "\"hmacKeyFile\": \"$KEY\""
+METRICS="127.0.0.1:$(pg_free_port)" # pullgate-cri's GET /metrics (docs/metrics.md)
+pg_write_config "$CFG" "$STATE" NeverVerifyPreloadedImages "$PG_BUS_ADDR" \
+    "\"hmacKeyFile\": \"$KEY\", \"criMetricsListen\": \"$METRICS\""
 chmod 0600 "$CFG"
 say "pullgate config ($CFG), read by the hook, pullgate-cri and pullgatectl alike:"
 indent <"$CFG"
@@ -312,6 +314,19 @@ for sig in PullIntent ImagePulled PullFailed ContainerAllowed ContainerDenied; d
         outcome_bad "D-Bus signal $sig not observed"
     fi
 done
+
+header "What Prometheus sees: pullgate-cri's /metrics"
+run_shown "curl -s http://$METRICS/metrics"
+if curl -sf "http://$METRICS/metrics" >"$PG_TMPDIR/cri.metrics"; then
+    grep -E '^pullgate_(build_info|cri_ondisk_|cri_pulls_recorded_total|cri_pulls_refused_total|cri_hook_decisions_total)' \
+        "$PG_TMPDIR/cri.metrics" | grep -v ' 0$' | indent
+    grep -q '^pullgate_cri_hook_decisions_total{result="deny"' "$PG_TMPDIR/cri.metrics" &&
+        grep -q '^pullgate_cri_pulls_recorded_total{credentials="secret"} [1-9]' "$PG_TMPDIR/cri.metrics" &&
+        outcome_ok "the metrics count the recorded pulls and the denials (alerts: packaging/kubernetes/prometheus-rules.yaml)" ||
+        outcome_bad "the metrics do not show the pulls and decisions above"
+else
+    outcome_bad "pullgate-cri does not serve /metrics on $METRICS"
+fi
 
 header "Summary"
 for o in "${OUTCOMES[@]}"; do printf '   %s\n' "$o"; done

@@ -24,6 +24,9 @@ PACKAGES=(
   # pullgatectl doctor (pullgate-doctor): the kubelet's configuration is YAML (libyaml),
   # containerd's and CRI-O's are TOML (toml++, C++: Debian 12 packages no C TOML parser)
   libyaml-dev libtomlplusplus-dev g++
+  # /metrics (test_metrics, the promtool checks of the exposition, the alert rules and
+  # the dashboard): a real Prometheus and promtool, one package (19 MB download)
+  prometheus
 )
 
 missing=()
@@ -42,4 +45,8 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The tests start their own Prometheus on a free port: the packaged service is not wanted.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null 2>&1; then
+  systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi
 echo "install-deps: done"

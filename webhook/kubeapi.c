@@ -309,20 +309,24 @@ static void end_transfers(CURLM *m, transfer *t, size_t n)
 }
 
 /* Why a transfer has no usable answer, or NULL. */
-static const char *transfer_failure(wh_kubeapi *api, const transfer *t, char *msg, size_t msg_size)
+static const char *transfer_failure(wh_kubeapi *api, const transfer *t, char *msg, size_t msg_size,
+                                    const char **kind)
 {
-    if (!t->done || t->rc == CURLE_OPERATION_TIMEDOUT) /* curl's timeout is the deadline */
+    if (!t->done || t->rc == CURLE_OPERATION_TIMEDOUT) { /* curl's timeout is the deadline */
         snprintf(msg, msg_size, "API server %s: %s", api->server,
                  atomic_load(&api->stopping) ? "the webhook is stopping" : "time limit exceeded");
-    else if (t->cut)
+        *kind = "timeout";
+    } else if (t->cut) {
         snprintf(msg, msg_size,
                  "API server %s: response larger than %u bytes or than the "
                  "memory budget allows",
                  api->server, WH_MAX_API_RESPONSE_BYTES);
-    else if (t->rc != CURLE_OK)
+        *kind = "too-large";
+    } else if (t->rc != CURLE_OK) {
         snprintf(msg, msg_size, "API server %s: %s", api->server,
                  t->errbuf[0] ? t->errbuf : curl_easy_strerror(t->rc));
-    else
+        *kind = "connection";
+    } else
         return NULL;
     return msg;
 }
@@ -341,7 +345,7 @@ static int is_not_found(const json_t *status, const char *resource, const char *
 }
 
 static wh_lookup interpret(long status, json_t *obj, const char *resource, const char *ns,
-                           const char *name, char *msg, size_t msg_size)
+                           const char *name, char *msg, size_t msg_size, const char **fail_kind)
 {
     const char *kind = strcmp(resource, "secrets") == 0 ? "Secret" : "ServiceAccount";
     const json_t *meta = json_object_get(obj, "metadata");
@@ -350,19 +354,21 @@ static wh_lookup interpret(long status, json_t *obj, const char *resource, const
             same(wh_text_at(meta, "namespace"), ns))
             return WH_FOUND;
         snprintf(msg, msg_size, "HTTP 200 without the %s %s/%.64s", kind, ns, name);
+        *fail_kind = "invalid-response";
         return WH_FAILED;
     }
     if (status == 404 && is_not_found(obj, resource, name))
         return WH_NOT_FOUND;
     const char *why = wh_text_at(obj, "message");
     snprintf(msg, msg_size, "HTTP %ld%s%.200s", status, why ? ": " : "", why ? why : "");
+    *fail_kind = "http-error";
     return WH_FAILED;
 }
 
 static void finish_get(wh_kubeapi *api, transfer *t, const char *ns, wh_get_req *req)
 {
     long status = 0;
-    if (transfer_failure(api, t, req->msg, sizeof req->msg))
+    if (transfer_failure(api, t, req->msg, sizeof req->msg, &req->fail_kind))
         return;
     curl_easy_getinfo(t->h, CURLINFO_RESPONSE_CODE, &status);
     json_t *parsed = NULL;
@@ -371,6 +377,7 @@ static void finish_get(wh_kubeapi *api, transfer *t, const char *ns, wh_get_req 
                  "API server %s: response larger than the memory "
                  "budget allows now",
                  api->server);
+        req->fail_kind = "too-large";
         return;
     }
     if (t->body.data) {
@@ -379,18 +386,19 @@ static void finish_get(wh_kubeapi *api, transfer *t, const char *ns, wh_get_req 
         wh_parse_end();
     }
     wh_buf_wipe(&t->body); /* its text is in parsed now, or nowhere */
-    req->result =
-        interpret(status, parsed, req->resource, ns, req->name, req->msg, sizeof req->msg);
+    req->result = interpret(status, parsed, req->resource, ns, req->name, req->msg, sizeof req->msg,
+                            &req->fail_kind);
     if (req->result == WH_FOUND)
         req->obj = parsed;
     else
         json_decref(parsed);
 }
 
-static void fail_all(wh_get_req *reqs, size_t n, const char *msg)
+static void fail_all(wh_get_req *reqs, size_t n, const char *msg, const char *kind)
 {
     for (size_t i = 0; i < n; i++) {
         reqs[i].result = WH_FAILED;
+        reqs[i].fail_kind = kind;
         snprintf(reqs[i].msg, sizeof reqs[i].msg, "%s", msg);
     }
 }
@@ -403,7 +411,7 @@ static int start_gets(wh_kubeapi *api, CURLM *m, const char *ns, wh_get_req *req
         if ((strcmp(reqs[i].resource, "secrets") != 0 &&
              strcmp(reqs[i].resource, "serviceaccounts") != 0) ||
             !wh_is_dns_label(ns) || !wh_is_dns_subdomain(reqs[i].name)) {
-            fail_all(reqs, n, "refusing to look up an invalid object name");
+            fail_all(reqs, n, "refusing to look up an invalid object name", "other");
             return -1;
         }
         char url[1024];
@@ -411,7 +419,7 @@ static int start_gets(wh_kubeapi *api, CURLM *m, const char *ns, wh_get_req *req
                  reqs[i].resource, reqs[i].name);
         if (!(t[i].h = new_transfer(api, &t[i], url, headers, deadline_ms)) ||
             curl_multi_add_handle(m, t[i].h) != CURLM_OK) {
-            fail_all(reqs, n, "out of memory");
+            fail_all(reqs, n, "out of memory", "other");
             return -1;
         }
     }
@@ -426,14 +434,18 @@ void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, int64
         reqs[i].result = WH_FAILED;
         reqs[i].obj = NULL;
         reqs[i].msg[0] = '\0';
+        reqs[i].fail_kind = NULL;
     }
     struct curl_slist *headers = auth_headers(api, msg, sizeof msg);
     CURLM *m = headers ? take_client(api, deadline_ms, msg, sizeof msg) : NULL;
     transfer *t = m ? calloc(n, sizeof *t) : NULL;
     if (m && !t)
         snprintf(msg, sizeof msg, "out of memory");
-    if (!t)
-        fail_all(reqs, n, msg[0] ? msg : "out of memory");
+    if (!t) /* no token, no free client before the deadline, or no memory */
+        fail_all(reqs, n, msg[0] ? msg : "out of memory",
+                 !headers ? "token"
+                 : !m     ? "timeout"
+                          : "other");
     else if (start_gets(api, m, ns, reqs, n, t, headers, deadline_ms) == 0) {
         run_transfers(api, m, deadline_ms);
         for (size_t i = 0; i < n; i++)
@@ -463,7 +475,8 @@ static int version_ok(wh_kubeapi *api, int64_t deadline_ms, char *msg, size_t ms
         snprintf(msg, msg_size, "out of memory");
     else if (m) {
         run_transfers(api, m, deadline_ms);
-        if (!transfer_failure(api, &t, msg, msg_size)) {
+        const char *kind; /* readiness is not a review's read: not counted */
+        if (!transfer_failure(api, &t, msg, msg_size, &kind)) {
             curl_easy_getinfo(t.h, CURLINFO_RESPONSE_CODE, &status);
             if (status != 200)
                 snprintf(msg, msg_size, "API server answered HTTP %ld to GET /version", status);

@@ -85,7 +85,8 @@ static void usage(FILE *out)
           "       [--memory-budget-mib N] [--review-deadline-ms N]\n"
           "\nServes POST /mutate (admission.k8s.io/v1 AdmissionReview for pods), GET /healthz,\n"
           "GET /readyz over HTTPS (default " DEFAULT_LISTEN "); --health-listen adds the two GETs\n"
-          "in plain HTTP. Without --api-* it uses the in-cluster configuration\n"
+          "and GET /metrics (Prometheus) in plain HTTP. Without --api-* it uses the in-cluster "
+          "configuration\n"
           "(KUBERNETES_SERVICE_HOST/PORT, " SA_DIR ").\n"
           "The annotation key (--hmac-key-file, or hmacKeyFile of --config) is required:\n"
           "--unkeyed-annotations opts out and puts offline-guessable credential hashes in\n"
@@ -292,7 +293,8 @@ static void log_serving(const options *o, const char *server_url, const char *an
 }
 
 static int serve(const options *o, const char *server_url, const char *annotation,
-                 wh_keyholder *keys, wh_kubeapi *api, char *msg, size_t msg_size)
+                 wh_keyholder *keys, wh_kubeapi *api, wh_metrics *metrics, char *msg,
+                 size_t msg_size)
 {
     struct sockaddr_storage addr = {0}, health = {0};
     if (parse_listen(o->listen, &addr) != 0 ||
@@ -305,7 +307,8 @@ static int serve(const options *o, const char *server_url, const char *annotatio
                             .api = api,
                             .deadline_ms = (long)o->deadline_ms,
                             .max_connections = (unsigned int)o->max_connections,
-                            .max_per_peer = (unsigned int)o->max_per_peer};
+                            .max_per_peer = (unsigned int)o->max_per_peer,
+                            .metrics = metrics};
     wh_server *server =
         wh_server_start((struct sockaddr *)&addr,
                         o->health_listen ? (struct sockaddr *)&health : NULL, &cfg, msg, msg_size);
@@ -325,11 +328,14 @@ static int start(const options *o, const char *server_url, const char *ca, const
 {
     wh_tls *tls = wh_tls_new(o->tls_cert, o->tls_key, log_tls, msg, msg_size);
     wh_kubeapi *api = NULL;
+    wh_metrics metrics = {0};
     int rc = 1;
     if (tls && (!o->client_ca || wh_tls_require_clients(tls, o->client_ca, msg, msg_size) == 0) &&
-        (api = wh_kubeapi_new(server_url, ca, token, msg, msg_size)))
-        rc = serve(o, server_url, annotation, keys, api, msg, msg_size) == 0 ? 0 : 1;
+        (api = wh_kubeapi_new(server_url, ca, token, msg, msg_size)) &&
+        wh_metrics_init(&metrics, tls, msg, msg_size) == 0)
+        rc = serve(o, server_url, annotation, keys, api, &metrics, msg, msg_size) == 0 ? 0 : 1;
     wh_kubeapi_free(api);
+    wh_metrics_free(&metrics);
     wh_tls_free(tls);
     return rc;
 }

@@ -858,6 +858,8 @@ void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
         set_text(out, 500, "out of memory", "");
     outcome = out->http_status != 200 ? (bad || !root ? "bad-request" : "error") : outcome;
     json_object_set_new(r.log, "outcome", json_string(outcome));
+    out->outcome = outcome;
+    out->refusal_code = strcmp(outcome, "refused") == 0 ? r.status_code : 0;
     if (bad)
         json_object_set_new(r.log, "message", json_string(bad));
     else if (r.message[0])

@@ -39,6 +39,7 @@ typedef struct wh_get_req {
     wh_lookup result;            /* out */
     json_t *obj;                 /* out, WH_FOUND: the object (caller decrefs) */
     char msg[WH_MESSAGE_MAX];    /* out, WH_FAILED: why (never secret material) */
+    const char *fail_kind;       /* out, WH_FAILED: a metrics label (whmetrics.h), or NULL */
 } wh_get_req;
 
 /*
@@ -70,6 +71,8 @@ typedef struct wh_review_result {
     char *body;      /* response body, caller frees (wh_review_result_free) */
     const char *content_type;
     json_t *log; /* fields for the log line; never secret material */
+    const char *outcome; /* static text, the log's "outcome" (metrics) */
+    int refusal_code;    /* the refusal's code (400, 413, 500, 504) when outcome is "refused" */
 } wh_review_result;
 
 /* Never fails as a whole: every outcome, out of memory included, is a result. */

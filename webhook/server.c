@@ -7,14 +7,18 @@
  *   GET  /healthz  the process serves
  *   GET  /readyz   the API server answers (cached WH_READY_CACHE_MS)
  * and, optionally, the two GETs in plain HTTP on a second address (probes
- * cannot present the client certificate the review port may require).
+ * cannot present the client certificate the review port may require), with
+ * GET /metrics (Prometheus, whmetrics.h) there only: never on the admission
+ * port, whose callers are API servers.
  *
  * Who may hold what, checked before any body is read:
  *  - TLS: with --client-ca-file every session must present a client
  *    certificate that verifies (tlscert.c), checked in the handshake and again
  *    at each request;
- *  - connections: at most max_connections, max_per_peer from one address
- *    (libmicrohttpd's own limits), and a watchdog that shuts a connection
+ *  - connections: at most max_connections (libmicrohttpd's limit) and
+ *    max_per_peer from one address (our accept policy, so that refusals are
+ *    counted; libmicrohttpd's per-address limit, one higher, stays as a
+ *    backstop), and a watchdog that shuts a connection
  *    down when it does not make progress in time: handshake and headers
  *    within HANDSHAKE_MS of accept, a review within its deadline, an idle
  *    keep-alive connection within IDLE_MS (slow-drip clients included);
@@ -56,6 +60,8 @@
 /* One connection as the watchdog sees it (libmicrohttpd's socket context). */
 typedef struct conn {
     MHD_socket fd;
+    const struct endpoint *ep;
+    unsigned char peer[17];   /* family byte + IPv4/IPv6 address: the per-peer bound's key */
     long long progress_by_ms; /* shut down when still open then */
     int shut;
     struct conn *prev, *next;
@@ -65,6 +71,7 @@ typedef struct endpoint {
     struct wh_server *server;
     struct MHD_Daemon *daemon;
     int health_only; /* the plain-HTTP probe port */
+    unsigned int per_peer;
 } endpoint;
 
 struct wh_server {
@@ -112,6 +119,41 @@ static void progress_by(wh_server *s, struct MHD_Connection *c, long long ms)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* The address part of a peer (its port left out): one key per client address. */
+static void peer_key(const struct sockaddr *sa, unsigned char key[17])
+{
+    memset(key, 0, 17);
+    if (sa && sa->sa_family == AF_INET) {
+        key[0] = 4;
+        memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        key[0] = 6;
+        memcpy(key + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+    }
+}
+
+/* libmicrohttpd's accept policy, before any byte is read: at most the per-peer bound
+ * of open connections from one address on this endpoint. libmicrohttpd accepts and
+ * registers connections in its one listening thread, so the list is up to date here. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    (void)addrlen;
+    endpoint *ep = cls;
+    wh_server *s = ep->server;
+    unsigned char key[17];
+    peer_key(addr, key);
+    unsigned int open = 0;
+    pthread_mutex_lock(&s->lock);
+    for (conn *k = s->conns; k; k = k->next)
+        if (k->ep == ep && memcmp(k->peer, key, sizeof key) == 0)
+            open++;
+    pthread_mutex_unlock(&s->lock);
+    if (open < ep->per_peer)
+        return MHD_YES;
+    wh_metrics_connection_refused(s->cfg.metrics, "per-peer");
+    return MHD_NO;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -132,6 +174,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             return;
         }
         k->fd = fd->connect_fd;
+        k->ep = ep;
+        const union MHD_ConnectionInfo *a =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        peer_key(a ? a->client_addr : NULL, k->peer);
         k->progress_by_ms = wh_now_ms() + HANDSHAKE_MS;
         pthread_mutex_lock(&s->lock);
         k->next = s->conns;
@@ -211,11 +257,18 @@ static enum MHD_Result serve_ready(wh_server *s, struct MHD_Connection *c)
     return respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", text);
 }
 
+static enum MHD_Result serve_metrics(wh_server *s, struct MHD_Connection *c)
+{
+    return respond(c, MHD_HTTP_OK, PG_METRICS_CONTENT_TYPE,
+                   pg_metrics_render(s->cfg.metrics->reg, NULL));
+}
+
 static enum MHD_Result route_other(endpoint *ep, struct MHD_Connection *c, const char *url,
                                    const char *method)
 {
     int get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
-    int known = strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
+    int metrics = ep->health_only && ep->server->cfg.metrics && strcmp(url, "/metrics") == 0;
+    int known = strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 || metrics ||
                 (!ep->health_only && strcmp(url, "/mutate") == 0);
     if (!known)
         return respond_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
@@ -225,6 +278,8 @@ static enum MHD_Result route_other(endpoint *ep, struct MHD_Connection *c, const
                                                         : "unsupported\n");
     if (strcmp(url, "/readyz") == 0)
         return serve_ready(ep->server, c);
+    if (metrics)
+        return serve_metrics(ep->server, c);
     return respond_text(c, MHD_HTTP_OK, "ok\n");
 }
 
@@ -269,6 +324,14 @@ static void log_review(struct MHD_Connection *c, wh_request *q, wh_review_result
     wh_log_fields(res->http_status == 200 ? "info" : "warning", "admission review", res->log);
 }
 
+/* A wh_get_fn over the API client that counts each read's result. */
+static void counted_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, int64_t deadline_ms)
+{
+    wh_server *s = ctx;
+    wh_kubeapi_get(s->cfg.api, ns, reqs, n, deadline_ms);
+    wh_metrics_api_reads(s->cfg.metrics, reqs, n);
+}
+
 static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_request *q)
 {
     if (!q->cut && pg_monotonic_ms() >= q->deadline_ms) /* no time left to parse it */
@@ -278,8 +341,8 @@ static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_r
     wh_review_config rc = {.annotation_key = s->cfg.annotation_key,
                            .key = wh_key_ref_key(key),
                            .key_error = key_msg[0] ? key_msg : NULL,
-                           .get = wh_kubeapi_get,
-                           .get_ctx = s->cfg.api,
+                           .get = counted_get,
+                           .get_ctx = s,
                            .deadline_ms = q->deadline_ms,
                            .cut = q->cut,
                            .body_done = release_body,
@@ -293,6 +356,8 @@ static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_r
     wh_key_ref_release(key);
     wh_buf_wipe(&q->body);
     log_review(c, q, &res);
+    wh_metrics_review(s->cfg.metrics, res.outcome, res.refusal_code,
+                      (double)(wh_now_us() - q->start_us) / 1e6);
     q->answered = 1;
     enum MHD_Result ret = respond(c, (unsigned int)res.http_status, res.content_type, res.body);
     res.body = NULL; /* owned by the response now */
@@ -410,7 +475,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    endpoint *ep = cls;
+    /* libmicrohttpd says so only in its log: the one place to count it. */
+    if (ep && strncmp(fmt, "Server reached connection limit", 31) == 0)
+        wh_metrics_connection_refused(ep->server->cfg.metrics, "total");
     char text[512];
     vsnprintf(text, sizeof text, fmt, ap);
     size_t n = strlen(text);
@@ -425,6 +493,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 static struct MHD_Daemon *start_endpoint(endpoint *ep, const struct sockaddr *addr,
                                          unsigned int max, unsigned int per_peer)
 {
+    ep->per_peer = per_peer;
     unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                          MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                          (addr->sa_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
@@ -432,18 +501,18 @@ static struct MHD_Daemon *start_endpoint(endpoint *ep, const struct sockaddr *ad
     /* The logger first: libmicrohttpd uses its own until it has seen this option. */
     if (ep->health_only)
         return MHD_start_daemon(
-            flags, 0, NULL, NULL, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+            flags, 0, accept_policy, ep, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, ep,
             MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
-            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-            ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer + 1, MHD_OPTION_NOTIFY_COMPLETED,
+            on_completed, ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
     return MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        flags, 0, accept_policy, ep, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, ep,
         MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_HTTPS_CERT_CALLBACK, wh_tls_retrieve,
         MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer, MHD_OPTION_NOTIFY_COMPLETED, on_completed, ep,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer + 1, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
 }
 
 static void free_server(wh_server *s)

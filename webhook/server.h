@@ -5,6 +5,7 @@
 
 #include "keyholder.h"
 #include "kubeapi.h"
+#include "whmetrics.h"
 
 #include <sys/socket.h>
 
@@ -22,12 +23,14 @@ typedef struct wh_server_config {
     long deadline_ms; /* the whole review, from its headers to its answer */
     unsigned int max_connections;
     unsigned int max_per_peer; /* connections from one address */
+    wh_metrics *metrics;       /* NULL: nothing counted, no GET /metrics */
 } wh_server_config;
 
 typedef struct wh_server wh_server;
 
 /* Starts serving on addr (TLS from wh_tls_retrieve) and, when health is not NULL,
- * plain-HTTP /healthz and /readyz on health. NULL with msg on error. */
+ * plain-HTTP /healthz, /readyz and (with cfg->metrics) /metrics on health. NULL with
+ * msg on error. */
 wh_server *wh_server_start(const struct sockaddr *addr, const struct sockaddr *health,
                            const wh_server_config *cfg, char *msg, size_t msg_size);
 /* Stops accepting, lets reviews in flight finish (up to grace_ms), ends the rest, stops. */

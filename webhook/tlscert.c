@@ -203,6 +203,24 @@ int wh_tls_retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_rdn, 
     return 0;
 }
 
+long long wh_tls_not_after(wh_tls *t)
+{
+    if (!t)
+        return -1;
+    gnutls_x509_crt_t crt;
+    if (gnutls_x509_crt_init(&crt) < 0)
+        return -1;
+    long long not_after = -1;
+    pthread_mutex_lock(&t->lock);
+    maybe_reload(t); /* a rotation shows at the next scrape, handshakes or not */
+    if (t->current && t->current->n &&
+        gnutls_x509_crt_import(crt, &t->current->chain[0].cert, GNUTLS_X509_FMT_DER) == 0)
+        not_after = (long long)gnutls_x509_crt_get_expiration_time(crt);
+    pthread_mutex_unlock(&t->lock);
+    gnutls_x509_crt_deinit(crt);
+    return not_after;
+}
+
 wh_tls *wh_tls_new(const char *cert_path, const char *key_path, wh_tls_log_fn log, char *msg,
                    size_t msg_size)
 {

@@ -26,6 +26,9 @@ void wh_tls_free(wh_tls *t);
  * the file holds no usable CA.
  */
 int wh_tls_require_clients(wh_tls *t, const char *ca_path, char *msg, size_t msg_size);
+/* When the serving certificate in use (after any pending reload) expires, in Unix
+ * seconds; -1 when it cannot be read. For the expiry metric. */
+long long wh_tls_not_after(wh_tls *t);
 /* 1 when client certificates are required. */
 int wh_tls_clients_required(void);
 /* For a new connection, before its handshake: require and verify the client's

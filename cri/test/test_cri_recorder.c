@@ -269,6 +269,15 @@ START_TEST(config_keys)
     ck_assert_int_eq(pg_config_cri_prune_interval(cfg), 5400);
     ck_assert_int_eq(pg_config_set(cfg, "criPruneInterval", "30s", &err), PG_ERR_CONFIG);
     ck_assert_int_eq(pg_config_set(cfg, "criPruneInterval", "-1h", &err), PG_ERR_CONFIG);
+    /* criMetricsListen: loopback by default; "none" or "" turns it off. */
+    ck_assert_str_eq(pg_config_cri_metrics_listen(cfg), "127.0.0.1:9469");
+    ck_assert_int_eq(pg_config_set(cfg, "criMetricsListen", "", &err), PG_OK);
+    ck_assert_ptr_null(pg_config_cri_metrics_listen(cfg));
+    ck_assert_int_eq(pg_config_set(cfg, "criMetricsListen", "[::1]:9100", &err), PG_OK);
+    ck_assert_str_eq(pg_config_cri_metrics_listen(cfg), "[::1]:9100");
+    ck_assert_int_eq(pg_config_set(cfg, "criMetricsListen", "none", &err), PG_OK);
+    ck_assert_ptr_null(pg_config_cri_metrics_listen(cfg));
+    ck_assert_int_eq(pg_config_set(cfg, "criMetricsListen", "host:1", &err), PG_ERR_CONFIG);
     /* nodeCredentialFiles: the kubelet's docker config search paths by default. */
     const char *const *files = pg_config_node_credential_files(cfg);
     ck_assert_str_eq(files[0], "/var/lib/kubelet/config.json");
@@ -281,6 +290,7 @@ START_TEST(config_keys)
     ck_assert_int_eq(pg_config_load_json(cfg, json3, sizeof json3 - 1, &err), PG_ERR_CONFIG);
     text = pg_config_to_json(cfg, &err);
     ck_assert_ptr_nonnull(strstr(text, "\"criPruneInterval\":\"1h30m0s\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"criMetricsListen\":\"none\""));
     ck_assert_ptr_nonnull(strstr(text, "\"nodeCredentialFiles\":[\"/etc/pullgate/node.json\"]"));
     pg_free(text);
     pg_config_free(cfg);

@@ -109,6 +109,7 @@ INSTALLED=(
     # the docs the man pages, README.Debian and hooks/containerd's README send you to, uncompressed
     /usr/share/doc/pullgate/design.md /usr/share/doc/pullgate/kubelet-setup.md
     /usr/share/doc/pullgate/lifecycle.md /usr/share/doc/pullgate/logging.md
+    /usr/share/doc/pullgate/metrics.md
     /usr/share/doc/pullgate/annotation-hmac.md /usr/share/doc/pullgate/annotation-producer.md
     /usr/share/doc/pullgate/examples/containerd/README.md
     /usr/share/doc/pullgate/examples/containerd/config.toml.snippet
@@ -418,6 +419,7 @@ $tmpfilesdir/pullgate.conf
 /usr/share/doc/pullgate-1.0.0/kubelet-setup.md
 /usr/share/doc/pullgate-1.0.0/lifecycle.md
 /usr/share/doc/pullgate-1.0.0/logging.md
+/usr/share/doc/pullgate-1.0.0/metrics.md
 /usr/share/licenses/pullgate-1.0.0/LICENSE
 /usr/share/man/man5/pullgate.json.5
 /usr/share/man/man8/pullgate-cri.8

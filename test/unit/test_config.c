@@ -132,12 +132,24 @@ START_TEST(every_key_accepts_valid_values)
     pg_config_free(cfg);
 
     const char *more[] = {
-        "{\"policy\":\"NeverVerify\"}", "{\"policy\":\"NeverVerifyAllowlistedImages\"}",
-        "{\"runtime\":\"cri-o\"}", "{\"dbus\":\"session\"}", "{\"dbus\":\"none\"}",
-        "{\"logLevel\":\"error\"}", "{\"logLevel\":\"warning\"}", "{\"credentialTTL\":\"0\"}",
-        "{\"credentialTTL\":\"90s\"}", "{\"credentialTTL\":\"1.5s\"}",
-        "{\"credentialsAnnotation\":\"a.b-c.example/My_Key.1\"}", "{\"hmacKeyFile\":\"\"}",
-        "{\"allowlist\":[\"registry.example.com:5000/team/*\",\"docker.io/*\"]}", "{}",
+        "{\"policy\":\"NeverVerify\"}",
+        "{\"policy\":\"NeverVerifyAllowlistedImages\"}",
+        "{\"runtime\":\"cri-o\"}",
+        "{\"dbus\":\"session\"}",
+        "{\"dbus\":\"none\"}",
+        "{\"logLevel\":\"error\"}",
+        "{\"logLevel\":\"warning\"}",
+        "{\"credentialTTL\":\"0\"}",
+        "{\"credentialTTL\":\"90s\"}",
+        "{\"credentialTTL\":\"1.5s\"}",
+        "{\"credentialsAnnotation\":\"a.b-c.example/My_Key.1\"}",
+        "{\"hmacKeyFile\":\"\"}",
+        "{\"allowlist\":[\"registry.example.com:5000/team/*\",\"docker.io/*\"]}",
+        "{}",
+        "{\"criMetricsListen\":\"none\"}",
+        "{\"criMetricsListen\":\"\"}",
+        "{\"criMetricsListen\":\"0.0.0.0:9469\"}",
+        "{\"criMetricsListen\":\"[::1]:1\"}",
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
         assert_loads(more[i]);
@@ -181,6 +193,14 @@ START_TEST(every_key_rejects_invalid_values)
         {"{\"dbus\":\"systemd\"}", "key \"dbus\""},
         {"{\"logLevel\":\"trace\"}", "key \"logLevel\""},
         {"{\"hmacKeyFile\":\"key\"}", "key \"hmacKeyFile\""},
+        {"{\"criMetricsListen\":\"localhost:9469\"}", "key \"criMetricsListen\""},
+        {"{\"criMetricsListen\":\"127.0.0.1\"}", "key \"criMetricsListen\""},
+        {"{\"criMetricsListen\":\"127.0.0.1:0\"}", "key \"criMetricsListen\""},
+        {"{\"criMetricsListen\":\"127.0.0.1:65536\"}", "key \"criMetricsListen\""},
+        {"{\"criMetricsListen\":\"127.0.0.1:+80\"}", "key \"criMetricsListen\""},
+        {"{\"criMetricsListen\":\"::1:9469\"}", "key \"criMetricsListen\""},
+        {"{\"criMetricsListen\":\"[::1]:\"}", "key \"criMetricsListen\""},
+        {"{\"criMetricsListen\":\":9469\"}", "key \"criMetricsListen\""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_config_error(bad[i].json, bad[i].needle);

@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* pullgate-cri's metric definitions and counting functions (cri_metrics.h). */
+#include "cri_metrics.h"
+
+#include "pull.h"
+
+#include "pullgate/version.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The CRI v1 methods (k8s.io/cri-api runtime/v1/api.proto, RuntimeService and ImageService). */
+const char *const cri_metric_methods[] = {"Version",
+                                          "RunPodSandbox",
+                                          "StopPodSandbox",
+                                          "RemovePodSandbox",
+                                          "PodSandboxStatus",
+                                          "ListPodSandbox",
+                                          "CreateContainer",
+                                          "StartContainer",
+                                          "StopContainer",
+                                          "RemoveContainer",
+                                          "ListContainers",
+                                          "ContainerStatus",
+                                          "UpdateContainerResources",
+                                          "ReopenContainerLog",
+                                          "ExecSync",
+                                          "Exec",
+                                          "Attach",
+                                          "PortForward",
+                                          "ContainerStats",
+                                          "ListContainerStats",
+                                          "PodSandboxStats",
+                                          "ListPodSandboxStats",
+                                          "UpdateRuntimeConfig",
+                                          "Status",
+                                          "CheckpointContainer",
+                                          "GetContainerEvents",
+                                          "ListMetricDescriptors",
+                                          "ListPodSandboxMetrics",
+                                          "RuntimeConfig",
+                                          "ListImages",
+                                          "ImageStatus",
+                                          "PullImage",
+                                          "RemoveImage",
+                                          "ImageFsInfo",
+                                          "other",
+                                          NULL};
+const char *const cri_metric_codes[] = {"OK",
+                                        "CANCELLED",
+                                        "UNKNOWN",
+                                        "INVALID_ARGUMENT",
+                                        "DEADLINE_EXCEEDED",
+                                        "NOT_FOUND",
+                                        "ALREADY_EXISTS",
+                                        "PERMISSION_DENIED",
+                                        "RESOURCE_EXHAUSTED",
+                                        "FAILED_PRECONDITION",
+                                        "ABORTED",
+                                        "OUT_OF_RANGE",
+                                        "UNIMPLEMENTED",
+                                        "INTERNAL",
+                                        "UNAVAILABLE",
+                                        "DATA_LOSS",
+                                        "UNAUTHENTICATED",
+                                        "other",
+                                        NULL};
+const char *const cri_metric_credentials[] = {"none",       "node",  "secret",
+                                              "unverified", "other", NULL};
+const char *const cri_metric_record_stages[] = {"intent", "record", "release", "aliases",
+                                                "prune",  "other",  NULL};
+const char *const cri_metric_refusal_reasons[] = {"not-understood",
+                                                  "credentials-unusable",
+                                                  "out-of-memory",
+                                                  "no-slot",
+                                                  "intent-failed",
+                                                  "intent-timeout",
+                                                  "writer-full",
+                                                  "cancelled",
+                                                  "not-forwarded",
+                                                  "other",
+                                                  NULL};
+const char *const cri_metric_hook_results[] = {"answered",          "undelivered", "not-mine",
+                                               "store-unavailable", "abandoned",   "bad-request",
+                                               "not-root",          "other",       NULL};
+const char *const cri_metric_decision_results[] = {"allow", "deny", "audit-deny", "other", NULL};
+/* pg_reason_name()'s names (plugin/decide.c). */
+const char *const cri_metric_decision_reasons[] = {"never-verify",
+                                                   "pinned",
+                                                   "preloaded",
+                                                   "allowlisted",
+                                                   "node-accessible",
+                                                   "secret-match",
+                                                   "service-account-match",
+                                                   "sandbox",
+                                                   "no-image-ref",
+                                                   "no-record",
+                                                   "no-mapping",
+                                                   "no-credentials",
+                                                   "credentials-mismatch",
+                                                   "expired",
+                                                   "bad-annotation",
+                                                   "store-error",
+                                                   "bad-request",
+                                                   "config-error",
+                                                   "annotation-signature",
+                                                   "not-kubernetes",
+                                                   "other",
+                                                   NULL};
+const char *const cri_metric_verification_results[] = {"verified", "policy-allowed", "must-pull",
+                                                       "error",    "other",          NULL};
+static const char *const versions[] = {PG_VERSION_STRING, NULL};
+static const char *const components[] = {"cri", NULL};
+
+static const double decision_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                          0.01,   0.025,   0.05,   0.1,   0.25,   1};
+
+/* The process's metrics: written once by cri_metrics_init before any counting thread starts. */
+static struct {
+    pg_metrics *reg;
+    char *state_dir;
+    pg_metric *build_info, *pulled_records, *intents, *calls, *call_seconds, *recorded,
+        *record_failures, *record_seconds, *refused, *hook_requests, *decisions, *decision_seconds,
+        *hook_up, *verifications;
+} m;
+
+/* Record files in one subdirectory of stateDir, as the store names them (sha256-<hex>, no
+ * .tmp); a directory that cannot be read counts nothing. No symlink is followed. */
+static double count_records(const char *sub)
+{
+    int dfd = open(m.state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = dfd >= 0 ? openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (dfd >= 0)
+        close(dfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    double n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "sha256-", 7) == 0 &&
+            !(len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void collect(void *ctx)
+{
+    (void)ctx;
+    pg_metric_set(m.pulled_records, NULL, NULL, count_records("pulled"));
+    pg_metric_set(m.intents, NULL, NULL, count_records("pulling"));
+}
+
+static int define_all(char *msg, size_t msg_size)
+{
+    const pg_metric_def defs[] = {
+        {.name = "pullgate_build_info",
+         .type = PG_METRIC_GAUGE,
+         .help = "Always 1; the labels say which pullgate build serves.",
+         .nlabels = 2,
+         .labels = {{"version", versions}, {"component", components}}},
+        {.name = "pullgate_cri_ondisk_pulledrecords",
+         .type = PG_METRIC_GAUGE,
+         .help = "Pulled records in stateDir (the kubelet's "
+                 "kubelet_imagemanager_ondisk_pulledrecords, for pullgate's store).",
+         .nlabels = 0},
+        {.name = "pullgate_cri_ondisk_pullintents",
+         .type = PG_METRIC_GAUGE,
+         .help = "Pull intents in stateDir (the kubelet's kubelet_imagemanager_ondisk_pullintents, "
+                 "for pullgate's store).",
+         .nlabels = 0},
+        {.name = "pullgate_cri_calls_total",
+         .type = PG_METRIC_COUNTER,
+         .help = "CRI calls answered, by method and gRPC status code.",
+         .nlabels = 2,
+         .labels = {{"method", cri_metric_methods}, {"code", cri_metric_codes}},
+         .sparse = 1},
+        {.name = "pullgate_cri_call_duration_seconds",
+         .type = PG_METRIC_HISTOGRAM,
+         .help = "CRI calls from arrival to answer, by method.",
+         .nlabels = 1,
+         .labels = {{"method", cri_metric_methods}},
+         .buckets = pg_metrics_latency_buckets,
+         .nbuckets = pg_metrics_latency_nbuckets,
+         .sparse = 1},
+        {.name = "pullgate_cri_pulls_recorded_total",
+         .type = PG_METRIC_COUNTER,
+         .help = "Pulls recorded, by how their credentials were attributed.",
+         .nlabels = 1,
+         .labels = {{"credentials", cri_metric_credentials}}},
+        {.name = "pullgate_cri_recording_failures_total",
+         .type = PG_METRIC_COUNTER,
+         .help = "Record store writes that failed, by stage (intent: the pull was refused; "
+                 "record: the runtime pulled, the intent stays).",
+         .nlabels = 1,
+         .labels = {{"stage", cri_metric_record_stages}}},
+        {.name = "pullgate_cri_recording_duration_seconds",
+         .type = PG_METRIC_HISTOGRAM,
+         .help = "Record store writes from submission to outcome, by stage.",
+         .nlabels = 1,
+         .labels = {{"stage", cri_metric_record_stages}},
+         .buckets = pg_metrics_latency_buckets,
+         .nbuckets = pg_metrics_latency_nbuckets},
+        {.name = "pullgate_cri_pulls_refused_total",
+         .type = PG_METRIC_COUNTER,
+         .help = "PullImage calls answered by pullgate-cri and never forwarded, by gRPC code "
+                 "and reason.",
+         .nlabels = 2,
+         .labels = {{"code", cri_metric_codes}, {"reason", cri_metric_refusal_reasons}},
+         .sparse = 1},
+        {.name = "pullgate_cri_hook_requests_total",
+         .type = PG_METRIC_COUNTER,
+         .help = "Requests of pullgate-hook on the resident path, by result.",
+         .nlabels = 1,
+         .labels = {{"result", cri_metric_hook_results}}},
+        {.name = "pullgate_cri_hook_decisions_total",
+         .type = PG_METRIC_COUNTER,
+         .help = "Container starts decided on the resident hook path, by result and reason.",
+         .nlabels = 2,
+         .labels = {{"result", cri_metric_decision_results},
+                    {"reason", cri_metric_decision_reasons}},
+         .sparse = 1},
+        {.name = "pullgate_cri_hook_decision_duration_seconds",
+         .type = PG_METRIC_HISTOGRAM,
+         .help = "Decisions on the resident hook path, from request to answer.",
+         .nlabels = 0,
+         .buckets = decision_buckets,
+         .nbuckets = sizeof decision_buckets / sizeof decision_buckets[0]},
+        {.name = "pullgate_cri_hook_server_up",
+         .type = PG_METRIC_GAUGE,
+         .help = "1 while the resident hook server serves its socket.",
+         .nlabels = 0},
+        {.name = "pullgate_cri_image_verifications_total",
+         .type = PG_METRIC_COUNTER,
+         .help = "Verifications of the kubelet's ImageStatus, by result (the kubelet's "
+                 "kubelet_imagemanager_image_mustpull_checks_total).",
+         .nlabels = 1,
+         .labels = {{"result", cri_metric_verification_results}}},
+    };
+    pg_metric **slots[] = {
+        &m.build_info, &m.pulled_records,   &m.intents,        &m.calls,        &m.call_seconds,
+        &m.recorded,   &m.record_failures,  &m.record_seconds, &m.refused,      &m.hook_requests,
+        &m.decisions,  &m.decision_seconds, &m.hook_up,        &m.verifications};
+    _Static_assert(sizeof defs / sizeof defs[0] == sizeof slots / sizeof slots[0],
+                   "one slot per definition");
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+        if (!(*slots[i] = pg_metrics_add(m.reg, &defs[i], msg, msg_size)))
+            return -1;
+    return 0;
+}
+
+int cri_metrics_init(const char *state_dir, char *msg, size_t msg_size)
+{
+    if (m.reg) {
+        snprintf(msg, msg_size, "metrics already initialised");
+        return -1;
+    }
+    if (!(m.reg = pg_metrics_new()) || !(m.state_dir = strdup(state_dir))) {
+        snprintf(msg, msg_size, "out of memory");
+        pg_metrics_free(m.reg);
+        memset(&m, 0, sizeof m);
+        return -1;
+    }
+    if (define_all(msg, msg_size) != 0) {
+        pg_metrics_free(m.reg);
+        free(m.state_dir);
+        memset(&m, 0, sizeof m);
+        return -1;
+    }
+    pg_metric_set(m.build_info, PG_VERSION_STRING, "cri", 1);
+    pg_metrics_on_collect(m.reg, collect, NULL);
+    return 0;
+}
+
+pg_metrics *cri_metrics_registry(void) { return m.reg; }
+
+/* "/runtime.v1.RuntimeService/ListContainers" -> "ListContainers" (bounded by the label). */
+static const char *method_name(const char *path)
+{
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    return slash ? slash + 1 : path;
+}
+
+static const char *code_name(int code)
+{
+    return code >= 0 && code < 17 ? cri_metric_codes[code] : "other";
+}
+
+void cri_metric_call(const char *method_path, int grpc_code, double seconds)
+{
+    if (!m.reg)
+        return;
+    const char *method = method_name(method_path);
+    pg_metric_inc(m.calls, method, code_name(grpc_code));
+    pg_metric_observe(m.call_seconds, method, NULL, seconds);
+}
+
+void cri_metric_record_done(const char *stage, bool ok, const char *credentials, double seconds)
+{
+    if (!m.reg)
+        return;
+    pg_metric_observe(m.record_seconds, stage, NULL, seconds);
+    if (!ok)
+        pg_metric_inc(m.record_failures, stage, NULL);
+    else if (stage && strcmp(stage, "record") == 0)
+        pg_metric_inc(m.recorded, credentials, NULL);
+}
+
+void cri_metric_pull_refused(int grpc_code, const char *reason)
+{
+    pg_metric_inc(m.refused, code_name(grpc_code), reason);
+}
+
+const char *cri_metric_refusal_reason(int grpc_code, int decoded, int slot, int intent)
+{
+    if (grpc_code == 1) /* CANCELLED: the caller went away, wherever the pull stood */
+        return "cancelled";
+    switch ((cri_decode_result)decoded) {
+    case CRI_DECODED: break;
+    case CRI_NOT_A_PULL:
+    case CRI_EXTRA_MESSAGE: return "not-understood";
+    case CRI_CREDS_UNUSABLE: return "credentials-unusable";
+    case CRI_DECODE_NO_RESOURCE: return "out-of-memory";
+    default: return "other";
+    }
+    if (slot != CRI_SLOT_HELD)
+        return "no-slot";
+    switch ((cri_record_outcome)intent) {
+    case CRI_RECORD_FAILED: return "intent-failed";
+    case CRI_RECORD_PENDING:
+    case CRI_RECORD_WAITING: return "intent-timeout";
+    case CRI_RECORD_NOT_QUEUED: return "writer-full";
+    default: break;
+    }
+    return "not-forwarded";
+}
+
+void cri_metric_hook_request(const char *result) { pg_metric_inc(m.hook_requests, result, NULL); }
+
+void cri_metric_hook_decision(bool allowed, bool audit, const char *reason, double seconds)
+{
+    pg_metric_inc(m.decisions, allowed ? "allow" : audit ? "audit-deny" : "deny", reason);
+    pg_metric_observe(m.decision_seconds, NULL, NULL, seconds);
+}
+
+void cri_metric_hook_server_up(bool up) { pg_metric_set(m.hook_up, NULL, NULL, up ? 1 : 0); }
+
+void cri_metric_verification(const char *result) { pg_metric_inc(m.verifications, result, NULL); }

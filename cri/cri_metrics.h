@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pullgate-cri's metrics (docs/metrics.md): every name, label and label value
+ * it exports is defined in cri_metrics.c's table, and counted through the
+ * functions below, one line at the point where the event happens.
+ *
+ * One registry per process (the daemon's; the functions have no handle to pass
+ * through the proxy's, the writer's and the hook server's threads). Before
+ * cri_metrics_init every function does nothing, so the unit tests and the fuzz
+ * targets that link the pull and hook code count nothing and need no setup.
+ * After it, every function is lock-free and thread-safe.
+ *
+ *   metric                                        labels                     counted in
+ *   pullgate_build_info                           version, component="cri"   (init)
+ *   pullgate_cri_ondisk_pulledrecords             -                          (each scrape)
+ *   pullgate_cri_ondisk_pullintents               -                          (each scrape)
+ *   pullgate_cri_calls_total                      method, code               cri_metric_call
+ *   pullgate_cri_call_duration_seconds            method                     cri_metric_call
+ *   pullgate_cri_pulls_recorded_total             credentials                cri_metric_record_done
+ *   pullgate_cri_recording_failures_total         stage                      cri_metric_record_done
+ *   pullgate_cri_recording_duration_seconds       stage                      cri_metric_record_done
+ *   pullgate_cri_pulls_refused_total              code, reason               cri_metric_pull_refused
+ *   pullgate_cri_hook_requests_total              result                     cri_metric_hook_request
+ *   pullgate_cri_hook_decisions_total             result, reason             cri_metric_hook_decision
+ *   pullgate_cri_hook_decision_duration_seconds   -                          cri_metric_hook_decision
+ *   pullgate_cri_hook_server_up                   -                          cri_metric_hook_server_up
+ *   pullgate_cri_image_verifications_total        result                     cri_metric_verification
+ */
+#ifndef PULLGATE_CRI_CRI_METRICS_H
+#define PULLGATE_CRI_CRI_METRICS_H
+
+#include "metrics.h"
+
+#include <stdbool.h>
+
+/* Label values (NULL-terminated; the last is the catch-all). */
+extern const char *const cri_metric_methods[];          /* CRI v1 methods, "other" */
+extern const char *const cri_metric_codes[];            /* gRPC status code names, "other" */
+extern const char *const cri_metric_credentials[];      /* none node secret unverified other */
+extern const char *const cri_metric_record_stages[];    /* intent record release aliases prune */
+extern const char *const cri_metric_refusal_reasons[];  /* see cri_metric_refusal_reason */
+extern const char *const cri_metric_hook_results[];     /* see cri_metric_hook_request */
+extern const char *const cri_metric_decision_results[]; /* allow deny audit-deny other */
+extern const char *const cri_metric_decision_reasons[]; /* pg_reason_name()s, "other" */
+extern const char *const cri_metric_verification_results[];
+
+/*
+ * Creates the process's registry and defines every metric; state_dir is where
+ * the records-on-disk gauges count (stateDir: pulled/, pulling/). 0, or -1
+ * with msg. Call once, before any thread that counts starts.
+ */
+int cri_metrics_init(const char *state_dir, char *msg, size_t msg_size);
+/* The registry (NULL before init): metrics_server.c renders it. */
+pg_metrics *cri_metrics_registry(void);
+
+/* One CRI call answered: its full method path ("/runtime.v1.RuntimeService/ListContainers";
+ * any service version counts under the method's name, anything unknown as "other"), its
+ * gRPC status code and its duration from arrival to answer. */
+void cri_metric_call(const char *method_path, int grpc_code, double seconds);
+
+/*
+ * One record store operation of the writer ran (recorder.c): its stage ("intent", "record":
+ * the pulled record, "release": a refused pull's intent, "aliases", "prune"), whether it
+ * is durable, the credentials' attribution for a record (cri_cred_source_name(): "none",
+ * "node", "secret", "unverified"; NULL otherwise), and the time from its submission to
+ * its outcome (queue wait included: what a pull waits for).
+ */
+void cri_metric_record_done(const char *stage, bool ok, const char *credentials, double seconds);
+
+/* A PullImage answered by pullgate itself, never forwarded: its gRPC code and a bounded
+ * reason (cri_metric_refusal_reason, or one of cri_metric_refusal_reasons). */
+void cri_metric_pull_refused(int grpc_code, const char *reason);
+/*
+ * The reason label for a refusal, from where the pull stood (pull.h's enums, as
+ * ints so that every part can include this header without pull.h): decoded is a
+ * cri_decode_result, slot a cri_slot_state, intent a cri_record_outcome.
+ *   cancelled                                             (grpc_code CANCELLED, at any point)
+ *   not-understood, credentials-unusable, out-of-memory   (the request did not decode)
+ *   no-slot                                               (too many pulls in flight)
+ *   intent-failed, intent-timeout, writer-full            (the intent is not durable)
+ *   not-forwarded                                         (the intent was durable; sending failed)
+ */
+const char *cri_metric_refusal_reason(int grpc_code, int decoded, int slot, int intent);
+
+/*
+ * One connection to the hook socket, by result: "answered" (a decision was delivered),
+ * "undelivered" (decided, the hook had gone), "not-mine" (the hook names another or a
+ * changed configuration: it decides locally), "store-unavailable" (likewise),
+ * "abandoned" (the hook gave up before the decision), "bad-request" (dropped),
+ * "not-root" (refused peer).
+ */
+void cri_metric_hook_request(const char *result);
+/* One decision on the resident hook path: allowed or not (audit: a denial not enforced,
+ * counted as result="audit-deny"), pg_reason_name() of its reason ("not-kubernetes"
+ * when there is none), and how long the evaluation took. */
+void cri_metric_hook_decision(bool allowed, bool audit, const char *reason, double seconds);
+/* 1 while the hook server serves its socket, 0 when it is not started or stopped. */
+void cri_metric_hook_server_up(bool up);
+
+/* One verification of the kubelet's ImageStatus (the analogue of the kubelet's
+ * kubelet_imagemanager_image_mustpull_checks_total{result}): "verified" (a record
+ * matches the pod's credentials), "policy-allowed" (policy exempts the image),
+ * "must-pull" (the kubelet is told the image is absent), "error". */
+void cri_metric_verification(const char *result);
+
+#endif

@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Every metric the alert rules and the dashboard use is one the daemons define, with labels and
+label values they export; every defined metric is documented in docs/metrics.md.
+
+    metrics_consistency.py SOURCE_DIR [RULES_YAML [DASHBOARD_JSON]]
+
+Definitions are read from the daemons' tables (cri/cri_metrics.c, webhook/whmetrics.c): each
+pg_metric_def's .name, .type and .labels, and the NULL-terminated value arrays they name.
+Exit 0 when consistent; 1 with one line per problem.
+"""
+import json
+import re
+import sys
+
+import yaml
+
+PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool",
+                   "and", "or", "unless", "offset"}
+GENERIC_LABELS = {"job", "instance", "le"}
+
+
+def string_arrays(text):
+    """NAME -> [values] for every `const char *const NAME[] = {"a", ..., NULL};`."""
+    arrays = {}
+    for m in re.finditer(r'const char \*const (\w+)\[\]\s*=\s*\{(.*?)\};', text, re.S):
+        arrays[m.group(1)] = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(2))
+    return arrays
+
+
+def definitions(path):
+    text = open(path).read()
+    text = re.sub(r'PG_WEBHOOK_VERSION|PG_VERSION_STRING', '"version"', text)
+    arrays = string_arrays(text)
+    defs = {}
+    for m in re.finditer(r'\{\s*\.name\s*=\s*"(pullgate_\w+)",\s*\.type\s*=\s*PG_METRIC_(\w+)(.*?)\}\s*,\s*(?=\{\s*\.name|\};)',
+                         text, re.S):
+        name, kind, rest = m.group(1), m.group(2).lower(), m.group(3)
+        labels = {}
+        for lm in re.finditer(r'\{\s*"(\w+)",\s*(\w+)\s*\}', rest):
+            labels[lm.group(1)] = arrays.get(lm.group(2))
+        defs[name] = {"type": kind, "labels": labels, "file": path}
+    return defs
+
+
+def selectors(expr):
+    """(metric, [(label, op, value)]) for every pullgate_* name in a PromQL expression."""
+    out = []
+    for m in re.finditer(r'\b(pullgate_\w+)(\{([^}]*)\})?', expr):
+        matchers = re.findall(r'(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)"', m.group(3) or "")
+        out.append((m.group(1), matchers))
+    return out
+
+
+def by_labels(expr):
+    return [l.strip() for grp in re.findall(r'\b(?:by|without)\s*\(([^)]*)\)', expr)
+            for l in grp.split(",") if l.strip()]
+
+
+def check_expr(where, expr, defs, problems):
+    names = selectors(expr)
+    used_labels = set()
+    for name, matchers in names:
+        base = name
+        d = defs.get(name)
+        if d is None:
+            for suffix in ("_bucket", "_sum", "_count"):
+                if name.endswith(suffix) and defs.get(name[: -len(suffix)], {}).get("type") == "histogram":
+                    base, d = name[: -len(suffix)], defs[name[: -len(suffix)]]
+        if d is None:
+            problems.append(f"{where}: {name} is not a metric the daemons define")
+            continue
+        for label, op, value in matchers:
+            used_labels.add(label)
+            if label in GENERIC_LABELS:
+                continue
+            allowed = d["labels"].get(label)
+            if allowed is None:
+                problems.append(f"{where}: {base} has no label {label}")
+                continue
+            values = [value] if op in ("=", "!=") else (
+                value.split("|") if re.fullmatch(r"[\w-]+(\|[\w-]+)*", value) else [])
+            for v in values:
+                if v not in allowed:
+                    problems.append(f"{where}: {base}{{{label}={v!r}}}: not a value it exports "
+                                    f"({', '.join(allowed)})")
+    if names:
+        known = set(GENERIC_LABELS)
+        for name, _ in names:
+            for n in (name, re.sub(r"_(bucket|sum|count)$", "", name)):
+                known |= set(defs.get(n, {}).get("labels", {}))
+        for label in by_labels(expr):
+            if label not in known:
+                problems.append(f"{where}: aggregates by {label}, a label none of its metrics has")
+
+
+def main():
+    src = sys.argv[1]
+    rules_path = sys.argv[2] if len(sys.argv) > 2 else src + "/packaging/kubernetes/prometheus-rules.yaml"
+    dash_path = sys.argv[3] if len(sys.argv) > 3 else src + "/packaging/kubernetes/grafana-dashboard.json"
+    defs = {}
+    for f in ("cri/cri_metrics.c", "webhook/whmetrics.c"):
+        for name, d in definitions(src + "/" + f).items():
+            if name in defs and name != "pullgate_build_info":
+                print(f"{name} defined twice")
+                return 1
+            if name in defs:  # build info: one per daemon, component tells them apart
+                for label, values in d["labels"].items():
+                    defs[name]["labels"][label] = defs[name]["labels"][label] + values
+            else:
+                defs[name] = d
+    problems = []
+    if len(defs) < 20:
+        problems.append(f"only {len(defs)} definitions read: the table parser is out of date")
+    rules = yaml.safe_load(open(rules_path))
+    n_exprs = 0
+    for group in rules["spec"]["groups"]:
+        for rule in group["rules"]:
+            n_exprs += 1
+            check_expr(f"rule {rule.get('alert') or rule.get('record')}", rule["expr"], defs, problems)
+    dash = json.load(open(dash_path))
+    def walk(panels):
+        for p in panels:
+            yield p
+            yield from walk(p.get("panels", []))
+    for p in walk(dash["panels"]):
+        for t in p.get("targets", []):
+            n_exprs += 1
+            check_expr(f"panel {p['title']!r}", t["expr"], defs, problems)
+    for v in dash.get("templating", {}).get("list", []):
+        q = v.get("query")
+        if isinstance(q, dict):
+            check_expr(f"variable {v['name']}", q.get("query", ""), defs, problems)
+    try:
+        doc = open(src + "/docs/metrics.md").read()
+    except OSError:
+        doc = ""
+    for name in defs:
+        if f"`{name}`" not in doc:
+            problems.append(f"docs/metrics.md does not document {name}")
+    for p in problems:
+        print(p)
+    print(f"{len(defs)} metrics defined, {n_exprs} expressions checked, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
