@@ -16,9 +16,11 @@
  *     read: a new record of the same imageRef times only its own pull's
  *     credentials);
  *  4. image-index entries naming an imageRef with no record go;
- *  5. the name index is brought up to date (store_names.c);
- *  6. the read-only directories' names caches are refreshed (store_dircache.c),
- *     so that decisions find them current.
+ *  5. the name index is brought up to date (store_names.c).
+ * The read-only directories' names caches are not refreshed here: that can
+ * take seconds at 100k kubelet records, and pullgate-cri runs prune on its
+ * one writer thread, where it would hold up pulls' intents. Callers refresh
+ * them where nothing waits (pg_store_refresh_name_caches: pullgatectl prune).
  * Steps 3-5 remove only things whose loss or survival is harmless after a
  * crash (an orphan is never read as evidence of a record; a leftover index
  * entry or name line only keeps an image verified), so they are not synced,
@@ -275,11 +277,6 @@ static int prune_all(prune *p, pg_error *err)
         rc = sweep(p, SUB_IMAGES, list_index_orphan, remove_index_orphan, err);
     if (rc == PG_OK)
         rc = pg_st_names_upkeep(p->s, &p->lines, err);
-    /* Best effort: a stale names cache is refreshed by the next decision that
-     * needs it, in the container-start path; prune runs often enough (a timer,
-     * pullgate-cri) that it usually finds the caches current. */
-    if (rc == PG_OK)
-        (void)pg_store_refresh_name_caches(p->s, NULL);
     return rc;
 }
 

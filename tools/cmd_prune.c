@@ -2,6 +2,7 @@
 /* pullgatectl prune: deletes pulled records of images no longer in use. */
 #include "pgctl.h"
 #include "internal.h"
+#include "store_lookup.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,6 +137,12 @@ static int prune(const pg_config *cfg, const char *const *in_use, time_t before)
         status = pgctl_fail(&err, "prune");
     else if (printf("%u\n", pruned) < 0)
         status = PGCTL_INTERNAL;
+    /* Best effort (a stale cache is rebuilt by the next decision that needs
+     * it): the read-only directories' names caches made current here, so the
+     * hook finds them so instead of building one in the container-start path. */
+    pg_error ignored = {0};
+    if (status == PGCTL_OK)
+        (void)pg_store_refresh_name_caches(store, &ignored);
     pgctl_store_close(store, notifier);
     return status;
 }

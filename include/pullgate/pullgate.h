@@ -322,9 +322,6 @@ int pg_store_delete(pg_store *store, const char *image_ref, pg_error *err);
  * such file a crash left without its record. The store lock is taken only in
  * short steps (a concurrent pull waits milliseconds, not the whole prune);
  * call it from a thread that pulls do not wait on (docs/design.md, "Prune").
- * At its end (best effort, not reflected in the result) it refreshes the
- * names caches of the read-only record directories, so that decisions find
- * them current instead of rebuilding one in the container-start path.
  */
 int pg_store_prune(pg_store *store, const char *const *in_use, time_t before, unsigned *pruned_out,
                    pg_error *err);
