@@ -15,6 +15,10 @@
 #   PODMAN_TRACE_RUNS=10 podman runs per side traced with perf sched events, to time
 #                        the hook inside podman (0 or no perf skips)
 #   BIG_SECRETS=1000     secrets in the one-big-record bench
+#   RODIR_COUNTS="100000"  kubelet-directory sizes for the read-only names cache bench
+#                        ("" skips; "100000 200000" is the issue's pair)
+#   PRUNE_RECORDS=10000  records prune walks while intents are timed (0 skips)
+#   ROUNDS_CALLS=100     PullImages recorded per side in the fsync-rounds bench (0 skips)
 #   BENCH_WORK=DIR       scratch directory (default: a new /tmp/pullgate-bench.XXXX, removed)
 #   BUILD_DIR=DIR        build directory (default: <repo>/build-bench)
 #   SKIP_BUILD=1         use an existing build
@@ -31,6 +35,9 @@ WRITE_CALLS=${WRITE_CALLS:-100}
 PODMAN_RUNS=${PODMAN_RUNS:-40}
 PODMAN_TRACE_RUNS=${PODMAN_TRACE_RUNS:-10}
 BIG_SECRETS=${BIG_SECRETS:-1000}
+RODIR_COUNTS=${RODIR_COUNTS-100000}
+PRUNE_RECORDS=${PRUNE_RECORDS:-10000}
+ROUNDS_CALLS=${ROUNDS_CALLS:-100}
 JOBS=${JOBS:-2}
 
 log() { printf '== %s\n' "$*" >&2; }
@@ -41,7 +48,7 @@ if [ "${SKIP_BUILD:-0}" = 0 ]; then  # SKIP_BUILD unset, empty or 0 builds; 1 re
         -DPG_BUILD_BENCH=ON >/dev/null
     cmake --build "$BUILD_DIR" -j"$JOBS" --target pullgate-hook pullgate-hook-local pullgate-cri \
         pg_noop_hook pg_exec_bench pg_gen_records pg_decide_bench pg_write_bench \
-        pg_record_cache_bench >/dev/null
+        pg_record_cache_bench pg_prune_bench pg_pull_rounds_bench pullgatectl >/dev/null
 fi
 bin=$BUILD_DIR/bench
 hook=$BUILD_DIR/hooks/pullgate-hook             # the thin client the runtimes run
@@ -412,6 +419,47 @@ if command -v ldd >/dev/null; then
     libs=$(ldd "$hook" | grep -c '=>' || true)
     row "hook: shared libraries loaded at exec" "$libs ($(ldd "$hook" | awk '/=>/ {print $1}' | sed 's/\.so.*//' | tr '\n' ' ' | sed 's/ $//'))" \
         "no-op $(ldd "$bin/noop_hook" | grep -c '=>' || true)" "—" "(info)" "—"
+fi
+
+# ---------------------------------------------------------------- 9
+# The store at scale and under load (bench/README.md, "The store at scale").
+if [ -n "$RODIR_COUNTS" ]; then
+    log "read-only kubelet directory: $RODIR_COUNTS records"
+    out=$(BENCH_WORK=$work/rodir "$here/rodir_bench.sh" "$BUILD_DIR" "$RODIR_COUNTS" "$HOOK_RUNS")
+    printf '%s\n' "$out" >"$work/rodir_bench.out"
+    empty=$(printf '%s\n' "$out" | grep '^empty ')
+    for n in $RODIR_COUNTS; do
+        line=$(printf '%s\n' "$out" | grep "^r$n ")
+        row "fresh-process preloaded decision (pullgatectl verify), kubelet dir of $n records: median" \
+            "$(kv "$line" median_us) µs" "empty kubelet dir $(kv "$empty" median_us) µs" \
+            "$(kv "$line" ratio)×" "≤ 1.5×" "$(met "$(kv "$line" ratio)" le 1.5)"
+        b=$(printf '%s\n' "$out" | grep "^build records=$n ")
+        row "names cache of $n kubelet records: first build (a prune)" "$(kv "$b" prune_ms) ms" \
+            "$(kv "$b" cache_bytes) bytes" "—" "(info)" "—"
+    done
+fi
+if [ "$PRUNE_RECORDS" != 0 ]; then
+    log "prune of $PRUNE_RECORDS records against concurrent intents"
+    out=$("$bin/prune_bench" "$work/prune" "$PRUNE_RECORDS")
+    printf '%s\n' "$out" >"$work/prune_bench.out"
+    idle=$(printf '%s\n' "$out" | grep '^prune_idle ')
+    for c in rebuild steady delete; do
+        line=$(printf '%s\n' "$out" | grep "^prune_$c ")
+        row "intent max wait while prune ($c) walks $PRUNE_RECORDS records" \
+            "$(kv "$line" intent_max_ms) ms (p99 $(kv "$line" intent_p99_ms))" \
+            "no prune: max $(kv "$idle" intent_max_ms) ms" \
+            "$(ratio "$(kv "$line" intent_max_ms)" "$(kv "$idle" intent_max_ms)")×" "≤ 250 ms" \
+            "$(met "$(kv "$line" intent_max_ms)" le 250)"
+    done
+fi
+if [ "$ROUNDS_CALLS" != 0 ]; then
+    log "PullImage recording, aliases separate vs in the record's batch"
+    out=$("$bin/pull_rounds_bench" "$work/rounds" "$ROUNDS_CALLS")
+    printf '%s\n' "$out" >"$work/pull_rounds_bench.out"
+    sep=$(printf '%s\n' "$out" | grep '^pull_separate ') comb=$(printf '%s\n' "$out" | grep '^pull_combined ')
+    r=$(ratio "$(kv "$comb" mean_us)" "$(kv "$sep" mean_us)")
+    row "PullImage recorded: intent + record with aliases (5 fsync rounds) vs separate aliases (7)" \
+        "$(kv "$comb" mean_us) µs" "$(kv "$sep" mean_us) µs" "${r}×" "(info: 5/7 = 0.71× if fsync-bound)" "—"
 fi
 
 # ---------------------------------------------------------------- table

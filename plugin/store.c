@@ -49,8 +49,11 @@
 #include "lookup_cache.h"
 #include "record_cache.h"
 #include "store_credidx.h"
-#include "store_impl.h"
-#include "store_lookup.h"
+#include "store_credtimes.h"
+#include "store_index.h"
+#include "store_intent.h"
+#include "store_names.h"
+#include "store_read.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -195,74 +198,6 @@ static void open_lookup_fds(pg_store *s)
             s->dirs[i].pulled_fd = -1;
 }
 
-/* The kept-descriptor field of d/sub, or NULL (pulled/ is not lazily kept). */
-static atomic_int *lazy_field(record_dir *d, const char *sub, pg_lc_sub *which)
-{
-    const struct {
-        const char *sub;
-        atomic_int *fd;
-        pg_lc_sub which;
-    } fields[] = {
-        {SUB_PULLING, &d->pulling_fd, PG_LC_PULLING},
-        {SUB_IMAGES, &d->images_fd, PG_LC_IMAGES},
-        {SUB_CREDTIMES, &d->credtimes_fd, PG_LC_CREDTIMES},
-        {SUB_CREDIDX, &d->credidx_fd, PG_LC_CREDIDX},
-    };
-    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++)
-        if (strcmp(sub, fields[k].sub) == 0) {
-            *which = fields[k].which;
-            return fields[k].fd;
-        }
-    return NULL;
-}
-
-void pg_st_keep_lookup_fds(pg_store *s)
-{
-    /* The writable directory's pullgate-credidx/ (a validated cache, never
-     * evidence) is created so that it can be kept and watched too. */
-    if (s->writable)
-        (void)mkdirat(s->dirs[0].fd, SUB_CREDIDX, 0700); /* optional: failure only costs speed */
-    static const char *const subs[] = {SUB_PULLING, SUB_IMAGES, SUB_CREDTIMES, SUB_CREDIDX};
-    for (size_t i = 0; i < s->n_dirs; i++)
-        for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++) {
-            int fd;
-            bool owned;
-            if (pg_st_lookup_fd(&s->dirs[i], subs[k], &fd, &owned, NULL) == PG_OK && owned)
-                close(fd);
-        }
-}
-
-int pg_st_kept_fd(const record_dir *d, const char *sub)
-{
-    pg_lc_sub which = PG_LC_PULLED;
-    int fd = strcmp(sub, SUB_PULLED) == 0 ? d->pulled_fd : -1;
-    atomic_int *field = fd < 0 ? lazy_field((record_dir *)d, sub, &which) : NULL;
-    if (field)
-        fd = atomic_load(field);
-    /* A long-lived store stops using a descriptor once the subdirectory at its
-     * path may be another one (moved, removed, unwatchable). */
-    bool trusted = !d->lookups || pg_lookup_cache_trusted(d->lookups, d->index, which);
-    return fd >= 0 && trusted ? fd : -1;
-}
-
-int pg_st_lookup_fd(const record_dir *d, const char *sub, int *fd, bool *owned, pg_error *err)
-{
-    *fd = pg_st_kept_fd(d, sub);
-    *owned = false;
-    if (*fd >= 0)
-        return PG_OK;
-    int rc = pg_st_open_subdir(d, sub, fd, err);
-    if (rc != PG_OK)
-        return rc;
-    pg_lc_sub which;
-    atomic_int *field = lazy_field((record_dir *)d, sub, &which);
-    int none = -1;
-    /* Kept unless another thread kept one first, or the cache watches (and so
-     * trusts) only what was open when it was enabled. */
-    *owned = !field || d->lookups || !atomic_compare_exchange_strong(field, &none, *fd);
-    return PG_OK;
-}
-
 PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_error *err)
 {
     pg_store *s = store_new(cfg, notifier, err);
@@ -290,49 +225,6 @@ PG_API pg_store *pg_store_open_readonly(const pg_config *cfg, pg_error *err)
 }
 
 /* ------------------------------------------------------------ reading */
-/* Reads and checks pulled/<name>. PG_ERR_NOT_FOUND when absent. */
-int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name, pg_record **out,
-                         pg_error *err)
-{
-    char *buf;
-    size_t len;
-    *out = NULL; /* defined on every path, so callers never read garbage */
-    int rc =
-        pg_st_read_strict(pulled_fd, d, SUB_PULLED, name, PG_MAX_RECORD_BYTES, &buf, &len, err);
-    if (rc != PG_OK)
-        return rc;
-    pg_record *rec;
-    rc = pg_record_parse(buf, len, &rec, err);
-    free(buf);
-    if (rc != PG_OK)
-        return pg_st_prefix_error(err, rc, d->path, SUB_PULLED, name);
-    file_name expected;
-    rc = pg_record_file_name(rec->image_ref, expected, err);
-    if (rc == PG_OK && strcmp(expected, name) != 0)
-        rc = pg_st_mismatch(err, d, SUB_PULLED, name, "imageRef", rec->image_ref);
-    if (rc == PG_OK && !(rec->dir = strdup(d->path)))
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (rc != PG_OK) {
-        pg_record_free(rec);
-        return rc;
-    }
-    *out = rec;
-    return PG_OK;
-}
-
-int pg_st_get_from_dir(const record_dir *d, const char *name, pg_record **out, pg_error *err)
-{
-    int kept = pg_st_kept_fd(d, SUB_PULLED);
-    if (kept >= 0)
-        return pg_st_read_record_at(kept, d, name, out, err);
-    int fd;
-    int rc = pg_st_open_subdir(d, SUB_PULLED, &fd, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = pg_st_read_record_at(fd, d, name, out, err);
-    close(fd);
-    return rc;
-}
 
 PG_API int pg_store_get(const pg_store *store, const char *image_ref, pg_record **out,
                         pg_error *err)
@@ -433,6 +325,8 @@ static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const cha
         rc = stage_record(s, b, fd, name, rec, err);
     if (rc == PG_OK)
         rc = pg_st_update_index(s, b, p->image, p->full_name, p->digest_only, p->image_ref, err);
+    if (rc == PG_OK) /* the aliases in the record's round: durable with it */
+        rc = pg_st_stage_aliases(s, b, p->alias_keys, p->image_ref, err);
     if (rc == PG_OK)
         rc = pg_st_batch_commit(b, evidence, err);
     if (rc == PG_OK)
@@ -512,20 +406,18 @@ static const char *credential_kind(const pg_pull_credentials *c)
     return "none";
 }
 
-/*
- * Unlike the kubelet, a pull with no credentials to record still writes the
- * record, with an empty mapping for the image: releasing the intent must not
- * make a pulled image look preloaded, which would exempt it from verification.
- */
-PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char *image_ref,
-                                  const pg_pull_credentials *creds, pg_error *err)
+static int record_pulled(pg_store *store, const char *image, const char *image_ref,
+                         const pg_pull_credentials *creds, const char *const *aliases,
+                         pg_error *err)
 {
-    pull p = {image, image_ref, creds, NULL, NULL, NULL};
+    pull p = {image, image_ref, creds, NULL, NULL, NULL, NULL};
     int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("image", image, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("imageRef", image_ref, err);
+    if (rc == PG_OK)
+        rc = pg_st_alias_keys(aliases, &p.alias_keys, err);
     if (rc == PG_OK)
         rc = normalise_pull(&p, err);
     int lock_fd = -1;
@@ -537,9 +429,28 @@ PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char
     free(p.image_name);
     free(p.full_name);
     free(p.digest_only);
+    pg_strv_free(p.alias_keys);
     if (rc == PG_OK && store->notifier)
         pg_notify_image_pulled(store->notifier, image, image_ref, credential_kind(creds));
     return rc;
+}
+
+/*
+ * Unlike the kubelet, a pull with no credentials to record still writes the
+ * record, with an empty mapping for the image: releasing the intent must not
+ * make a pulled image look preloaded, which would exempt it from verification.
+ */
+PG_API int pg_store_record_pulled(pg_store *store, const char *image, const char *image_ref,
+                                  const pg_pull_credentials *creds, pg_error *err)
+{
+    return record_pulled(store, image, image_ref, creds, NULL, err);
+}
+
+PG_API int pg_store_record_pulled_aliases(pg_store *store, const char *image, const char *image_ref,
+                                          const pg_pull_credentials *creds,
+                                          const char *const *aliases, pg_error *err)
+{
+    return record_pulled(store, image, image_ref, creds, aliases, err);
 }
 
 /* ------------------------------------------------------- list / prune */
@@ -612,130 +523,5 @@ PG_API int pg_store_delete(pg_store *store, const char *image_ref, pg_error *err
         rc = pg_st_check_input("imageRef", image_ref, err);
     if (rc == PG_OK)
         rc = pg_st_with_lock(store, delete_locked, image_ref, err);
-    return rc;
-}
-
-typedef struct prune_ctx {
-    const pg_store *store;
-    const char *const *in_use;
-    time_t before;
-    unsigned pruned;
-    pg_error *err;
-} prune_ctx;
-
-static bool in_list(const char *const *list, const char *s)
-{
-    for (size_t i = 0; list && list[i]; i++)
-        if (strcmp(list[i], s) == 0)
-            return true;
-    return false;
-}
-
-static bool is_pinned(const pg_store *s, const pg_record *rec)
-{
-    for (size_t i = 0; i < rec->n_maps; i++)
-        if (pg_pinned_match((const char *const *)s->pinned, rec->maps[i].image_name))
-            return true;
-    return false;
-}
-
-static bool must_keep(const prune_ctx *c, const pg_record *rec)
-{
-    return in_list(c->in_use, rec->image_ref) || (c->before && rec->last_updated >= c->before) ||
-           is_pinned(c->store, rec);
-}
-
-/* A side file of a removed record (its credential times): best effort. */
-static void remove_side_file(const record_dir *d, const char *sub, const char *name)
-{
-    char path[64 + FILE_NAME_LEN];
-    snprintf(path, sizeof path, "%s/%s", sub, name);
-    unlinkat(d->fd, path, 0);
-}
-
-/* Invalid files are left alone: pruning is not the place to destroy evidence. */
-static int prune_entry(int dirfd, const record_dir *d, const char *name, void *ud)
-{
-    prune_ctx *c = ud;
-    pg_record *rec;
-    pg_error ignored = {0};
-    if (pg_st_read_record_at(dirfd, d, name, &rec, &ignored) != PG_OK)
-        return PG_OK;
-    bool keep = must_keep(c, rec);
-    pg_record_free(rec);
-    if (keep)
-        return PG_OK;
-    if (unlinkat(dirfd, name, 0) != 0 && errno != ENOENT)
-        return pg_fail_errno(c->err, errno, "remove %s/%s/%s", d->path, SUB_PULLED, name);
-    remove_side_file(d, SUB_CREDTIMES, name);
-    remove_side_file(d, SUB_CREDIDX, name);
-    pg_st_cache_forget(c->store, d->path, name);
-    c->pruned++;
-    return PG_OK;
-}
-
-/*
- * Temp files of writers that crashed. All our writers hold the lock while a
- * temp file exists, so under the lock every temp file is stale.
- */
-static void remove_stale_temps(const record_dir *d)
-{
-    static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS,  SUB_IMAGES,
-                                       SUB_NAMES,   SUB_CREDTIMES, SUB_DIRCACHE, SUB_CREDIDX};
-    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
-        int fd;
-        pg_error ignored;
-        if (pg_st_open_subdir(d, subs[i], &fd, &ignored) != PG_OK)
-            continue;
-        int dup_fd = dup(fd);
-        DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-        struct dirent *de;
-        while (dir && (de = readdir(dir)) != NULL) {
-            size_t n = strlen(de->d_name);
-            if (strncmp(de->d_name, NAME_PREFIX, strlen(NAME_PREFIX)) == 0 && n > 4 &&
-                strcmp(de->d_name + n - 4, TMP_SUFFIX) == 0)
-                unlinkat(fd, de->d_name, 0);
-        }
-        if (dir)
-            closedir(dir);
-        else if (dup_fd >= 0)
-            close(dup_fd);
-        close(fd);
-    }
-}
-
-static int prune_locked(prune_ctx *c)
-{
-    const record_dir *d = &c->store->dirs[0];
-    remove_stale_temps(d);
-    int rc = pg_st_walk_records(d, SUB_PULLED, prune_entry, c, c->err);
-    if (rc == PG_OK)
-        rc = pg_st_names_rebuild_locked(c->store, c->err);
-    int fd;
-    if (c->pruned && pg_st_open_subdir(d, SUB_PULLED, &fd, NULL) == PG_OK) {
-        if (pg_st_fsync_retry(fd) != 0 && rc == PG_OK)
-            rc = pg_fail_errno(c->err, errno, "fsync %s/%s", d->path, SUB_PULLED);
-        close(fd);
-    }
-    return rc;
-}
-
-PG_API int pg_store_prune(pg_store *store, const char *const *in_use, time_t before,
-                          unsigned *pruned_out, pg_error *err)
-{
-    if (pruned_out)
-        *pruned_out = 0;
-    int rc = pg_st_require_writable(store, err);
-    int lock_fd = -1;
-    if (rc == PG_OK)
-        rc = pg_st_lock_store(store, &lock_fd, err);
-    prune_ctx c = {store, in_use, before, 0, err};
-    if (rc == PG_OK)
-        rc = prune_locked(&c);
-    pg_st_unlock_store(lock_fd);
-    if (pruned_out)
-        *pruned_out = c.pruned;
-    if (c.pruned && store->notifier)
-        pg_notify_records_pruned(store->notifier, c.pruned);
     return rc;
 }

@@ -34,8 +34,8 @@
 
 #include "lookup_cache.h"
 #include "record_cache.h"
-#include "store_impl.h"
-#include "store_lookup.h"
+#include "store_credtimes.h"
+#include "store_identity.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -979,4 +979,63 @@ void pg_st_cache_forget(const pg_store *s, const char *dir, const char *file)
 {
     if (s && s->cache)
         pg_record_cache_forget(s->cache, dir, file);
+}
+
+/* ------------------------------------------- credential times for decisions */
+
+static int credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
+                           const pg_pod_cred *secret, const pg_pod_cred *sa, bool try_index,
+                           time_t *out, pg_error *err)
+{
+    *out = rec->last_updated;
+    if (!store || !store->writable || !rec->dir || strcmp(rec->dir, store->dirs[0].path) != 0)
+        return PG_OK;
+    /* A current credential index holds the same times, without a JSON parse. */
+    if (try_index &&
+        pg_st_credidx_time(store, rec->image_ref, image_name, secret, sa, out) == PG_OK)
+        return PG_OK;
+    file_name file;
+    int fd;
+    bool owned = false;
+    int rc = pg_record_file_name(rec->image_ref, file, err);
+    if (rc == PG_OK && (rc = pg_st_lookup_fd(&store->dirs[0], SUB_CREDTIMES, &fd, &owned, err)) ==
+                           PG_ERR_NOT_FOUND)
+        return PG_OK;
+    if (rc != PG_OK)
+        return rc;
+    json_t *times = NULL;
+    uint64_t gen = 0;
+    bool known_absent = pg_lookup_cache_absent(store->lookups, 0, PG_LC_CREDTIMES, file, &gen);
+    rc = known_absent ? PG_ERR_NOT_FOUND
+                      : pg_st_credtimes_load(store, fd, file, rec->image_ref, &times, err);
+    if (owned)
+        close(fd);
+    if (rc == PG_ERR_NOT_FOUND) {
+        if (!known_absent) /* the open said ENOENT */
+            pg_lookup_cache_note_absent(store->lookups, 0, PG_LC_CREDTIMES, file, gen);
+        return PG_OK;
+    }
+    char *key = rc == PG_OK ? pg_st_credential_key(image_name, secret, sa) : NULL;
+    if (rc == PG_OK && !key)
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    json_t *t = key ? json_object_get(times, key) : NULL;
+    if (json_is_integer(t))
+        *out = (time_t)json_integer_value(t);
+    free(key);
+    json_decref(times);
+    return rc;
+}
+
+int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
+                             const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out,
+                             pg_error *err)
+{
+    return credential_time(store, rec, image_name, secret, sa, true, out, err);
+}
+
+int pg_store_credential_time_noindex(const pg_store *store, const pg_record *rec,
+                                     const char *image_name, const pg_pod_cred *secret,
+                                     const pg_pod_cred *sa, time_t *out, pg_error *err)
+{
+    return credential_time(store, rec, image_name, secret, sa, false, out, err);
 }

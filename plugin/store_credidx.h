@@ -113,4 +113,18 @@ void pg_st_cache_forget(const pg_store *store, const char *dir, const char *file
 int pg_store_enable_cache_settle(pg_store *store, size_t max_entries, size_t max_bytes,
                                  unsigned settle_ms, pg_error *err);
 
+/*
+ * When the credential (a secret or, with secret == NULL, a service account)
+ * of image_name in rec was last recorded: pullgate's per-credential time for a
+ * record of its writable directory, the record's lastUpdatedTime otherwise.
+ */
+int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
+                             const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out,
+                             pg_error *err);
+/* The same, not trying the credential index (the caller found it unusable just now:
+ * the credential-times file it falls back to gives the same answer). */
+int pg_store_credential_time_noindex(const pg_store *store, const pg_record *rec,
+                                     const char *image_name, const pg_pod_cred *secret,
+                                     const pg_pod_cred *sa, time_t *out, pg_error *err);
+
 #endif

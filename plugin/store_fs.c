@@ -6,7 +6,10 @@
  * record means.
  */
 #include "internal.h"
-#include "store_impl.h"
+#include "store_fs.h"
+#include "store_trace.h"
+#ifdef PG_STORE_TRACE
+#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -61,11 +64,76 @@ int pg_st_require_writable(const pg_store *store, pg_error *err)
     return PG_OK;
 }
 
+/* ------------------------------------------------ file-system changes */
+
+/*
+ * Every change the store makes to a record directory goes through the
+ * functions of this section, so that the crash simulation
+ * (test/unit/test_store_crash.c) can record them: the test build compiles this
+ * file a second time with PG_STORE_TRACE, which reports each successful change
+ * to pg_st_trace (store_trace.h). The library's own build has no tracing.
+ */
+#ifdef PG_STORE_TRACE
+#define TRACE(op, dirfd, name, name2, fd, data, len)                                               \
+    pg_st_trace(op, dirfd, name, name2, fd, data, len)
+#else
+#define TRACE(op, dirfd, name, name2, fd, data, len) ((void)0)
+#endif
+
 int pg_st_fsync_retry(int fd)
 {
     int rc;
     while ((rc = fsync(fd)) != 0 && errno == EINTR)
         ;
+    if (rc == 0)
+        TRACE(PG_TR_FSYNC, -1, NULL, NULL, fd, NULL, 0);
+    return rc;
+}
+
+int pg_st_sys_openat(int dirfd, const char *name, int flags, mode_t mode)
+{
+#ifdef PG_STORE_TRACE
+    struct stat before;
+    bool existed = (flags & O_CREAT) && !(flags & O_EXCL) &&
+                   fstatat(dirfd, name, &before, AT_SYMLINK_NOFOLLOW) == 0;
+#endif
+    int fd = openat(dirfd, name, flags, mode);
+#ifdef PG_STORE_TRACE
+    if (fd >= 0 && (flags & O_CREAT) && !existed)
+        TRACE(PG_TR_CREATE, dirfd, name, NULL, fd, NULL, 0);
+#endif
+    return fd;
+}
+
+int pg_st_sys_renameat(int dirfd, const char *from, const char *to)
+{
+    int rc = renameat(dirfd, from, dirfd, to);
+    if (rc == 0)
+        TRACE(PG_TR_RENAME, dirfd, from, to, -1, NULL, 0);
+    return rc;
+}
+
+int pg_st_sys_unlinkat(int dirfd, const char *name)
+{
+    int rc = unlinkat(dirfd, name, 0);
+    if (rc == 0)
+        TRACE(PG_TR_UNLINK, dirfd, name, NULL, -1, NULL, 0);
+    return rc;
+}
+
+int pg_st_sys_mkdirat(int dirfd, const char *name, mode_t mode)
+{
+    int rc = mkdirat(dirfd, name, mode);
+    if (rc == 0)
+        TRACE(PG_TR_MKDIR, dirfd, name, NULL, -1, NULL, 0);
+    return rc;
+}
+
+int pg_st_sys_syncfs(int fd)
+{
+    int rc = syncfs(fd);
+    if (rc == 0)
+        TRACE(PG_TR_SYNCFS, -1, NULL, NULL, fd, NULL, 0);
     return rc;
 }
 
@@ -77,6 +145,7 @@ static int write_all(int fd, const char *data, size_t len)
             continue;
         if (w <= 0)
             return -1;
+        TRACE(PG_TR_WRITE, -1, NULL, NULL, fd, data, (size_t)w);
         data += w;
         len -= (size_t)w;
     }
@@ -141,7 +210,7 @@ int pg_st_make_dirs(const char *path, pg_error *err)
             continue;
         char saved = *p;
         *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+        if (pg_st_sys_mkdirat(AT_FDCWD, buf, 0700) != 0 && errno != EEXIST)
             return pg_fail_errno(err, errno, "mkdir %s", buf);
         *p = saved;
         if (!saved)
@@ -154,7 +223,7 @@ int pg_st_make_subdirs(const record_dir *d, pg_error *err)
     static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS, SUB_IMAGES,
                                        SUB_NAMES,   SUB_CREDTIMES, SUB_DIRCACHE};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
-        if (mkdirat(d->fd, subs[i], 0700) != 0 && errno != EEXIST)
+        if (pg_st_sys_mkdirat(d->fd, subs[i], 0700) != 0 && errno != EEXIST)
             return pg_fail_errno(err, errno, "mkdir %s/%s", d->path, subs[i]);
     return PG_OK;
 }
@@ -164,7 +233,8 @@ int pg_st_make_subdirs(const record_dir *d, pg_error *err)
 int pg_st_lock_store(const pg_store *s, int *lock_fd, pg_error *err)
 {
     const record_dir *d = &s->dirs[0];
-    int fd = openat(d->fd, LOCK_FILE, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+    int fd = pg_st_sys_openat(d->fd, LOCK_FILE,
+                              O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0)
         return pg_fail_errno(err, errno, "open %s/%s", d->path, LOCK_FILE);
     while (flock(fd, LOCK_EX) != 0) {
@@ -182,6 +252,43 @@ void pg_st_unlock_store(int lock_fd)
 {
     if (lock_fd >= 0)
         close(lock_fd); /* releases the flock */
+}
+
+/*
+ * Long maintenance (prune) holds the lock only in short steps, so a pull's
+ * intent, which forwarding waits for, never queues behind it for long. flock
+ * is not fair: a holder that re-locks at once may win again, so the steps are
+ * spaced out and a waiting writer takes its turn in between.
+ */
+#define STEP_ITEMS 64
+#define STEP_MS 25
+#define STEP_GAP_NS 1000000L
+
+int pg_st_in_steps(const pg_store *s, size_t n, pg_st_step_item item, pg_st_step_end end, void *ctx,
+                   pg_error *err)
+{
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < n;) {
+        if (i > 0)
+            nanosleep(&(struct timespec){0, STEP_GAP_NS}, NULL);
+        int lock_fd = -1;
+        rc = pg_st_lock_store(s, &lock_fd, err);
+        if (rc != PG_OK)
+            break;
+        int64_t started = pg_monotonic_ms();
+        for (size_t done = 0;
+             rc == PG_OK && i < n && done < STEP_ITEMS && pg_monotonic_ms() - started < STEP_MS;
+             done++)
+            rc = item(ctx, i++, err);
+        /* The step's end runs after an item failed too (what was done is closed);
+         * the first error is the one reported. */
+        pg_error later = {0};
+        int end_rc = end ? end(ctx, rc == PG_OK ? err : &later) : PG_OK;
+        if (rc == PG_OK)
+            rc = end_rc;
+        pg_st_unlock_store(lock_fd);
+    }
+    return rc;
 }
 
 /* ------------------------------------------------------------ writing */
@@ -206,7 +313,8 @@ static int create_temp(int dirfd, const char *name, char *tmp, size_t tmp_size, 
         char rnd[17];
         random_suffix(rnd);
         snprintf(tmp, tmp_size, "%s.%s%s", name, rnd, TMP_SUFFIX);
-        int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int fd = pg_st_sys_openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                  0600);
         if (fd >= 0) {
             *fd_out = fd;
             return 0;
@@ -237,12 +345,12 @@ int pg_st_write_file_replace(int dirfd, const char *dir, const char *sub, const 
         step = "close";
         e = errno;
     }
-    if (!step && renameat(dirfd, tmp, dirfd, name) != 0) {
+    if (!step && pg_st_sys_renameat(dirfd, tmp, name) != 0) {
         step = "rename";
         e = errno;
     }
     if (step) {
-        unlinkat(dirfd, tmp, 0);
+        pg_st_sys_unlinkat(dirfd, tmp);
         return pg_fail_errno(err, e, "%s %s/%s/%s", step, dir, sub, tmp);
     }
     if (sync && pg_st_fsync_retry(dirfd) != 0)
@@ -357,7 +465,7 @@ static void staged_drop_temp(st_staged *e)
         close(e->fd);
     e->fd = -1;
     if (!e->renamed)
-        unlinkat(e->dirfd, e->tmp, 0);
+        pg_st_sys_unlinkat(e->dirfd, e->tmp);
 }
 
 /* The slot for dir/sub/name: an earlier stage of the same target is replaced. */
@@ -405,8 +513,6 @@ static size_t open_temps(const pg_st_batch *b)
     return n;
 }
 
-static int batch_sync_data(pg_st_batch *b, pg_error *err);
-
 int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *sub, const char *name,
                       const char *data, size_t len, pg_error *err)
 {
@@ -414,7 +520,7 @@ int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *su
         return pg_fail(err, PG_ERR_INVALID, "%s/%s: file name too long", dir, sub);
     /* A record mapping many names: descriptors stay bounded, the data goes early. */
     if (open_temps(b) >= BATCH_MAX_OPEN) {
-        int rc = batch_sync_data(b, err);
+        int rc = pg_st_batch_sync_data(b, err);
         if (rc != PG_OK)
             return rc;
     }
@@ -434,7 +540,7 @@ int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *su
         int errnum = errno;
         if (e->fd >= 0) {
             close(e->fd);
-            unlinkat(e->dirfd, e->tmp, 0);
+            pg_st_sys_unlinkat(e->dirfd, e->tmp);
         }
         b->n--;               /* the slot is the last one: a replaced slot had the same target */
         if (e != &b->v[b->n]) /* a replaced slot in the middle: keep the array dense */
@@ -445,7 +551,7 @@ int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *su
 }
 
 /* Round 1: the data of every staged file, fsync'd together, then closed. */
-static int batch_sync_data(pg_st_batch *b, pg_error *err)
+int pg_st_batch_sync_data(pg_st_batch *b, pg_error *err)
 {
     sync_job *jobs = calloc(b->n ? b->n : 1, sizeof *jobs);
     if (!jobs)
@@ -506,12 +612,12 @@ int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err)
     bool data_pending = false;
     for (size_t i = b->done; i < b->n; i++)
         data_pending |= b->v[i].fd >= 0;
-    int rc = data_pending ? batch_sync_data(b, err) : PG_OK;
+    int rc = data_pending ? pg_st_batch_sync_data(b, err) : PG_OK;
     if (rc != PG_OK || (data_pending && batch_stops_here(b, err)))
         return rc == PG_OK ? PG_ERR_IO : rc;
     for (size_t i = b->done; i < upto; i++) {
         st_staged *e = &b->v[i];
-        if (renameat(e->dirfd, e->tmp, e->dirfd, e->name) != 0)
+        if (pg_st_sys_renameat(e->dirfd, e->tmp, e->name) != 0)
             return pg_fail_errno(err, errno, "rename %s/%s/%s", e->dir, e->sub, e->tmp);
         e->renamed = true;
         if (batch_stops_here(b, err))
@@ -544,7 +650,7 @@ int pg_st_remove_file(int dirfd, const char *dir, const char *sub, const char *n
                       pg_error *err)
 {
     *removed = false;
-    if (unlinkat(dirfd, name, 0) != 0) {
+    if (pg_st_sys_unlinkat(dirfd, name) != 0) {
         if (errno == ENOENT)
             return PG_OK;
         return pg_fail_errno(err, errno, "remove %s/%s/%s", dir, sub, name);

@@ -1,14 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The record store's private parts, shared by its files:
- *   store.c          open/free, pulled records (read, record_pulled), list, prune
- *   store_fs.c       safe-filesystem primitives: directory checks, strict reads,
- *                    atomic durable writes, the lock, directory walks
- *   store_intent.c   intents and their reference counts
- *   store_index.c    the image -> imageRef index and aliases
- *   store_names.c    the name index and the read-only directories' name caches
- *   store_identity.c per-directory lookups for the decision, per-credential times
- * Not installed; nothing outside the store includes it.
+ * The record store's private types (record directories, the store, a pull),
+ * shared by its files, and its layers. Each layer's functions are declared in
+ * its own header, which includes only the headers of layers below it, so a
+ * call upwards does not compile (docs/design.md, "Parts and data flow"):
+ *   1 store_fs.c       (store_fs.h) safe-filesystem primitives: directory
+ *                      checks, strict reads, atomic durable writes and write
+ *                      batches, the lock and its short steps, directory walks
+ *   2 store_read.c     (store_read.h) the subdirectory descriptors lookups read
+ *                      through, reading one pulled record
+ *   3 store_intent.c   (store_intent.h) intents and their reference counts
+ *     store_index.c    (store_index.h) the identity -> imageRef index, aliases
+ *     store_credtimes.c (store_credtimes.h) per-credential times files
+ *     store_dircache.c (store_dircache.h) names caches of read-only directories
+ *   4 store_identity.c (store_identity.h) per-directory lookups for the decision
+ *   5 store_credidx.c  (store_credidx.h) focused records, the credential index,
+ *                      the record cache's use, credential times for decisions
+ *     store_names.c    (store_names.h) the name index, which records map a
+ *                      name, prune's upkeep of the index
+ *   6 store.c          open/free, pulled records (get, record_pulled), list, delete
+ *     store_prune.c    prune
+ * Beside them, below the store: lookup_cache.c (absences), record_cache.c
+ * (parsed records). Above: store_lookup.h gathers the lookups for decide.c.
+ * Not installed; nothing outside the engine includes these headers.
  */
 #ifndef PULLGATE_STORE_IMPL_H
 #define PULLGATE_STORE_IMPL_H
@@ -70,168 +84,7 @@ typedef struct pull {
     char *image_name;  /* normalised, no tag/digest: the credentialMapping key */
     char *full_name;   /* normalised with tag/digest: the index key */
     char *digest_only; /* "name@digest" when a digest is given, else NULL */
+    char **alias_keys; /* index keys of the aliases recorded with it (pg_st_alias_keys), or NULL */
 } pull;
-
-/* ------------------------------------------------------------ store_fs.c */
-
-/* Sets code and prefixes err's message with "dir/sub/name: " (pg_error_prefix). */
-int pg_st_prefix_error(pg_error *err, int code, const char *dir, const char *sub, const char *name);
-/* "sha256-..." and not a temporary file. */
-bool pg_st_is_record_name(const char *name);
-/* Non-empty and at most PG_MAX_IMAGE_LEN. */
-int pg_st_check_input(const char *what, const char *s, pg_error *err);
-/* INVALID unless store was opened writable. */
-int pg_st_require_writable(const pg_store *store, pg_error *err);
-int pg_st_fsync_retry(int fd);
-/* Opens base/name as a safe directory (ours, not group/other writable, no
- * symlink); shown names it in errors. Missing: PG_ERR_NOT_FOUND. */
-int pg_st_open_dir_at(int base, const char *name, const char *shown, int *fd_out, pg_error *err);
-/* Opens d/sub as a safe directory. Missing: PG_ERR_NOT_FOUND. */
-int pg_st_open_subdir(const record_dir *d, const char *sub, int *fd_out, pg_error *err);
-/* mkdir -p, mode 0700. */
-int pg_st_make_dirs(const char *path, pg_error *err);
-/* Every subdirectory of the layout in d (mode 0700). */
-int pg_st_make_subdirs(const record_dir *d, pg_error *err);
-/* flock(LOCK_EX) on the writable directory's lock file; release with unlock. */
-int pg_st_lock_store(const pg_store *s, int *lock_fd, pg_error *err);
-void pg_st_unlock_store(int lock_fd);
-typedef int (*pg_st_locked_op)(const pg_store *s, const char *key, pg_error *err);
-/* op(s, key) under the store lock. */
-int pg_st_with_lock(const pg_store *s, pg_st_locked_op op, const char *key, pg_error *err);
-/* Atomic replacement of dir/sub/name; durable (file and directory fsync'd) when sync. */
-int pg_st_write_file_replace(int dirfd, const char *dir, const char *sub, const char *name,
-                             const char *data, size_t len, bool sync, pg_error *err);
-int pg_st_write_file_atomic(int dirfd, const char *dir, const char *sub, const char *name,
-                            const char *data, size_t len, pg_error *err);
-/* One file of a write batch. */
-typedef struct st_staged {
-    int dirfd;             /* the batch's descriptor of the target directory (batch_dir) */
-    const char *dir, *sub; /* for messages and to tell directories apart; borrowed */
-    file_name name;
-    char tmp[FILE_NAME_LEN + 32];
-    int fd;       /* the temporary file while its data is not yet durable, else -1 */
-    bool renamed; /* the temporary file is now the target */
-} st_staged;
-
-#define BATCH_MAX_DIRS 8  /* subdirectories of one record directory */
-#define BATCH_MAX_OPEN 64 /* open temporary files; beyond, their data is synced early */
-
-/*
- * A staged write of several files in the subdirectories of ONE record
- * directory (a subdirectory is known by its name), made durable in ordered
- * groups with their fsyncs issued together (store_fs.c, docs/design.md
- * "Durability").
- */
-typedef struct pg_st_batch {
-    st_staged *v;
-    size_t n, cap;
-    struct batch_dir {
-        const char *sub;
-        int fd; /* a duplicate, owned */
-    } dirs[BATCH_MAX_DIRS];
-    size_t n_dirs;
-    size_t done;    /* entries [0, done) are renamed and durable */
-    int stop_after; /* tests: stop like a killed process after this many steps; 0: never */
-    int steps;
-    bool abandoned; /* stopped: the temporary files stay, as after a crash */
-} pg_st_batch;
-
-void pg_st_batch_init(pg_st_batch *b, int stop_after);
-/* Writes data to a new temporary file beside dir/sub/name (not yet durable). A
- * second stage of the same target replaces the first. */
-int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *sub, const char *name,
-                      const char *data, size_t len, pg_error *err);
-/* Every staged file's data durable (first time), then entries [done, upto)
- * renamed in staging order and their directories fsync'd: durable on return. */
-int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err);
-/* Removes the temporary files never renamed; closes everything. */
-void pg_st_batch_free(pg_st_batch *b);
-/* unlinkat + directory fsync; *removed tells whether anything was there. */
-int pg_st_remove_file(int dirfd, const char *dir, const char *sub, const char *name, bool *removed,
-                      pg_error *err);
-/* pg_read_file_at with PG_READ_STRICT, errors prefixed with the path. */
-int pg_st_read_strict(int dirfd, const record_dir *d, const char *sub, const char *name, size_t max,
-                      char **buf, size_t *len, pg_error *err);
-/* PG_ERR_CORRUPT: the content of d/sub/name does not hash to its name. */
-int pg_st_mismatch(pg_error *err, const record_dir *d, const char *sub, const char *name,
-                   const char *field, const char *value);
-bool pg_st_exists_at(int dirfd, const char *name);
-/* Calls fn for each record-named entry of d/sub. A missing sub is empty. */
-typedef int (*pg_st_entry_fn)(int dirfd, const record_dir *d, const char *name, void *ud);
-int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, void *ud,
-                       pg_error *err);
-
-/* --------------------------------------------------------------- store.c */
-
-/* pg_store_enable_cache: keeps every subdirectory a decision reads open (pulled/
- * already is), so repeated decisions probe through descriptors the cache watches. */
-void pg_st_keep_lookup_fds(pg_store *s);
-/* The descriptor of d/sub the store keeps (-1 when none is kept or trusted). */
-int pg_st_kept_fd(const record_dir *d, const char *sub);
-/* d/sub for a lookup: the kept descriptor, or one opened and checked now and kept
- * from then on (*owned false), or, when another thread kept one first or the
- * store's cache does not trust it, a new one (*owned true: caller closes).
- * Missing: PG_ERR_NOT_FOUND (not remembered: one created later is seen). */
-int pg_st_lookup_fd(const record_dir *d, const char *sub, int *fd, bool *owned, pg_error *err);
-
-/* Reads and checks pulled/<name> (content must match the name). NOT_FOUND when absent. */
-int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name, pg_record **out,
-                         pg_error *err);
-int pg_st_get_from_dir(const record_dir *d, const char *name, pg_record **out, pg_error *err);
-
-/* -------------------------------------------------------- store_intent.c */
-
-/* Under the lock: count-- of image's intents (both spellings); at 0 they go. Not
- * synced: a release lost in a crash leaves an intent, the strict side. */
-int pg_st_release_intents(const pg_store *s, const char *image, pg_error *err);
-
-/* -------------------------------------------------- store_identity.c */
-
-/*
- * d/sub/file stat'ed for a lookup of directory i (sub: a pg_lc_sub), the store's
- * absence cache first: 1 present (*st filled), 0 absent, -1 cannot tell. Through
- * the subdirectory's kept descriptor (checked at open); without one, `checked`
- * opens and checks the subdirectory first (an answer that can lead to an allow),
- * else stats by path (a probe, where "present" is the strict side).
- */
-int pg_st_stat_sub(const pg_store *s, size_t i, int sub, const char *file, bool checked,
-                   struct stat *st);
-
-/* --------------------------------------------------------- store_index.c */
-
-/* Under the lock: the index entries of a pull (as written, normalised, name@digest),
- * staged in b (unchanged entries are not). */
-int pg_st_update_index(const pg_store *s, pg_st_batch *b, const char *image, const char *normalised,
-                       const char *digest_only, const char *image_ref, pg_error *err);
-/* The index entry of key in d: *ref_out caller frees. */
-int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, pg_error *err);
-
-/* -------------------------------------------------- store_identity.c */
-
-/* The key of one credential in the credential-times file; caller frees; NULL: ENOMEM. */
-char *pg_st_credential_key(const char *image_name, const pg_pod_cred *s, const pg_pod_cred *sa);
-/* The times object of the credential-times file `file` (open subdir fd); new reference. */
-int pg_st_credtimes_load(const pg_store *s, int fd, const char *file, const char *image_ref,
-                         json_t **times, pg_error *err);
-/* Under the lock: the per-credential times of rec (record file `file`) after pull p,
- * staged in b. */
-int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
-                                  const json_t *old_keys, const char *file, const pull *p,
-                                  time_t previous, pg_error *err);
-/* The credential-time keys of rec's credentials, as a JSON object of keys (new
- * reference; NULL when out of memory). old_keys above: those of the record on
- * disk before the merge, so the side file keeps covering it until the new
- * record is durable (NULL: a new record). */
-json_t *pg_st_credtimes_keys(const pg_record *rec);
-/* --------------------------------------------------------- store_names.c */
-
-/* Under the lock: adds `file` to the name index of every name rec maps (the
- * changed name files staged in b). */
-int pg_st_names_add_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
-                           const char *file, pg_error *err);
-/* Under the lock (prune): the name index rebuilt from the writable directory's records. */
-int pg_st_names_rebuild_locked(const pg_store *s, pg_error *err);
-/* A new layout (pulled/ empty): the name index is complete from the start. */
-void pg_st_names_mark_complete_if_empty(const record_dir *d);
 
 #endif

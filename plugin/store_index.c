@@ -6,11 +6,14 @@
  */
 #include "image_identity.h"
 #include "internal.h"
-#include "store_impl.h"
+#include "store_index.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* -------------------------------------------------------------- index */
@@ -70,7 +73,8 @@ static int decode_index(const char *buf, size_t len, const record_dir *d, const 
 {
     static const char *const keys[] = {"image", "imageRef", NULL};
     *o = pg_json_parse(buf, len, "image index entry", err);
-    if (*o && json_is_object(*o) && pg_json_only_keys(*o, keys, "image index entry", err) == PG_OK &&
+    if (*o && json_is_object(*o) &&
+        pg_json_only_keys(*o, keys, "image index entry", err) == PG_OK &&
         json_unpack(*o, "{s:s, s:s}", "image", image, "imageRef", ref) == 0 && **ref)
         return PG_OK;
     if (*o)
@@ -138,6 +142,45 @@ PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char
     return rc;
 }
 
+/* ------------------------------------------------------ prune's upkeep */
+
+/*
+ * An index entry is evidence that its image was pulled. Entries are written
+ * only with their record (or for an imageRef being recorded), so once prune
+ * removed a record (durably), the entries naming its imageRef describe an
+ * image that is gone and go too; an entry whose record is missing for any
+ * other reason (pg_store_delete, a crash between the two) goes at the next
+ * prune. An entry that cannot be read is left alone (evidence is never
+ * destroyed on a guess).
+ */
+
+/* The imageRef's record file, when the entry is readable and names one. */
+static bool entry_record_file(const pg_store *s, int images_fd, const char *entry, file_name record)
+{
+    char *buf = NULL, *ref = NULL;
+    size_t len = 0;
+    pg_error ignored = {0};
+    bool ok = pg_st_read_strict(images_fd, &s->dirs[0], SUB_IMAGES, entry, MAX_INDEX_BYTES, &buf,
+                                &len, &ignored) == PG_OK &&
+              parse_index(buf, len, &s->dirs[0], entry, &ref, &ignored) == PG_OK &&
+              pg_record_file_name(ref, record, &ignored) == PG_OK;
+    free(buf);
+    free(ref);
+    return ok;
+}
+
+static bool no_record(int pulled_fd, const char *record)
+{
+    struct stat st;
+    return fstatat(pulled_fd, record, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+}
+
+bool pg_st_index_orphan(const pg_store *s, int images_fd, int pulled_fd, const char *entry)
+{
+    file_name record;
+    return entry_record_file(s, images_fd, entry, record) && no_record(pulled_fd, record);
+}
+
 /* ------------------------------------------------------------ aliases */
 
 /* Up to two index keys per alias: as written and its other spelling. */
@@ -183,41 +226,63 @@ static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
     return rc;
 }
 
+int pg_st_alias_keys(const char *const *aliases, char ***keys, pg_error *err)
+{
+    alias_keys k = {NULL, 0};
+    int rc = PG_OK;
+    /* Every alias is validated before anything is written: all or nothing. */
+    for (size_t i = 0; rc == PG_OK && aliases && aliases[i]; i++)
+        rc = alias_spellings(&k, aliases[i], err);
+    if (rc != PG_OK) {
+        pg_strv_free(k.keys);
+        k.keys = NULL;
+    }
+    *keys = k.keys;
+    return rc;
+}
+
+int pg_st_stage_aliases(const pg_store *s, pg_st_batch *b, char *const *keys, const char *image_ref,
+                        pg_error *err)
+{
+    if (!keys || !keys[0])
+        return PG_OK;
+    int fd = -1;
+    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
+    for (size_t i = 0; rc == PG_OK && keys[i]; i++)
+        rc = write_index(s, b, fd, keys[i], image_ref, err);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
 /* The changed entries staged, then durable together (their data, then the directory). */
-static int record_aliases_locked(const pg_store *s, const char *image_ref, const alias_keys *k,
+static int record_aliases_locked(const pg_store *s, const char *image_ref, char *const *keys,
                                  pg_error *err)
 {
-    int fd;
-    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
-    if (rc != PG_OK)
-        return rc;
     pg_st_batch b;
     pg_st_batch_init(&b, 0);
-    for (size_t i = 0; rc == PG_OK && i < k->n; i++)
-        rc = write_index(s, &b, fd, k->keys[i], image_ref, err);
+    int rc = pg_st_stage_aliases(s, &b, keys, image_ref, err);
     if (rc == PG_OK)
         rc = pg_st_batch_commit(&b, b.n, err);
     pg_st_batch_free(&b);
-    close(fd);
     return rc;
 }
 
 PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
                                    const char *const *aliases, pg_error *err)
 {
-    alias_keys k = {NULL, 0};
+    char **keys = NULL;
     int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("imageRef", image_ref, err);
-    /* Every alias is validated before anything is written: all or nothing. */
-    for (size_t i = 0; rc == PG_OK && aliases && aliases[i]; i++)
-        rc = alias_spellings(&k, aliases[i], err);
+    if (rc == PG_OK)
+        rc = pg_st_alias_keys(aliases, &keys, err);
     int lock_fd = -1;
-    if (rc == PG_OK && k.n)
+    if (rc == PG_OK && keys && keys[0])
         rc = pg_st_lock_store(store, &lock_fd, err);
-    if (rc == PG_OK && k.n)
-        rc = record_aliases_locked(store, image_ref, &k, err);
+    if (rc == PG_OK && keys && keys[0])
+        rc = record_aliases_locked(store, image_ref, keys, err);
     pg_st_unlock_store(lock_fd);
-    pg_strv_free(k.keys);
+    pg_strv_free(keys);
     return rc;
 }

@@ -5,7 +5,7 @@
  * plugin/store.c.
  */
 #include "internal.h"
-#include "store_impl.h"
+#include "store_intent.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -112,7 +112,7 @@ static int take_intent(const pg_store *s, pg_st_batch *b, const intent_dirs *fds
 static int remove_unsynced(int fd, const record_dir *d, const char *sub, const char *name,
                            pg_error *err)
 {
-    if (unlinkat(fd, name, 0) != 0 && errno != ENOENT)
+    if (pg_st_sys_unlinkat(fd, name) != 0 && errno != ENOENT)
         return pg_fail_errno(err, errno, "remove %s/%s/%s", d->path, sub, name);
     return PG_OK;
 }

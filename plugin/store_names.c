@@ -5,8 +5,7 @@
  * records map an image name, the "preloaded" proof (docs/design.md, "Image
  * identity").
  */
-#include "store_impl.h"
-#include "store_lookup.h"
+#include "store_names.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -28,13 +27,11 @@
  *    names that map name, one a line, written under the lock with the record
  *    and rebuilt by prune. An entry may be stale (record since deleted): that
  *    errs on the strict side and lookups skip missing records.
- *  - a read-only directory (the kubelet's) gets a cache in the writable one,
- *    pullgate-dircache/<hash(path)>: a stamp of its pulled/ and pulling/
- *    directories (dev, inode, mtime ns), taken BEFORE the scan, then one line
- *    "<hex(name)> <record file>" per mapping, "? <record file>" for a record
- *    that could not be read (its names are unknown: it may map any name).
- *    A changed stamp means a rescan; without a writable directory, every
- *    lookup scans.
+ *  - a read-only directory (the kubelet's) gets a names cache in the writable
+ *    one, pullgate-dircache/<hash(path)> (store_dircache.c: sorted fixed-width
+ *    entries searched with pread, refreshed incrementally when pulled/
+ *    changes, by prune or else by the lookup that finds it stale); without a
+ *    writable directory, every lookup scans.
  */
 
 #define MAX_NAMES_BYTES (16u << 20)
@@ -50,7 +47,8 @@ static bool names_complete(const record_dir *d) { return pg_st_exists_at(d->fd, 
 
 static void names_mark_complete(const record_dir *d)
 {
-    int fd = openat(d->fd, NAMES_COMPLETE, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd =
+        pg_st_sys_openat(d->fd, NAMES_COMPLETE, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0)
         close(fd);
 }
@@ -88,10 +86,6 @@ void pg_st_names_mark_complete_if_empty(const record_dir *d)
     if (!names_complete(d) && has_no_records(d))
         names_mark_complete(d);
 }
-/* 2: a record is listed under the image each key names, not the key as written
- * (a cache of format 1 never matches a stamp line, so it is rebuilt). */
-#define CACHE_MAGIC "pullgate-dircache 2 "
-
 static bool line_present(const char *text, const char *line, size_t n)
 {
     for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
@@ -186,103 +180,6 @@ static void buf_add(text_buf *b, const char *a, const char *c)
         b->cap = cap;
     }
     b->len += (size_t)snprintf(b->p + b->len, b->cap - b->len, "%s %s\n", a, c);
-}
-
-/* Collects "<hex(name)> <file>" (or "? <file>") lines of every record of a directory. */
-static int scan_names_entry(int dirfd, const record_dir *d, const char *name, void *ud)
-{
-    text_buf *b = ud;
-    pg_record *rec;
-    pg_error ignored = {0};
-    if (pg_st_read_record_at(dirfd, d, name, &rec, &ignored) != PG_OK) {
-        buf_add(b, "?", name);
-        return PG_OK;
-    }
-    for (size_t i = 0; i < rec->n_maps; i++) {
-        char hex[PG_HASH_HEX_LEN + 1];
-        char *owned = NULL;
-        const char *n = NULL;
-        if (indexed_name(rec->maps[i].image_name, &owned, &n, NULL) == PG_OK &&
-            pg_sha256_hex(n, strlen(n), hex, NULL) == PG_OK)
-            buf_add(b, hex, name);
-        else
-            buf_add(b, "?", name); /* names unknown: may map any name (the strict side) */
-        free(owned);
-    }
-    pg_record_free(rec);
-    return PG_OK;
-}
-
-/*
- * A directory changed less than this long ago is not cached: file systems keep
- * mtime at timer-tick granularity, so a record added in the same tick as the
- * stamp could otherwise hide behind an unchanged stamp.
- */
-#define CACHE_QUIET_S 2
-
-static void stamp_of(const record_dir *d, const char *sub, char *out, size_t n, bool *recent)
-{
-    struct stat st;
-    if (fstatat(d->fd, sub, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        snprintf(out, n, "-");
-        return;
-    }
-    if (st.st_mtim.tv_sec >= time(NULL) - CACHE_QUIET_S)
-        *recent = true;
-    snprintf(out, n, "%ju:%ju:%lld.%09ld", (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
-             (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec);
-}
-
-/* The first line of a cache: what the directory looked like before the scan. */
-static void dir_stamp(const record_dir *d, char *out, size_t n, bool *recent)
-{
-    char pulled[96], pulling[96];
-    *recent = false;
-    stamp_of(d, SUB_PULLED, pulled, sizeof pulled, recent);
-    stamp_of(d, SUB_PULLING, pulling, sizeof pulling, recent);
-    snprintf(out, n, "%s%s %s\n", CACHE_MAGIC, pulled, pulling);
-}
-
-/* The name lines of read-only directory d: from the cache when its stamp is current. */
-static int dir_names(const pg_store *s, const record_dir *d, char **text_out, pg_error *err)
-{
-    char stamp[256];
-    bool recent;
-    dir_stamp(d, stamp, sizeof stamp, &recent);
-    file_name cache_name;
-    int rc = pg_record_file_name(d->path, cache_name, err);
-    int cache_fd = -1;
-    if (rc == PG_OK && s->writable &&
-        pg_st_open_subdir(&s->dirs[0], SUB_DIRCACHE, &cache_fd, NULL) != PG_OK)
-        cache_fd = -1;
-    if (rc == PG_OK && cache_fd >= 0) {
-        char *cached = NULL;
-        if (pg_read_file_at(cache_fd, cache_name, MAX_NAMES_BYTES, PG_READ_STRICT, &cached, NULL,
-                            NULL) == PG_OK &&
-            strncmp(cached, stamp, strlen(stamp)) == 0) {
-            close(cache_fd);
-            *text_out = cached;
-            return PG_OK;
-        }
-        free(cached);
-    }
-    text_buf b = {0};
-    buf_add(&b, stamp, ""); /* "stamp \n": the stamp line carries its own newline */
-    if (rc == PG_OK)
-        rc = pg_st_walk_records(d, SUB_PULLED, scan_names_entry, &b, err);
-    if (rc == PG_OK && b.failed)
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (rc == PG_OK && cache_fd >= 0 && !recent) /* best effort: no cache means a rescan */
-        pg_st_write_file_atomic(cache_fd, s->dirs[0].path, SUB_DIRCACHE, cache_name, b.p, b.len,
-                                NULL);
-    if (cache_fd >= 0)
-        close(cache_fd);
-    if (rc != PG_OK) {
-        free(b.p);
-        return rc;
-    }
-    *text_out = b.p;
-    return PG_OK;
 }
 
 /* The writable directory's index as the same line format, from pullgate-names/. */
@@ -386,6 +283,39 @@ static int hits_from_text(const pg_store *s, size_t i, const char *text, const c
     return rc;
 }
 
+/* A record file a directory's names cache lists under the name. */
+typedef struct dir_hit_ctx {
+    const pg_store *s;
+    size_t i;
+    const char *image_name;
+    name_hits *h;
+} dir_hit_ctx;
+
+static int dir_hit(const char *file, void *ud, pg_error *err)
+{
+    dir_hit_ctx *c = ud;
+    if (!c->h->load && c->h->n)
+        return -1; /* counting stops at the first record: one is proof enough */
+    int rc = hit_load(c->s, c->i, file, c->image_name, c->h, err);
+    return rc == PG_OK && !c->h->load && c->h->n ? -1 : rc;
+}
+
+/* The records of directory i that map the name, from its names cache. */
+static int hits_from_cache(const pg_store *s, size_t i, const unsigned char raw[32],
+                           const char *image_name, name_hits *h, pg_error *err)
+{
+    pg_st_dirnames *v;
+    int rc = pg_st_dirnames_open(s, &s->dirs[i], &v, err);
+    if (rc != PG_OK)
+        return rc;
+    dir_hit_ctx c = {s, i, image_name, h};
+    bool unknown = false;
+    rc = pg_st_dirnames_find(v, raw, dir_hit, &c, &unknown, err);
+    h->unknown |= unknown;
+    pg_st_dirnames_free(v);
+    return rc;
+}
+
 int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_record ***recs,
                              size_t *n_out, bool *unknown_out, pg_error *err)
 {
@@ -394,20 +324,24 @@ int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_r
     if (recs)
         *recs = NULL;
     char hex[PG_HASH_HEX_LEN + 1];
+    unsigned char raw[32];
     int rc = store ? pg_st_check_input("image name", image_name, err)
                    : pg_fail(err, PG_ERR_INVALID, "no store");
     if (rc == PG_OK)
         rc = pg_sha256_hex(image_name, strlen(image_name), hex, err);
+    if (rc == PG_OK)
+        rc = pg_st_name_hash(image_name, raw, err);
     name_hits h = {recs != NULL, NULL, 0, 0, false};
     for (size_t i = 0; rc == PG_OK && i < store->n_dirs && (h.load || !h.n); i++) {
-        char *text = NULL;
-        if (i == 0 && store->writable && names_complete(&store->dirs[0]))
+        if (i == 0 && store->writable && names_complete(&store->dirs[0])) {
+            char *text = NULL;
             rc = own_names(store, image_name, hex, &text, err);
-        else
-            rc = dir_names(store, &store->dirs[i], &text, err);
-        if (rc == PG_OK && text)
-            rc = hits_from_text(store, i, text, hex, image_name, &h, err);
-        free(text);
+            if (rc == PG_OK && text)
+                rc = hits_from_text(store, i, text, hex, image_name, &h, err);
+            free(text);
+        } else {
+            rc = hits_from_cache(store, i, raw, image_name, &h, err);
+        }
     }
     if (rc != PG_OK) {
         for (size_t i = 0; h.recs && i < h.n; i++)
@@ -422,116 +356,376 @@ int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_r
     return PG_OK;
 }
 
-static int cmp_lines(const void *a, const void *b)
+int pg_store_refresh_name_caches(const pg_store *store, pg_error *err)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Writes pullgate-names/ files from sorted "<hex(name)> <file>" lines; one file per name. */
-static int names_write_groups(const pg_store *s, int fd, char **lines, size_t n, pg_error *err)
-{
+    if (!store || !store->writable)
+        return PG_OK; /* no cache without a writable directory */
     int rc = PG_OK;
-    for (size_t i = 0; rc == PG_OK && i < n;) {
-        size_t j = i;
-        text_buf b = {0};
-        for (; j < n && memcmp(lines[j], lines[i], PG_HASH_HEX_LEN) == 0; j++)
-            if (j == i || strcmp(lines[j], lines[j - 1]) != 0)
-                buf_add(&b, lines[j] + PG_HASH_HEX_LEN + 1, "");
-        char name[FILE_NAME_LEN + 1];
-        snprintf(name, sizeof name, "%s%.*s", NAME_PREFIX, PG_HASH_HEX_LEN, lines[i]);
-        /* buf_add wrote "file \n": drop the blank before each newline */
-        size_t w = 0;
-        for (size_t k = 0; b.p && k < b.len; k++)
-            if (!(b.p[k] == ' ' && k + 1 < b.len && b.p[k + 1] == '\n'))
-                b.p[w++] = b.p[k];
-        /* Not fsync'd one by one (a rebuild may write 100k files): the caller
-         * removed the .complete marker first and syncs before restoring it. */
-        rc = b.failed ? pg_fail(err, PG_ERR_NOMEM, "out of memory")
-                      : pg_st_write_file_replace(fd, s->dirs[0].path, SUB_NAMES, name, b.p, w,
-                                                 false, err);
-        free(b.p);
-        i = j;
-    }
+    for (size_t i = names_complete(&store->dirs[0]) ? 1 : 0; rc == PG_OK && i < store->n_dirs; i++)
+        rc = pg_st_dirnames_refresh(store, &store->dirs[i], err);
     return rc;
 }
 
-/* Removes name files no line names (only after the new ones are durable). */
-static void names_remove_unused(int fd, char **lines, size_t n)
+/* ------------------------------------------------ prune's upkeep of the index */
+
+/*
+ * Prune keeps the name index exact without a rebuild under the lock: its walk
+ * of pulled/ (outside the lock) collects every record's name lines; then each
+ * name file that must change (lines of records gone, lines missing) is
+ * rewritten in short locked steps, durably (data fsync'd before the rename:
+ * a name file is never read torn), and name files with nothing left go.
+ * What a file lists is recomputed under the lock as the union of its current
+ * lines and the walk's, each kept only while its record file exists: a
+ * record written by a concurrent pull added its own line under the lock, so
+ * nothing is lost; a record removed since the walk drops out. Unchanged name
+ * files are not touched and nothing calls syncfs.
+ *
+ * Without the completeness marker (records from before the index, or an
+ * interrupted rebuild) every name file is rewritten durably, and only then is
+ * the marker created and its directory fsync'd.
+ */
+
+int pg_st_name_lines_add(pg_st_name_lines *l, const pg_record *rec, const char *file, pg_error *err)
 {
-    int dup_fd = dup(fd);
-    DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    struct dirent *de;
-    while (dir && (de = readdir(dir)) != NULL) {
-        if (!pg_st_is_record_name(de->d_name) || strlen(de->d_name) != FILE_NAME_LEN)
-            continue;
-        const char *hex = de->d_name + strlen(NAME_PREFIX);
-        bool used = false;
-        for (size_t lo = 0, hi = n; lo < hi && !used;) {
-            size_t mid = lo + (hi - lo) / 2;
-            int c = memcmp(lines[mid], hex, PG_HASH_HEX_LEN);
-            used = c == 0;
-            if (c < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
+    for (size_t i = 0; i < rec->n_maps; i++) {
+        char hex[PG_HASH_HEX_LEN + 1];
+        char *owned = NULL;
+        const char *n = NULL;
+        int rc = indexed_name(rec->maps[i].image_name, &owned, &n, err);
+        if (rc == PG_OK)
+            rc = pg_sha256_hex(n, strlen(n), hex, err);
+        free(owned);
+        if (rc != PG_OK)
+            return rc;
+        if (l->n == l->cap) {
+            size_t cap = l->cap ? 2 * l->cap : 256;
+            pg_st_name_line *grown = realloc(l->v, cap * sizeof *grown);
+            if (!grown)
+                return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+            l->v = grown;
+            l->cap = cap;
         }
-        if (!used)
-            unlinkat(fd, de->d_name, 0);
+        memcpy(l->v[l->n].hex, hex, sizeof hex);
+        snprintf(l->v[l->n].file, sizeof l->v[l->n].file, "%s", file);
+        l->n++;
     }
-    if (dir)
-        closedir(dir);
-    else if (dup_fd >= 0)
-        close(dup_fd);
+    return PG_OK;
 }
 
-/* Prune: the name index from the records that remain. */
-int pg_st_names_rebuild_locked(const pg_store *s, pg_error *err)
+void pg_st_name_lines_free(pg_st_name_lines *l)
+{
+    free(l->v);
+    *l = (pg_st_name_lines){0};
+}
+
+static int cmp_line(const void *a, const void *b)
+{
+    const pg_st_name_line *x = a, *y = b;
+    int c = strcmp(x->hex, y->hex);
+    return c ? c : strcmp(x->file, y->file);
+}
+
+static int cmp_file(const void *a, const void *b) { return strcmp(a, b); }
+
+/* A sorted set of record file names. */
+typedef struct file_set {
+    file_name *v;
+    size_t n, cap;
+} file_set;
+
+static int set_add(file_set *f, const char *file)
+{
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 8;
+        file_name *grown = realloc(f->v, cap * sizeof *grown);
+        if (!grown)
+            return PG_ERR_NOMEM;
+        f->v = grown;
+        f->cap = cap;
+    }
+    snprintf(f->v[f->n++], sizeof(file_name), "%s", file);
+    return PG_OK;
+}
+
+static void set_sort(file_set *f)
+{
+    if (f->n)
+        qsort(f->v, f->n, sizeof *f->v, cmp_file);
+    size_t w = 0;
+    for (size_t i = 0; i < f->n; i++)
+        if (w == 0 || strcmp(f->v[w - 1], f->v[i]) != 0)
+            memmove(f->v[w++], f->v[i], sizeof(file_name));
+    f->n = w;
+}
+
+static bool set_equal(const file_set *a, const file_set *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->v[i], b->v[i]) != 0)
+            return false;
+    return true;
+}
+
+/* Anything at pulled/<file>, even unreadable, is a record: the strict side. */
+static bool record_present(int pulled_fd, const char *file)
+{
+    struct stat st;
+    return fstatat(pulled_fd, file, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+}
+
+typedef struct upkeep {
+    const pg_store *s;
+    const pg_st_name_lines *lines; /* sorted */
+    int names_fd, pulled_fd;
+    bool rebuild; /* no completeness marker: every name file rewritten durably */
+    char (*names)[PG_HASH_HEX_LEN + 1];
+    size_t n_names, cap_names;
+    pg_st_batch batch;
+} upkeep;
+
+/* The lines of name file sha256-<hex> as a set (*exists: the file is there). */
+static int name_file_set(const upkeep *u, const char *hex, file_set *out, bool *exists,
+                         pg_error *err)
+{
+    char name[FILE_NAME_LEN + 1], *text = NULL;
+    snprintf(name, sizeof name, "%s%s", NAME_PREFIX, hex);
+    int rc = pg_st_read_strict(u->names_fd, &u->s->dirs[0], SUB_NAMES, name, MAX_NAMES_BYTES, &text,
+                               NULL, err);
+    *exists = rc == PG_OK;
+    if (rc == PG_ERR_NOT_FOUND || rc == PG_ERR_CORRUPT)
+        rc = PG_OK;
+    for (char *save = NULL, *line = text ? strtok_r(text, "\n", &save) : NULL; rc == PG_OK && line;
+         line = strtok_r(NULL, "\n", &save))
+        rc = set_add(out, line) == PG_OK ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    free(text);
+    set_sort(out);
+    return rc;
+}
+
+/* What name file <hex> must list: its lines and the walk's, of records present. */
+static int name_wanted(const upkeep *u, const char *hex, const file_set *old, file_set *want)
+{
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < old->n; i++)
+        if (strlen(old->v[i]) == FILE_NAME_LEN && pg_st_is_record_name(old->v[i]) &&
+            record_present(u->pulled_fd, old->v[i]))
+            rc = set_add(want, old->v[i]);
+    pg_st_name_line key = {{0}, {0}};
+    memcpy(key.hex, hex, sizeof key.hex);
+    size_t lo = 0, hi = u->lines->n;
+    while (lo < hi) { /* the first line of hex */
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(u->lines->v[mid].hex, hex) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; rc == PG_OK && i < u->lines->n && strcmp(u->lines->v[i].hex, hex) == 0; i++)
+        if (record_present(u->pulled_fd, u->lines->v[i].file))
+            rc = set_add(want, u->lines->v[i].file);
+    set_sort(want);
+    return rc;
+}
+
+/*
+ * Whether name file <hex> must change and, if so, its new text (*text NULL:
+ * nothing to list, the file goes; caller frees).
+ */
+static int name_wanted_text(const upkeep *u, const char *hex, bool *changes, char **text,
+                            size_t *len, pg_error *err)
+{
+    file_set old = {0}, want = {0};
+    bool exists = false;
+    *text = NULL;
+    *len = 0;
+    int rc = name_file_set(u, hex, &old, &exists, err);
+    if (rc == PG_OK && name_wanted(u, hex, &old, &want) != PG_OK)
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    *changes =
+        rc == PG_OK && (exists || want.n) && (u->rebuild || !exists || !set_equal(&old, &want));
+    if (rc == PG_OK && *changes && want.n) {
+        *len = want.n * (FILE_NAME_LEN + 1);
+        if (!(*text = malloc(*len + 1)))
+            rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; *text && i < want.n; i++)
+            snprintf(*text + i * (FILE_NAME_LEN + 1), FILE_NAME_LEN + 2, "%s\n", want.v[i]);
+    }
+    free(old.v);
+    free(want.v);
+    return rc;
+}
+
+static int stage_name(upkeep *u, const char *hex, const char *text, size_t len, pg_error *err)
+{
+    char name[FILE_NAME_LEN + 1];
+    snprintf(name, sizeof name, "%s%s", NAME_PREFIX, hex);
+    return pg_st_batch_stage(&u->batch, u->names_fd, u->s->dirs[0].path, SUB_NAMES, name, text, len,
+                             err);
+}
+
+#define UPKEEP_CHUNK 64
+
+/* Under the lock: name file <hex> as it must be now; prepared: the text staged before. */
+static int name_settle(upkeep *u, const char *hex, const char *prepared, pg_error *err)
+{
+    bool changes = false;
+    char *text = NULL;
+    size_t len = 0;
+    int rc = name_wanted_text(u, hex, &changes, &text, &len, err);
+    if (rc == PG_OK && text && (!prepared || strcmp(prepared, text) != 0)) {
+        rc = stage_name(u, hex, text, len, err); /* changed since: staged again */
+    } else if (rc == PG_OK && changes && !text && !prepared) {
+        char name[FILE_NAME_LEN + 1];
+        snprintf(name, sizeof name, "%s%s", NAME_PREFIX, hex);
+        /* Not synced: a removal lost in a crash leaves only lines of records gone. */
+        if (pg_st_sys_unlinkat(u->names_fd, name) != 0 && errno != ENOENT)
+            rc = pg_fail_errno(err, errno, "remove %s/%s/%s", u->s->dirs[0].path, SUB_NAMES, name);
+    }
+    /* Nothing to list now but a text prepared: it lists only records since
+     * removed (stale lines, neutral); the next prune drops it. */
+    free(text);
+    return rc;
+}
+
+/*
+ * One chunk of name files: their new texts written and made durable OUTSIDE
+ * the lock (the fsyncs are the slow part), then under it each recomputed
+ * (a pull may have added a line meanwhile: staged again), renamed into place
+ * and the directory fsync'd.
+ */
+static int upkeep_chunk(upkeep *u, size_t from, size_t to, pg_error *err)
+{
+    char *prepared[UPKEEP_CHUNK] = {0};
+    int rc = PG_OK;
+    for (size_t i = from; rc == PG_OK && i < to; i++) {
+        bool changes;
+        size_t len;
+        rc = name_wanted_text(u, u->names[i], &changes, &prepared[i - from], &len, err);
+        if (rc == PG_OK && prepared[i - from])
+            rc = stage_name(u, u->names[i], prepared[i - from], len, err);
+    }
+    if (rc == PG_OK)
+        rc = pg_st_batch_sync_data(&u->batch, err);
+    int lock_fd = -1;
+    if (rc == PG_OK)
+        rc = pg_st_lock_store(u->s, &lock_fd, err);
+    for (size_t i = from; rc == PG_OK && i < to; i++)
+        rc = name_settle(u, u->names[i], prepared[i - from], err);
+    if (rc == PG_OK)
+        rc = pg_st_batch_commit(&u->batch, u->batch.n, err);
+    pg_st_unlock_store(lock_fd);
+    pg_st_batch_free(&u->batch);
+    pg_st_batch_init(&u->batch, 0);
+    for (size_t i = 0; i < UPKEEP_CHUNK; i++)
+        free(prepared[i]);
+    return rc;
+}
+
+static int add_name(upkeep *u, const char *hex)
+{
+    if (u->n_names == u->cap_names) {
+        size_t cap = u->cap_names ? 2 * u->cap_names : 256;
+        void *grown = realloc(u->names, cap * sizeof *u->names);
+        if (!grown)
+            return PG_ERR_NOMEM;
+        u->names = grown;
+        u->cap_names = cap;
+    }
+    memcpy(u->names[u->n_names++], hex, PG_HASH_HEX_LEN + 1);
+    return PG_OK;
+}
+
+static int cmp_hex(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Every name the walk saw or a name file has, once. */
+static int collect_names(upkeep *u, pg_error *err)
+{
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < u->lines->n; i++)
+        if (i == 0 || strcmp(u->lines->v[i].hex, u->lines->v[i - 1].hex) != 0)
+            rc = add_name(u, u->lines->v[i].hex);
+    int dup_fd = dup(u->names_fd);
+    DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!dir) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return pg_fail_errno(err, errno, "list %s/%s", u->s->dirs[0].path, SUB_NAMES);
+    }
+    struct dirent *de;
+    while (rc == PG_OK && (de = readdir(dir)) != NULL)
+        if (pg_st_is_record_name(de->d_name) && strlen(de->d_name) == FILE_NAME_LEN)
+            rc = add_name(u, de->d_name + strlen(NAME_PREFIX));
+    closedir(dir);
+    if (rc != PG_OK)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (u->n_names)
+        qsort(u->names, u->n_names, sizeof *u->names, cmp_hex);
+    size_t w = 0;
+    for (size_t i = 0; i < u->n_names; i++)
+        if (w == 0 || strcmp(u->names[w - 1], u->names[i]) != 0)
+            memmove(u->names[w++], u->names[i], sizeof *u->names);
+    u->n_names = w;
+    return PG_OK;
+}
+
+/* Outside the lock: keeps only the names whose file must change. */
+static int keep_changing(upkeep *u, pg_error *err)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < u->n_names; i++) {
+        bool changes = false;
+        char *text = NULL;
+        size_t len = 0;
+        int rc = name_wanted_text(u, u->names[i], &changes, &text, &len, err);
+        free(text);
+        if (rc != PG_OK)
+            return rc;
+        if (changes)
+            memmove(u->names[w++], u->names[i], sizeof *u->names);
+    }
+    u->n_names = w;
+    return PG_OK;
+}
+
+/* Under the lock: the index is complete once its marker is durable. */
+static int mark_complete(void *ctx, size_t i, pg_error *err)
+{
+    (void)i;
+    upkeep *u = ctx;
+    const record_dir *d = &u->s->dirs[0];
+    pg_st_sys_unlinkat(d->fd, SUB_NAMES "/.complete"); /* format 1's marker: no longer read */
+    names_mark_complete(d);
+    if (!names_complete(d) || pg_st_fsync_retry(u->names_fd) != 0)
+        return pg_fail_errno(err, errno, "mark %s/%s complete", d->path, SUB_NAMES);
+    return PG_OK;
+}
+
+int pg_st_names_upkeep(const pg_store *s, pg_st_name_lines *lines, pg_error *err)
 {
     const record_dir *d = &s->dirs[0];
-    text_buf b = {0};
-    int rc = pg_st_walk_records(d, SUB_PULLED, scan_names_entry, &b, err);
-    if (rc == PG_OK && b.failed)
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    size_t n = 0, cap = 0;
-    char **lines = NULL;
-    for (char *line = rc == PG_OK && b.p ? strtok(b.p, "\n") : NULL; rc == PG_OK && line;
-         line = strtok(NULL, "\n")) {
-        if (strlen(line) != PG_HASH_HEX_LEN + 1 + FILE_NAME_LEN)
-            continue; /* "?" lines: an unreadable record maps no name we know */
-        if (n == cap) {
-            char **grown = realloc(lines, (cap = cap ? cap * 2 : 64) * sizeof *grown);
-            if (!grown) {
-                rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-                break;
-            }
-            lines = grown;
-        }
-        lines[n++] = line;
-    }
-    int fd = -1;
+    upkeep u = {.s = s, .lines = lines, .names_fd = -1, .pulled_fd = -1};
+    pg_st_batch_init(&u.batch, 0);
+    u.rebuild = !names_complete(d);
+    if (lines->n)
+        qsort(lines->v, lines->n, sizeof *lines->v, cmp_line);
+    int rc = pg_st_open_subdir(d, SUB_NAMES, &u.names_fd, err);
     if (rc == PG_OK)
-        rc = pg_st_open_subdir(d, SUB_NAMES, &fd, err);
-    /* Until the rebuilt index is on disk, a crash must leave it marked incomplete
-     * (lookups then scan): marker off, write, syncfs, marker on. */
-    if (rc == PG_OK && unlinkat(d->fd, NAMES_COMPLETE, 0) != 0 && errno != ENOENT)
-        rc = pg_fail_errno(err, errno, "remove %s/%s", d->path, NAMES_COMPLETE);
-    if (rc == PG_OK && pg_st_fsync_retry(fd) != 0)
-        rc = pg_fail_errno(err, errno, "fsync %s/%s", d->path, SUB_NAMES);
-    if (rc == PG_OK) {
-        if (n) /* qsort's base must not be NULL, even for 0 elements */
-            qsort(lines, n, sizeof *lines, cmp_lines);
-        rc = names_write_groups(s, fd, lines, n, err);
-    }
-    if (rc == PG_OK && syncfs(fd) != 0)
-        rc = pg_fail_errno(err, errno, "syncfs %s/%s", d->path, SUB_NAMES);
-    if (rc == PG_OK) {
-        names_remove_unused(fd, lines, n);
-        unlinkat(d->fd, SUB_NAMES "/.complete", 0); /* format 1's marker: no longer read */
-        names_mark_complete(d);
-    }
-    if (fd >= 0)
-        close(fd);
-    free(lines);
-    free(b.p);
+        rc = pg_st_open_subdir(d, SUB_PULLED, &u.pulled_fd, err);
+    if (rc == PG_OK)
+        rc = collect_names(&u, err);
+    if (rc == PG_OK)
+        rc = keep_changing(&u, err);
+    for (size_t i = 0; rc == PG_OK && i < u.n_names; i += UPKEEP_CHUNK)
+        rc = upkeep_chunk(&u, i, i + UPKEEP_CHUNK < u.n_names ? i + UPKEEP_CHUNK : u.n_names, err);
+    if (rc == PG_OK && u.rebuild)
+        rc = pg_st_in_steps(s, 1, mark_complete, NULL, &u, err);
+    pg_st_batch_free(&u.batch);
+    if (u.names_fd >= 0)
+        close(u.names_fd);
+    if (u.pulled_fd >= 0)
+        close(u.pulled_fd);
+    free(u.names);
     return rc;
 }

@@ -2,6 +2,7 @@
 /* pullgatectl prune: deletes pulled records of images no longer in use. */
 #include "pgctl.h"
 #include "internal.h"
+#include "store_lookup.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,9 +30,10 @@ static void usage(void)
          "\nDeletes from the writable record directory every pulled record whose imageRef\n"
          "is not listed in FILE (one imageRef per line; '-' is standard input) and, with\n"
          "--before, that was last updated before TIME (RFC 3339, or a duration such as\n"
-         "\"720h\" meaning older than that). Records of pinned images are kept. Prints\n"
-         "the number of records deleted. An empty FILE is refused unless --allow-empty\n"
-         "is given (deleting a record makes its image count as preloaded).");
+         "\"720h\" meaning older than that). Records of pinned images are kept. The\n"
+         "image-index entries, credential times and name-index lines of deleted records\n"
+         "go too. Prints the number of records deleted. An empty FILE is refused unless\n"
+         "--allow-empty is given (deleting a record makes its image count as preloaded).");
 }
 
 static int parse_options(int argc, char **argv, prune_options *o)
@@ -135,6 +137,12 @@ static int prune(const pg_config *cfg, const char *const *in_use, time_t before)
         status = pgctl_fail(&err, "prune");
     else if (printf("%u\n", pruned) < 0)
         status = PGCTL_INTERNAL;
+    /* Best effort (a stale cache is rebuilt by the next decision that needs
+     * it): the read-only directories' names caches made current here, so the
+     * hook finds them so instead of building one in the container-start path. */
+    pg_error ignored = {0};
+    if (status == PGCTL_OK)
+        (void)pg_store_refresh_name_caches(store, &ignored);
     pgctl_store_close(store, notifier);
     return status;
 }

@@ -266,6 +266,20 @@ int pg_store_record_aliases(pg_store *store, const char *image_ref, const char *
                             pg_error *err);
 
 /*
+ * pg_store_record_pulled and pg_store_record_aliases in one write: the
+ * aliases' index entries become durable in the same round as the record and
+ * its own index entries, before the intent is released (5 rounds of fsyncs
+ * per pull with the intent's 2, instead of 7 with a separate
+ * pg_store_record_aliases). aliases: as for pg_store_record_aliases (may be
+ * NULL). Every alias is validated first: an invalid one fails the call
+ * (PG_ERR_INVALID, naming it) before anything is written, the intent stays,
+ * and the caller may record the pull without them (pg_store_record_pulled).
+ */
+int pg_store_record_pulled_aliases(pg_store *store, const char *image, const char *image_ref,
+                                   const pg_pull_credentials *creds, const char *const *aliases,
+                                   pg_error *err);
+
+/*
  * Resolves an image name to the imageRef last recorded for it (used where the
  * runtime does not name the image ID, i.e. containerd). Caller frees *ref_out.
  * PG_ERR_NOT_FOUND when nothing was recorded.
@@ -302,6 +316,12 @@ int pg_store_delete(pg_store *store, const char *image_ref, pg_error *err);
  * not in in_use (NULL-terminated, may be NULL) and whose lastUpdatedTime is
  * before `before` (0 = any time), except records of pinned images
  * (cfg pinnedImages match any mapped name). *pruned_out gets the count.
+ * What only the deleted records justified goes too: their credential times,
+ * credential index, name-index lines and the image-index entries naming
+ * their imageRefs (so a pruned image no longer counts as pulled), and any
+ * such file a crash left without its record. The store lock is taken only in
+ * short steps (a concurrent pull waits milliseconds, not the whole prune);
+ * call it from a thread that pulls do not wait on (docs/design.md, "Prune").
  */
 int pg_store_prune(pg_store *store, const char *const *in_use, time_t before, unsigned *pruned_out,
                    pg_error *err);

@@ -195,6 +195,23 @@ expect_status 0 "the in-use record stays" ctl show --image-ref "$REF"
 expect_status 0 "prune --allow-empty" ctl prune --in-use - --allow-empty </dev/null
 [[ "$OUT" == 1 ]] || { PG_FAILURES=$((PG_FAILURES + 1)); pg_log "FAIL - pruned '$OUT', wanted 1"; }
 
+pg_section "prune refreshes the read-only directories' names caches"
+# A kubelet-like directory: a record written by pullgatectl into another state directory.
+KDIR="$WORK/kubelet"
+"$CTL" --state-dir "$KDIR" --config "$CONFIG" record-pulled --image "$IMAGE" --image-ref "$REF2" \
+    --node-accessible >/dev/null
+touch -d '-1 minute' "$KDIR/pulled" # a directory changed within 2 s is not cached
+expect_status 0 "prune with a read-only directory" \
+    "$CTL" --config "$CONFIG" --read-only-dir "$KDIR" prune --in-use - --allow-empty </dev/null
+cache="$(record_path "$STATE" pullgate-dircache "$KDIR")"
+PG_CHECKS=$((PG_CHECKS + 1))
+if [[ "$(stat -c %s "$cache" 2>/dev/null)" == $((512 + 64 + 72)) ]]; then
+    pg_log "ok   - its names cache is written (one record, one name)"
+else
+    PG_FAILURES=$((PG_FAILURES + 1))
+    pg_log "FAIL - no names cache of one record at $cache"
+fi
+
 pg_section "store errors"
 ctl record-pulled --image "$IMAGE" --image-ref "$REF" --secret "team-a/regcred/$UID_A:$HASH_A"
 corrupt="$(record_path "$STATE" pulled "$REF")"

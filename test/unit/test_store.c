@@ -7,9 +7,11 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define H_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -301,6 +303,73 @@ START_TEST(prune_records)
     ck_assert_uint_eq(pruned, 1);
     ck_assert_int_eq(get_code(s, REF1, &err), PG_ERR_NOT_FOUND);
     ck_assert_int_eq(get_code(s, REF2, &err), PG_OK);
+    pg_store_free(s);
+}
+END_TEST
+
+static int decide_reason(const pg_store *s, const char *image, const char *ref)
+{
+    pg_request req = {image, ref, "team-a", NULL};
+    pg_decision d;
+    pg_decide(fx.cfg, s, &req, &d);
+    return d.reason;
+}
+
+/* Index entries, credential times and name lines of pruned records go, and the
+ * ones a crash or pg_store_delete left behind; what kept records use stays. */
+START_TEST(prune_cleans_what_only_pruned_records_justified)
+{
+    pg_store *s = open_store();
+    const char *web = "registry.example.com/team-b/web:2.0", *mirror = "mirror.example.com/app:1";
+    pulled_with_secret(s, APP, REF1, "team-a");
+    pulled_with_secret(s, web, REF2, "team-b");
+    const char *aliases[] = {mirror, NULL}, *ghost[] = {"registry.example.com/ghost:1", NULL};
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_record_aliases(s, REF1, aliases, &err), PG_OK);
+    ck_assert_int_eq(pg_store_record_aliases(s, REF3, ghost, &err), PG_OK); /* no record */
+    char *times1 = record_path(fx.state, "pullgate-credtimes", REF1);
+    char *times2 = record_path(fx.state, "pullgate-credtimes", REF2);
+    char *orphan = record_path(fx.state, "pullgate-credtimes", REF3);
+    char *text = tu_read_file(times2, NULL);
+    tu_write_file(orphan, text, -1, 0600); /* as a crash between the two could leave */
+    free(text);
+    char *names1 = record_path(fx.state, "pullgate-names", APP_NAME);
+    char *names2 = record_path(fx.state, "pullgate-names", "registry.example.com/team-b/web");
+    struct stat before, after;
+    ck_assert_int_eq(stat(names2, &before), 0);
+    ck_assert_int_ne(decide_reason(s, APP, NULL), PG_REASON_PRELOADED);
+    ck_assert_int_ne(decide_reason(s, ghost[0], NULL), PG_REASON_PRELOADED);
+
+    const char *in_use[] = {REF2, NULL};
+    unsigned pruned = 0;
+    ck_assert_int_eq(pg_store_prune(s, in_use, 0, &pruned, &err), PG_OK);
+    ck_assert_uint_eq(pruned, 1);
+    char *ref = NULL;
+    ck_assert_int_eq(pg_store_resolve_image(s, APP, &ref, &err), PG_ERR_NOT_FOUND);
+    ck_assert_int_eq(pg_store_resolve_image(s, mirror, &ref, &err), PG_ERR_NOT_FOUND);
+    ck_assert_int_eq(pg_store_resolve_image(s, ghost[0], &ref, &err), PG_ERR_NOT_FOUND);
+    ck_assert_int_eq(pg_store_resolve_image(s, web, &ref, &err), PG_OK);
+    ck_assert_str_eq(ref, REF2);
+    free(ref);
+    ck_assert_int_eq(access(times1, F_OK), -1);
+    ck_assert_int_eq(access(orphan, F_OK), -1);
+    ck_assert_int_eq(access(times2, F_OK), 0);
+    ck_assert_int_eq(access(names1, F_OK), -1);
+    ck_assert_int_eq(stat(names2, &after), 0); /* unchanged: not rewritten */
+    ck_assert(before.st_ino == after.st_ino && before.st_mtim.tv_nsec == after.st_mtim.tv_nsec &&
+              before.st_mtim.tv_sec == after.st_mtim.tv_sec);
+    /* Nothing says the pruned image was pulled any more: preloaded (design.md, "Prune"). */
+    ck_assert_int_eq(decide_reason(s, APP, NULL), PG_REASON_PRELOADED);
+    ck_assert_int_eq(decide_reason(s, APP, REF1), PG_REASON_PRELOADED);
+    ck_assert_int_eq(decide_reason(s, mirror, NULL), PG_REASON_PRELOADED);
+    ck_assert_int_eq(decide_reason(s, ghost[0], NULL), PG_REASON_PRELOADED);
+    ck_assert_int_ne(decide_reason(s, web, NULL), PG_REASON_PRELOADED);
+    ck_assert_int_ne(decide_reason(s, web, REF2), PG_REASON_PRELOADED);
+    free(times1);
+    free(times2);
+    free(orphan);
+    free(names1);
+    free(names2);
     pg_store_free(s);
 }
 END_TEST
@@ -673,6 +742,43 @@ START_TEST(temp_files_are_not_records)
 }
 END_TEST
 
+/* The record and its aliases in one write; a bad alias writes nothing. */
+START_TEST(record_pulled_with_aliases)
+{
+    pg_store *s = open_store();
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_record_intent(s, APP, &err), PG_OK);
+    pg_secret sec = {"team-a", "regcred", "uid-1", H_A};
+    pg_pull_credentials c = {.secrets = &sec, .n_secrets = 1};
+    const char *bad[] = {"mirror.example.com/app:1", "SHA256:" H_A, NULL};
+    ck_assert_int_eq(pg_store_record_pulled_aliases(s, APP, REF1, &c, bad, &err), PG_ERR_INVALID);
+    ck_assert_int_eq(get_code(s, REF1, &err), PG_ERR_NOT_FOUND);
+    ck_assert(intent_exists(s, APP)); /* the image stays verified */
+    char *ref = NULL;
+    ck_assert_int_eq(pg_store_resolve_image(s, "mirror.example.com/app:1", &ref, NULL),
+                     PG_ERR_NOT_FOUND);
+    const char *aliases[] = {"mirror.example.com/app:1",
+                             "1111111111111111111111111111111111111111111111111111111111111111",
+                             NULL};
+    ck_assert_msg(pg_store_record_pulled_aliases(s, APP, REF1, &c, aliases, &err) == PG_OK, "%s",
+                  err.message);
+    ck_assert_int_eq(get_code(s, REF1, &err), PG_OK);
+    ck_assert(!intent_exists(s, APP));
+    const char *found[] = {APP, "mirror.example.com/app:1",
+                           "1111111111111111111111111111111111111111111111111111111111111111", REF1};
+    for (size_t i = 0; i < sizeof found / sizeof found[0]; i++) {
+        ck_assert_msg(pg_store_resolve_image(s, found[i], &ref, &err) == PG_OK, "%s: %s", found[i],
+                      err.message);
+        ck_assert_str_eq(ref, REF1);
+        pg_free(ref);
+    }
+    /* NULL aliases: pg_store_record_pulled. */
+    ck_assert_int_eq(pg_store_record_pulled_aliases(s, APP, REF2, &c, NULL, &err), PG_OK);
+    ck_assert_int_eq(get_code(s, REF2, &err), PG_OK);
+    pg_store_free(s);
+}
+END_TEST
+
 START_TEST(record_aliases)
 {
     pg_store *s = open_store();
@@ -800,6 +906,220 @@ START_TEST(name_index)
 }
 END_TEST
 
+/* pulled/ of a read-only directory last changed two minutes ago (a cache is written). */
+static void age_ro_dir(void)
+{
+    struct timespec old[2] = {{time(NULL) - 120, 0}, {time(NULL) - 120, 0}};
+    char *sub = tu_sprintf("%s/pulled", fx.ro);
+    ck_assert_int_eq(utimensat(AT_FDCWD, sub, old, 0), 0);
+    free(sub);
+}
+
+static char *ro_record(size_t i, char *ref, char *name)
+{
+    snprintf(ref, 72, "sha256:%064zx", i + 1);
+    /* every tenth key as the kubelet writes a Docker Hub image: short */
+    if (i % 10 == 0)
+        snprintf(name, 128, "docker.io/secretorg/img-%zu", i);
+    else
+        snprintf(name, 128, "registry.example.com/team-%zu/app-%zu", i % 50, i);
+    const char *key = i % 10 == 0 ? name + strlen("docker.io/") : name;
+    char *text = tu_sprintf("{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"%s\","
+                            "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"%s\","
+                            "\"credentialMapping\":{\"%s\":{\"nodePodsAccessible\":true}}}\n",
+                            PG_API_V1ALPHA1, ref, key);
+    char *path = place_record(fx.ro, ref, text, 0600);
+    free(text);
+    return path;
+}
+
+static size_t count_mapping(pg_store *s, const char *name)
+{
+    size_t n = 99;
+    bool unknown = true;
+    pg_error err = {0};
+    ck_assert_msg(pg_store_records_mapping(s, name, NULL, &n, &unknown, &err) == PG_OK, "%s",
+                  err.message);
+    ck_assert(!unknown);
+    return n;
+}
+
+/* The names cache is searched, not read whole; refreshed as the directory changes;
+ * a cache whose size does not match its header is never used. */
+START_TEST(name_cache_searched_and_refreshed)
+{
+    make_ro_dir();
+    char ref[72], name[128];
+    for (size_t i = 0; i < 500; i++)
+        free(ro_record(i, ref, name));
+    age_ro_dir();
+    pg_store *s = open_store();
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_refresh_name_caches(s, &err), PG_OK);
+    char *cache = record_path(fx.state, "pullgate-dircache", fx.ro);
+    size_t len = 0;
+    char *text = tu_read_file(cache, &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg(strncmp(text, "pullgate-dircache 3\n", 20) == 0, "%.40s", text);
+    ck_assert_uint_eq(len, 512 + 500 * 64 + 500 * 72);
+    free(text);
+    for (size_t i = 0; i < 500; i += 37) {
+        free(ro_record(i, ref, name)); /* the same file again: names only */
+        ck_assert_uint_eq(count_mapping(s, name), 1);
+    }
+    ck_assert_uint_eq(count_mapping(s, "docker.io/secretorg/img-30"), 1); /* a short key */
+    ck_assert_uint_eq(count_mapping(s, "registry.example.com/team-1/app-2"), 0);
+    pg_record **recs = NULL;
+    size_t n = 0;
+    bool unknown = true;
+    ck_assert_int_eq(pg_store_records_mapping(s, "registry.example.com/team-3/app-53", &recs, &n,
+                                              &unknown, &err),
+                     PG_OK);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_str_eq(pg_record_image_ref(recs[0]),
+                     "sha256:"
+                     "0000000000000000000000000000000000000000000000000000000000000036");
+    pg_record_free(recs[0]);
+    free(recs);
+    /* The directory changes: a record added, one removed; the next lookup refreshes. */
+    char *added = ro_record(500, ref, name);
+    char *gone = ro_record(7, ref, name);
+    ck_assert_int_eq(unlink(gone), 0);
+    age_ro_dir();
+    struct stat before, after;
+    ck_assert_int_eq(stat(cache, &before), 0);
+    ck_assert_uint_eq(count_mapping(s, "docker.io/secretorg/img-500"), 1);
+    ck_assert_uint_eq(count_mapping(s, "registry.example.com/team-7/app-7"), 0);
+    ck_assert_int_eq(stat(cache, &after), 0);
+    ck_assert(before.st_ino != after.st_ino); /* rewritten */
+    /* A cache cut short (its header promises more) is not used: rebuilt. */
+    ck_assert_int_eq(truncate(cache, 512 + 64), 0);
+    ck_assert_uint_eq(count_mapping(s, "registry.example.com/team-3/app-53"), 1);
+    ck_assert_int_eq(stat(cache, &after), 0);
+    ck_assert_uint_eq((size_t)after.st_size, 512 + 500 * 64 + 500 * 72);
+    free(added);
+    free(gone);
+    free(cache);
+    pg_store_free(s);
+}
+END_TEST
+
+/* The caches are refreshed by pg_store_refresh_name_caches (pullgatectl prune
+ * calls it), not by pg_store_prune: pullgate-cri prunes on its writer thread,
+ * where a refresh of a large kubelet directory would hold up pulls. */
+START_TEST(prune_refreshes_name_caches)
+{
+    make_ro_dir();
+    char ref[72], name[128];
+    for (size_t i = 0; i < 20; i++)
+        free(ro_record(i, ref, name));
+    age_ro_dir();
+    pg_store *s = open_store();
+    pg_error err = {0};
+    char *cache = record_path(fx.state, "pullgate-dircache", fx.ro);
+    unsigned pruned = 99;
+    ck_assert_int_eq(pg_store_prune(s, NULL, 0, &pruned, &err), PG_OK);
+    ck_assert_uint_eq(pruned, 0);
+    ck_assert_int_ne(access(cache, F_OK), 0); /* prune itself leaves the caches alone */
+    ck_assert_int_eq(pg_store_refresh_name_caches(s, &err), PG_OK);
+    struct stat st;
+    ck_assert_int_eq(stat(cache, &st), 0);
+    ck_assert_uint_eq((size_t)st.st_size, 512 + 20 * 64 + 20 * 72);
+    /* The kubelet adds a record: the next refresh rewrites the cache. */
+    free(ro_record(20, ref, name));
+    age_ro_dir();
+    ck_assert_int_eq(pg_store_refresh_name_caches(s, &err), PG_OK);
+    struct stat after;
+    ck_assert_int_eq(stat(cache, &after), 0);
+    ck_assert(after.st_ino != st.st_ino);
+    ck_assert_uint_eq((size_t)after.st_size, 512 + 21 * 64 + 21 * 72);
+    ck_assert_uint_eq(count_mapping(s, name), 1);
+    ck_assert_int_eq(stat(cache, &st), 0);
+    ck_assert(after.st_ino == st.st_ino); /* the lookup used it as it was */
+    /* Nothing changed: a refresh leaves the file as it is. */
+    ck_assert_int_eq(pg_store_refresh_name_caches(s, &err), PG_OK);
+    ck_assert_int_eq(stat(cache, &st), 0);
+    ck_assert(after.st_ino == st.st_ino);
+    free(cache);
+    pg_store_free(s);
+}
+END_TEST
+
+/* A kubelet record replaced by rename with one more mapping (a second image name
+ * of the same content): the refreshed cache lists the new name (never "preloaded"). */
+START_TEST(name_cache_sees_a_record_replaced)
+{
+    make_ro_dir();
+    char ref[72], name[128];
+    for (size_t i = 0; i < 50; i++)
+        free(ro_record(i, ref, name));
+    age_ro_dir();
+    pg_store *s = open_store();
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_refresh_name_caches(s, &err), PG_OK);
+    const char *other = "registry.example.com/elsewhere/copy";
+    ck_assert_uint_eq(count_mapping(s, other), 0);
+    char *path = ro_record(21, ref, name);
+    char *tmp = tu_sprintf("%s.tmp", path);
+    char *text = tu_sprintf("{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"%s\","
+                            "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"%s\","
+                            "\"credentialMapping\":{\"%s\":{\"nodePodsAccessible\":true},"
+                            "\"%s\":{\"nodePodsAccessible\":true}}}\n",
+                            PG_API_V1ALPHA1, ref, other, name);
+    tu_write_file(tmp, text, -1, 0600);
+    ck_assert_int_eq(rename(tmp, path), 0);
+    age_ro_dir(); /* even with pulled/'s mtime set back, its ctime moved */
+    ck_assert_uint_eq(count_mapping(s, other), 1);
+    ck_assert_uint_eq(count_mapping(s, name), 1);
+    free(text);
+    free(tmp);
+    free(path);
+    pg_store_free(s);
+}
+END_TEST
+
+/* A names cache that is not safely ours (group-writable, or another file linked
+ * to it) is never believed, even when it is current and says "no record". */
+START_TEST(name_cache_not_ours_is_ignored)
+{
+    make_ro_dir();
+    char ref[72], name[128];
+    free(ro_record(0, ref, name));
+    age_ro_dir();
+    pg_store *s = open_store();
+    pg_error err = {0};
+    ck_assert_int_eq(pg_store_refresh_name_caches(s, &err), PG_OK);
+    char *cache = record_path(fx.state, "pullgate-dircache", fx.ro);
+    size_t len = 0;
+    char *text = tu_read_file(cache, &len);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_uint_eq(len, 512 + 64 + 72);
+    /* The same header with no entries: a current, well-formed cache claiming nothing. */
+    char *names = strstr(text, "names 1\n");
+    ck_assert_ptr_nonnull(names);
+    memcpy(names, "names 0\nrecords 0\nunknown 0\n", strlen("names 0\nrecords 0\nunknown 0\n"));
+    char *forged_dir = tu_sprintf("%s/forged", fx.root);
+    ck_assert_int_eq(mkdir(forged_dir, 0700), 0);
+    char *forged = tu_sprintf("%s/cache", forged_dir);
+    tu_write_file(forged, text, 512, 0620);
+    ck_assert_int_eq(chmod(forged, 0620), 0);
+    ck_assert_int_eq(rename(forged, cache), 0);
+    ck_assert_uint_eq(count_mapping(s, name), 1); /* group-writable: rebuilt */
+    tu_write_file(forged, text, 512, 0600);
+    ck_assert_int_eq(unlink(cache), 0);
+    ck_assert_int_eq(link(forged, cache), 0);
+    ck_assert_uint_eq(count_mapping(s, name), 1); /* two links: rebuilt */
+    /* Proof that the forgery is current: made ours, it is believed (same trust as a record). */
+    ck_assert_int_eq(rename(forged, cache), 0);
+    ck_assert_uint_eq(count_mapping(s, name), 0);
+    free(forged);
+    free(forged_dir);
+    free(text);
+    free(cache);
+    pg_store_free(s);
+}
+END_TEST
+
 START_TEST(name_cache_of_read_only_dir)
 {
     /* A kubelet directory: its names come from a scan, cached, rescanned when it changes. */
@@ -893,11 +1213,17 @@ static Suite *store_suite(void)
     tcase_add_test(basic, list_records_all_dirs);
     tcase_add_test(basic, delete_record);
     tcase_add_test(basic, prune_records);
+    tcase_add_test(basic, prune_cleans_what_only_pruned_records_justified);
     tcase_add_test(basic, prune_removes_stale_temps_and_keeps_bad_files);
     tcase_add_test(basic, resolve_image);
     tcase_add_test(basic, record_aliases);
+    tcase_add_test(basic, record_pulled_with_aliases);
     tcase_add_test(basic, name_index);
     tcase_add_test(basic, name_cache_of_read_only_dir);
+    tcase_add_test(basic, name_cache_searched_and_refreshed);
+    tcase_add_test(basic, name_cache_sees_a_record_replaced);
+    tcase_add_test(basic, prune_refreshes_name_caches);
+    tcase_add_test(basic, name_cache_not_ours_is_ignored);
     tcase_add_test(basic, credential_times);
     tcase_add_test(basic, intents_under_both_spellings);
     tcase_add_test(basic, intent_reference_counting);

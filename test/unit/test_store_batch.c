@@ -9,7 +9,7 @@
  * record and the image index are there; prune leaves no temporary file.
  */
 #include "internal.h"
-#include "store_impl.h"
+#include "store_credtimes.h"
 #include "testutil.h"
 
 #include <check.h>

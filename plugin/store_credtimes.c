@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Layer 3 of the record store: the per-credential times files
+ * (pullgate-credtimes/) beside the records pullgate writes: written under the
+ * lock in a pull's batch, before the record (docs/design.md, "Durability").
+ */
+#include "store_credtimes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------- per-credential times */
+
+/*
+ * credentialTTL applies per credential, but the kubelet's format has one
+ * lastUpdatedTime per record. pullgate keeps, beside each record it writes,
+ * pullgate-credtimes/<record file>: {"imageRef":..,"times":{<credential>:<unix s>}}.
+ * Kubelet records stay byte-compatible; records without the side file use
+ * their lastUpdatedTime.
+ */
+#define MAX_CREDTIMES_BYTES (16u << 20)
+
+static char *credential_key(const char *image_name, const pg_pod_cred *s, const pg_pod_cred *sa)
+{
+    char *key = NULL;
+    int n = s ? asprintf(&key, "secret\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", image_name, s->namespace_,
+                         s->name, s->uid, s->credential_hash ? s->credential_hash : "")
+              : asprintf(&key, "serviceAccount\x1f%s\x1f%s\x1f%s\x1f%s", image_name, sa->namespace_,
+                         sa->name, sa->uid);
+    return n < 0 ? NULL : key;
+}
+
+/* times object of the side file (new reference); NULL times = none or unusable. */
+static int credtimes_read(int fd, const record_dir *d, const char *file, const char *image_ref,
+                          json_t **times, pg_error *err)
+{
+    char *buf;
+    size_t len;
+    *times = NULL;
+    int rc = pg_st_read_strict(fd, d, SUB_CREDTIMES, file, MAX_CREDTIMES_BYTES, &buf, &len, err);
+    if (rc != PG_OK)
+        return rc;
+    json_t *o = pg_json_parse(buf, len, "credential times", err);
+    free(buf);
+    const char *ref = NULL;
+    json_t *t = NULL;
+    if (!o || json_unpack(o, "{s:s, s:o}", "imageRef", &ref, "times", &t) != 0 ||
+        !json_is_object(t) || strcmp(ref, image_ref) != 0) {
+        json_decref(o);
+        return pg_st_prefix_error(
+            err, pg_fail(err, PG_ERR_CORRUPT, "not the credential times of %.200s", image_ref),
+            d->path, SUB_CREDTIMES, file);
+    }
+    *times = json_incref(t);
+    json_decref(o);
+    return PG_OK;
+}
+
+char *pg_st_credential_key(const char *image_name, const pg_pod_cred *s, const pg_pod_cred *sa)
+{
+    return credential_key(image_name, s, sa);
+}
+
+int pg_st_credtimes_load(const pg_store *s, int fd, const char *file, const char *image_ref,
+                         json_t **times, pg_error *err)
+{
+    return credtimes_read(fd, &s->dirs[0], file, image_ref, times, err);
+}
+
+static bool same(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
+
+/* Whether this credential is one of the pull being recorded. */
+static bool pulled_now(const pull *p, const char *image_name, const pg_pod_cred *s,
+                       const pg_pod_cred *sa)
+{
+    const pg_pull_credentials *c = p->creds;
+    if (!c || strcmp(image_name, p->image_name) != 0)
+        return false;
+    for (size_t i = 0; s && i < c->n_secrets; i++)
+        if (same(c->secrets[i].namespace_, s->namespace_) && same(c->secrets[i].name, s->name) &&
+            same(c->secrets[i].uid, s->uid) &&
+            same(c->secrets[i].credential_hash, s->credential_hash))
+            return true;
+    for (size_t i = 0; sa && i < c->n_service_accounts; i++)
+        if (same(c->service_accounts[i].namespace_, sa->namespace_) &&
+            same(c->service_accounts[i].name, sa->name) &&
+            same(c->service_accounts[i].uid, sa->uid))
+            return true;
+    return false;
+}
+
+static int credtimes_add(json_t *out, const json_t *old, const pull *p, const char *image_name,
+                         const pg_pod_cred *s, const pg_pod_cred *sa, time_t now, time_t previous)
+{
+    char *key = credential_key(image_name, s, sa);
+    if (!key)
+        return PG_ERR_NOMEM;
+    json_t *was = old ? json_object_get(old, key) : NULL;
+    json_int_t t = pulled_now(p, image_name, s, sa) ? (json_int_t)now
+                   : json_is_integer(was)           ? json_integer_value(was)
+                                                    : (json_int_t)previous;
+    int rc = json_object_set_new(out, key, json_integer(t)) == 0 ? PG_OK : PG_ERR_NOMEM;
+    free(key);
+    return rc;
+}
+
+json_t *pg_st_credtimes_keys(const pg_record *rec)
+{
+    json_t *keys = json_object();
+    for (size_t m = 0; keys && m < rec->n_maps; m++) {
+        const pg_rec_mapping *map = &rec->maps[m];
+        size_t n = map->n_secrets + map->n_sas;
+        for (size_t i = 0; keys && i < n; i++) {
+            char *key = i < map->n_secrets
+                            ? credential_key(map->image_name, &map->secrets[i], NULL)
+                            : credential_key(map->image_name, NULL, &map->sas[i - map->n_secrets]);
+            if (!key || json_object_set_new(keys, key, json_true()) != 0) {
+                json_decref(keys);
+                keys = NULL;
+            }
+            free(key);
+        }
+    }
+    return keys;
+}
+
+/*
+ * The times of credentials the record on disk still has but the merge
+ * replaced (a secret's new hash): the side file becomes durable before the
+ * new record does, so until then it must still cover the old one. The next
+ * write drops them (they are no longer in its on-disk record).
+ */
+static int carry_superseded(json_t *times, const json_t *old, const json_t *old_keys)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)old_keys, key, v)
+    {
+        json_t *was = old ? json_object_get(old, key) : NULL;
+        if (json_is_integer(was) && !json_object_get(times, key) &&
+            json_object_set(times, key, was) != 0)
+            return PG_ERR_NOMEM;
+    }
+    return PG_OK;
+}
+
+int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
+                                  const json_t *old_keys, const char *file, const pull *p,
+                                  time_t previous, pg_error *err)
+{
+    int fd;
+    int rc = pg_st_open_subdir(&s->dirs[0], SUB_CREDTIMES, &fd, err);
+    if (rc != PG_OK)
+        return rc;
+    json_t *old = NULL;
+    pg_error ignored = {0};
+    /* An unusable old side file is replaced: its times fall back to the record's. */
+    credtimes_read(fd, &s->dirs[0], file, rec->image_ref, &old, &ignored);
+    json_t *times = json_object();
+    rc = times ? PG_OK : PG_ERR_NOMEM;
+    for (size_t m = 0; rc == PG_OK && m < rec->n_maps; m++) {
+        const pg_rec_mapping *map = &rec->maps[m];
+        for (size_t i = 0; rc == PG_OK && i < map->n_secrets; i++)
+            rc = credtimes_add(times, old, p, map->image_name, &map->secrets[i], NULL,
+                               rec->last_updated, previous);
+        for (size_t i = 0; rc == PG_OK && i < map->n_sas; i++)
+            rc = credtimes_add(times, old, p, map->image_name, NULL, &map->sas[i],
+                               rec->last_updated, previous);
+    }
+    if (rc == PG_OK && old_keys)
+        rc = carry_superseded(times, old, old_keys);
+    json_t *o =
+        rc == PG_OK ? json_pack("{s:s, s:O}", "imageRef", rec->image_ref, "times", times) : NULL;
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (!text)
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    else
+        rc =
+            pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_CREDTIMES, file, text, strlen(text), err);
+    free(text);
+    json_decref(o);
+    json_decref(times);
+    json_decref(old);
+    close(fd);
+    return rc;
+}
