@@ -71,7 +71,7 @@ const char *const cri_metric_codes[] = {"OK",
                                         NULL};
 const char *const cri_metric_credentials[] = {"none",       "node",  "secret",
                                               "unverified", "other", NULL};
-const char *const cri_metric_record_stages[] = {"intent", "record", "release", "aliases",
+const char *const cri_metric_record_stages[] = {"intent", "record", "release",
                                                 "prune",  "other",  NULL};
 const char *const cri_metric_refusal_reasons[] = {"not-understood",
                                                   "credentials-unusable",

@@ -37,7 +37,7 @@
 extern const char *const cri_metric_methods[];          /* CRI v1 methods, "other" */
 extern const char *const cri_metric_codes[];            /* gRPC status code names, "other" */
 extern const char *const cri_metric_credentials[];      /* none node secret unverified other */
-extern const char *const cri_metric_record_stages[];    /* intent record release aliases prune */
+extern const char *const cri_metric_record_stages[];    /* intent record release prune */
 extern const char *const cri_metric_refusal_reasons[];  /* see cri_metric_refusal_reason */
 extern const char *const cri_metric_hook_results[];     /* see cri_metric_hook_request */
 extern const char *const cri_metric_decision_results[]; /* allow deny audit-deny other */
@@ -59,8 +59,8 @@ pg_metrics *cri_metrics_registry(void);
 void cri_metric_call(const char *method_path, int grpc_code, double seconds);
 
 /*
- * One record store operation of the writer ran (recorder.c): its stage ("intent", "record":
- * the pulled record, "release": a refused pull's intent, "aliases", "prune"), whether it
+ * One record store operation ran: the writer's (recorder.c: "intent", "record": the pulled
+ * record with its aliases, "release": a refused pull's intent) or a prune (prune.c), whether it
  * is durable, the credentials' attribution for a record (cri_cred_source_name(): "none",
  * "node", "secret", "unverified"; NULL otherwise), and the time from its submission to
  * its outcome (queue wait included: what a pull waits for).

@@ -8,8 +8,8 @@
  *              queued and durable: cri_pull_admit() decides at each step;
  *              only "forward" sends the request (the very bytes decoded)
  *   FORWARDED  the runtime has it; its answer is held back
- *   RECORDING  OK: ImageStatus(image_ref) for the identities, then aliases
- *              and the pulled record (bounded wait), then the answer
+ *   RECORDING  OK: ImageStatus(image_ref) for the identities, then the
+ *              pulled record with them, one batch (bounded wait), then the answer
  *   CHECKING   an error other than CANCELLED / DEADLINE_EXCEEDED:
  *              ImageStatus(image); only an image the runtime reports absent
  *              releases the intent
@@ -456,14 +456,6 @@ static void on_result_done(cri_task *t)
     pull_unref(pc);
 }
 
-static void on_aliases_done(void *arg, int rc, const pg_error *err)
-{
-    (void)arg;
-    if (rc != PG_OK)
-        cri_log(CRI_LOG_ERROR, "image identities not indexed", "error", err ? err->message : NULL,
-                NULL);
-}
-
 /* ------------------------------------------------------------ the proxy's ImageStatus */
 
 static void on_status(cri_task *t);
@@ -520,26 +512,17 @@ static void wait_for_result(pull_call *pc)
     answer(pc);
 }
 
-/* Queues the aliases (when known) and the pulled record; the answer waits for the latter. */
+/* Queues the pulled record with the image's aliases (when known); the answer waits for it. */
 static void record_pulled(pull_call *pc, char **aliases)
 {
     cri_intercept *x = pc->x;
     pg_error e = {0};
-    if (aliases && pc->reserved > 1) {
-        pc->reserved--;
-        if (cri_record_aliases(x->o.recorder, pc->image_ref, aliases, on_aliases_done, NULL, &e) !=
-            PG_OK) {
-            pc->reserved++;
-            pg_strv_free(aliases);
-        }
-    } else {
-        pg_strv_free(aliases);
-    }
     pull_ref(pc);
     pc->reserved--;
     pc->outcome = "recorded";
-    if (cri_record_pulled(x->o.recorder, pc->req.image, pc->image_ref, &pc->creds, on_record_done,
-                          &pc->t_result, &e) != PG_OK) {
+    if (cri_record_pulled(x->o.recorder, pc->req.image, pc->image_ref, &pc->creds, aliases,
+                          on_record_done, &pc->t_result, &e) != PG_OK) {
+        pg_strv_free(aliases);
         pc->reserved++;
         pull_unref(pc);
         pc->outcome = "intent kept (out of memory)";

@@ -19,7 +19,7 @@
 
 #define CRI_MAX_PULL_SLOTS 64       /* pulls in flight towards the runtime */
 #define CRI_MAX_SLOT_WAITERS 256    /* pulls waiting for a slot; beyond that: refused */
-#define CRI_RECORD_UNITS_PER_PULL 3 /* intent, aliases, pulled | failed | release */
+#define CRI_RECORD_UNITS_PER_PULL 2 /* intent, then pulled (with aliases) | failed | release */
 
 typedef struct cri_verifier cri_verifier;
 

@@ -285,7 +285,7 @@ static int start(daemon_parts *d, bool needs_decider, pg_error *err)
     rc = restrict_socket(o.listen, err);
     if (rc != PG_OK)
         return rc;
-    d->pruner = cri_pruner_start(o.runtime, d->recorder, pg_config_cri_prune_interval(cfg), err);
+    d->pruner = cri_pruner_start(o.runtime, d->store, pg_config_cri_prune_interval(cfg), err);
     return d->pruner ? PG_OK : err->code;
 }
 
@@ -369,8 +369,7 @@ static int prune_command(const args *a, pg_config *cfg)
     pg_notifier *notifier = pg_notifier_new(pg_config_dbus(cfg), NOTIFIER_TIMEOUT_MS, &err);
     pg_store *store = notifier ? pg_store_open(cfg, notifier, &err) : NULL;
     unsigned pruned = 0;
-    rc = store ? pg_store_prune(store, (const char *const *)in_use,
-                                time(NULL) - CRI_PRUNE_MIN_AGE_S, &pruned, &err)
+    rc = store ? cri_prune_records(store, in_use, time(NULL) - CRI_PRUNE_MIN_AGE_S, &pruned, &err)
                : err.code;
     pg_strv_free(in_use);
     pg_store_free(store);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "prune.h"
 
+#include "cri_metrics.h"
 #include "log.h"
+#include "store_lookup.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -9,7 +11,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define PRUNE_WAIT_MS 120000 /* the store's lock may be held by a long prune elsewhere */
 
 typedef struct cri_version {
     const char *list_images, *list_containers;
@@ -73,11 +74,23 @@ int cri_prune_allowed(size_t n_images, bool force, const char **why)
     return 1;
 }
 
+int cri_prune_records(pg_store *store, char **in_use, time_t before, unsigned *pruned,
+                      pg_error *err)
+{
+    int rc = pg_store_prune(store, (const char *const *)in_use, before, pruned, err);
+    /* Best effort (a stale cache is refreshed by the next decision that needs it): the
+     * read-only directories' names caches made current here, off the container-start path. */
+    pg_error ignored = {0};
+    if (rc == PG_OK)
+        (void)pg_store_refresh_name_caches(store, &ignored);
+    return rc;
+}
+
 /* ------------------------------------------------------------ the daemon's pruner */
 
 struct cri_pruner {
     grpc_channel *channel;
-    cri_recorder *recorder;
+    pg_store *store;
     int64_t interval_ms;
     pthread_t thread;
     pthread_mutex_t lock;
@@ -102,37 +115,10 @@ static void prune_once(cri_pruner *p)
         return;
     }
     unsigned pruned = 0;
-    int rc = PG_OK;
-    cri_record_waiter *w = cri_record_waiter_new();
-    if (!w || cri_recorder_reserve(p->recorder, 1, &err) != PG_OK) {
-        cri_log(CRI_LOG_WARNING, "prune skipped: the record writer is busy", NULL);
-        pg_strv_free(in_use);
-        if (w) {
-            cri_record_waiter_unref(w);
-            cri_record_waiter_unref(w);
-        }
-        return;
-    }
-    time_t before = time(NULL) - CRI_PRUNE_MIN_AGE_S;
-    unsigned *count = malloc(sizeof *count); /* the job may outlive this wait */
-    if (!count || cri_record_prune(p->recorder, in_use, before, count, cri_record_wait_done, w,
-                                   &err) != PG_OK) {
-        cri_recorder_unreserve(p->recorder, 1);
-        pg_strv_free(in_use);
-        free(count);
-        cri_record_waiter_unref(w);
-        cri_record_waiter_unref(w);
-        return;
-    }
-    if (!cri_record_waiter_wait(w, cri_now_ms() + PRUNE_WAIT_MS, &rc, &err)) {
-        cri_log(CRI_LOG_WARNING, "prune still waiting for the store; it runs when it is free",
-                NULL);
-        cri_record_waiter_unref(w);
-        return; /* count leaks only if the process lives on with a stuck store */
-    }
-    pruned = *count;
-    free(count);
-    cri_record_waiter_unref(w);
+    int64_t t0 = cri_now_ms();
+    int rc = cri_prune_records(p->store, in_use, time(NULL) - CRI_PRUNE_MIN_AGE_S, &pruned, &err);
+    cri_metric_record_done("prune", rc == PG_OK, NULL, (double)(cri_now_ms() - t0) / 1e3);
+    pg_strv_free(in_use);
     char n[24], imgs[24];
     snprintf(n, sizeof n, "%u", pruned);
     snprintf(imgs, sizeof imgs, "%zu", n_images);
@@ -169,8 +155,8 @@ static void *pruner_main(void *arg)
     return NULL;
 }
 
-cri_pruner *cri_pruner_start(const char *runtime_endpoint, cri_recorder *recorder,
-                             int64_t interval_s, pg_error *err)
+cri_pruner *cri_pruner_start(const char *runtime_endpoint, pg_store *store, int64_t interval_s,
+                             pg_error *err)
 {
     cri_pruner *p = calloc(1, sizeof *p);
     if (!p || !(p->channel = cri_runtime_channel(runtime_endpoint))) {
@@ -178,7 +164,7 @@ cri_pruner *cri_pruner_start(const char *runtime_endpoint, cri_recorder *recorde
         pg_fail(err, PG_ERR_NOMEM, "pruner setup failed");
         return NULL;
     }
-    p->recorder = recorder;
+    p->store = store;
     p->interval_ms = interval_s * 1000;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -14,7 +14,7 @@
 #define PULLGATE_CRI_PRUNE_H
 
 #include "grpc_util.h"
-#include "recorder.h"
+#include "recorder.h" /* cri_now_ms */
 
 #define CRI_PRUNE_MIN_AGE_S 3600
 #define CRI_PRUNE_LIST_MS 30000
@@ -33,10 +33,19 @@ int cri_prune_list(grpc_channel *ch, int timeout_ms, char ***in_use, size_t *n_i
 /* Whether a listing of n_images may prune: 1, or 0 with *why (static text). */
 int cri_prune_allowed(size_t n_images, bool force, const char **why);
 
-/* pullgate-cri's own prune, every interval_s, and on cri_pruner_kick. */
+/*
+ * pg_store_prune, then the read-only directories' names caches refreshed (best effort). Runs
+ * on the caller's thread, never the record writer's: the store takes its lock only in short
+ * steps, so pulls queued behind the writer wait milliseconds, not the whole prune.
+ */
+int cri_prune_records(pg_store *store, char **in_use, time_t before, unsigned *pruned,
+                      pg_error *err);
+
+/* pullgate-cri's own prune on its own thread, every interval_s, and on cri_pruner_kick; store
+ * is shared with the writer and the decider (a pg_store may be shared by threads). */
 typedef struct cri_pruner cri_pruner;
-cri_pruner *cri_pruner_start(const char *runtime_endpoint, cri_recorder *recorder,
-                             int64_t interval_s, pg_error *err);
+cri_pruner *cri_pruner_start(const char *runtime_endpoint, pg_store *store, int64_t interval_s,
+                             pg_error *err);
 /* Prunes now (async-signal-unsafe: call from a normal thread). */
 void cri_pruner_kick(cri_pruner *p);
 /* 1 when stopped and freed, 0 when it is stuck (left to exit). */

@@ -56,26 +56,18 @@ void cri_recorder_unreserve(cri_recorder *r, unsigned n);
  */
 int cri_record_intent(cri_recorder *r, const char *image, cri_record_done done, void *arg,
                       pg_error *err);
-/* Takes ownership of *creds (left empty) when it succeeds. */
+/*
+ * Takes ownership of *creds (left empty) and of aliases (NULL-terminated, pg_strv_free; may be
+ * NULL: the image's other identities, indexed in the record's own batch) when it succeeds.
+ */
 int cri_record_pulled(cri_recorder *r, const char *image, const char *image_ref,
-                      cri_pull_creds *creds, cri_record_done done, void *arg, pg_error *err);
+                      cri_pull_creds *creds, char **aliases, cri_record_done done, void *arg,
+                      pg_error *err);
 /* Releases one intent reference of image (pg_store_record_failed). */
 int cri_record_failed(cri_recorder *r, const char *image, cri_record_done done, void *arg,
                       pg_error *err);
-/* Takes ownership of aliases (NULL-terminated, pg_strv_free) when it succeeds. */
-int cri_record_aliases(cri_recorder *r, const char *image_ref, char **aliases, cri_record_done done,
-                       void *arg, pg_error *err);
 /*
- * Prunes the writable record directory against in_use (pg_store_prune with
- * before): in the writer's order, so a prune never runs in the middle of a
- * pull's records. Takes ownership of in_use (pg_strv_free) when it succeeds;
- * the count pruned is stored in *pruned before done is called.
- */
-int cri_record_prune(cri_recorder *r, char **in_use, time_t before, unsigned *pruned,
-                     cri_record_done done, void *arg, pg_error *err);
-
-/*
- * A caller that may block (tests, pullgate-cri's prune thread): waits for an
+ * A caller that may block (the tests): waits for an
  * operation submitted with cri_record_wait_done / its cri_record_waiter as arg
  * until deadline_ms. 1 when it ran (rc and err set), 0 when the deadline passed
  * (the operation stays queued; the waiter must then stay valid: allocate it

@@ -2,7 +2,8 @@
 /*
  * pullgate-cri's store writer: operations run in order, their outcomes come
  * back through callbacks, a held store lock delays them but drops none, room is
- * reserved before anything is queued, and a prune runs in the writer's order.
+ * reserved before anything is queued, a pulled record carries the image's aliases in its own
+ * batch (and survives an alias list the store refuses).
  * Also the configuration keys of pullgate-cri.
  */
 #include "recorder.h"
@@ -113,7 +114,8 @@ START_TEST(records_in_order)
         secret_creds("team-a", "84e602bef66066d26999b4f32a2afb963a80f8384d3cdf9145038d3c3da62d2b");
     cri_record_waiter *w = new_waiter(&e);
     ck_assert_int_eq(
-        cri_record_pulled(e.rec, "busybox:1.36", REF, &c, cri_record_wait_done, w, &err), PG_OK);
+        cri_record_pulled(e.rec, "busybox:1.36", REF, &c, NULL, cri_record_wait_done, w, &err),
+        PG_OK);
     ck_assert_ptr_null(c.secrets); /* ownership moved to the job */
     int rc = -1;
     ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
@@ -125,20 +127,69 @@ START_TEST(records_in_order)
     ck_assert_ptr_nonnull(strstr(json, "\"namespace\":\"team-a\""));
     pg_free(json);
     pg_record_free(r);
-    /* A failed pull releases its intent; an invalid alias list is refused whole. */
+    /* A failed pull releases its intent. */
     ck_assert_int_eq(intent_sync(&e, "nginx:1.25"), PG_OK);
     w = new_waiter(&e);
     ck_assert_int_eq(cri_record_failed(e.rec, "nginx:1.25", cri_record_wait_done, w, &err), PG_OK);
     ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
     ck_assert_int_eq(rc, PG_OK);
     ck_assert(!intent_exists(&e, "nginx:1.25"));
-    char **aliases = calloc(3, sizeof *aliases);
-    aliases[0] = pg_strdup("docker.io/library/busybox:1.36");
-    aliases[1] = pg_strdup("not a reference!");
-    w = new_waiter(&e);
-    ck_assert_int_eq(cri_record_aliases(e.rec, REF, aliases, cri_record_wait_done, w, &err), PG_OK);
+    env_down(&e);
+}
+END_TEST
+
+static char **alias_list(const char *a, const char *b)
+{
+    char **v = calloc(3, sizeof *v);
+    v[0] = pg_strdup(a);
+    v[1] = b ? pg_strdup(b) : NULL;
+    return v;
+}
+
+/* Pulls `image` as REF with aliases; returns the job's outcome. */
+static int pulled_with_aliases(env *e, const char *image, char **aliases)
+{
+    ck_assert_int_eq(intent_sync(e, image), PG_OK);
+    cri_pull_creds c =
+        secret_creds("team-a", "84e602bef66066d26999b4f32a2afb963a80f8384d3cdf9145038d3c3da62d2b");
+    cri_record_waiter *w = new_waiter(e);
+    pg_error err = {0};
+    ck_assert_int_eq(cri_record_pulled(e->rec, image, REF, &c, aliases, cri_record_wait_done, w,
+                                       &err),
+                     PG_OK);
+    int rc = -1;
     ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
-    ck_assert_int_ne(rc, PG_OK);
+    return rc;
+}
+
+START_TEST(aliases_in_the_records_batch)
+{
+    env e;
+    env_up(&e);
+    /* The aliases are indexed with the record: the alias resolves to the recorded image. */
+    ck_assert_int_eq(pulled_with_aliases(&e, "busybox:1.36",
+                                         alias_list("registry.example.com/mirror/busybox:1.36",
+                                                    NULL)),
+                     PG_OK);
+    char *ref = NULL;
+    pg_error err = {0};
+    ck_assert_int_eq(
+        pg_store_resolve_image(e.store, "registry.example.com/mirror/busybox:1.36", &ref, &err),
+        PG_OK);
+    ck_assert_str_eq(ref, REF);
+    pg_free(ref);
+    /* An alias list the store refuses never costs the record (nor its intent's release). */
+    ck_assert_int_eq(pulled_with_aliases(&e, "nginx:1.25",
+                                         alias_list("docker.io/library/nginx:1.25",
+                                                    "not a reference!")),
+                     PG_OK);
+    ck_assert(!intent_exists(&e, "nginx:1.25"));
+    pg_record *r = NULL;
+    ck_assert_int_eq(pg_store_get(e.store, REF, &r, &err), PG_OK);
+    char *json = pg_record_to_json(r, &err);
+    ck_assert_ptr_nonnull(strstr(json, "docker.io/library/nginx"));
+    pg_free(json);
+    pg_record_free(r);
     env_down(&e);
 }
 END_TEST
@@ -163,7 +214,7 @@ START_TEST(held_lock_delays_but_never_drops)
     cri_pull_creds c =
         secret_creds("team-b", "eccd54b36aa3a995266c57ea482272c142abc94251c7c4300c6fe2950fc05302");
     cri_record_waiter *w2 = new_waiter(&e);
-    ck_assert_int_eq(cri_record_pulled(e.rec, "held:1", REF, &c, cri_record_wait_done, w2, &err),
+    ck_assert_int_eq(cri_record_pulled(e.rec, "held:1", REF, &c, NULL, cri_record_wait_done, w2, &err),
                      PG_OK);
 
     close(fd); /* the lock holder goes away: both queued operations run, in order */
@@ -193,45 +244,6 @@ START_TEST(reservations_bound_the_queue)
     cri_recorder_unreserve(e.rec, 5);
     ck_assert_int_eq(cri_recorder_reserve(e.rec, 5, &err), PG_OK);
     cri_recorder_unreserve(e.rec, CRI_RECORDER_QUEUE_MAX);
-    env_down(&e);
-}
-END_TEST
-
-START_TEST(prune_runs_in_the_writers_order)
-{
-    env e;
-    env_up(&e);
-    pg_error err = {0};
-    ck_assert_int_eq(intent_sync(&e, "kept:1"), PG_OK);
-    cri_pull_creds c;
-    memset(&c, 0, sizeof c);
-    c.creds.node_pods_accessible = 1;
-    cri_record_waiter *w = new_waiter(&e);
-    ck_assert_int_eq(cri_record_pulled(e.rec, "kept:1", REF, &c, cri_record_wait_done, w, &err),
-                     PG_OK);
-    int rc = -1;
-    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
-    /* In use: kept. */
-    char **in_use = calloc(2, sizeof *in_use);
-    in_use[0] = pg_strdup(REF);
-    unsigned pruned = 99;
-    w = new_waiter(&e);
-    ck_assert_int_eq(cri_record_prune(e.rec, in_use, 0, &pruned, cri_record_wait_done, w, &err),
-                     PG_OK);
-    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
-    ck_assert_int_eq(rc, PG_OK);
-    ck_assert_uint_eq(pruned, 0);
-    /* Not in use: deleted. */
-    in_use = calloc(2, sizeof *in_use);
-    in_use[0] =
-        pg_strdup("sha256:0000000000000000000000000000000000000000000000000000000000000000");
-    w = new_waiter(&e);
-    ck_assert_int_eq(cri_record_prune(e.rec, in_use, 0, &pruned, cri_record_wait_done, w, &err),
-                     PG_OK);
-    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
-    ck_assert_uint_eq(pruned, 1);
-    pg_record *r = NULL;
-    ck_assert_int_eq(pg_store_get(e.store, REF, &r, NULL), PG_ERR_NOT_FOUND);
     env_down(&e);
 }
 END_TEST
@@ -305,7 +317,7 @@ int main(void)
     tcase_add_test(tc, records_in_order);
     tcase_add_test(tc, held_lock_delays_but_never_drops);
     tcase_add_test(tc, reservations_bound_the_queue);
-    tcase_add_test(tc, prune_runs_in_the_writers_order);
+    tcase_add_test(tc, aliases_in_the_records_batch);
     tcase_add_test(tc, config_keys);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
