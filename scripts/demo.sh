@@ -11,18 +11,27 @@
 # 3. starts a private registry with authentication on 127.0.0.1 and pushes a private image
 # 4. starts containerd (own root, state and socket in a temp dir) with pullgate-hook in its
 #    runc handler's base_runtime_spec, and pullgate-cri in front of it
-# 5. the kubelet stand-in follows EnsureImageExists (ImageStatus with the pod's annotations,
-#    PullImage only when told "not present"). Tenant A's pod (keyed credentials annotation
-#    made by `pullgatectl annotate`, as the webhook would) pulls with A's secret, one with an
-#    email; pullgate-cri records the pull for that secret; A's container runs
-# 6. tenant B, with its own valid credentials (a second registry user), is told "not
+# 5. starts pullgate-webhook (keyed with the node's HMAC key, TLS) against a Kubernetes API
+#    stand-in (test/integration/webhook_apiserver.py) holding each tenant's docker-registry
+#    secret; each tenant pod's AdmissionReview is sent with curl, as the API server would, and
+#    the annotation of the returned JSON patch is the pod's credentials annotation
+# 6. the kubelet stand-in follows EnsureImageExists (ImageStatus with the pod's annotations,
+#    PullImage only when told "not present"). Tenant A's pod (the webhook's annotation, hashes
+#    sealed) pulls with A's secret, one with an email; pullgate-cri records the pull for that
+#    secret; A's container runs
+# 7. tenant B, with its own valid credentials (a second registry user), is told "not
 #    present" (a verification pull), pulls, the registry lets it in, B runs
-# 7. tenant C with a wrong password, and a pod with no credentials: told "not present", the
+# 8. tenant C with a wrong password, and a pod with no credentials: told "not present", the
 #    registry refuses (ErrImagePull), nothing starts, the image stays
-# 8. a container created without the pull path (and one presenting a copied annotation) is
+# 9. a container created without the pull path (and one presenting a copied annotation) is
 #    still refused by the hook
-# 9. never forwarded unrecorded: with the record store's lock held the pull is refused
-# 10. prints the D-Bus pull and decision events the monitor saw
+# 10. never forwarded unrecorded: with the record store's lock held the pull is refused
+# 11. prints the D-Bus pull and decision events the monitor saw
+# 12. scrapes pullgate-cri's /metrics and pullgate-webhook's (its health address): pulls,
+#    verification pulls, denials; reviews by outcome, the certificate's expiry, build info
+# 13. ends with `pullgatectl doctor` on the demo's node (its path options name containerd's
+#    config, the hook socket, a kubelet configuration the demo writes, the kubelet's version):
+#    every check holds but "a kubelet runs", which cannot here (no kubelet; said in the output)
 #
 # Everything lives in a temp dir removed at exit, with every process the demo started.
 # Exit status: 0 when every expected outcome happened, 1 otherwise (2: setup failed).
