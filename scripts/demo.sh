@@ -201,6 +201,7 @@ WH_API_PORT="$(pg_free_port)"
 "$PG_PY" "$ROOT/test/integration/webhook_apiserver.py" --port "$WH_API_PORT" --cert "$WH_DIR/apiserver.crt" \
     --key "$WH_DIR/apiserver.key" --state "$WH_DIR/state.json" --log "$WH_DIR/requests.log" \
     2>"$WH_DIR/apiserver.log" &
+# shellcheck disable=SC2034 # read by the exit handler below
 WH_API_PID=$!
 pg_on_exit 'pg_kill_wait "$WH_API_PID" 3'
 WH_PORT="$(pg_free_port)"
