@@ -11,18 +11,27 @@
 # 3. starts a private registry with authentication on 127.0.0.1 and pushes a private image
 # 4. starts containerd (own root, state and socket in a temp dir) with pullgate-hook in its
 #    runc handler's base_runtime_spec, and pullgate-cri in front of it
-# 5. the kubelet stand-in follows EnsureImageExists (ImageStatus with the pod's annotations,
-#    PullImage only when told "not present"). Tenant A's pod (keyed credentials annotation
-#    made by `pullgatectl annotate`, as the webhook would) pulls with A's secret, one with an
-#    email; pullgate-cri records the pull for that secret; A's container runs
-# 6. tenant B, with its own valid credentials (a second registry user), is told "not
+# 5. starts pullgate-webhook (keyed with the node's HMAC key, TLS) against a Kubernetes API
+#    stand-in (test/integration/webhook_apiserver.py) holding each tenant's docker-registry
+#    secret; each tenant pod's AdmissionReview is sent with curl, as the API server would, and
+#    the annotation of the returned JSON patch is the pod's credentials annotation
+# 6. the kubelet stand-in follows EnsureImageExists (ImageStatus with the pod's annotations,
+#    PullImage only when told "not present"). Tenant A's pod (the webhook's annotation, hashes
+#    sealed) pulls with A's secret, one with an email; pullgate-cri records the pull for that
+#    secret; A's container runs
+# 7. tenant B, with its own valid credentials (a second registry user), is told "not
 #    present" (a verification pull), pulls, the registry lets it in, B runs
-# 7. tenant C with a wrong password, and a pod with no credentials: told "not present", the
+# 8. tenant C with a wrong password, and a pod with no credentials: told "not present", the
 #    registry refuses (ErrImagePull), nothing starts, the image stays
-# 8. a container created without the pull path (and one presenting a copied annotation) is
+# 9. a container created without the pull path (and one presenting a copied annotation) is
 #    still refused by the hook
-# 9. never forwarded unrecorded: with the record store's lock held the pull is refused
-# 10. prints the D-Bus pull and decision events the monitor saw
+# 10. never forwarded unrecorded: with the record store's lock held the pull is refused
+# 11. prints the D-Bus pull and decision events the monitor saw
+# 12. scrapes pullgate-cri's /metrics and pullgate-webhook's (its health address): pulls,
+#    verification pulls, denials; reviews by outcome, the certificate's expiry, build info
+# 13. ends with `pullgatectl doctor` on the demo's node (its path options name containerd's
+#    config, the hook socket, a kubelet configuration the demo writes, the kubelet's version):
+#    every check holds but "a kubelet runs", which cannot here (no kubelet; said in the output)
 #
 # Everything lives in a temp dir removed at exit, with every process the demo started.
 # Exit status: 0 when every expected outcome happened, 1 otherwise (2: setup failed).
@@ -64,20 +73,23 @@ header "Build pullgate (cmake, ./build-demo)"
     cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPG_BUILD_BENCH=OFF \
         -DPG_BUILD_TESTS=OFF -DPG_BUILD_CRI=ON >"$BUILD.cmake.log" 2>&1 &&
         cmake --build "$BUILD" -j"$(nproc)" --target pullgate-hook pullgate-hook-local pullgatectl pullgate-cri \
-            >>"$BUILD.cmake.log" 2>&1
+            pullgate-webhook pullgate-doctor >>"$BUILD.cmake.log" 2>&1
 } || { tail -n 30 "$BUILD.cmake.log" | indent; die "build failed (full log: $BUILD.cmake.log)"; }
 rm -f "$BUILD.cmake.log"
 T_BUILT=$SECONDS
 PULLGATE_HOOK="$BUILD/hooks/pullgate-hook"
 PULLGATECTL="$BUILD/tools/pullgatectl"
 PULLGATE_CRI="$BUILD/cri/pullgate-cri"
-for b in "$PULLGATE_HOOK" "$BUILD/hooks/pullgate-hook-local" "$PULLGATECTL" "$PULLGATE_CRI"; do
+PULLGATE_WEBHOOK="$BUILD/webhook/pullgate-webhook"
+for b in "$PULLGATE_HOOK" "$BUILD/hooks/pullgate-hook-local" "$PULLGATECTL" "$PULLGATE_CRI" \
+    "$PULLGATE_WEBHOOK" "$BUILD/tools/pullgate-doctor"; do
     [[ -x "$b" ]] || die "built binary not found: $b"
 done
 export PULLGATE_HOOK PULLGATECTL PULLGATE_CRI
 say "hook:         $PULLGATE_HOOK"
 say "pullgatectl:  $PULLGATECTL"
 say "pullgate-cri: $PULLGATE_CRI"
+say "webhook:      $PULLGATE_WEBHOOK"
 
 # Helpers shared with the tests: temp dir + cleanup stack, registry, containerd node.
 # shellcheck source=../test/integration/lib/registry.sh
@@ -142,13 +154,110 @@ say "and decides for the hook on $PG_HOOK_SOCK (the hook's --daemon-socket): the
 run_shown "cri_client.py --socket <pullgate-cri> version"
 cri version | indent
 
-# keyed_annotation NS NAME USER PASS [EMAIL]: the value the webhook writes (hashes sealed, MAC).
-keyed_annotation() {
-    local h a
-    h="$(printf %s "$4" | "$PULLGATECTL" hash --username "$3" --password-stdin ${5:+--email "$5"})" || return 1
-    a="$(printf %s "$4" | "$PULLGATECTL" hash --username "$3" --password-stdin)" || return 1
-    "$PULLGATECTL" --config "$CFG" annotate --namespace "$1" --image "$IMAGE" \
-        --secret "$1/$2/$(cat /proc/sys/kernel/random/uuid):$h:$a" --hmac-key-file "$KEY"
+header "The admission webhook: pullgate-webhook against a Kubernetes API stand-in"
+say "the API stand-in (test/integration/webhook_apiserver.py: TLS, bearer token) holds each tenant's"
+say "kubernetes.io/dockerconfigjson secret 'regcred' (A's with an email, C's with a wrong password);"
+say "pullgate-webhook reads a pod's pull secrets from it and writes the credentials annotation."
+WH_DIR="$PG_TMPDIR/webhook"
+mkdir -m 0700 "$WH_DIR"
+# A test CA, the API stand-in's and the webhook's serving certificates (loopback), as the tests make them.
+wh_cert() { # NAME: a leaf for 127.0.0.1 signed by the demo's CA
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
+        -keyout "$WH_DIR/$1.key" -out "$WH_DIR/$1.csr" 2>/dev/null &&
+        printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$WH_DIR/$1.ext" &&
+        openssl x509 -req -in "$WH_DIR/$1.csr" -CA "$WH_DIR/ca.crt" -CAkey "$WH_DIR/ca.key" \
+            -CAcreateserial -days 2 -extfile "$WH_DIR/$1.ext" -out "$WH_DIR/$1.crt" 2>/dev/null &&
+        chmod 0600 "$WH_DIR/$1.key"
+}
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=pullgate-demo-ca \
+    -keyout "$WH_DIR/ca.key" -out "$WH_DIR/ca.crt" 2>/dev/null && wh_cert apiserver && wh_cert webhook ||
+    die "openssl could not make the demo's certificates"
+head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$WH_DIR/token"
+chmod 0600 "$WH_DIR/token"
+"$PG_PY" - "$WH_DIR" "$PG_REG_HOST" "$PASS_A" "$PASS_B" <<'PY' || die "API stand-in state"
+import base64, json, sys, uuid
+wh, reg, pass_a, pass_b = sys.argv[1:5]
+def secret(ns, user, password, email=None):
+    entry = {"username": user, "password": password,
+             "auth": base64.b64encode(f"{user}:{password}".encode()).decode()}
+    if email:
+        entry["email"] = email
+    cfg = json.dumps({"auths": {reg: entry}}).encode()
+    return {"kind": "Secret", "apiVersion": "v1", "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": "regcred", "namespace": ns, "uid": str(uuid.uuid4())},
+            "data": {".dockerconfigjson": base64.b64encode(cfg).decode()}}
+objs = {}
+for ns, s in (("team-a", secret("team-a", "tenant-a", pass_a, "a@team-a.example")),
+              ("team-b", secret("team-b", "tenant-b", pass_b)),
+              ("team-c", secret("team-c", "tenant-b", "not-the-password"))):
+    objs[f"/api/v1/namespaces/{ns}/secrets/regcred"] = s
+    objs[f"/api/v1/namespaces/{ns}/serviceaccounts/default"] = {
+        "kind": "ServiceAccount", "apiVersion": "v1",
+        "metadata": {"name": "default", "namespace": ns, "uid": str(uuid.uuid4())}}
+json.dump({"tokens": [open(wh + "/token").read().strip()], "objects": objs},
+          open(wh + "/state.json", "w"))
+PY
+WH_API_PORT="$(pg_free_port)"
+"$PG_PY" "$ROOT/test/integration/webhook_apiserver.py" --port "$WH_API_PORT" --cert "$WH_DIR/apiserver.crt" \
+    --key "$WH_DIR/apiserver.key" --state "$WH_DIR/state.json" --log "$WH_DIR/requests.log" \
+    2>"$WH_DIR/apiserver.log" &
+# shellcheck disable=SC2034 # read by the exit handler below
+WH_API_PID=$!
+pg_on_exit 'pg_kill_wait "$WH_API_PID" 3'
+WH_PORT="$(pg_free_port)"
+WH_HEALTH="127.0.0.1:$(pg_free_port)"
+run_shown "pullgate-webhook --listen 127.0.0.1:$WH_PORT --health-listen $WH_HEALTH --tls-cert webhook.crt --tls-key webhook.key --hmac-key-file $KEY --api-server https://127.0.0.1:$WH_API_PORT --api-ca ca.crt --api-token-file token &"
+"$PULLGATE_WEBHOOK" --listen "127.0.0.1:$WH_PORT" --health-listen "$WH_HEALTH" \
+    --tls-cert "$WH_DIR/webhook.crt" --tls-key "$WH_DIR/webhook.key" --hmac-key-file "$KEY" \
+    --api-server "https://127.0.0.1:$WH_API_PORT" --api-ca "$WH_DIR/ca.crt" \
+    --api-token-file "$WH_DIR/token" 2>"$WH_DIR/webhook.log" &
+WH_PID=$!
+pg_on_exit 'pg_kill_wait "$WH_PID" 3'
+for _ in $(seq 1 50); do
+    curl -sf -o /dev/null "http://$WH_HEALTH/readyz" && break
+    kill -0 "$WH_PID" 2>/dev/null || break
+    sleep 0.1
+done
+curl -sf -o /dev/null "http://$WH_HEALTH/readyz" || { indent <"$WH_DIR/webhook.log"; die "pullgate-webhook did not become ready"; }
+say "pullgate-webhook (pid $WH_PID) serves POST /mutate on https://127.0.0.1:$WH_PORT, keyed with the node's key"
+# webhook_annotation NS: the API server's AdmissionReview for a pod of NS pulling $IMAGE with
+# its pull secret 'regcred', sent with curl; prints the annotation of the returned JSON patch.
+webhook_annotation() {
+    local review="$WH_DIR/review-$1.json" answer="$WH_DIR/answer-$1.json"
+    "$PG_PY" - "$1" "$IMAGE" >"$review" <<'PY' || return 1
+import json, sys, uuid
+ns, image = sys.argv[1:3]
+pod = {"kind": "Pod", "apiVersion": "v1",
+       "metadata": {"name": "app", "namespace": ns, "uid": str(uuid.uuid4())},
+       "spec": {"containers": [{"name": "app", "image": image}],
+                "imagePullSecrets": [{"name": "regcred"}], "serviceAccountName": "default"}}
+print(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                  "request": {"uid": str(uuid.uuid4()),
+                              "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                              "resource": {"group": "", "version": "v1", "resource": "pods"},
+                              "name": "app", "namespace": ns, "operation": "CREATE",
+                              "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+                              "object": pod, "dryRun": False}}))
+PY
+    run_shown "curl --cacert ca.crt -H 'Content-Type: application/json' --data-binary @review-$1.json https://127.0.0.1:$WH_PORT/mutate" >&2
+    curl -sS --max-time 10 --cacert "$WH_DIR/ca.crt" -H 'Content-Type: application/json' \
+        --data-binary "@$review" "https://127.0.0.1:$WH_PORT/mutate" >"$answer" || return 1
+    "$PG_PY" - "$answer" <<'PY'
+import base64, json, sys
+resp = json.load(open(sys.argv[1]))["response"]
+if not resp.get("allowed") or "patch" not in resp:
+    sys.exit("the webhook answered no patch: %s" % json.dumps(resp)[:300])
+for op in json.loads(base64.b64decode(resp["patch"])):
+    value = op.get("value")
+    if op["path"] == "/metadata/annotations" and isinstance(value, dict):
+        value = value.get("pullgate.dev/credentials")
+    elif op["path"] != "/metadata/annotations/pullgate.dev~1credentials":
+        continue
+    if isinstance(value, str):
+        print(value)
+        sys.exit(0)
+sys.exit("no credentials annotation in the patch")
+PY
 }
 
 # kubelet DESC USER PASS [POLICY]: the kubelet stand-in's EnsureImageExists for $IMAGE in
@@ -215,10 +324,10 @@ expect_refused() {
 header "Tenant A: the kubelet pulls with A's secret; pullgate-cri records it"
 say "tenant A's secret carries an email (kubectl create secret docker-registry --docker-email=...):"
 say "the kubelet's credential hash covers it, the CRI's AuthConfig does not carry it."
-run_shown "pullgatectl annotate --namespace team-a --image $IMAGE --secret team-a/regcred/<uid>:<hash>:<hash without email> --hmac-key-file $KEY"
-ANN_A="$(keyed_annotation team-a regcred tenant-a "$PASS_A" a@team-a.example)" || die "pullgatectl annotate"
+say "the API server sends pullgate-webhook the AdmissionReview of tenant A's pod:"
+ANN_A="$(webhook_annotation team-a)" || die "pullgate-webhook: no annotation for team-a ($(tail -c 400 "$WH_DIR/webhook.log"))"
 HASH_A="$(printf %s "$PASS_A" | "$PULLGATECTL" hash --username tenant-a --password-stdin --email a@team-a.example)"
-say "the annotation the webhook writes on tenant A's pods (pullgate.dev/credentials; the hashes are"
+say "the annotation its JSON patch writes on tenant A's pod (pullgate.dev/credentials; the hashes are"
 say "sealed under the node key, nothing in it can be checked against a guessed password):"
 printf '%s\n' "$ANN_A" | fold -w 110 | indent
 pg_node_run_pod team-a "$ANN_A" || { pg_node_show_log; die "RunPodSandbox (team-a)"; }
@@ -244,7 +353,8 @@ header "Tenant B, with its own valid credentials: a verification pull (KEP-2535)
 say "the image is on the node. A kubelet without its own KEP-2535 check would hear \"present\","
 say "skip the pull, and the hook would refuse B for good. pullgate-cri answers B's ImageStatus"
 say "\"not present\": the kubelet pulls with B's own secret and the registry decides."
-pg_node_run_pod team-b "$(keyed_annotation team-b regcred tenant-b "$PASS_B")" || die "RunPodSandbox (team-b)"
+ANN_B="$(webhook_annotation team-b)" || die "pullgate-webhook: no annotation for team-b"
+pg_node_run_pod team-b "$ANN_B" || die "RunPodSandbox (team-b)"
 kubelet "tenant B's pod" tenant-b "$PASS_B"
 if [[ "$OUTCOME" == pulled ]] && grep -q "$IMAGE" <<<"$(grep 'image not present for this pod' "$PG_CD_DIR/pullgate-cri.log")"; then
     grep 'image not present for this pod' "$PG_CD_DIR/pullgate-cri.log" | head -n1 | cut -c1-220 | indent
@@ -258,7 +368,8 @@ secrets_now | indent
 expect_run "tenant B's container ran"
 
 header "Tenant C, with a wrong password, and a pod with no credentials: the registry refuses"
-pg_node_run_pod team-c "$(keyed_annotation team-c regcred tenant-b "not-the-password")" || die "RunPodSandbox (team-c)"
+ANN_C="$(webhook_annotation team-c)" || die "pullgate-webhook: no annotation for team-c"
+pg_node_run_pod team-c "$ANN_C" || die "RunPodSandbox (team-c)"
 kubelet "tenant C's pod (tenant-b's name, a wrong password)" tenant-b "not-the-password"
 [[ "$OUTCOME" == ErrImagePull ]] && outcome_ok "tenant C: ErrImagePull (the registry refused), nothing starts" ||
     outcome_bad "tenant C should have got ErrImagePull ($OUTCOME)"
@@ -341,6 +452,81 @@ if curl -sf "http://$METRICS/metrics" >"$PG_TMPDIR/cri.metrics"; then
         outcome_bad "the metrics do not show the pulls and decisions above"
 else
     outcome_bad "pullgate-cri does not serve /metrics on $METRICS"
+fi
+
+header "What Prometheus sees: pullgate-webhook's /metrics (its health address)"
+WH_REVIEWS="$(find "$WH_DIR" -name 'answer-*.json' | wc -l)" # the reviews sent above
+run_shown "curl -s http://$WH_HEALTH/metrics"
+if curl -sf "http://$WH_HEALTH/metrics" >"$PG_TMPDIR/webhook.metrics"; then
+    grep -E '^pullgate_(build_info|webhook_reviews_total|webhook_api_reads_total|webhook_certificate_expiry_timestamp_seconds)' \
+        "$PG_TMPDIR/webhook.metrics" | grep -v ' 0$' | indent
+    WH_NOT_AFTER="$(date -d "$(openssl x509 -in "$WH_DIR/webhook.crt" -noout -enddate | cut -d= -f2)" +%s)"
+    say "the serving certificate's notAfter: $WH_NOT_AFTER ($(date -u -d "@$WH_NOT_AFTER" '+%F %T') UTC)"
+    if grep -qx "pullgate_webhook_reviews_total{outcome=\"patched\"} $WH_REVIEWS" "$PG_TMPDIR/webhook.metrics" &&
+        grep -q '^pullgate_build_info{.*component="webhook"' "$PG_TMPDIR/webhook.metrics" &&
+        "$PG_PY" -c 'import sys
+v = [l.split()[-1] for l in open(sys.argv[1]) if l.startswith("pullgate_webhook_certificate_expiry_timestamp_seconds")]
+sys.exit(0 if v and int(float(v[0])) == int(sys.argv[2]) else 1)' "$PG_TMPDIR/webhook.metrics" "$WH_NOT_AFTER"; then
+        outcome_ok "the webhook's metrics count the $WH_REVIEWS reviews it patched; its certificate's expiry is the notAfter"
+    else
+        outcome_bad "the webhook's metrics do not show the $WH_REVIEWS reviews (or the certificate's expiry)"
+    fi
+else
+    outcome_bad "pullgate-webhook does not serve /metrics on $WH_HEALTH"
+fi
+
+header "pullgatectl doctor: this node's wiring, one line per check"
+say "the demo's node has no kubelet: doctor reads the kubelet configuration the demo writes (both"
+say "endpoints at pullgate-cri), is told the kubelet's version, and finds containerd's config,"
+say "pullgate-cri (its command line) and the hook socket with its path options."
+KUBELET_CFG="$PG_TMPDIR/kubelet-config.yaml"
+cat >"$KUBELET_CFG" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://$PG_PROXY_SOCK
+imageServiceEndpoint: unix://$PG_PROXY_SOCK
+YAML
+indent <"$KUBELET_CFG"
+# doctor finds pullgate-cri's command line (--config, --listen) among the processes; this
+# machine may run other pullgate-cri (the tests), so it looks at a view of /proc holding only
+# the demo's own pullgate-cri (a link to its real /proc entry).
+PROC_VIEW="$PG_TMPDIR/proc-view"
+mkdir -m 0700 "$PROC_VIEW" && ln -s "/proc/$PG_PROXY_PID" "$PROC_VIEW/$PG_PROXY_PID"
+say "processes: $PROC_VIEW (a view of /proc with the demo's pullgate-cri, pid $PG_PROXY_PID, only)"
+DOCTOR=("$PULLGATECTL" --config "$CFG" doctor --runtime containerd --containerd-config "$PG_CD_DIR/config.toml"
+    --hook-socket "$PG_HOOK_SOCK" --kubelet-config "$KUBELET_CFG" --kubelet-version v1.35.0
+    --proc-root "$PROC_VIEW")
+run_shown "pullgatectl --config $CFG doctor --runtime containerd --containerd-config $PG_CD_DIR/config.toml --hook-socket $PG_HOOK_SOCK --kubelet-config $KUBELET_CFG --kubelet-version v1.35.0 --proc-root $PROC_VIEW"
+"${DOCTOR[@]}" 2>&1 | fold -s -w 110 | indent
+DOCTOR_JSON="$("${DOCTOR[@]}" --json 2>/dev/null)"
+DOCTOR_RC=$?
+# The one check that cannot hold here by nature: "kubelet" wants a running kubelet process.
+# Every other check must hold, and "kubelet" must fail for that reason only (its configuration
+# points at pullgate-cri), so doctor exits 1 and says why.
+DOCTOR_VERDICT="$("$PG_PY" - "$DOCTOR_JSON" "$DOCTOR_RC" <<'PY'
+import json, sys
+try:
+    doc = json.loads(sys.argv[1])
+except ValueError:
+    print("doctor printed no JSON (exit %s)" % sys.argv[2]); sys.exit()
+bad = [c for c in doc["checks"] if not c["ok"]]
+others = [c["name"] + ": " + c["detail"] for c in bad if c["name"] != "kubelet"]
+kub = [c for c in bad if c["name"] == "kubelet"]
+if others:
+    print("failed: " + " | ".join(others))
+elif kub and "points at pullgate-cri, but no kubelet process runs" not in kub[0]["detail"]:
+    print("kubelet: " + kub[0]["detail"])
+elif (sys.argv[2] == "0") != (not bad):
+    print("exit %s with %d failed check(s)" % (sys.argv[2], len(bad)))
+else:
+    print("ok %d" % sum(c["ok"] for c in doc["checks"]))
+PY
+)"
+if [[ "$DOCTOR_VERDICT" == ok* ]]; then
+    say "(✘ kubelet is the demo's nature: no kubelet process runs here; its configuration points at pullgate-cri)"
+    outcome_ok "pullgatectl doctor: ${DOCTOR_VERDICT#ok } checks hold; only \"a kubelet runs\" cannot, the demo has none"
+else
+    outcome_bad "pullgatectl doctor: $DOCTOR_VERDICT"
 fi
 
 header "Summary"
