@@ -22,6 +22,28 @@ grpc_op cri_op(grpc_op_type type)
     return o;
 }
 
+size_t cri_answer_ops(grpc_op ops[3], grpc_status_code code, grpc_slice *details,
+                      grpc_metadata *initial, size_t n_initial, grpc_metadata *trailing,
+                      size_t n_trailing, grpc_byte_buffer *message)
+{
+    size_t n = 0;
+    ops[n] = cri_op(GRPC_OP_SEND_INITIAL_METADATA);
+    ops[n].data.send_initial_metadata.count = n_initial;
+    ops[n].data.send_initial_metadata.metadata = initial;
+    n++;
+    if (message) {
+        ops[n] = cri_op(GRPC_OP_SEND_MESSAGE);
+        ops[n].data.send_message.send_message = message;
+        n++;
+    }
+    ops[n] = cri_op(GRPC_OP_SEND_STATUS_FROM_SERVER);
+    ops[n].data.send_status_from_server.status = code;
+    ops[n].data.send_status_from_server.status_details = details;
+    ops[n].data.send_status_from_server.trailing_metadata_count = n_trailing;
+    ops[n].data.send_status_from_server.trailing_metadata = trailing;
+    return n + 1;
+}
+
 const char *cri_status_name(grpc_status_code s)
 {
     static const char *const names[] = {"OK",

@@ -24,6 +24,15 @@ typedef struct cri_tag {
 } cri_tag;
 
 grpc_op cri_op(grpc_op_type type);
+
+/*
+ * A server's whole answer as the ops of one batch: initial metadata, the message (skipped when
+ * NULL) and the status with its trailers, into ops[0..2]. Returns how many were set. Nothing is
+ * copied: every argument must live until the batch completes.
+ */
+size_t cri_answer_ops(grpc_op ops[3], grpc_status_code code, grpc_slice *details,
+                      grpc_metadata *initial, size_t n_initial, grpc_metadata *trailing,
+                      size_t n_trailing, grpc_byte_buffer *message);
 const char *cri_status_name(grpc_status_code s);
 
 /*

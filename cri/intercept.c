@@ -344,22 +344,8 @@ static void send_final(pull_call *pc, grpc_status_code code, grpc_slice *details
     cri_metric_call(pc->method_text, (int)code, (double)(cri_now_ms() - pc->start_ms) / 1e3);
     cri_worker_disarm(pc->x->o.worker, &pc->timer);
     grpc_op ops[3];
-    size_t n = 0;
-    ops[n] = cri_op(GRPC_OP_SEND_INITIAL_METADATA);
-    ops[n].data.send_initial_metadata.count = n_initial;
-    ops[n].data.send_initial_metadata.metadata = initial;
-    n++;
-    if (message) {
-        ops[n] = cri_op(GRPC_OP_SEND_MESSAGE);
-        ops[n].data.send_message.send_message = message;
-        n++;
-    }
-    ops[n] = cri_op(GRPC_OP_SEND_STATUS_FROM_SERVER);
-    ops[n].data.send_status_from_server.status = code;
-    ops[n].data.send_status_from_server.status_details = details;
-    ops[n].data.send_status_from_server.trailing_metadata_count = n_trailing;
-    ops[n].data.send_status_from_server.trailing_metadata = trailing;
-    n++;
+    size_t n =
+        cri_answer_ops(ops, code, details, initial, n_initial, trailing, n_trailing, message);
     if (!start_batch(pc, pc->down, ops, n, &pc->ev_final))
         pc->answered_ok = true; /* nothing more will come for it */
     maybe_done(pc);

@@ -151,22 +151,8 @@ static void send_final(status_call *sc, grpc_status_code code, grpc_slice *detai
     sc->answering = true;
     cri_metric_call(sc->method_text, (int)code, (double)(cri_now_ms() - sc->start_ms) / 1e3);
     grpc_op ops[3];
-    size_t n = 0;
-    ops[n] = cri_op(GRPC_OP_SEND_INITIAL_METADATA);
-    ops[n].data.send_initial_metadata.count = n_initial;
-    ops[n].data.send_initial_metadata.metadata = initial;
-    n++;
-    if (message) {
-        ops[n] = cri_op(GRPC_OP_SEND_MESSAGE);
-        ops[n].data.send_message.send_message = message;
-        n++;
-    }
-    ops[n] = cri_op(GRPC_OP_SEND_STATUS_FROM_SERVER);
-    ops[n].data.send_status_from_server.status = code;
-    ops[n].data.send_status_from_server.status_details = details;
-    ops[n].data.send_status_from_server.trailing_metadata_count = n_trailing;
-    ops[n].data.send_status_from_server.trailing_metadata = trailing;
-    n++;
+    size_t n =
+        cri_answer_ops(ops, code, details, initial, n_initial, trailing, n_trailing, message);
     if (!start_batch(sc, sc->down, ops, n, &sc->ev_final))
         sc->answered_ok = true; /* nothing more will come for it */
 }
