@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "grpc_util.h"
 
+#include "cri_metrics.h"
 #include "internal.h"
 
 #include <grpc/byte_buffer_reader.h>
@@ -44,26 +45,10 @@ size_t cri_answer_ops(grpc_op ops[3], grpc_status_code code, grpc_slice *details
     return n + 1;
 }
 
+/* The code names are cri_metric_codes' (the metrics' code label): one table, indexed by code. */
 const char *cri_status_name(grpc_status_code s)
 {
-    static const char *const names[] = {"OK",
-                                        "CANCELLED",
-                                        "UNKNOWN",
-                                        "INVALID_ARGUMENT",
-                                        "DEADLINE_EXCEEDED",
-                                        "NOT_FOUND",
-                                        "ALREADY_EXISTS",
-                                        "PERMISSION_DENIED",
-                                        "RESOURCE_EXHAUSTED",
-                                        "FAILED_PRECONDITION",
-                                        "ABORTED",
-                                        "OUT_OF_RANGE",
-                                        "UNIMPLEMENTED",
-                                        "INTERNAL",
-                                        "UNAVAILABLE",
-                                        "DATA_LOSS",
-                                        "UNAUTHENTICATED"};
-    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
+    return (unsigned)s <= GRPC_STATUS_UNAUTHENTICATED ? cri_metric_codes[s] : "?";
 }
 
 static bool slice_eq(grpc_slice s, const char *text)

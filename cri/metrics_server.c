@@ -19,6 +19,7 @@
 #include "metrics_server.h"
 
 #include "cri_metrics.h"
+#include "http_respond.h"
 #include "log.h"
 
 #include <arpa/inet.h>
@@ -34,23 +35,6 @@
 
 static struct MHD_Daemon *the_daemon; /* the process's listener, until exit */
 
-static enum MHD_Result respond(struct MHD_Connection *c, unsigned int status, const char *type,
-                               char *body)
-{
-    if (!body)
-        return MHD_NO;
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **req_cls)
@@ -65,13 +49,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (strcmp(url, "/metrics") != 0)
-        return respond(c, MHD_HTTP_NOT_FOUND, "text/plain", strdup("not found\n"));
+        return pg_http_respond(c, MHD_HTTP_NOT_FOUND, "text/plain", strdup("not found\n"));
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-        return respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", strdup("GET /metrics\n"));
+        return pg_http_respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
+                               strdup("GET /metrics\n"));
     char *text = pg_metrics_render(cri_metrics_registry(), NULL);
     if (!text)
-        return respond(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", strdup("out of memory\n"));
-    return respond(c, MHD_HTTP_OK, PG_METRICS_CONTENT_TYPE, text);
+        return pg_http_respond(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
+                               strdup("out of memory\n"));
+    return pg_http_respond(c, MHD_HTTP_OK, PG_METRICS_CONTENT_TYPE, text);
 }
 
 /* "IPv4:PORT" or "[IPv6]:PORT" (config.c checked the form). */

@@ -36,6 +36,7 @@
 #include "wlog.h"
 
 #include "files.h"
+#include "http_respond.h"
 
 #include <arpa/inet.h>
 #include <malloc.h>
@@ -222,27 +223,10 @@ static void *watchdog_main(void *arg)
 
 /* ------------------------------------------------------------ responses */
 
-static enum MHD_Result respond(struct MHD_Connection *c, unsigned int status,
-                               const char *content_type, char *body)
-{
-    if (!body)
-        return MHD_NO;
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
 static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned int status,
                                     const char *text)
 {
-    return respond(c, status, "text/plain", strdup(text));
+    return pg_http_respond(c, status, "text/plain", strdup(text));
 }
 
 static enum MHD_Result serve_ready(wh_server *s, struct MHD_Connection *c)
@@ -254,13 +238,13 @@ static enum MHD_Result serve_ready(wh_server *s, struct MHD_Connection *c)
     char *text = malloc(n);
     if (text)
         snprintf(text, n, "%s\n", msg);
-    return respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", text);
+    return pg_http_respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", text);
 }
 
 static enum MHD_Result serve_metrics(wh_server *s, struct MHD_Connection *c)
 {
-    return respond(c, MHD_HTTP_OK, PG_METRICS_CONTENT_TYPE,
-                   pg_metrics_render(s->cfg.metrics->reg, NULL));
+    return pg_http_respond(c, MHD_HTTP_OK, PG_METRICS_CONTENT_TYPE,
+                           pg_metrics_render(s->cfg.metrics->reg, NULL));
 }
 
 static enum MHD_Result route_other(endpoint *ep, struct MHD_Connection *c, const char *url,
@@ -359,7 +343,8 @@ static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_r
     wh_metrics_review(s->cfg.metrics, res.outcome, res.refusal_code,
                       (double)(wh_now_us() - q->start_us) / 1e6);
     q->answered = 1;
-    enum MHD_Result ret = respond(c, (unsigned int)res.http_status, res.content_type, res.body);
+    enum MHD_Result ret =
+        pg_http_respond(c, (unsigned int)res.http_status, res.content_type, res.body);
     res.body = NULL; /* owned by the response now */
     wh_review_result_free(&res);
     return ret;
