@@ -58,12 +58,4 @@ grpc_arg cri_int_arg(const char *key, int value);
  */
 grpc_channel *cri_runtime_channel(const char *target);
 
-/*
- * A blocking unary call of our own on ch (a private completion queue), bounded
- * by timeout_ms: 0 with the answer's bytes in *answer (caller unrefs) when the
- * status is OK, else -1 (*status says which, UNKNOWN when it never started).
- */
-int cri_unary_call(grpc_channel *ch, const char *method, const void *req, size_t req_len,
-                   int timeout_ms, grpc_slice *answer, grpc_status_code *status);
-
 #endif

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "grpc_unary.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/support/time.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DETAILS_SHOWN 300
+
+static grpc_op op_of(grpc_op_type type)
+{
+    grpc_op o;
+    memset(&o, 0, sizeof o);
+    o.op = type;
+    return o;
+}
+
+static grpc_slice whole_payload(grpc_byte_buffer *bb)
+{
+    grpc_byte_buffer_reader r;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+        return grpc_empty_slice();
+    grpc_slice s = grpc_byte_buffer_reader_readall(&r);
+    grpc_byte_buffer_reader_destroy(&r);
+    return s;
+}
+
+static void describe_failure(bool started, grpc_status_code status, grpc_slice details, char *why,
+                             size_t why_n)
+{
+    if (!why || !why_n)
+        return;
+    if (!started) {
+        snprintf(why, why_n, "the call could not be started");
+        return;
+    }
+    size_t len = GRPC_SLICE_LENGTH(details);
+    if (status == GRPC_STATUS_OK)
+        snprintf(why, why_n, "status 0 without a response message");
+    else
+        snprintf(why, why_n, "status %d: %.*s", (int)status,
+                 (int)(len > DETAILS_SHOWN ? DETAILS_SHOWN : len),
+                 (const char *)GRPC_SLICE_START_PTR(details));
+}
+
+/* Shuts the queue down and takes what is left, so that it can be destroyed. */
+static void drain(grpc_completion_queue *cq)
+{
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN)
+        ;
+}
+
+int pg_grpc_unary_call(grpc_channel *ch, const char *method, const void *req, size_t req_len,
+                       int timeout_ms, grpc_slice *answer, grpc_status_code *status, char *why,
+                       size_t why_n)
+{
+    *answer = grpc_empty_slice();
+    *status = GRPC_STATUS_UNKNOWN;
+    if (why && why_n)
+        why[0] = '\0';
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+    if (!cq) {
+        describe_failure(false, *status, grpc_empty_slice(), why, why_n);
+        return -1;
+    }
+    gpr_timespec deadline =
+        gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+    grpc_slice m = grpc_slice_from_copied_string(method);
+    grpc_call *gc =
+        grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, m, NULL, deadline, NULL);
+    grpc_slice_unref(m);
+    grpc_slice payload = grpc_slice_from_copied_buffer(req, req_len);
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&payload, 1), *recv = NULL;
+    grpc_slice_unref(payload);
+    grpc_metadata_array initial, trailing;
+    grpc_metadata_array_init(&initial);
+    grpc_metadata_array_init(&trailing);
+    grpc_slice details = grpc_empty_slice();
+    grpc_op ops[6] = {op_of(GRPC_OP_SEND_INITIAL_METADATA),  op_of(GRPC_OP_SEND_MESSAGE),
+                      op_of(GRPC_OP_SEND_CLOSE_FROM_CLIENT), op_of(GRPC_OP_RECV_INITIAL_METADATA),
+                      op_of(GRPC_OP_RECV_MESSAGE),           op_of(GRPC_OP_RECV_STATUS_ON_CLIENT)};
+    ops[1].data.send_message.send_message = send;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+    ops[4].data.recv_message.recv_message = &recv;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
+    ops[5].data.recv_status_on_client.status = status;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    int rc = -1;
+    bool started = gc && grpc_call_start_batch(gc, ops, 6, gc, NULL) == GRPC_CALL_OK;
+    if (started) {
+        /* The call's own deadline ends it; the queue then always delivers the tag. */
+        grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        if (ev.type == GRPC_OP_COMPLETE && ev.success && *status == GRPC_STATUS_OK && recv) {
+            *answer = whole_payload(recv);
+            rc = 0;
+        }
+    }
+    if (rc != 0)
+        describe_failure(started, *status, details, why, why_n);
+    drain(cq);
+    if (recv)
+        grpc_byte_buffer_destroy(recv);
+    grpc_byte_buffer_destroy(send);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&initial);
+    grpc_metadata_array_destroy(&trailing);
+    if (gc)
+        grpc_call_unref(gc);
+    grpc_completion_queue_destroy(cq);
+    return rc;
+}
