@@ -5,8 +5,8 @@
  * its request message, the forward to the runtime with the incoming call as
  * parent, the final answer, and the release of every gRPC object. The state
  * machine that decides what happens stays with its owner, which embeds a
- * cri_call and runs everything on the worker thread (worker.h); the event loop
- * only posts the completions of the call's batches to the owner's handlers.
+ * cri_call; the event loop only posts the completions of the call's batches,
+ * which run as the owner's tasks on the worker thread (worker.h).
  */
 #ifndef PULLGATE_CRI_CALL_H
 #define PULLGATE_CRI_CALL_H
