@@ -17,10 +17,11 @@
  *   DONE       every batch completed: slot and record room returned
  *
  * Everything here runs on the worker thread; the event loop only posts the
- * completions of this call's batches (post_completion).
+ * completions of this call's batches (call.c's post_completion).
  */
 #include "intercept.h"
 
+#include "call.h"
 #include "cri_metrics.h"
 #include "log.h"
 #include "verify.h"
@@ -43,12 +44,6 @@ typedef enum pull_phase {
     PH_DONE
 } pull_phase;
 
-/* A gRPC completion routed to the worker. */
-typedef struct pull_event {
-    cri_tag tag;   /* what the event loop sees */
-    cri_task task; /* what the worker runs */
-} pull_event;
-
 typedef struct pull_call pull_call;
 
 struct cri_intercept {
@@ -61,29 +56,17 @@ struct cri_intercept {
 };
 
 struct pull_call {
-    cri_intercept *x;   /* only while the call runs: the proxy may be gone at a late outcome */
-    cri_worker *worker; /* outlives the proxy (stopped after the record writer) */
-    atomic_int refs;    /* the machine's, and one per record operation in flight */
+    cri_call c;       /* the incoming call, its request (wiped at the end), the forward */
+    cri_intercept *x; /* only while the call runs: the proxy may be gone at a late outcome */
+    atomic_int refs;  /* the machine's, and one per record operation in flight */
     pull_phase phase;
-    int outstanding; /* gRPC batches in flight */
     cri_method method;
-    char method_text[256];
-    int64_t start_ms;
-    grpc_call *down, *up, *st_call;
-    grpc_call_details details;
-    grpc_metadata_array client_md;
-    grpc_metadata *fwd_md;
-    size_t n_fwd_md;
     /* receiving */
-    grpc_byte_buffer *recv_bb;
-    grpc_byte_buffer *request; /* the one request message; wiped at the end */
     /* Our own references to the request's slices: sending moves them out of the
      * byte buffer, and they must be wiped once the send is done. */
     grpc_slice *sent;
     size_t n_sent;
-    unsigned n_messages;
     bool half_closed;
-    int down_cancelled;
     /* admission */
     cri_decode_result decoded;
     bool decode_done;
@@ -100,14 +83,9 @@ struct pull_call {
     pull_call *next_waiter;
     bool waiting;
     /* upstream */
-    grpc_metadata_array up_initial_md, up_trailing_md;
-    grpc_metadata *fwd_initial, *fwd_trailing;
-    size_t n_fwd_initial, n_fwd_trailing;
-    grpc_status_code status;
-    grpc_slice status_details;
-    grpc_byte_buffer *response;
     char *image_ref;
     /* the proxy's own ImageStatus */
+    grpc_call *st_call;
     grpc_byte_buffer *st_send, *st_recv;
     grpc_metadata_array st_initial, st_trailing;
     grpc_status_code st_status;
@@ -115,12 +93,10 @@ struct pull_call {
     /* the answer */
     bool refused;
     grpc_status_code answer_code;
-    grpc_slice answer_details;
     const char *outcome; /* for the log: "recorded", "intent kept", ... */
     bool result_waiting;
-    bool answered_ok;
     cri_timer timer;
-    pull_event ev_recv, ev_closed, ev_up, ev_status, ev_final;
+    cri_call_event ev_status;
     cri_task t_start, t_intent, t_result;
 };
 
@@ -149,9 +125,7 @@ static void pull_unref(pull_call *pc)
  */
 static void wipe_request(pull_call *pc)
 {
-    cri_byte_buffer_wipe_destroy(pc->request);
-    cri_byte_buffer_wipe_destroy(pc->recv_bb);
-    pc->request = pc->recv_bb = NULL;
+    cri_call_drop_request(&pc->c);
     for (size_t i = 0; i < pc->n_sent; i++) {
         cri_slice_wipe(pc->sent[i]);
         grpc_slice_unref(pc->sent[i]);
@@ -164,8 +138,8 @@ static void wipe_request(pull_call *pc)
 /* Keeps a reference to every slice of the request before gRPC takes them to send. */
 static bool keep_sent_slices(pull_call *pc)
 {
-    grpc_slice_buffer *sb = &pc->request->data.raw.slice_buffer;
-    if (pc->request->type != GRPC_BB_RAW ||
+    grpc_slice_buffer *sb = &pc->c.request->data.raw.slice_buffer;
+    if (pc->c.request->type != GRPC_BB_RAW ||
         !(pc->sent = calloc(sb->count ? sb->count : 1, sizeof *pc->sent)))
         return false;
     for (size_t i = 0; i < sb->count; i++)
@@ -176,30 +150,16 @@ static bool keep_sent_slices(pull_call *pc)
 static void release_grpc(pull_call *pc)
 {
     wipe_request(pc);
-    if (pc->response)
-        grpc_byte_buffer_destroy(pc->response);
     if (pc->st_send)
         grpc_byte_buffer_destroy(pc->st_send);
     if (pc->st_recv)
         grpc_byte_buffer_destroy(pc->st_recv);
-    free(pc->fwd_md);
-    free(pc->fwd_initial);
-    free(pc->fwd_trailing);
-    grpc_metadata_array_destroy(&pc->client_md);
-    grpc_metadata_array_destroy(&pc->up_initial_md);
-    grpc_metadata_array_destroy(&pc->up_trailing_md);
     grpc_metadata_array_destroy(&pc->st_initial);
     grpc_metadata_array_destroy(&pc->st_trailing);
-    grpc_slice_unref(pc->status_details);
     grpc_slice_unref(pc->st_details);
-    grpc_slice_unref(pc->answer_details);
     if (pc->st_call)
         grpc_call_unref(pc->st_call);
-    if (pc->up)
-        grpc_call_unref(pc->up);
-    if (pc->down)
-        grpc_call_unref(pc->down);
-    grpc_call_details_destroy(&pc->details);
+    cri_call_release(&pc->c);
 }
 
 /* ------------------------------------------------------------ slots */
@@ -259,41 +219,12 @@ static void release_slot(cri_intercept *x)
     advance(next);
 }
 
-/* ------------------------------------------------------------ batches */
-
-/* The event loop's side: the completion becomes a task on the worker. */
-static void post_completion(void *arg, int ok)
-{
-    pull_event *ev = arg;
-    pull_call *pc = ev->task.owner;
-    ev->task.ok = ok;
-    cri_worker_post(pc->worker, &ev->task);
-}
-
-static bool start_batch(pull_call *pc, grpc_call *gc, const grpc_op *ops, size_t n, pull_event *ev)
-{
-    grpc_call_error e = grpc_call_start_batch(gc, ops, n, &ev->tag, NULL);
-    if (e != GRPC_CALL_OK) {
-        cri_log(CRI_LOG_ERROR, "grpc batch refused", "method", pc->method_text, "error",
-                grpc_call_error_to_string(e), NULL);
-        return false;
-    }
-    pc->outstanding++;
-    return true;
-}
-
-static void set_event(pull_event *ev, pull_call *pc, cri_task_fn fn)
-{
-    ev->tag.fn = post_completion;
-    ev->tag.arg = ev;
-    ev->task.fn = fn;
-    ev->task.owner = pc;
-}
+/* ------------------------------------------------------------ done */
 
 /* DONE once the answer went out (or could not) and no batch is in flight. */
 static void maybe_done(pull_call *pc)
 {
-    if (pc->phase != PH_ANSWERING || !pc->answered_ok || pc->outstanding > 0)
+    if (pc->phase != PH_ANSWERING || !cri_call_finished(&pc->c))
         return;
     pc->phase = PH_DONE;
     cri_intercept *x = pc->x;
@@ -316,9 +247,9 @@ static void log_pull(pull_call *pc, cri_log_level level, const char *msg)
     if (!cri_log_enabled(level))
         return;
     char ms[24];
-    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - pc->start_ms));
-    grpc_status_code code = pc->refused ? pc->answer_code : pc->status;
-    cri_log(level, msg, "method", pc->method_text, "image", pc->req.image, "imageRef",
+    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - pc->c.start_ms));
+    grpc_status_code code = pc->refused ? pc->answer_code : pc->c.status;
+    cri_log(level, msg, "method", pc->c.method_text, "image", pc->req.image, "imageRef",
             pc->image_ref, "status", cri_status_name(code), "outcome", pc->outcome, "credentials",
             pc->decode_done && pc->decoded == CRI_DECODED ? cri_cred_source_name(pc->cred_source)
                                                           : NULL,
@@ -331,32 +262,24 @@ static void log_pull(pull_call *pc, cri_log_level level, const char *msg)
 static void on_final(cri_task *t)
 {
     pull_call *pc = t->owner;
-    pc->outstanding--;
-    pc->answered_ok = true;
+    cri_call_answered(&pc->c);
     maybe_done(pc);
 }
 
-static void send_final(pull_call *pc, grpc_status_code code, grpc_slice *details,
-                       grpc_metadata *initial, size_t n_initial, grpc_metadata *trailing,
-                       size_t n_trailing, grpc_byte_buffer *message)
+/* ANSWERING: no timer is waited for any more. */
+static void start_answering(pull_call *pc)
 {
     pc->phase = PH_ANSWERING;
-    cri_metric_call(pc->method_text, (int)code, (double)(cri_now_ms() - pc->start_ms) / 1e3);
-    cri_worker_disarm(pc->x->o.worker, &pc->timer);
-    grpc_op ops[3];
-    size_t n =
-        cri_answer_ops(ops, code, details, initial, n_initial, trailing, n_trailing, message);
-    if (!start_batch(pc, pc->down, ops, n, &pc->ev_final))
-        pc->answered_ok = true; /* nothing more will come for it */
-    maybe_done(pc);
+    cri_worker_disarm(pc->c.worker, &pc->timer);
 }
 
 /* The runtime's answer, unchanged: its headers, message, status and trailers. */
 static void answer(pull_call *pc)
 {
     log_pull(pc, CRI_LOG_INFO, "pull");
-    send_final(pc, pc->status, &pc->status_details, pc->fwd_initial, pc->n_fwd_initial,
-               pc->fwd_trailing, pc->n_fwd_trailing, pc->response);
+    start_answering(pc);
+    cri_call_relay(&pc->c);
+    maybe_done(pc);
 }
 
 static void on_record_done(void *arg, int rc, const pg_error *err);
@@ -389,10 +312,10 @@ static void refuse(pull_call *pc, grpc_status_code code, const char *message)
     wipe_request(pc); /* refused before anything was sent */
     char text[512];
     snprintf(text, sizeof text, "%s%s%s", message, pc->why ? ": " : "", pc->why ? pc->why : "");
-    grpc_slice_unref(pc->answer_details);
-    pc->answer_details = grpc_slice_from_copied_string(text);
     log_pull(pc, CRI_LOG_WARNING, "pull refused");
-    send_final(pc, code, &pc->answer_details, NULL, 0, NULL, 0, NULL);
+    start_answering(pc);
+    cri_call_answer_status(&pc->c, code, text);
+    maybe_done(pc);
 }
 
 /* ------------------------------------------------------------ record outcomes */
@@ -405,7 +328,7 @@ static void on_record_done(void *arg, int rc, const pg_error *err)
     t->ok = rc;
     if (err)
         t->err = *err;
-    cri_worker_post(pc->worker, t);
+    cri_worker_post(pc->c.worker, t);
 }
 
 static void on_intent_done(cri_task *t)
@@ -475,8 +398,7 @@ static bool ask_image_status(pull_call *pc, const char *image)
     ops[5].data.recv_status_on_client.trailing_metadata = &pc->st_trailing;
     ops[5].data.recv_status_on_client.status = &pc->st_status;
     ops[5].data.recv_status_on_client.status_details = &pc->st_details;
-    set_event(&pc->ev_status, pc, on_status);
-    return start_batch(pc, pc->st_call, ops, 6, &pc->ev_status);
+    return cri_call_start_batch(&pc->c, pc->st_call, ops, 6, &pc->ev_status);
 }
 
 /* The answer's body, or an empty slice (caller unrefs). */
@@ -545,7 +467,7 @@ static void check_absent(pull_call *pc, int present)
 static void on_status(cri_task *t)
 {
     pull_call *pc = t->owner;
-    pc->outstanding--;
+    cri_call_batch_done(&pc->c);
     grpc_slice body = status_answer(pc, t->ok);
     if (pc->phase == PH_RECORDING) {
         char **aliases = NULL;
@@ -574,17 +496,14 @@ static void on_status(cri_task *t)
 static void on_up(cri_task *t)
 {
     pull_call *pc = t->owner;
-    pc->outstanding--;
+    cri_call_upstream_done(&pc->c, t->ok);
     wipe_request(pc);
-    cri_filter_md(&pc->up_initial_md, &pc->fwd_initial, &pc->n_fwd_initial);
-    cri_filter_md(&pc->up_trailing_md, &pc->fwd_trailing, &pc->n_fwd_trailing);
-    if (!t->ok && pc->status == GRPC_STATUS_OK)
-        pc->status = GRPC_STATUS_UNKNOWN;
     cri_intercept *x = pc->x;
     int64_t due = cri_now_ms() + x->o.record_budget_ms;
-    if (pc->status == GRPC_STATUS_OK && pc->response) {
+    grpc_status_code status = pc->c.status;
+    if (status == GRPC_STATUS_OK && pc->c.response) {
         pg_error e = {0};
-        grpc_slice body = cri_flatten(pc->response);
+        grpc_slice body = cri_flatten(pc->c.response);
         int rc = cri_pull_response_decode(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body),
                                           &pc->image_ref, &e);
         grpc_slice_unref(body);
@@ -602,8 +521,8 @@ static void on_up(cri_task *t)
             if (!ask_image_status(pc, pc->image_ref))
                 record_pulled(pc, NULL);
         }
-    } else if (pc->status == GRPC_STATUS_OK || pc->status == GRPC_STATUS_CANCELLED ||
-               pc->status == GRPC_STATUS_DEADLINE_EXCEEDED) {
+    } else if (status == GRPC_STATUS_OK || status == GRPC_STATUS_CANCELLED ||
+               status == GRPC_STATUS_DEADLINE_EXCEEDED) {
         /* The runtime may still finish (or have finished) the pull: keep the intent. */
         pc->outcome = "intent kept (outcome unknown)";
         answer(pc);
@@ -624,24 +543,8 @@ static void forward(pull_call *pc)
     cri_intercept *x = pc->x;
     pc->phase = PH_FORWARDED;
     cri_worker_disarm(x->o.worker, &pc->timer);
-    const grpc_slice *host = GRPC_SLICE_LENGTH(pc->details.host) ? &pc->details.host : NULL;
-    /* The incoming call is the parent: its deadline and cancellation propagate. */
-    pc->up = grpc_channel_create_call(x->o.channel, pc->down, GRPC_PROPAGATE_DEFAULTS, x->o.cq,
-                                      pc->details.method, host, pc->details.deadline, NULL);
-    grpc_op ops[6] = {
-        cri_op(GRPC_OP_SEND_INITIAL_METADATA),  cri_op(GRPC_OP_SEND_MESSAGE),
-        cri_op(GRPC_OP_SEND_CLOSE_FROM_CLIENT), cri_op(GRPC_OP_RECV_INITIAL_METADATA),
-        cri_op(GRPC_OP_RECV_MESSAGE),           cri_op(GRPC_OP_RECV_STATUS_ON_CLIENT)};
-    ops[0].data.send_initial_metadata.count = pc->n_fwd_md;
-    ops[0].data.send_initial_metadata.metadata = pc->fwd_md;
-    ops[1].data.send_message.send_message = pc->request;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &pc->up_initial_md;
-    ops[4].data.recv_message.recv_message = &pc->response;
-    ops[5].data.recv_status_on_client.trailing_metadata = &pc->up_trailing_md;
-    ops[5].data.recv_status_on_client.status = &pc->status;
-    ops[5].data.recv_status_on_client.status_details = &pc->status_details;
-    set_event(&pc->ev_up, pc, on_up);
-    if (!pc->up || !keep_sent_slices(pc) || !start_batch(pc, pc->up, ops, 6, &pc->ev_up)) {
+    /* The slices are kept before the send takes them, to be wiped once it is done. */
+    if (!keep_sent_slices(pc) || !cri_call_forward(&pc->c, x->o.channel, x->o.cq)) {
         /* Durable intent, nothing sent: release it and refuse. */
         pc->phase = PH_ADMITTING;
         pc->intent = CRI_RECORD_PENDING;
@@ -688,7 +591,7 @@ static void decode(pull_call *pc)
     pc->decode_done = true;
     if (pc->decoded != CRI_DECODED)
         return; /* none or several messages */
-    grpc_slice body = cri_flatten(pc->request);
+    grpc_slice body = cri_flatten(pc->c.request);
     pc->decoded = cri_pull_request_decode(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body),
                                           x->annotation_key, &pc->req, &pc->why);
     cri_slice_wipe(body);
@@ -710,14 +613,14 @@ static void decode(pull_call *pc)
 static void advance(pull_call *pc)
 {
     if (pc->phase == PH_RECEIVING) {
-        if (!pc->half_closed && pc->decoded == CRI_DECODED && !pc->down_cancelled)
+        if (!pc->half_closed && pc->decoded == CRI_DECODED && !pc->c.down_cancelled)
             return; /* the half-close is still to come */
         pc->phase = PH_ADMITTING;
         decode(pc);
     }
     if (pc->phase != PH_ADMITTING)
         return;
-    if (pc->decoded == CRI_DECODED && pc->down_cancelled) {
+    if (pc->decoded == CRI_DECODED && pc->c.down_cancelled) {
         /* Nobody to answer: nothing goes up (a queued intent is released). */
         pc->why = "the caller went away";
         refuse(pc, GRPC_STATUS_CANCELLED, "pullgate: pull not forwarded");
@@ -767,39 +670,30 @@ static void on_timer(cri_task *t)
 
 /* ------------------------------------------------------------ receiving */
 
+/* The request is complete, or refused for why (then it is not decoded). */
+static void end_of_request(pull_call *pc, const char *why)
+{
+    pc->half_closed = true;
+    if (!why)
+        return;
+    pc->decoded = CRI_EXTRA_MESSAGE;
+    pc->why = why;
+}
+
 static void receive_next(pull_call *pc)
 {
-    grpc_op o = cri_op(GRPC_OP_RECV_MESSAGE);
-    o.data.recv_message.recv_message = &pc->recv_bb;
-    if (!start_batch(pc, pc->down, &o, 1, &pc->ev_recv)) {
-        pc->half_closed = true;
-        pc->decoded = CRI_EXTRA_MESSAGE;
-        pc->why = "cannot read the request";
-    }
+    if (!cri_call_receive_next(&pc->c))
+        end_of_request(pc, "cannot read the request");
 }
 
 static void on_recv(cri_task *t)
 {
     pull_call *pc = t->owner;
-    pc->outstanding--;
-    if (!t->ok || !pc->recv_bb) {
-        cri_byte_buffer_wipe_destroy(pc->recv_bb);
-        pc->recv_bb = NULL;
-        pc->half_closed = true;
-        if (!pc->request) {
-            pc->decoded = CRI_EXTRA_MESSAGE;
-            pc->why = "no request message";
-        }
-    } else if (++pc->n_messages == 1) {
-        pc->request = pc->recv_bb;
-        pc->recv_bb = NULL;
-        receive_next(pc); /* the half-close, or a second message */
-    } else {
-        cri_byte_buffer_wipe_destroy(pc->recv_bb);
-        pc->recv_bb = NULL;
-        pc->half_closed = true;
-        pc->decoded = CRI_EXTRA_MESSAGE;
-        pc->why = "a second request message";
+    switch (cri_call_received(&pc->c, t->ok)) {
+    case CRI_CALL_RECV_REQUEST: receive_next(pc); break; /* the half-close, or a second message */
+    case CRI_CALL_RECV_END: end_of_request(pc, NULL); break;
+    case CRI_CALL_RECV_NONE: end_of_request(pc, "no request message"); break;
+    case CRI_CALL_RECV_EXTRA: end_of_request(pc, "a second request message"); break;
     }
     advance(pc);
     maybe_done(pc);
@@ -808,9 +702,9 @@ static void on_recv(cri_task *t)
 static void on_closed(cri_task *t)
 {
     pull_call *pc = t->owner;
-    pc->outstanding--;
+    cri_call_batch_done(&pc->c);
     /* down_cancelled was written by gRPC; a cancelled call also fails its pending batches. */
-    if (pc->phase == PH_ADMITTING && pc->down_cancelled)
+    if (pc->phase == PH_ADMITTING && pc->c.down_cancelled)
         advance(pc);
     maybe_done(pc);
 }
@@ -818,61 +712,43 @@ static void on_closed(cri_task *t)
 static void on_start(cri_task *t)
 {
     pull_call *pc = t->owner;
-    cri_filter_md(&pc->client_md, &pc->fwd_md, &pc->n_fwd_md);
-    grpc_op o = cri_op(GRPC_OP_RECV_CLOSE_ON_SERVER);
-    o.data.recv_close_on_server.cancelled = &pc->down_cancelled;
-    start_batch(pc, pc->down, &o, 1, &pc->ev_closed);
-    receive_next(pc);
+    if (!cri_call_start_receiving(&pc->c))
+        end_of_request(pc, "cannot read the request");
     advance(pc);
     maybe_done(pc);
 }
 
 /* ------------------------------------------------------------ public */
 
+static const cri_call_kind pull_kind = {
+    .name = NULL, /* the method's path: PullImage of runtime.v1 or v1alpha2 */
+    .received = on_recv,
+    .closed = on_closed,
+    .upstream = on_up,
+    .answered = on_final,
+};
+
 void cri_intercept_start(cri_intercept *x, const cri_method *m, grpc_call *incoming,
                          grpc_call_details *details, grpc_metadata_array *md)
 {
     pull_call *pc = calloc(1, sizeof *pc);
     if (!pc) {
-        grpc_call_cancel_with_status(incoming, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                                     "pullgate: out of memory", NULL);
-        grpc_call_unref(incoming);
-        grpc_call_details_destroy(details);
-        grpc_metadata_array_destroy(md);
+        cri_call_refuse_unallocated(incoming, details, md);
         return;
     }
+    cri_call_init(&pc->c, pc, &pull_kind, x->o.worker, incoming, details, md);
     pc->x = x;
-    pc->worker = x->o.worker;
     atomic_init(&pc->refs, 1);
     pc->method = *m;
-    pc->start_ms = cri_now_ms();
-    pc->down = incoming;
-    pc->details = *details;
-    pc->client_md = *md;
-    pc->status_details = grpc_empty_slice();
     pc->st_details = grpc_empty_slice();
-    pc->answer_details = grpc_empty_slice();
     pc->decoded = CRI_DECODED;
-    grpc_metadata_array_init(&pc->up_initial_md);
-    grpc_metadata_array_init(&pc->up_trailing_md);
     grpc_metadata_array_init(&pc->st_initial);
     grpc_metadata_array_init(&pc->st_trailing);
-    size_t mlen = GRPC_SLICE_LENGTH(details->method);
-    if (mlen >= sizeof pc->method_text)
-        mlen = sizeof pc->method_text - 1;
-    memcpy(pc->method_text, GRPC_SLICE_START_PTR(details->method), mlen);
-    pc->method_text[mlen] = '\0';
-    set_event(&pc->ev_recv, pc, on_recv);
-    set_event(&pc->ev_closed, pc, on_closed);
-    set_event(&pc->ev_up, pc, on_up);
-    set_event(&pc->ev_status, pc, on_status);
-    set_event(&pc->ev_final, pc, on_final);
+    cri_call_set_event(&pc->c, &pc->ev_status, on_status);
     pc->t_start = (cri_task){.fn = on_start, .owner = pc};
     pc->t_intent = (cri_task){.fn = on_intent_done, .owner = pc};
     pc->t_result = (cri_task){.fn = on_result_done, .owner = pc};
     pc->timer.task = (cri_task){.fn = on_timer, .owner = pc};
-    memset(details, 0, sizeof *details);
-    memset(md, 0, sizeof *md);
     cri_worker_post(x->o.worker, &pc->t_start);
 }
 

@@ -22,6 +22,7 @@
  */
 #include "verify.h"
 
+#include "call.h"
 #include "cri_metrics.h"
 #include "log.h"
 #include "recorder.h"
@@ -32,136 +33,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct status_event {
-    cri_tag tag;
-    cri_task task;
-} status_event;
-
 struct cri_verifier {
     cri_verifier_options o;
     cri_verify_memory *memory; /* worker thread only */
 };
 
 typedef struct status_call {
+    cri_call c; /* the incoming call, its request, the forward and the answer */
     cri_verifier *v;
-    int outstanding; /* gRPC batches in flight */
-    bool answering, answered_ok;
-    int64_t start_ms;
-    char method_text[256]; /* for the calls metric */
-    grpc_call *down, *up;
-    grpc_call_details details;
-    grpc_metadata_array client_md;
-    grpc_metadata *fwd_md;
-    size_t n_fwd_md;
-    grpc_byte_buffer *recv_bb, *request;
     cri_status_request req; /* decoded before the bytes go up (sending moves them out) */
     bool decoded;
-    unsigned n_messages;
     bool forwarded;
     const char *bad; /* why the request is refused (no request message) */
-    int down_cancelled;
-    grpc_metadata_array up_initial_md, up_trailing_md;
-    grpc_metadata *fwd_initial, *fwd_trailing;
-    size_t n_fwd_initial, n_fwd_trailing;
-    grpc_status_code status;
-    grpc_slice status_details;
-    grpc_byte_buffer *response, *empty;
-    grpc_slice answer_details;
-    status_event ev_recv, ev_closed, ev_up, ev_final;
+    grpc_byte_buffer *empty;
 } status_call;
 
 /* ------------------------------------------------------------ lifetime */
 
-static void release(status_call *sc)
+static void maybe_done(status_call *sc)
 {
+    if (!cri_call_finished(&sc->c))
+        return;
     cri_status_request_clear(&sc->req);
-    if (sc->request)
-        grpc_byte_buffer_destroy(sc->request);
-    if (sc->recv_bb)
-        grpc_byte_buffer_destroy(sc->recv_bb);
-    if (sc->response)
-        grpc_byte_buffer_destroy(sc->response);
     if (sc->empty)
         grpc_byte_buffer_destroy(sc->empty);
-    free(sc->fwd_md);
-    free(sc->fwd_initial);
-    free(sc->fwd_trailing);
-    grpc_metadata_array_destroy(&sc->client_md);
-    grpc_metadata_array_destroy(&sc->up_initial_md);
-    grpc_metadata_array_destroy(&sc->up_trailing_md);
-    grpc_slice_unref(sc->status_details);
-    grpc_slice_unref(sc->answer_details);
-    if (sc->up)
-        grpc_call_unref(sc->up);
-    if (sc->down)
-        grpc_call_unref(sc->down);
-    grpc_call_details_destroy(&sc->details);
+    cri_call_release(&sc->c);
     free(sc);
 }
 
-static void maybe_done(status_call *sc)
-{
-    if (sc->answering && sc->answered_ok && sc->outstanding == 0)
-        release(sc);
-}
-
-/* ------------------------------------------------------------ batches */
-
-static void post_completion(void *arg, int ok)
-{
-    status_event *ev = arg;
-    status_call *sc = ev->task.owner;
-    ev->task.ok = ok;
-    cri_worker_post(sc->v->o.worker, &ev->task);
-}
-
-static void set_event(status_event *ev, status_call *sc, cri_task_fn fn)
-{
-    ev->tag.fn = post_completion;
-    ev->tag.arg = ev;
-    ev->task.fn = fn;
-    ev->task.owner = sc;
-}
-
-static bool start_batch(status_call *sc, grpc_call *gc, const grpc_op *ops, size_t n,
-                        status_event *ev)
-{
-    grpc_call_error e = grpc_call_start_batch(gc, ops, n, &ev->tag, NULL);
-    if (e != GRPC_CALL_OK) {
-        cri_log(CRI_LOG_ERROR, "grpc batch refused", "method", "ImageStatus", "error",
-                grpc_call_error_to_string(e), NULL);
-        return false;
-    }
-    sc->outstanding++;
-    return true;
-}
+/* ------------------------------------------------------------ answers */
 
 static void on_final(cri_task *t)
 {
     status_call *sc = t->owner;
-    sc->outstanding--;
-    sc->answered_ok = true;
+    cri_call_answered(&sc->c);
     maybe_done(sc);
-}
-
-static void send_final(status_call *sc, grpc_status_code code, grpc_slice *details,
-                       grpc_metadata *initial, size_t n_initial, grpc_metadata *trailing,
-                       size_t n_trailing, grpc_byte_buffer *message)
-{
-    sc->answering = true;
-    cri_metric_call(sc->method_text, (int)code, (double)(cri_now_ms() - sc->start_ms) / 1e3);
-    grpc_op ops[3];
-    size_t n =
-        cri_answer_ops(ops, code, details, initial, n_initial, trailing, n_trailing, message);
-    if (!start_batch(sc, sc->down, ops, n, &sc->ev_final))
-        sc->answered_ok = true; /* nothing more will come for it */
-}
-
-/* The runtime's answer, unchanged: its headers, message, status and trailers. */
-static void answer_truth(status_call *sc)
-{
-    send_final(sc, sc->status, &sc->status_details, sc->fwd_initial, sc->n_fwd_initial,
-               sc->fwd_trailing, sc->n_fwd_trailing, sc->response);
 }
 
 /* "Not present": ImageStatusResponse{} (zero bytes) with the runtime's headers and trailers. */
@@ -170,21 +76,18 @@ static void answer_absent(status_call *sc)
     grpc_slice nothing = grpc_empty_slice();
     sc->empty = grpc_raw_byte_buffer_create(&nothing, 1);
     if (!sc->empty) {
-        answer_truth(sc);
+        cri_call_relay(&sc->c);
         return;
     }
-    send_final(sc, GRPC_STATUS_OK, &sc->status_details, sc->fwd_initial, sc->n_fwd_initial,
-               sc->fwd_trailing, sc->n_fwd_trailing, sc->empty);
+    cri_call_relay_as(&sc->c, GRPC_STATUS_OK, sc->empty);
 }
 
 static void refuse(status_call *sc, const char *why)
 {
     char text[128];
     snprintf(text, sizeof text, "pullgate: ImageStatus not forwarded: %s", why);
-    grpc_slice_unref(sc->answer_details);
-    sc->answer_details = grpc_slice_from_copied_string(text);
     cri_log(CRI_LOG_WARNING, "ImageStatus refused", "detail", why, NULL);
-    send_final(sc, GRPC_STATUS_INVALID_ARGUMENT, &sc->answer_details, NULL, 0, NULL, 0, NULL);
+    cri_call_answer_status(&sc->c, GRPC_STATUS_INVALID_ARGUMENT, text);
 }
 
 /* ------------------------------------------------------------ deciding */
@@ -261,11 +164,11 @@ static void judge(status_call *sc, const cri_status_request *r, bool decoded, ve
         out->why = "no pod annotations";
         return;
     }
-    if (sc->status != GRPC_STATUS_OK || !sc->response) {
+    if (sc->c.status != GRPC_STATUS_OK || !sc->c.response) {
         out->why = "the runtime answered an error";
         return;
     }
-    grpc_slice body = cri_flatten(sc->response);
+    grpc_slice body = cri_flatten(sc->c.response);
     char **aliases = NULL;
     pg_error e = {0};
     int rc = cri_image_status_aliases(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body), NULL,
@@ -283,7 +186,7 @@ static void judge(status_call *sc, const cri_status_request *r, bool decoded, ve
 static void log_verdict(const status_call *sc, const cri_status_request *r, const verdict *vd)
 {
     char ms[24];
-    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - sc->start_ms));
+    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - sc->c.start_ms));
     const char *reason = vd->reason ? pg_reason_name(vd->reason) : NULL;
     if (vd->absent)
         /* Never a hash: image, namespace and the decision's reason only. */
@@ -299,25 +202,21 @@ static void log_verdict(const status_call *sc, const cri_status_request *r, cons
                 "image", r->image, "namespace", vd->namespace_, "reason", reason, NULL);
     else if (cri_log_enabled(CRI_LOG_DEBUG))
         cri_log(CRI_LOG_DEBUG, "ImageStatus", "image", r->image, "status",
-                cri_status_name(sc->status), "detail", vd->why, "reason", reason, "durationMs", ms,
-                NULL);
+                cri_status_name(sc->c.status), "detail", vd->why, "reason", reason, "durationMs",
+                ms, NULL);
 }
 
 static void on_up(cri_task *t)
 {
     status_call *sc = t->owner;
-    sc->outstanding--;
-    cri_filter_md(&sc->up_initial_md, &sc->fwd_initial, &sc->n_fwd_initial);
-    cri_filter_md(&sc->up_trailing_md, &sc->fwd_trailing, &sc->n_fwd_trailing);
-    if (!t->ok && sc->status == GRPC_STATUS_OK)
-        sc->status = GRPC_STATUS_UNKNOWN;
+    cri_call_upstream_done(&sc->c, t->ok);
     const cri_status_request *r = &sc->req;
     verdict vd = {0};
     judge(sc, r, sc->decoded, &vd);
     if (vd.absent)
         answer_absent(sc);
     else
-        answer_truth(sc);
+        cri_call_relay(&sc->c);
     log_verdict(sc, r, &vd);
     if (vd.metric)
         cri_metric_verification(vd.metric);
@@ -334,31 +233,13 @@ static void forward(status_call *sc)
     cri_verifier *v = sc->v;
     sc->forwarded = true;
     pg_error e = {0};
-    grpc_slice body = cri_flatten(sc->request);
+    grpc_slice body = cri_flatten(sc->c.request);
     sc->decoded = cri_status_request_decode(GRPC_SLICE_START_PTR(body), GRPC_SLICE_LENGTH(body),
                                             pg_config_annotation(v->o.cfg), &sc->req, &e) == PG_OK;
     grpc_slice_unref(body);
-    const grpc_slice *host = GRPC_SLICE_LENGTH(sc->details.host) ? &sc->details.host : NULL;
-    sc->up = grpc_channel_create_call(v->o.channel, sc->down, GRPC_PROPAGATE_DEFAULTS, v->o.cq,
-                                      sc->details.method, host, sc->details.deadline, NULL);
-    grpc_op ops[6] = {
-        cri_op(GRPC_OP_SEND_INITIAL_METADATA),  cri_op(GRPC_OP_SEND_MESSAGE),
-        cri_op(GRPC_OP_SEND_CLOSE_FROM_CLIENT), cri_op(GRPC_OP_RECV_INITIAL_METADATA),
-        cri_op(GRPC_OP_RECV_MESSAGE),           cri_op(GRPC_OP_RECV_STATUS_ON_CLIENT)};
-    ops[0].data.send_initial_metadata.count = sc->n_fwd_md;
-    ops[0].data.send_initial_metadata.metadata = sc->fwd_md;
-    ops[1].data.send_message.send_message = sc->request;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &sc->up_initial_md;
-    ops[4].data.recv_message.recv_message = &sc->response;
-    ops[5].data.recv_status_on_client.trailing_metadata = &sc->up_trailing_md;
-    ops[5].data.recv_status_on_client.status = &sc->status;
-    ops[5].data.recv_status_on_client.status_details = &sc->status_details;
-    if (!sc->up || !start_batch(sc, sc->up, ops, 6, &sc->ev_up)) {
-        grpc_slice_unref(sc->answer_details);
-        sc->answer_details =
-            grpc_slice_from_static_string("pullgate: the runtime call could not be started");
-        send_final(sc, GRPC_STATUS_UNAVAILABLE, &sc->answer_details, NULL, 0, NULL, 0, NULL);
-    }
+    if (!cri_call_forward(&sc->c, v->o.channel, v->o.cq))
+        cri_call_answer_status(&sc->c, GRPC_STATUS_UNAVAILABLE,
+                               "pullgate: the runtime call could not be started");
 }
 
 /* ------------------------------------------------------------ receiving */
@@ -371,41 +252,29 @@ static void forward(status_call *sc)
  */
 static void advance(status_call *sc)
 {
-    if (sc->forwarded || sc->answering)
+    if (sc->forwarded || sc->c.answering)
         return;
-    if (sc->request)
+    if (sc->c.request)
         forward(sc);
     else if (sc->bad)
         refuse(sc, sc->bad);
 }
 
-static void receive_next(status_call *sc)
-{
-    grpc_op o = cri_op(GRPC_OP_RECV_MESSAGE);
-    o.data.recv_message.recv_message = &sc->recv_bb;
-    if (!start_batch(sc, sc->down, &o, 1, &sc->ev_recv) && !sc->request)
-        sc->bad = "cannot read the request";
-}
+/* After the request: the half-close, or a message to drop. Once the request is here, a
+ * receive that cannot start changes nothing (the call's end comes without it). */
+static void drain(status_call *sc) { cri_call_receive_next(&sc->c); }
 
 static void on_recv(cri_task *t)
 {
     status_call *sc = t->owner;
-    sc->outstanding--;
-    if (!t->ok || !sc->recv_bb) {
-        if (sc->recv_bb)
-            grpc_byte_buffer_destroy(sc->recv_bb);
-        sc->recv_bb = NULL;
-        if (!sc->request)
-            sc->bad = "no request message";
-    } else if (++sc->n_messages == 1) {
-        sc->request = sc->recv_bb;
-        sc->recv_bb = NULL;
-        receive_next(sc); /* the half-close, or a message to drop */
-    } else {
-        grpc_byte_buffer_destroy(sc->recv_bb);
-        sc->recv_bb = NULL;
-        if (!sc->answering) /* once answered, the call's end completes nothing more */
-            receive_next(sc);
+    switch (cri_call_received(&sc->c, t->ok)) {
+    case CRI_CALL_RECV_REQUEST: drain(sc); break;
+    case CRI_CALL_RECV_END: break;
+    case CRI_CALL_RECV_NONE: sc->bad = "no request message"; break;
+    case CRI_CALL_RECV_EXTRA:
+        if (!sc->c.answering) /* once answered, the call's end completes nothing more */
+            drain(sc);
+        break;
     }
     advance(sc);
     maybe_done(sc);
@@ -414,7 +283,7 @@ static void on_recv(cri_task *t)
 static void on_closed(cri_task *t)
 {
     status_call *sc = t->owner;
-    sc->outstanding--;
+    cri_call_batch_done(&sc->c);
     maybe_done(sc);
 }
 
@@ -426,48 +295,32 @@ static void on_closed(cri_task *t)
  */
 static void start_receiving(status_call *sc)
 {
-    cri_filter_md(&sc->client_md, &sc->fwd_md, &sc->n_fwd_md);
-    grpc_op o = cri_op(GRPC_OP_RECV_CLOSE_ON_SERVER);
-    o.data.recv_close_on_server.cancelled = &sc->down_cancelled;
-    start_batch(sc, sc->down, &o, 1, &sc->ev_closed);
-    receive_next(sc);
+    if (!cri_call_start_receiving(&sc->c))
+        sc->bad = "cannot read the request";
     advance(sc); /* refuses when the receive could not start */
     maybe_done(sc);
 }
 
 /* ------------------------------------------------------------ public */
 
+static const cri_call_kind status_kind = {
+    .name = "ImageStatus",
+    .received = on_recv,
+    .closed = on_closed,
+    .upstream = on_up,
+    .answered = on_final,
+};
+
 void cri_verifier_start(cri_verifier *v, grpc_call *incoming, grpc_call_details *details,
                         grpc_metadata_array *md)
 {
     status_call *sc = calloc(1, sizeof *sc);
     if (!sc) {
-        grpc_call_cancel_with_status(incoming, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                                     "pullgate: out of memory", NULL);
-        grpc_call_unref(incoming);
-        grpc_call_details_destroy(details);
-        grpc_metadata_array_destroy(md);
+        cri_call_refuse_unallocated(incoming, details, md);
         return;
     }
+    cri_call_init(&sc->c, sc, &status_kind, v->o.worker, incoming, details, md);
     sc->v = v;
-    sc->start_ms = cri_now_ms();
-    size_t mlen = GRPC_SLICE_LENGTH(details->method);
-    if (mlen >= sizeof sc->method_text)
-        mlen = sizeof sc->method_text - 1;
-    memcpy(sc->method_text, GRPC_SLICE_START_PTR(details->method), mlen);
-    sc->down = incoming;
-    sc->details = *details;
-    sc->client_md = *md;
-    sc->status_details = grpc_empty_slice();
-    sc->answer_details = grpc_empty_slice();
-    grpc_metadata_array_init(&sc->up_initial_md);
-    grpc_metadata_array_init(&sc->up_trailing_md);
-    set_event(&sc->ev_recv, sc, on_recv);
-    set_event(&sc->ev_closed, sc, on_closed);
-    set_event(&sc->ev_up, sc, on_up);
-    set_event(&sc->ev_final, sc, on_final);
-    memset(details, 0, sizeof *details);
-    memset(md, 0, sizeof *md);
     start_receiving(sc);
 }
 
