@@ -90,6 +90,8 @@ bool pgd_root_owned_safe(const char *path, char *why, size_t n);
  * pg_strv_free), for the first process whose comm is name, that runs as root (real uid) and
  * shares the doctor's mount namespace (never a container's); NULL when none. */
 char **pgd_find_process(const char *proc_root, const char *name, int *pid_out);
+/* Whether pid is such a process now (root, the doctor's mount namespace). */
+bool pgd_node_process(const char *proc_root, int pid);
 /* The value of --name VALUE / --name=VALUE in argv (the last one wins), or NULL. */
 const char *pgd_flag(char *const *argv, const char *name);
 

@@ -154,6 +154,13 @@ static bool node_process(const char *proc_root, const char *pid)
     return runs_as_root(proc_root, pid) && shares_our_mounts(proc_root, pid);
 }
 
+bool pgd_node_process(const char *proc_root, int pid)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%d", pid);
+    return node_process(proc_root, text);
+}
+
 char **pgd_find_process(const char *proc_root, const char *name, int *pid_out)
 {
     DIR *d = opendir(proc_root);
