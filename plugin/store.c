@@ -302,6 +302,16 @@ static int stage_record(const pg_store *s, pg_st_batch *b, int pulled_fd, const 
     if (rc != PG_OK)
         return rc;
     size_t len = strlen(text);
+    /* Never a record its readers refuse: that would deny every pod that verified with it
+     * and fail every later pull of the image. The pull is refused instead; the record as
+     * it was stays. */
+    if (len + 1 > PG_MAX_RECORD_BYTES) {
+        free(text);
+        return pg_fail(err, PG_ERR_LIMIT,
+                       "%s: the record would be %zu bytes, larger than the limit of %u; not "
+                       "written",
+                       name, len + 1, PG_MAX_RECORD_BYTES);
+    }
     text[len] = '\n'; /* Go's json.Encoder ends with "\n"; the NUL is no longer needed */
     rc = pg_st_batch_stage(b, pulled_fd, s->dirs[0].path, SUB_PULLED, name, text, len + 1, err);
     free(text);

@@ -68,6 +68,9 @@ set_kubelet_version v1.33.2
 ln -sfn "$KUBELET_BIN" "$PROC/$KPID/exe"
 echo kubelet >"$PROC/$KPID/comm"
 printf 'Name:\tkubelet\nUid:\t0\t0\t0\t0\n' >"$PROC/$KPID/status"
+# The doctor's own mount namespace: a process on the node's filesystem, not in a container.
+mkdir -p "$PROC/$KPID/ns"
+ln -sfn /proc/self/ns/mnt "$PROC/$KPID/ns/mnt"
 KCONFIG="$W/kubelet-config.yaml"
 set_kubelet_cmdline() { # ARGS...
     printf '%s\0' /usr/bin/kubelet --config="$KCONFIG" "$@" >"$PROC/$KPID/cmdline"
@@ -89,6 +92,9 @@ mirror_cri() { # the real pullgate-cri's cmdline, or a rewritten one: ARGS...
     MIRROR_PID="$PG_PROXY_PID"
     mkdir -p "$PROC/$PG_PROXY_PID"
     echo pullgate-cri >"$PROC/$PG_PROXY_PID/comm"
+    printf 'Name:\tpullgate-cri\nUid:\t0\t0\t0\t0\n' >"$PROC/$PG_PROXY_PID/status"
+    mkdir -p "$PROC/$PG_PROXY_PID/ns"
+    ln -sfn /proc/self/ns/mnt "$PROC/$PG_PROXY_PID/ns/mnt"
     if (($#)); then printf '%s\0' "$@" >"$PROC/$PG_PROXY_PID/cmdline"; else
         cp "/proc/$PG_PROXY_PID/cmdline" "$PROC/$PG_PROXY_PID/cmdline"
     fi
@@ -248,8 +254,36 @@ expect kubelet-policy fail "not run"
 chmod 0755 "$KUBELET_BIN"
 printf 'Name:\tkubelet\nUid:\t1000\t1000\t1000\t1000\n' >"$PROC/$KPID/status"
 doctor
-expect kubelet-policy fail "not run" # a "kubelet" not running as root: its binary is never run
+# A "kubelet" not running as root is not the node's: its argv proves nothing, its binary never runs.
+expect kubelet fail "no kubelet process runs"
+expect kubelet-policy fail "no kubelet process runs"
 printf 'Name:\tkubelet\nUid:\t0\t0\t0\t0\n' >"$PROC/$KPID/status"
+# A container's "kubelet" (root, no user namespace; the host's /proc lists it) whose argv
+# points at pullgate-cri and whose binary, in its image, leaves a marker when run: it is not
+# the node's kubelet, so the endpoints check fails and nothing of it is run.
+mv "$PROC/$KPID" "$W/kubelet-away"
+CPID=4343
+mkdir -p "$PROC/$CPID/ns"
+echo kubelet >"$PROC/$CPID/comm"
+printf 'Name:\tkubelet\nUid:\t0\t0\t0\t0\n' >"$PROC/$CPID/status"
+printf '%s\0' /usr/bin/kubelet --image-service-endpoint="unix://$PG_PROXY_SOCK" \
+    --container-runtime-endpoint="unix://$PG_PROXY_SOCK" >"$PROC/$CPID/cmdline"
+printf 'mnt:[1]\n' >"$PROC/$CPID/ns/mnt" # another mount namespace than the doctor's
+printf '#!/bin/sh\ntouch "%s"\necho "Kubernetes v1.34.0"\n' "$W/container-kubelet-ran" >"$W/bin/ctr-kubelet"
+chmod 0755 "$W/bin/ctr-kubelet"
+ln -sfn "$W/bin/ctr-kubelet" "$PROC/$CPID/exe"
+doctor
+expect kubelet fail "no kubelet process runs"
+expect kubelet-policy fail "no kubelet process runs"
+PG_CHECKS=$((PG_CHECKS + 1))
+if [[ -e "$W/container-kubelet-ran" ]]; then
+    PG_FAILURES=$((PG_FAILURES + 1))
+    pg_log "FAIL - the doctor ran a container's \"kubelet\" binary"
+else
+    pg_log "ok   - a container's \"kubelet\" binary is never run"
+fi
+rm -rf "${PROC:?}/$CPID"
+mv "$W/kubelet-away" "$PROC/$KPID"
 printf 'a: &x [1]\nb: *x\n' >"$KCONFIG"
 doctor
 expect kubelet fail "aliases are not accepted"

@@ -700,6 +700,63 @@ START_TEST(hostile_oversized)
 }
 END_TEST
 
+/*
+ * A valid record text of about `size` bytes (never more) for ref: one mapping of APP_NAME whose
+ * secrets are namespace-bound placeholders of another tenant (what its pulls leave behind).
+ */
+static char *record_of_size(const char *ref, size_t size)
+{
+    char *text = malloc(size + 1);
+    ck_assert_ptr_nonnull(text);
+    int n =
+        snprintf(text, size + 1,
+                 "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"%s\",\"lastUpdatedTime\":"
+                 "\"2025-01-01T00:00:00Z\",\"imageRef\":\"%s\",\"credentialMapping\":{\"" APP_NAME
+                 "\":{\"kubernetesSecrets\":[",
+                 PG_API_V1ALPHA1, ref);
+    size_t len = (size_t)n;
+    const char *tail = "]}}}\n";
+    for (unsigned long i = 1;; i++) {
+        char item[256];
+        int k = snprintf(
+            item, sizeof item,
+            "%s{\"uid\":\"\",\"namespace\":\"tenant-b\",\"name\":\"" PG_UNVERIFIED_NAME_PREFIX
+            "%064lx\",\"credentialHash\":\"%064lx\"}",
+            i > 1 ? "," : "", i, i);
+        if (len + (size_t)k + strlen(tail) > size)
+            break;
+        memcpy(text + len, item, (size_t)k);
+        len += (size_t)k;
+    }
+    memcpy(text + len, tail, strlen(tail) + 1);
+    return text;
+}
+
+/* A pull that would grow a record past what its readers accept is refused: the record as it
+ * was stays readable (else every pod that verified with it is denied, and no pull of the
+ * image can be recorded any more). */
+START_TEST(hostile_record_grown_past_the_bound)
+{
+    pg_store *s = open_store();
+    char *text = record_of_size(REF1, PG_MAX_RECORD_BYTES - 64);
+    char *path = place_record(fx.state, REF1, text, 0600);
+    expect_get(s, REF1, PG_OK, NULL);
+    pg_secret sec = {"tenant-a", "regcred", "uid-1", H_A};
+    pg_pull_credentials c = {.secrets = &sec, .n_secrets = 1};
+    pg_error err = {0};
+    int rc = pg_store_record_pulled(s, APP, REF1, &c, &err);
+    ck_assert_msg(rc == PG_ERR_LIMIT, "expected PG_ERR_LIMIT, got %d: %s", rc, err.message);
+    expect_get(s, REF1, PG_OK, NULL);
+    size_t len = 0;
+    char *now = tu_read_file(path, &len);
+    ck_assert_str_eq(now, text);
+    free(now);
+    free(text);
+    free(path);
+    pg_store_free(s);
+}
+END_TEST
+
 START_TEST(hostile_content_mismatch)
 {
     pg_store *s = open_store();
@@ -1241,6 +1298,7 @@ static Suite *store_suite(void)
     tcase_add_test(hostile, hostile_owner);
     tcase_add_test(hostile, hostile_mode);
     tcase_add_test(hostile, hostile_oversized);
+    tcase_add_test(hostile, hostile_record_grown_past_the_bound);
     tcase_add_test(hostile, hostile_content_mismatch);
     tcase_add_test(hostile, temp_files_are_not_records);
     tcase_add_test(hostile, name_index_complete_only_without_records);

@@ -87,8 +87,11 @@ int pgd_read_file(const char *path, char **buf, size_t *len, pg_error *err);
 bool pgd_root_owned_safe(const char *path, char *why, size_t n);
 
 /* A process's argv from <proc_root>/<pid>/cmdline (NULL-terminated strv, caller frees with
- * pg_strv_free), for the first process whose comm is name; NULL when none. */
+ * pg_strv_free), for the first process whose comm is name, that runs as root (real uid) and
+ * shares the doctor's mount namespace (never a container's); NULL when none. */
 char **pgd_find_process(const char *proc_root, const char *name, int *pid_out);
+/* Whether pid is such a process now (root, the doctor's mount namespace). */
+bool pgd_node_process(const char *proc_root, int pid);
 /* The value of --name VALUE / --name=VALUE in argv (the last one wins), or NULL. */
 const char *pgd_flag(char *const *argv, const char *name);
 

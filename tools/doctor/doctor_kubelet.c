@@ -117,29 +117,24 @@ static int parse_version(const char *s, int *major, int *minor)
 
 /*
  * The running kubelet's binary is run with --version only when root runs it
- * and the file is root's alone (owned by root, not writable by group or
- * others): anything else would run someone's program as root. The file is
- * opened once and run through that descriptor (fexecve), so the one checked is
- * the one run, even if the process exits and its pid is reused meanwhile.
- * Returns the descriptor (not close-on-exec: a script's interpreter opens it
- * as /dev/fd/N), or -1.
+ * on the node's own filesystem (not in a container) and the file is root's
+ * alone (owned by root, not writable by group or others): anything else would
+ * run someone's program as root. The file is opened once and run through that
+ * descriptor (fexecve), so the one checked is the one run. The process is
+ * checked again after the open: had its pid been reused before it (by a
+ * container's process), the check fails; reused after it, the descriptor is
+ * still the kubelet's binary. Returns the descriptor (not close-on-exec: a
+ * script's interpreter opens it as /dev/fd/N), or -1.
  */
 static int trusted_binary(const pgd_node *n, const kubelet *k)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%d/status", n->opt->proc_root, k->pid);
-    char *text = NULL;
-    size_t len;
-    if (pgd_read_file(path, &text, &len, NULL) != PG_OK)
-        return -1;
-    const char *uid = strstr(text, "\nUid:");
-    bool root = uid && strtol(uid + 5, NULL, 10) == 0;
-    free(text);
     snprintf(path, sizeof path, "%s/%d/exe", n->opt->proc_root, k->pid);
-    int fd = root ? open(path, O_RDONLY) : -1;
+    int fd = open(path, O_RDONLY);
     struct stat st;
-    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
-                    (st.st_mode & (S_IWGRP | S_IWOTH)) || !(st.st_mode & S_IXUSR))) {
+    if (fd >= 0 && (!pgd_node_process(n->opt->proc_root, k->pid) || fstat(fd, &st) != 0 ||
+                    !S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) ||
+                    !(st.st_mode & S_IXUSR))) {
         close(fd);
         fd = -1;
     }

@@ -118,6 +118,49 @@ static char **split_cmdline(const char *buf, size_t len)
     return argv;
 }
 
+/* Real uid 0 in <proc_root>/<pid>/status ("Uid:\treal\teffective..."). */
+static bool runs_as_root(const char *proc_root, const char *pid)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s/status", proc_root, pid);
+    size_t len = 0;
+    char *text = read_small(path, 64u << 10, &len);
+    const char *uid = text ? strstr(text, "\nUid:") : NULL;
+    char *end = NULL;
+    bool root = uid && strtol(uid + 5, &end, 10) == 0 && end != uid + 5;
+    free(text);
+    return root;
+}
+
+/* The process sees the doctor's own filesystem: its mount namespace is ours. */
+static bool shares_our_mounts(const char *proc_root, const char *pid)
+{
+    char path[4096];
+    struct stat theirs, ours;
+    snprintf(path, sizeof path, "%s/%s/ns/mnt", proc_root, pid);
+    return stat(path, &theirs) == 0 && stat("/proc/self/ns/mnt", &ours) == 0 &&
+           theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
+}
+
+/*
+ * Only root's processes on the node's own filesystem count. The host's /proc
+ * lists every container's processes too: a tenant's container may run a
+ * "kubelet" (as uid 0, no user namespace) whose argv names paths and endpoints
+ * of its choosing and whose executable is in its image. Taking it would let it
+ * pass checks and have its binary run as root outside its container.
+ */
+static bool node_process(const char *proc_root, const char *pid)
+{
+    return runs_as_root(proc_root, pid) && shares_our_mounts(proc_root, pid);
+}
+
+bool pgd_node_process(const char *proc_root, int pid)
+{
+    char text[24];
+    snprintf(text, sizeof text, "%d", pid);
+    return node_process(proc_root, text);
+}
+
 char **pgd_find_process(const char *proc_root, const char *name, int *pid_out)
 {
     DIR *d = opendir(proc_root);
@@ -138,7 +181,7 @@ char **pgd_find_process(const char *proc_root, const char *name, int *pid_out)
         comm[strcspn(comm, "\n")] = '\0';
         bool match = strcmp(comm, name) == 0;
         free(comm);
-        if (!match)
+        if (!match || !node_process(proc_root, e->d_name))
             continue;
         snprintf(path, sizeof path, "%s/%s/cmdline", proc_root, e->d_name);
         char *cmdline = read_small(path, MAX_CMDLINE_BYTES, &len);
