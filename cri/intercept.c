@@ -350,6 +350,18 @@ static void on_intent_done(cri_task *t)
     pull_unref(pc);
 }
 
+/*
+ * A pod asked to pull (verification pulls) has pulled and its record is on disk: its next
+ * ImageStatus is answered truthfully even if the record still does not verify it (no pull
+ * loop). Only while the call runs (x is valid); a record that landed late or failed is not
+ * remembered, so the pod is asked to pull again (the kubelet backs off).
+ */
+static void remember_pulled(pull_call *pc)
+{
+    cri_verifier_pulled(pc->x->o.verifier, pc->req.image, pc->req.annotation,
+                        pc->req.annotation_len, pc->req.config_seen);
+}
+
 static void on_result_done(cri_task *t)
 {
     pull_call *pc = t->owner;
@@ -360,6 +372,8 @@ static void on_result_done(cri_task *t)
         pc->result_waiting = false;
         if (t->ok != PG_OK)
             pc->outcome = "intent kept (record failed)";
+        else
+            remember_pulled(pc);
         answer(pc);
     }
     pull_unref(pc);
@@ -513,9 +527,6 @@ static void on_up(cri_task *t)
                     pc->req.image, "error", e.message, NULL);
             answer(pc);
         } else {
-            /* A pod asked to pull (verification pulls) has pulled. */
-            cri_verifier_pulled(x->o.verifier, pc->req.image, pc->req.annotation,
-                                pc->req.annotation_len, pc->req.config_seen);
             pc->phase = PH_RECORDING;
             cri_worker_arm(x->o.worker, &pc->timer, due);
             if (!ask_image_status(pc, pc->image_ref))
