@@ -294,28 +294,31 @@ static int set_now(pg_record *rec, const char *api_version, pg_error *err)
     return PG_OK;
 }
 
-static int stage_record(const pg_store *s, pg_st_batch *b, int pulled_fd, const char *name,
-                        const pg_record *rec, pg_error *err)
+/*
+ * The record's file content (ending "\n", as Go's json.Encoder writes it), made before
+ * anything is staged: a record its readers would refuse is never written, and finding
+ * that out costs no staging of its side files. Never such a record: it would deny every
+ * pod that verified with it and fail every later pull of the image; the pull's intent
+ * stays instead, and the record as it was.
+ */
+static int record_text(const pg_store *s, const char *name, const pg_record *rec, char **text,
+                       size_t *len, pg_error *err)
 {
-    char *text;
-    int rc = pg_record_serialize(rec, s->api_version, &text, err);
+    int rc = pg_record_serialize(rec, s->api_version, text, err);
     if (rc != PG_OK)
         return rc;
-    size_t len = strlen(text);
-    /* Never a record its readers refuse: that would deny every pod that verified with it
-     * and fail every later pull of the image. The pull is refused instead; the record as
-     * it was stays. */
-    if (len + 1 > PG_MAX_RECORD_BYTES) {
-        free(text);
+    size_t n = strlen(*text);
+    if (n + 1 > PG_MAX_RECORD_BYTES) {
+        free(*text);
+        *text = NULL;
         return pg_fail(err, PG_ERR_LIMIT,
                        "%s: the record would be %zu bytes, larger than the limit of %u; not "
                        "written",
-                       name, len + 1, PG_MAX_RECORD_BYTES);
+                       name, n + 1, PG_MAX_RECORD_BYTES);
     }
-    text[len] = '\n'; /* Go's json.Encoder ends with "\n"; the NUL is no longer needed */
-    rc = pg_st_batch_stage(b, pulled_fd, s->dirs[0].path, SUB_PULLED, name, text, len + 1, err);
-    free(text);
-    return rc;
+    (*text)[n] = '\n'; /* the NUL is no longer needed */
+    *len = n + 1;
+    return PG_OK;
 }
 
 /*
@@ -327,12 +330,17 @@ static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const cha
                             const pg_record *rec, const json_t *old_keys, const pull *p,
                             time_t previous, pg_error *err)
 {
-    int rc = pg_st_credtimes_update_locked(s, b, rec, old_keys, name, p, previous, err);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = record_text(s, name, rec, &text, &len, err);
+    if (rc == PG_OK)
+        rc = pg_st_credtimes_update_locked(s, b, rec, old_keys, name, p, previous, err);
     if (rc == PG_OK)
         rc = pg_st_names_add_locked(s, b, rec, name, err);
     size_t evidence = b->n;
     if (rc == PG_OK)
-        rc = stage_record(s, b, fd, name, rec, err);
+        rc = pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_PULLED, name, text, len, err);
+    free(text);
     if (rc == PG_OK)
         rc = pg_st_update_index(s, b, p->image, p->full_name, p->digest_only, p->image_ref, err);
     if (rc == PG_OK) /* the aliases in the record's round: durable with it */
