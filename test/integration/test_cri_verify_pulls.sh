@@ -4,7 +4,7 @@
 # CRI client playing the kubelet's EnsureImageExists (ImageStatus with the pod's
 # annotations, PullImage only when told "not present" and the policy allows) ->
 # pullgate-cri -> containerd 1.6 -> runc -> pullgate-hook (asking pullgate-cri's resident
-# decider); one registry with two htpasswd users; keyed (v2) annotations as the webhook
+# decider); one registry with three htpasswd users; keyed (v2) annotations as the webhook
 # writes them; policy NeverVerifyPreloadedImages; a private D-Bus bus. Cases:
 #  - the owner (tenant A): pulls, recorded, runs; its next pod hears "present";
 #  - tenant B with its own valid credentials: "not present" -> pull -> the record keeps
@@ -16,6 +16,8 @@
 #  - no pull loop: a pod whose verified pull still cannot match (a secret added after
 #    admission) is told "not present" once, then the runtime's truth; the hook's denial
 #    says what cures it;
+#  - a verified pull whose record cannot be written (the record at its 8 MiB bound) is not
+#    remembered: the pod is asked to pull again, and the retry lands once it can be written;
 #  - policy Never: ErrImageNeverPull, the image stays;
 #  - a registry mirror (containerd hosts.toml: a logical registry served by the mirror): the
 #    pull, its record and the decision use the logical name; the mirror decides;
@@ -105,7 +107,8 @@ EOF
 pg_section "registry (two users), node: dbus, containerd 1.6 + hook, pullgate-cri"
 PASS_A="tenant-a-pw-$RANDOM$RANDOM"
 PASS_B="tenant-b-pw-$RANDOM$RANDOM"
-PG_REG_EXTRA_USERS=("tenant-b:$PASS_B")
+PASS_H="tenant-h-pw-$RANDOM$RANDOM"
+PG_REG_EXTRA_USERS=("tenant-b:$PASS_B" "tenant-h:$PASS_H")
 pg_registry_start tenant-a "$PASS_A"
 LAYOUT="$(pg_mktemp_dir oci-layout)/layout"
 pg_image_build "$LAYOUT" app "app-marker"
@@ -190,6 +193,60 @@ expect_outcome "still not verified after it: the runtime's answer" present tenan
 pg_expect_contains "logged" "$(cat "$PG_CD_DIR/pullgate-cri.log")" "pod pulled and is still not verified"
 expect_denied "the hook refuses it" "$IMG"
 pg_expect_contains "its denial says what cures it" "$PG_OUT" "recreate the pod so the webhook lists the secret"
+
+pg_section "a verified pull whose record cannot be written is asked again"
+# The image's record is filled to just under the 8 MiB its readers accept, so team-h's pull
+# (its own valid credentials, a third registry user) cannot be recorded: the intent stays and the pod is not
+# remembered as pulled, so its next ImageStatus asks it to pull again instead of answering
+# "present" for a pod the hook denies. Once the record can be written, the retry lands.
+REC_FILE="$("$PG_PY" - "$STATE/pulled" "$REF" <<'EOF'
+import json, os, sys
+for f in sorted(os.listdir(sys.argv[1])):
+    try:
+        if json.load(open(os.path.join(sys.argv[1], f))).get("imageRef") == sys.argv[2]:
+            print(os.path.join(sys.argv[1], f))
+    except (ValueError, OSError):
+        pass
+EOF
+)"
+[[ -f "$REC_FILE" ]] || pg_fail "no record file for $REF"
+cp -p "$REC_FILE" "$ETC/record.saved"
+"$PG_PY" - "$REC_FILE" $((8 << 20)) <<'EOF' || pg_fail "filling the record"
+import json, os, sys
+path, bound = sys.argv[1], int(sys.argv[2])
+rec = json.load(open(path))
+def size():
+    return len(json.dumps(rec, separators=(",", ":"))) + 1
+m = rec["credentialMapping"]
+def entry(key, k):
+    return {key: {"kubernetesSecrets": [{"namespace": "filler", "name": "s", "uid": "u",
+                                         "credentialHash": "%064x" % k}]}}
+one = len(json.dumps(entry("filler.example/img-000000", 0), separators=(",", ":"))) - 1  # +","
+# Fillers of a fixed length, then one entry whose name (under 255 characters, as an image
+# name must be) lands the record 64 bytes under the bound.
+target = bound - 64
+pad_min = len(json.dumps(entry("filler.example/p", 0), separators=(",", ":"))) - 1
+n = (target - size() - pad_min - 10) // one
+for k in range(n):
+    m.update(entry("filler.example/img-%06d" % k, k))
+m.update(entry("filler.example/p" + "x" * (target - size() - pad_min), 0))
+assert size() == target and len(max(m, key=len)) <= 255, (size(), target)
+tmp = path + ".fill"
+with open(tmp, "w") as f:
+    f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+os.chmod(tmp, 0o600)
+os.rename(tmp, path)
+EOF
+pg_log "record filled to $(stat -c %s "$REC_FILE") bytes"
+pg_node_run_pod team-h "$(annotation team-h regcred tenant-h "$PASS_H")" || pg_fail "RunPodSandbox (team-h)"
+expect_outcome "told not present, pulls with its own credentials" pulled tenant-h "$PASS_H" IfNotPresent
+pg_expect_contains "the record was not written" "$(cat "$PG_CD_DIR/pullgate-cri.log")" \
+    "pull not fully recorded"
+expect_outcome "not remembered: asked to pull again" pulled tenant-h "$PASS_H" IfNotPresent
+cp -p "$ETC/record.saved" "$REC_FILE.restore" && mv "$REC_FILE.restore" "$REC_FILE"
+expect_outcome "the record can be written again: the retry is recorded" pulled tenant-h "$PASS_H" IfNotPresent
+expect_outcome "and its next ImageStatus hears" present tenant-h "$PASS_H" IfNotPresent
+expect_runs "team-h runs it" "$IMG"
 
 pg_section "policy Never"
 # (The same valid credentials as team-b's would match by credentialHash, as in the kubelet.)
