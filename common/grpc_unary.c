@@ -18,6 +18,24 @@ static grpc_op op_of(grpc_op_type type)
     return o;
 }
 
+void pg_grpc_unary_ops(grpc_op ops[6], grpc_metadata *md, size_t n_md, grpc_byte_buffer *request,
+                       const pg_grpc_unary_answer *into)
+{
+    static const grpc_op_type types[6] = {
+        GRPC_OP_SEND_INITIAL_METADATA, GRPC_OP_SEND_MESSAGE, GRPC_OP_SEND_CLOSE_FROM_CLIENT,
+        GRPC_OP_RECV_INITIAL_METADATA, GRPC_OP_RECV_MESSAGE, GRPC_OP_RECV_STATUS_ON_CLIENT};
+    for (size_t i = 0; i < 6; i++)
+        ops[i] = op_of(types[i]);
+    ops[0].data.send_initial_metadata.count = n_md;
+    ops[0].data.send_initial_metadata.metadata = md;
+    ops[1].data.send_message.send_message = request;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = into->initial;
+    ops[4].data.recv_message.recv_message = into->message;
+    ops[5].data.recv_status_on_client.trailing_metadata = into->trailing;
+    ops[5].data.recv_status_on_client.status = into->status;
+    ops[5].data.recv_status_on_client.status_details = into->details;
+}
+
 static grpc_slice whole_payload(grpc_byte_buffer *bb)
 {
     grpc_byte_buffer_reader r;
@@ -81,15 +99,9 @@ int pg_grpc_unary_call(grpc_channel *ch, const char *method, const void *req, si
     grpc_metadata_array_init(&initial);
     grpc_metadata_array_init(&trailing);
     grpc_slice details = grpc_empty_slice();
-    grpc_op ops[6] = {op_of(GRPC_OP_SEND_INITIAL_METADATA),  op_of(GRPC_OP_SEND_MESSAGE),
-                      op_of(GRPC_OP_SEND_CLOSE_FROM_CLIENT), op_of(GRPC_OP_RECV_INITIAL_METADATA),
-                      op_of(GRPC_OP_RECV_MESSAGE),           op_of(GRPC_OP_RECV_STATUS_ON_CLIENT)};
-    ops[1].data.send_message.send_message = send;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
-    ops[4].data.recv_message.recv_message = &recv;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
-    ops[5].data.recv_status_on_client.status = status;
-    ops[5].data.recv_status_on_client.status_details = &details;
+    grpc_op ops[6];
+    pg_grpc_unary_answer into = {&initial, &recv, &trailing, status, &details};
+    pg_grpc_unary_ops(ops, NULL, 0, send, &into);
     int rc = -1;
     bool started = gc && grpc_call_start_batch(gc, ops, 6, gc, NULL) == GRPC_CALL_OK;
     if (started) {

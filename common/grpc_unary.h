@@ -12,6 +12,23 @@
 
 #include <stddef.h>
 
+/* Where a unary call's answer is received: each must live until its batch completes. */
+typedef struct pg_grpc_unary_answer {
+    grpc_metadata_array *initial;
+    grpc_byte_buffer **message;
+    grpc_metadata_array *trailing;
+    grpc_status_code *status;
+    grpc_slice *details;
+} pg_grpc_unary_answer;
+
+/*
+ * The six ops of one unary client call, into ops[0..5]: the initial metadata md[0..n_md) (NULL, 0
+ * for none), request and the half-close sent; the answer received into *into's places. Nothing
+ * is copied: every argument must live until the batch completes.
+ */
+void pg_grpc_unary_ops(grpc_op ops[6], grpc_metadata *md, size_t n_md, grpc_byte_buffer *request,
+                       const pg_grpc_unary_answer *into);
+
 /*
  * Calls method on ch with the request bytes req[0..req_len) and waits at most timeout_ms.
  * Returns 0 when the status is OK and a response message came: its bytes are in *answer (a new

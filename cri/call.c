@@ -2,6 +2,7 @@
 #include "call.h"
 
 #include "cri_metrics.h"
+#include "grpc_unary.h"
 #include "log.h"
 #include "recorder.h" /* cri_now_ms */
 
@@ -152,18 +153,10 @@ bool cri_call_forward(cri_call *c, grpc_channel *channel, grpc_completion_queue 
                                      c->details.method, host, c->details.deadline, NULL);
     if (!c->up)
         return false;
-    grpc_op ops[6] = {
-        cri_op(GRPC_OP_SEND_INITIAL_METADATA),  cri_op(GRPC_OP_SEND_MESSAGE),
-        cri_op(GRPC_OP_SEND_CLOSE_FROM_CLIENT), cri_op(GRPC_OP_RECV_INITIAL_METADATA),
-        cri_op(GRPC_OP_RECV_MESSAGE),           cri_op(GRPC_OP_RECV_STATUS_ON_CLIENT)};
-    ops[0].data.send_initial_metadata.count = c->n_fwd_md;
-    ops[0].data.send_initial_metadata.metadata = c->fwd_md;
-    ops[1].data.send_message.send_message = c->request;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->up_initial_md;
-    ops[4].data.recv_message.recv_message = &c->response;
-    ops[5].data.recv_status_on_client.trailing_metadata = &c->up_trailing_md;
-    ops[5].data.recv_status_on_client.status = &c->status;
-    ops[5].data.recv_status_on_client.status_details = &c->status_details;
+    grpc_op ops[6];
+    pg_grpc_unary_answer into = {&c->up_initial_md, &c->response, &c->up_trailing_md, &c->status,
+                                 &c->status_details};
+    pg_grpc_unary_ops(ops, c->fwd_md, c->n_fwd_md, c->request, &into);
     return cri_call_start_batch(c, c->up, ops, 6, &c->ev_up);
 }
 

@@ -23,6 +23,7 @@
 
 #include "call.h"
 #include "cri_metrics.h"
+#include "grpc_unary.h"
 #include "log.h"
 #include "verify.h"
 
@@ -402,16 +403,10 @@ static bool ask_image_status(pull_call *pc, const char *image)
                                            method, NULL, deadline, NULL);
     if (!pc->st_call)
         return false;
-    grpc_op ops[6] = {
-        cri_op(GRPC_OP_SEND_INITIAL_METADATA),  cri_op(GRPC_OP_SEND_MESSAGE),
-        cri_op(GRPC_OP_SEND_CLOSE_FROM_CLIENT), cri_op(GRPC_OP_RECV_INITIAL_METADATA),
-        cri_op(GRPC_OP_RECV_MESSAGE),           cri_op(GRPC_OP_RECV_STATUS_ON_CLIENT)};
-    ops[1].data.send_message.send_message = pc->st_send;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &pc->st_initial;
-    ops[4].data.recv_message.recv_message = &pc->st_recv;
-    ops[5].data.recv_status_on_client.trailing_metadata = &pc->st_trailing;
-    ops[5].data.recv_status_on_client.status = &pc->st_status;
-    ops[5].data.recv_status_on_client.status_details = &pc->st_details;
+    grpc_op ops[6];
+    pg_grpc_unary_answer into = {&pc->st_initial, &pc->st_recv, &pc->st_trailing, &pc->st_status,
+                                 &pc->st_details};
+    pg_grpc_unary_ops(ops, NULL, 0, pc->st_send, &into);
     return cri_call_start_batch(&pc->c, pc->st_call, ops, 6, &pc->ev_status);
 }
 
