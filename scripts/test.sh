@@ -5,17 +5,17 @@
 #   2. ASan + UBSan build; unit tests and the CLI/hook integration tests under it
 #   3. exported-symbol check of libpullgate.so
 #   4. every libFuzzer target for a bounded time, one per core at a time (FUZZ_SECONDS, default
-#      12, keeps the whole run inside the 20-minute CI budget on 2 cores; longer runs by hand,
+#      10, keeps the whole run inside the 20-minute CI budget on 2 cores; longer runs by hand,
 #      e.g. FUZZ_SECONDS=300)
-# Environment: JOBS (default nproc), SOAK_SECONDS (default 30), SKIP_SANITIZE=1, SKIP_FUZZ=1, SKIP_INTEGRATION=1,
+# Environment: JOBS (default nproc), SOAK_SECONDS (default 20), SKIP_SANITIZE=1, SKIP_FUZZ=1, SKIP_INTEGRATION=1,
 # PG_EXPECTED_SKIPS="test names allowed to skip" (any other skip fails the tests stage).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 JOBS=${JOBS:-$(nproc)}
-FUZZ_SECONDS=${FUZZ_SECONDS:-12}
-# The soak's 60 s default is for a run by hand; 30 s of 32 concurrent hooks and writers in CI.
-export SOAK_SECONDS=${SOAK_SECONDS:-30}
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+# The soak's 60 s default is for a run by hand; 20 s of 32 concurrent hooks and writers in CI.
+export SOAK_SECONDS=${SOAK_SECONDS:-20}
 
 bash scripts/install-deps.sh
 
