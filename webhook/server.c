@@ -19,8 +19,8 @@
  *    slots, max_per_peer from one address, and keeps `reserved` of them for the
  *    API server (its CIDR, or a verified client certificate); under pressure
  *    it shuts the oldest handshake or idle connection of whoever holds the most
- *    rather than refusing the newcomer. libmicrohttpd's own limits, higher by
- *    the connections shut and still closing, stay as a backstop. A watchdog
+ *    rather than refusing the newcomer. libmicrohttpd's own limits, twice ours
+ *    (it counts connections shut and still closing), stay as a backstop. A watchdog
  *    shuts a connection down when it does not make progress in time: handshake
  *    and headers within HANDSHAKE_MS of accept, a review within its deadline,
  *    an idle keep-alive connection within IDLE_MS (slow-drip clients included);
@@ -60,9 +60,6 @@
 #define HEALTH_CONNECTIONS 16u
 #define HEALTH_PER_PEER 8u
 #define TRIM_AFTER_BYTES (8u * 1024u * 1024u)
-/* Connections shut (evicted or timed out) whose threads are still ending: libmicrohttpd's
- * limits are ours plus this much, so that a slot given up is at once a slot to give. */
-#define CLOSING_SLACK 16u
 
 /* One connection as the policy and the watchdog see it (libmicrohttpd's socket context). */
 typedef struct conn {
@@ -502,13 +499,16 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ------------------------------------------------------------ start, stop */
 
-/* libmicrohttpd's limits are the backstop of ours: ours plus the connections closing. */
+/* libmicrohttpd counts a connection until its thread has ended and been joined; ours stop
+ * counting it when it is shut. Its limits, twice ours, leave room for as many connections
+ * closing as open (the watchdog shuts every handshake of a burst at once): a slot given up
+ * is at once a slot to give, and its limits stay a backstop of ours. */
 static struct MHD_Daemon *start_endpoint(endpoint *ep, const struct sockaddr *addr,
                                          wh_slot_limits limits)
 {
     ep->limits = limits;
-    unsigned int max = limits.max + CLOSING_SLACK, per_ip = limits.per_peer + CLOSING_SLACK;
-    ep->scratch_size = max;
+    unsigned int max = 2 * limits.max, per_ip = 2 * limits.per_peer;
+    ep->scratch_size = max; /* every connection libmicrohttpd may hold */
     if (!(ep->scratch = calloc(max, sizeof *ep->scratch)))
         return NULL;
     unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
