@@ -414,6 +414,10 @@ def case_key_required():
     wh.stop()
     check("UNKEYED ANNOTATIONS" in log and '"annotationKey":"UNKEYED"' in log,
           "--unkeyed-annotations: said loudly at start", log[:600])
+    check("no connection reserved for the API server" in log and
+          '"reservedConnections":0' in log,
+          "neither --api-server-cidr nor --client-ca-file: nothing reserved, said at start",
+          log[:800])
 
 
 def tls_refused(wh, client, what):
@@ -779,6 +783,13 @@ def case_api_server_gets_in():
     """Issue 28: sockets from several other loopback addresses hold every connection slot and
     are reopened as the watchdog (or an eviction) closes them; the API server's reviews are
     answered within timeoutSeconds, each on a new connection."""
+    key = ["--hmac-key-file", path_of("webhook.key")]
+    for bad, why in ((["--api-server-cidr", "0.0.0.0/0"], "matches every address"),
+                     (["--api-server-cidr", "10.0.0.0/24,"], "empty"),
+                     (["--api-server-cidr", "::ffff:10.0.0.0/104"], "as IPv4"),
+                     (["--reserved-connections", "128"], "leaves no connection")):
+        rc, err = run_webhook(*key, *bad)
+        check(rc == 2 and why in err, f"{' '.join(bad)}: exit 2 ({why})", f"{rc} {err}")
     n_reviews, spacing = 6, 0.65  # 3.9 s: every held socket is closed and reopened meanwhile
     attackers = [f"127.0.0.{i}" for i in range(2, 7)]  # 5 x 16 > the 64 slots
     # 1. Client certificates, and the CIDR: an anonymous caller on the API server's own address
@@ -787,6 +798,10 @@ def case_api_server_gets_in():
     #    (127.0.0.7, known by its certificate only), still gets in.
     wh = Webhook("slots-cert", "--max-connections", "64", "--max-connections-per-peer", "16",
                  "--api-server-cidr", "127.0.0.1/32", health=True)
+    serving = [json.loads(x) for x in wh.log_text().splitlines() if '"serving"' in x]
+    check(serving and serving[0].get("apiServerCidrs") == ["127.0.0.1/32"] and
+          serving[0].get("reservedConnections") == 16,
+          "the start logs the CIDR and the reserve in effect (a quarter of 64)", serving)
     holders = [SlotHolder(wh, a, 16) for a in attackers[:4]]
     holders += [SlotHolder(wh, "127.0.0.1", 16, "hello"), SlotHolder(wh, attackers[4], 16)]
     try:
