@@ -410,6 +410,8 @@ def case_key_required():
     check(rc == 1 and "cannot start" in err, "a key file others can read: does not start",
           f"{rc} {err}")
     wh = Webhook("unkeyed", "--unkeyed-annotations", key=False, client_ca=False)
+    # "serving" and what follows it are written once the port listens: polled.
+    wait_for(lambda: "no connection reserved" in wh.log_text(), 5)
     log = wh.log_text()
     wh.stop()
     check("UNKEYED ANNOTATIONS" in log and '"annotationKey":"UNKEYED"' in log,
@@ -798,6 +800,7 @@ def case_api_server_gets_in():
     #    (127.0.0.7, known by its certificate only), still gets in.
     wh = Webhook("slots-cert", "--max-connections", "64", "--max-connections-per-peer", "16",
                  "--api-server-cidr", "127.0.0.1/32", health=True)
+    wait_for(lambda: '"serving"' in wh.log_text(), 5)  # written once the port listens
     serving = [json.loads(x) for x in wh.log_text().splitlines() if '"serving"' in x]
     check(serving and serving[0].get("apiServerCidrs") == ["127.0.0.1/32"] and
           serving[0].get("reservedConnections") == 16,
