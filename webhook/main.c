@@ -4,6 +4,7 @@
  * credentials annotation (docs/webhook.md, pullgate-webhook(8)).
  */
 #include "memory.h"
+#include "peers.h"
 #include "secrets.h"
 #include "server.h"
 #include "tlscert.h"
@@ -33,8 +34,10 @@
 typedef struct options {
     const char *config, *tls_cert, *tls_key, *listen, *health_listen, *client_ca, *api_server,
         *api_ca, *api_token, *hmac_key_file;
-    int unkeyed;
-    unsigned long max_connections, max_per_peer, memory_budget_mib, deadline_ms;
+    int unkeyed, reserved_given;
+    unsigned long max_connections, max_per_peer, reserved, memory_budget_mib, deadline_ms;
+    wh_cidr api_cidrs[WH_CIDRS_MAX];
+    size_t n_api_cidrs;
 } options;
 
 enum {
@@ -51,6 +54,8 @@ enum {
     OPT_UNKEYED,
     OPT_MAX_CONN,
     OPT_MAX_PEER,
+    OPT_RESERVED,
+    OPT_API_CIDR,
     OPT_MEMORY,
     OPT_DEADLINE
 };
@@ -69,6 +74,8 @@ static const struct option long_options[] = {
     {"unkeyed-annotations", no_argument, NULL, OPT_UNKEYED},
     {"max-connections", required_argument, NULL, OPT_MAX_CONN},
     {"max-connections-per-peer", required_argument, NULL, OPT_MAX_PEER},
+    {"reserved-connections", required_argument, NULL, OPT_RESERVED},
+    {"api-server-cidr", required_argument, NULL, OPT_API_CIDR},
     {"memory-budget-mib", required_argument, NULL, OPT_MEMORY},
     {"review-deadline-ms", required_argument, NULL, OPT_DEADLINE},
     {"help", no_argument, NULL, 'h'},
@@ -82,6 +89,7 @@ static void usage(FILE *out)
           "       [--api-server URL --api-ca FILE --api-token-file FILE]\n"
           "       (--hmac-key-file FILE | --unkeyed-annotations)\n"
           "       [--max-connections N] [--max-connections-per-peer N]\n"
+          "       [--api-server-cidr CIDR[,CIDR...]] [--reserved-connections N]\n"
           "       [--memory-budget-mib N] [--review-deadline-ms N]\n"
           "\nServes POST /mutate (admission.k8s.io/v1 AdmissionReview for pods), GET /healthz,\n"
           "GET /readyz over HTTPS (default " DEFAULT_LISTEN "); --health-listen adds the two GETs\n"
@@ -115,6 +123,7 @@ static int parse_number_option(int c, const char *arg, options *o)
     switch (c) {
     case OPT_MAX_CONN: return number(arg, 4, 1024, &o->max_connections);
     case OPT_MAX_PEER: return number(arg, 1, 1024, &o->max_per_peer);
+    case OPT_RESERVED: o->reserved_given = 1; return number(arg, 0, 1023, &o->reserved);
     case OPT_MEMORY: return number(arg, 64, 65536, &o->memory_budget_mib);
     default: return number(arg, 200, 29000, &o->deadline_ms);
     }
@@ -129,6 +138,10 @@ static int check_options(options *o)
         return usage_error("give all of --api-server, --api-ca and --api-token-file, or none");
     if (o->max_per_peer > o->max_connections)
         return usage_error("--max-connections-per-peer is larger than --max-connections");
+    if (!o->reserved_given)
+        o->reserved = o->max_connections / 4;
+    if (o->reserved >= o->max_connections)
+        return usage_error("--reserved-connections leaves no connection to other callers");
     if (!o->listen)
         o->listen = DEFAULT_LISTEN;
     return 0;
@@ -154,8 +167,15 @@ static int parse_options(int argc, char **argv, options *o)
         case OPT_TOKEN: o->api_token = optarg; break;
         case OPT_HMAC: o->hmac_key_file = optarg; break;
         case OPT_UNKEYED: o->unkeyed = 1; break;
+        case OPT_API_CIDR: {
+            char msg[160];
+            if (wh_cidrs_add(o->api_cidrs, &o->n_api_cidrs, optarg, msg, sizeof msg) != 0)
+                return usage_error(msg);
+            break;
+        }
         case OPT_MAX_CONN:
         case OPT_MAX_PEER:
+        case OPT_RESERVED:
         case OPT_MEMORY:
         case OPT_DEADLINE:
             if (parse_number_option(c, optarg, o) != 0)
@@ -279,17 +299,40 @@ static int open_keys(const options *o, const char *key_file, wh_keyholder **keys
     return (*keys = wh_keyholder_new(key_file, msg, msg_size)) ? 0 : 1;
 }
 
+/* The reserve applies when someone can be known as the API server. */
+static unsigned int reserved_connections(const options *o)
+{
+    return o->n_api_cidrs || o->client_ca ? (unsigned int)o->reserved : 0u;
+}
+
+static json_t *cidrs_json(const options *o)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < o->n_api_cidrs; i++) {
+        char text[WH_CIDR_TEXT_MAX];
+        wh_cidr_text(&o->api_cidrs[i], text, sizeof text);
+        json_array_append_new(a, json_string(text));
+    }
+    return a;
+}
+
 static void log_serving(const options *o, const char *server_url, const char *annotation, int keyed)
 {
-    json_t *f = json_pack("{s:s, s:s?, s:s, s:s, s:s, s:b, s:i, s:i, s:i, s:i, s:I}", "listen",
-                          o->listen, "healthListen", o->health_listen, "apiServer", server_url,
-                          "annotation", annotation, "annotationKey", keyed ? "keyed" : "UNKEYED",
-                          "clientCertificates", o->client_ca != NULL, "maxConnections",
-                          (int)o->max_connections, "maxConnectionsPerPeer", (int)o->max_per_peer,
-                          "memoryBudgetMiB", (int)o->memory_budget_mib, "reviewDeadlineMs",
-                          (int)o->deadline_ms, "matchingCostPs", (json_int_t)wh_matching_cost_ps());
+    json_t *f =
+        json_pack("{s:s, s:s?, s:s, s:s, s:s, s:b, s:o, s:i, s:i, s:i, s:i, s:i, s:I}", "listen",
+                  o->listen, "healthListen", o->health_listen, "apiServer", server_url,
+                  "annotation", annotation, "annotationKey", keyed ? "keyed" : "UNKEYED",
+                  "clientCertificates", o->client_ca != NULL, "apiServerCidrs", cidrs_json(o),
+                  "maxConnections", (int)o->max_connections, "maxConnectionsPerPeer",
+                  (int)o->max_per_peer, "reservedConnections", (int)reserved_connections(o),
+                  "memoryBudgetMiB", (int)o->memory_budget_mib, "reviewDeadlineMs",
+                  (int)o->deadline_ms, "matchingCostPs", (json_int_t)wh_matching_cost_ps());
     wh_log_fields("info", "serving", f);
     json_decref(f);
+    if (!reserved_connections(o))
+        wh_log("warning", "no connection reserved for the API server",
+               "neither --api-server-cidr nor --client-ca-file tells the API server from other "
+               "callers: its reviews compete for every connection slot (docs/webhook.md)");
 }
 
 static int serve(const options *o, const char *server_url, const char *annotation,
@@ -308,6 +351,9 @@ static int serve(const options *o, const char *server_url, const char *annotatio
                             .deadline_ms = (long)o->deadline_ms,
                             .max_connections = (unsigned int)o->max_connections,
                             .max_per_peer = (unsigned int)o->max_per_peer,
+                            .reserved_connections = reserved_connections(o),
+                            .api_cidrs = o->api_cidrs,
+                            .n_api_cidrs = o->n_api_cidrs,
                             .metrics = metrics};
     wh_server *server =
         wh_server_start((struct sockaddr *)&addr,

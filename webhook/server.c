@@ -15,13 +15,15 @@
  *  - TLS: with --client-ca-file every session must present a client
  *    certificate that verifies (tlscert.c), checked in the handshake and again
  *    at each request;
- *  - connections: at most max_connections (libmicrohttpd's limit) and
- *    max_per_peer from one address (our accept policy, so that refusals are
- *    counted; libmicrohttpd's per-address limit, one higher, stays as a
- *    backstop), and a watchdog that shuts a connection
- *    down when it does not make progress in time: handshake and headers
- *    within HANDSHAKE_MS of accept, a review within its deadline, an idle
- *    keep-alive connection within IDLE_MS (slow-drip clients included);
+ *  - connections: our accept policy (peers.h) gives at most max_connections
+ *    slots, max_per_peer from one address, and keeps `reserved` of them for the
+ *    API server (its CIDR, or a verified client certificate); under pressure
+ *    it shuts the oldest handshake or idle connection of whoever holds the most
+ *    rather than refusing the newcomer. libmicrohttpd's own limits, twice ours
+ *    (it counts connections shut and still closing), stay as a backstop. A watchdog
+ *    shuts a connection down when it does not make progress in time: handshake
+ *    and headers within HANDSHAKE_MS of accept, a review within its deadline,
+ *    an idle keep-alive connection within IDLE_MS (slow-drip clients included);
  *  - one request object per request (wh_request), created at its first
  *    callback: its deadline (the whole review, parsing and hashing included,
  *    passed down to every API read), and its memory account (memory.h): the
@@ -32,6 +34,7 @@
 #include "server.h"
 
 #include "memory.h"
+#include "peers.h"
 #include "tlscert.h"
 #include "wlog.h"
 
@@ -58,13 +61,12 @@
 #define HEALTH_PER_PEER 8u
 #define TRIM_AFTER_BYTES (8u * 1024u * 1024u)
 
-/* One connection as the watchdog sees it (libmicrohttpd's socket context). */
+/* One connection as the policy and the watchdog see it (libmicrohttpd's socket context). */
 typedef struct conn {
+    wh_slot slot; /* first: peers.c's victims are conns */
     MHD_socket fd;
     const struct endpoint *ep;
-    unsigned char peer[17];   /* family byte + IPv4/IPv6 address: the per-peer bound's key */
     long long progress_by_ms; /* shut down when still open then */
-    int shut;
     struct conn *prev, *next;
 } conn;
 
@@ -72,7 +74,12 @@ typedef struct endpoint {
     struct wh_server *server;
     struct MHD_Daemon *daemon;
     int health_only; /* the plain-HTTP probe port */
-    unsigned int per_peer;
+    wh_slot_limits limits;
+    const wh_cidr *api_cidrs; /* the review port only */
+    size_t n_api_cidrs;
+    wh_slot **scratch; /* the policy's view of this endpoint's conns (accept thread only) */
+    size_t scratch_size;
+    unsigned long long accepted; /* the next slot's seq (accept thread only) */
 } endpoint;
 
 struct wh_server {
@@ -110,49 +117,63 @@ static conn *conn_of(struct MHD_Connection *c)
     return i ? i->socket_context : NULL;
 }
 
-static void progress_by(wh_server *s, struct MHD_Connection *c, long long ms)
+/* A request starts (busy: not evictable; verified: over a verified client certificate) or
+ * ends, and when the connection must have made progress. */
+static void mark_conn(wh_server *s, struct MHD_Connection *c, int busy, int verified,
+                      long long progress_by_ms)
 {
     conn *k = conn_of(c);
     if (!k)
         return;
     pthread_mutex_lock(&s->lock);
-    k->progress_by_ms = ms;
+    k->slot.busy = (unsigned char)busy;
+    k->slot.verified = (unsigned char)(k->slot.verified || verified);
+    k->progress_by_ms = progress_by_ms;
     pthread_mutex_unlock(&s->lock);
 }
 
-/* The address part of a peer (its port left out): one key per client address. */
-static void peer_key(const struct sockaddr *sa, unsigned char key[17])
+/* Shuts a connection down for good (lock held): its thread sees EOF and ends, and until
+ * libmicrohttpd closes it, it holds no slot. */
+static void shut_conn(conn *k)
 {
-    memset(key, 0, 17);
-    if (sa && sa->sa_family == AF_INET) {
-        key[0] = 4;
-        memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-    } else if (sa && sa->sa_family == AF_INET6) {
-        key[0] = 6;
-        memcpy(key + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
-    }
+    if (k->slot.shut)
+        return;
+    shutdown(k->fd, SHUT_RDWR);
+    k->slot.shut = 1;
 }
 
-/* libmicrohttpd's accept policy, before any byte is read: at most the per-peer bound
- * of open connections from one address on this endpoint. libmicrohttpd accepts and
- * registers connections in its one listening thread, so the list is up to date here. */
+/* libmicrohttpd's accept policy, before any byte is read (peers.h decides). libmicrohttpd
+ * accepts and registers connections in its one listening thread, so the list is up to
+ * date here. */
 static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
     (void)addrlen;
     endpoint *ep = cls;
     wh_server *s = ep->server;
-    unsigned char key[17];
-    peer_key(addr, key);
-    unsigned int open = 0;
+    unsigned char key[WH_PEER_KEY_BYTES];
+    wh_peer_key(addr, key);
+    int api = wh_cidrs_match(ep->api_cidrs, ep->n_api_cidrs, key);
+    size_t n = 0;
+    int overflow = 0;
     pthread_mutex_lock(&s->lock);
     for (conn *k = s->conns; k; k = k->next)
-        if (k->ep == ep && memcmp(k->peer, key, sizeof key) == 0)
-            open++;
+        if (k->ep == ep) {
+            if (n == ep->scratch_size) {
+                overflow = 1; /* more than libmicrohttpd's limit: cannot be, refuse */
+                break;
+            }
+            ep->scratch[n++] = &k->slot;
+        }
+    wh_admission a = overflow ? (wh_admission){.kind = WH_REFUSE, .reason = "total"}
+                              : wh_slots_admit(&ep->limits, ep->scratch, n, key, api);
+    if (a.kind == WH_ADMIT_EVICTING)
+        shut_conn((conn *)a.victim);
     pthread_mutex_unlock(&s->lock);
-    if (open < ep->per_peer)
-        return MHD_YES;
-    wh_metrics_connection_refused(s->cfg.metrics, "per-peer");
-    return MHD_NO;
+    if (a.kind == WH_ADMIT_EVICTING)
+        wh_metrics_connection_evicted(s->cfg.metrics, a.reason);
+    else if (a.kind == WH_REFUSE)
+        wh_metrics_connection_refused(s->cfg.metrics, a.reason);
+    return a.kind == WH_REFUSE ? MHD_NO : MHD_YES;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -178,7 +199,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         k->ep = ep;
         const union MHD_ConnectionInfo *a =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        peer_key(a ? a->client_addr : NULL, k->peer);
+        wh_peer_key(a ? a->client_addr : NULL, k->slot.peer);
+        k->slot.api = (unsigned char)wh_cidrs_match(ep->api_cidrs, ep->n_api_cidrs, k->slot.peer);
+        k->slot.seq = ep->accepted++;
         k->progress_by_ms = wh_now_ms() + HANDSHAKE_MS;
         pthread_mutex_lock(&s->lock);
         k->next = s->conns;
@@ -211,10 +234,8 @@ static void *watchdog_main(void *arg)
         long long now = wh_now_ms();
         pthread_mutex_lock(&s->lock);
         for (conn *k = s->conns; k; k = k->next)
-            if (!k->shut && now > k->progress_by_ms) {
-                shutdown(k->fd, SHUT_RDWR); /* the connection's thread sees EOF and ends */
-                k->shut = 1;
-            }
+            if (!k->slot.shut && now > k->progress_by_ms)
+                shut_conn(k);
         pthread_mutex_unlock(&s->lock);
         usleep(WATCHDOG_STEP_US);
     }
@@ -411,7 +432,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!caller_allowed(ep, c) || !(q = request_new(s, ep, url, method)))
             return MHD_NO; /* closes the connection, nothing read */
         *req_cls = q;
-        progress_by(s, c, q->deadline_ms + REVIEW_GRACE_MS);
+        /* With client certificates required, a caller past caller_allowed holds one that
+         * verifies: its connection is the API server's from now on (never evicted). */
+        mark_conn(s, c, 1, !ep->health_only && wh_tls_clients_required(),
+                  q->deadline_ms + REVIEW_GRACE_MS);
         return MHD_YES;
     }
     if (q->answered || q->kind != REQ_REVIEW) {
@@ -452,7 +476,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         malloc_trim(0);
     free(q);
     *req_cls = NULL;
-    progress_by(ep->server, c, wh_now_ms() + IDLE_MS);
+    mark_conn(ep->server, c, 0, 0, wh_now_ms() + IDLE_MS);
 }
 
 /* libmicrohttpd's own format strings: the pragma is scoped to this adapter. */
@@ -475,10 +499,18 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ------------------------------------------------------------ start, stop */
 
+/* libmicrohttpd counts a connection until its thread has ended and been joined; ours stop
+ * counting it when it is shut. Its limits, twice ours, leave room for as many connections
+ * closing as open (the watchdog shuts every handshake of a burst at once): a slot given up
+ * is at once a slot to give, and its limits stay a backstop of ours. */
 static struct MHD_Daemon *start_endpoint(endpoint *ep, const struct sockaddr *addr,
-                                         unsigned int max, unsigned int per_peer)
+                                         wh_slot_limits limits)
 {
-    ep->per_peer = per_peer;
+    ep->limits = limits;
+    unsigned int max = 2 * limits.max, per_ip = 2 * limits.per_peer;
+    ep->scratch_size = max; /* every connection libmicrohttpd may hold */
+    if (!(ep->scratch = calloc(max, sizeof *ep->scratch)))
+        return NULL;
     unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                          MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                          (addr->sa_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
@@ -489,19 +521,21 @@ static struct MHD_Daemon *start_endpoint(endpoint *ep, const struct sockaddr *ad
             flags, 0, accept_policy, ep, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, ep,
             MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_CONNECTION_TIMEOUT,
             (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
-            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer + 1, MHD_OPTION_NOTIFY_COMPLETED,
-            on_completed, ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+            ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
     return MHD_start_daemon(
         flags, 0, accept_policy, ep, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, ep,
         MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_HTTPS_CERT_CALLBACK, wh_tls_retrieve,
         MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_peer + 1, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_NOTIFY_COMPLETED, on_completed, ep,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
 }
 
 static void free_server(wh_server *s)
 {
+    free(s->main.scratch);
+    free(s->health.scratch);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -516,7 +550,7 @@ wh_server *wh_server_start(const struct sockaddr *addr, const struct sockaddr *h
     }
     s->cfg = *cfg;
     pthread_mutex_init(&s->lock, NULL);
-    s->main = (endpoint){.server = s};
+    s->main = (endpoint){.server = s, .api_cidrs = cfg->api_cidrs, .n_api_cidrs = cfg->n_api_cidrs};
     s->health = (endpoint){.server = s, .health_only = 1};
     if (pthread_create(&s->watchdog, NULL, watchdog_main, s) != 0) {
         snprintf(msg, msg_size, "cannot start a thread");
@@ -524,9 +558,13 @@ wh_server *wh_server_start(const struct sockaddr *addr, const struct sockaddr *h
         return NULL;
     }
     s->watchdog_started = 1;
-    s->main.daemon = start_endpoint(&s->main, addr, cfg->max_connections, cfg->max_per_peer);
+    wh_slot_limits reviews = {.max = cfg->max_connections,
+                              .per_peer = cfg->max_per_peer,
+                              .reserved = cfg->reserved_connections},
+                   probes = {.max = HEALTH_CONNECTIONS, .per_peer = HEALTH_PER_PEER};
+    s->main.daemon = start_endpoint(&s->main, addr, reviews);
     if (s->main.daemon && health)
-        s->health.daemon = start_endpoint(&s->health, health, HEALTH_CONNECTIONS, HEALTH_PER_PEER);
+        s->health.daemon = start_endpoint(&s->health, health, probes);
     if (!s->main.daemon || (health && !s->health.daemon)) {
         snprintf(msg, msg_size, "cannot start the %s server (address in use or TLS setup)",
                  s->main.daemon ? "health" : "HTTPS");

@@ -5,6 +5,7 @@
 
 #include "keyholder.h"
 #include "kubeapi.h"
+#include "peers.h"
 #include "whmetrics.h"
 
 #include <sys/socket.h>
@@ -23,7 +24,12 @@ typedef struct wh_server_config {
     long deadline_ms; /* the whole review, from its headers to its answer */
     unsigned int max_connections;
     unsigned int max_per_peer; /* connections from one address */
-    wh_metrics *metrics;       /* NULL: nothing counted, no GET /metrics */
+    /* Of max_connections, never held by anonymous connections: for peers in api_cidrs and
+     * connections with a verified client certificate (peers.h). < max_connections. */
+    unsigned int reserved_connections;
+    const wh_cidr *api_cidrs; /* the API server's source addresses; owned by the caller */
+    size_t n_api_cidrs;
+    wh_metrics *metrics; /* NULL: nothing counted, no GET /metrics */
 } wh_server_config;
 
 typedef struct wh_server wh_server;

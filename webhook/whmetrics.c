@@ -19,7 +19,7 @@ const char *const wh_metric_api_errors[] = {
     "timeout", "connection", "http-error", "invalid-response", "too-large", "token", "other", NULL};
 static const char *const resources[] = {"secrets", "serviceaccounts", "other", NULL};
 static const char *const api_results[] = {"found", "not-found", "failed", NULL};
-static const char *const conn_reasons[] = {"per-peer", "total", NULL};
+static const char *const conn_reasons[] = {"per-peer", "share", "total", NULL};
 static const char *const versions[] = {PG_WEBHOOK_VERSION, NULL};
 static const char *const components[] = {"webhook", NULL};
 
@@ -79,12 +79,22 @@ int wh_metrics_init(wh_metrics *m, wh_tls *tls, char *msg, size_t msg_size)
         {.name = "pullgate_webhook_connections_refused_total",
          .type = PG_METRIC_COUNTER,
          .help = "Connections closed before any byte was read because a bound was reached "
-                 "(per-peer: --max-connections-per-peer; total: --max-connections).",
+                 "and no connection could give up its slot (per-peer: "
+                 "--max-connections-per-peer; share: --max-connections minus "
+                 "--reserved-connections, for callers not known as the API server; total: "
+                 "--max-connections).",
+         .nlabels = 1,
+         .labels = {{"reason", conn_reasons}}},
+        {.name = "pullgate_webhook_connections_evicted_total",
+         .type = PG_METRIC_COUNTER,
+         .help = "Connections in their handshake or idle that were shut to give their slot to a "
+                 "new connection, by the bound that was reached (per-peer, share, total).",
          .nlabels = 1,
          .labels = {{"reason", conn_reasons}}},
     };
-    pg_metric **slots[] = {&m->build_info, &m->reviews,    &m->review_seconds, &m->refusals,
-                           &m->api_reads,  &m->api_errors, &m->cert_expiry,    &m->conns_refused};
+    pg_metric **slots[] = {&m->build_info,  &m->reviews,       &m->review_seconds,
+                           &m->refusals,    &m->api_reads,     &m->api_errors,
+                           &m->cert_expiry, &m->conns_refused, &m->conns_evicted};
     if (!(m->reg = pg_metrics_new())) {
         snprintf(msg, msg_size, "out of memory");
         return -1;
@@ -146,4 +156,10 @@ void wh_metrics_connection_refused(wh_metrics *m, const char *reason)
 {
     if (m)
         pg_metric_inc(m->conns_refused, reason, NULL);
+}
+
+void wh_metrics_connection_evicted(wh_metrics *m, const char *reason)
+{
+    if (m)
+        pg_metric_inc(m->conns_evicted, reason, NULL);
 }

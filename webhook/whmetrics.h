@@ -20,6 +20,7 @@ typedef struct wh_metrics {
     pg_metric *api_errors;     /* pullgate_webhook_api_read_errors_total{kind} */
     pg_metric *cert_expiry;    /* pullgate_webhook_certificate_expiry_timestamp_seconds */
     pg_metric *conns_refused;  /* pullgate_webhook_connections_refused_total{reason} */
+    pg_metric *conns_evicted;  /* pullgate_webhook_connections_evicted_total{reason} */
     pg_metric *build_info;     /* pullgate_build_info{version,component} */
     wh_tls *tls;               /* read at each scrape for the expiry; may be NULL */
 } wh_metrics;
@@ -38,8 +39,11 @@ void wh_metrics_free(wh_metrics *m);
 void wh_metrics_review(wh_metrics *m, const char *outcome, int refusal_code, double seconds);
 /* The results of one batch of API reads (wh_get_fn's requests). m may be NULL. */
 void wh_metrics_api_reads(wh_metrics *m, const wh_get_req *reqs, size_t n);
-/* A connection refused before any byte was read: "per-peer" or "total". m may be NULL. */
+/* A connection refused before any byte was read: "per-peer", "share" or "total" (peers.h).
+ * m may be NULL. */
 void wh_metrics_connection_refused(wh_metrics *m, const char *reason);
+/* A connection shut to give its slot to a new one, by the bound reached (same labels). */
+void wh_metrics_connection_evicted(wh_metrics *m, const char *reason);
 /* The refusal reason label for a refusal code (400 invalid-request, 413 too-large,
  * 500 server-error: API read failed, key unusable, out of memory; 504 timeout; else other). */
 const char *wh_metrics_refusal_reason(int code);

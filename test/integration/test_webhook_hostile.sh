@@ -6,6 +6,10 @@
 #   - never fail open: NUL, reviews escaped past 4 MiB, over the 28 MiB bound, nested past
 #     jansson's depth, a structure that would blow the memory budget: HTTP 200 refusals with
 #     the uid (or patched), never 400/413;
+#   - the API server always gets in (issue 28): while five other addresses keep every slot
+#     full (reopened as they are shut) and a caller on its own address holds handshakes it
+#     never finishes, its reviews are answered within timeoutSeconds, by client certificate
+#     and by --api-server-cidr; without certificates, held requests cannot take its reserve;
 #   - bounded: 300 idle sockets from 127.0.0.1 while 127.0.0.2 is served, 16 secrets x 128
 #     images and the maximum within timeoutSeconds, no work or thread left after the answer,
 #     SIGTERM in under 2 s, the worst legal reviews at full concurrency inside the

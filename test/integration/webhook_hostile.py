@@ -410,10 +410,16 @@ def case_key_required():
     check(rc == 1 and "cannot start" in err, "a key file others can read: does not start",
           f"{rc} {err}")
     wh = Webhook("unkeyed", "--unkeyed-annotations", key=False, client_ca=False)
+    # "serving" and what follows it are written once the port listens: polled.
+    wait_for(lambda: "no connection reserved" in wh.log_text(), 5)
     log = wh.log_text()
     wh.stop()
     check("UNKEYED ANNOTATIONS" in log and '"annotationKey":"UNKEYED"' in log,
           "--unkeyed-annotations: said loudly at start", log[:600])
+    check("no connection reserved for the API server" in log and
+          '"reservedConnections":0' in log,
+          "neither --api-server-cidr nor --client-ca-file: nothing reserved, said at start",
+          log[:800])
 
 
 def tls_refused(wh, client, what):
@@ -656,6 +662,190 @@ def case_idle_sockets(wh):
         s.close()
 
 
+class SlotHolder(threading.Thread):
+    """Keeps `count` connections from `source` open to the webhook and reopens each one as soon
+    as it is closed (by the watchdog, an eviction, a refusal at accept), as a tenant's pods
+    would. mode: "tcp" sends nothing; "hello" starts a TLS handshake (its ClientHello) and
+    never finishes it; "request" completes one (no client certificate) and sends the headers of
+    a review whose body never comes: a connection serving a request, which is never evicted."""
+
+    def __init__(self, wh, source, count, mode="tcp"):
+        super().__init__(daemon=True)
+        self.wh, self.source, self.count, self.mode = wh, source, count, mode
+        self.halt = threading.Event()
+        self.opened = 0
+        self.socks = []
+
+    def open_one(self):
+        s = socket.create_connection(("127.0.0.1", self.wh.port), timeout=2,
+                                     source_address=(self.source, 0))
+        if self.mode == "hello":
+            outgoing = ssl.MemoryBIO()
+            tls = tls_context(None).wrap_bio(ssl.MemoryBIO(), outgoing,
+                                             server_hostname="localhost")
+            try:
+                tls.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+            s.sendall(outgoing.read())  # the ClientHello, and nothing after it
+        elif self.mode == "request":
+            s = tls_context(None).wrap_socket(s, server_hostname="localhost")
+            s.sendall(b"POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+                      b"application/json\r\nContent-Length: 100000\r\n\r\n{")
+        s.setblocking(False)
+        return s
+
+    def run(self):
+        while not self.halt.is_set():
+            while len(self.socks) < self.count and not self.halt.is_set():
+                try:
+                    self.socks.append(self.open_one())
+                    self.opened += 1
+                except (OSError, ssl.SSLError):
+                    time.sleep(0.01)  # refused during the handshake: try again
+            for s in list(self.socks):
+                if self.still_open(s):
+                    continue
+                s.close()
+                self.socks.remove(s)
+            time.sleep(0.02)
+
+    @staticmethod
+    def still_open(s):
+        try:
+            return s.recv(4096) != b""  # the server's handshake flight, read and dropped
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return True
+        except (OSError, ssl.SSLError):
+            return False
+
+    def stop(self):
+        self.halt.set()
+        self.join(5)
+        for s in self.socks:
+            s.close()
+
+
+def api_server_reviews(wh, sources, n, spacing, client="default"):
+    """n reviews, each on a new connection as kube-apiserver opens them under load, from the
+    given addresses in turn: (answered in time, the slowest in seconds, what went wrong)."""
+    worst, answered, problems = 0.0, 0, []
+    for i in range(n):
+        rev = review(pod(pull_secrets=["regcred"]))
+        t = time.monotonic()
+        try:
+            status, body = post(wh, rev, source=sources[i % len(sources)], client=client,
+                                timeout=TIMEOUT_SECONDS + 2)
+            r = answer(status, body)
+            took = time.monotonic() - t
+            if r and r["uid"] == rev["request"]["uid"] and took < TIMEOUT_SECONDS:
+                answered += 1
+            else:
+                problems.append(f"{sources[i % len(sources)]}: HTTP {status} in {took:.2f} s")
+        except (OSError, ssl.SSLError, http.client.HTTPException) as e:
+            took = time.monotonic() - t
+            problems.append(f"{sources[i % len(sources)]}: {e.__class__.__name__} in {took:.2f} s")
+        worst = max(worst, took)
+        time.sleep(max(0.0, spacing - took))
+    return answered, worst, problems
+
+
+def hold_slots(wh, holders, at_least, what):
+    """Starts the holders and waits until the webhook holds at least `at_least` of their
+    connections (its descriptors, counted from now: leave a margin of two for its own, such as
+    the start's probe connection still closing), polled with a deadline."""
+    base = fds(wh.pid)
+    seen = [0]
+
+    def held():
+        seen[0] = max(seen[0], fds(wh.pid) - base)
+        return seen[0] >= at_least
+
+    for h in holders:
+        h.start()
+    check(wait_for(held, 15), f"{what}: other addresses hold at least {at_least} connections "
+                              f"(held {seen[0]})", seen[0])
+
+
+def metric_lines(wh, prefix):
+    c = http.client.HTTPConnection("127.0.0.1", wh.health_port, timeout=5)
+    try:
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+    finally:
+        c.close()
+    return [line for line in text.splitlines() if line.startswith(prefix)]
+
+
+def metric_value(wh, name):
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metric_lines(wh, name))
+
+
+def case_api_server_gets_in():
+    """Issue 28: sockets from several other loopback addresses hold every connection slot and
+    are reopened as the watchdog (or an eviction) closes them; the API server's reviews are
+    answered within timeoutSeconds, each on a new connection."""
+    key = ["--hmac-key-file", path_of("webhook.key")]
+    for bad, why in ((["--api-server-cidr", "0.0.0.0/0"], "matches every address"),
+                     (["--api-server-cidr", "10.0.0.0/24,"], "empty"),
+                     (["--api-server-cidr", "::ffff:10.0.0.0/104"], "as IPv4"),
+                     (["--reserved-connections", "128"], "leaves no connection")):
+        rc, err = run_webhook(*key, *bad)
+        check(rc == 2 and why in err, f"{' '.join(bad)}: exit 2 ({why})", f"{rc} {err}")
+    n_reviews, spacing = 6, 0.65  # 3.9 s: every held socket is closed and reopened meanwhile
+    attackers = [f"127.0.0.{i}" for i in range(2, 7)]  # 5 x 16 > the 64 slots
+    # 1. Client certificates, and the CIDR: an anonymous caller on the API server's own address
+    #    (inside the CIDR: a hostNetwork pod of a control-plane node) holds its per-peer bound
+    #    with handshakes it never finishes; the API server, there and outside the CIDR
+    #    (127.0.0.7, known by its certificate only), still gets in.
+    wh = Webhook("slots-cert", "--max-connections", "64", "--max-connections-per-peer", "16",
+                 "--api-server-cidr", "127.0.0.1/32", health=True)
+    wait_for(lambda: '"serving"' in wh.log_text(), 5)  # written once the port listens
+    serving = [json.loads(x) for x in wh.log_text().splitlines() if '"serving"' in x]
+    check(serving and serving[0].get("apiServerCidrs") == ["127.0.0.1/32"] and
+          serving[0].get("reservedConnections") == 16,
+          "the start logs the CIDR and the reserve in effect (a quarter of 64)", serving)
+    holders = [SlotHolder(wh, a, 16) for a in attackers[:4]]
+    holders += [SlotHolder(wh, "127.0.0.1", 16, "hello"), SlotHolder(wh, attackers[4], 16)]
+    try:
+        hold_slots(wh, holders, 62, "client certificates")  # 48 shared + 16 from .1
+        answered, worst, problems = api_server_reviews(wh, ["127.0.0.1", "127.0.0.7"],
+                                                       n_reviews, spacing)
+        opened = sum(h.opened for h in holders)
+        check(answered == n_reviews,
+              f"client certificates: {answered}/{n_reviews} reviews from the API server (its "
+              f"address, and another known by its certificate only) answered within "
+              f"timeoutSeconds while {opened} sockets were opened against it "
+              f"(slowest {worst:.2f} s)", problems)
+        print("  " + "; ".join(metric_lines(wh, "pullgate_webhook_connections_")))
+        check(metric_value(wh, "pullgate_webhook_connections_evicted_total") > 0,
+              "client certificates: the slots given to it were taken from the held sockets "
+              "(pullgate_webhook_connections_evicted_total)")
+    finally:
+        for h in holders:
+            h.stop()
+        wh.stop()
+    # 2. No client certificates, the CIDR only: the held connections send a review's headers
+    #    and no body, so none can be evicted; the reserve is the API server's.
+    wh = Webhook("slots-cidr", "--max-connections", "64", "--max-connections-per-peer", "16",
+                 "--api-server-cidr", "127.0.0.1/32", client_ca=False)
+    holders = [SlotHolder(wh, a, 16, "request") for a in attackers]
+    try:
+        hold_slots(wh, holders, 46, "CIDR only")  # the anonymous share: 64 - 16 reserved
+        # Held requests are not churned by evictions: a short run shows the reserve.
+        n_reviews, spacing = 4, 0.4
+        answered, worst, problems = api_server_reviews(wh, ["127.0.0.1"], n_reviews, spacing)
+        opened = sum(h.opened for h in holders)
+        check(answered == n_reviews,
+              f"CIDR only: {answered}/{n_reviews} reviews from the API server's address "
+              f"answered within timeoutSeconds while {opened} connections held requests open "
+              f"(slowest {worst:.2f} s)", problems)
+    finally:
+        for h in holders:
+            h.stop()
+        wh.stop()
+
+
 def wide_objects(n_secrets, entries):
     names = []
     for i in range(n_secrets):
@@ -801,10 +991,13 @@ def case_descriptors_after_many_reviews():
     time.sleep(0.5)
     base = fds(wh.pid)
     t = time.monotonic()
+    # 1,000 for the descriptors; under ASan (memory errors, on the same paths) 256 suffice,
+    # and take as long as 1,000 in the release build.
+    total = 256 if UNDER_ASAN else 1000
     with concurrent.futures.ThreadPoolExecutor(workers) as ex:
-        ok = sum(ex.map(batch, [125] * workers))
+        ok = sum(ex.map(batch, [total // workers] * workers))
     took = time.monotonic() - t
-    check(ok == 1000, f"1,000 reviews of 64 secrets: all patched ({took:.1f} s)", ok)
+    check(ok == total, f"{total:,} reviews of 64 secrets: all patched ({took:.1f} s)", ok)
     back = wait_for(lambda: fds(wh.pid) <= base, 5)
     check(back, f"descriptors back to the idle baseline ({base})", fds(wh.pid))
     print(f"  descriptors: {base} idle, {fds(wh.pid)} after; threads {threads(wh.pid)}; "
@@ -848,7 +1041,7 @@ def main():
               case_secret_names_and_empty_entries, case_broken_dockerconfig, case_memory_scan,
               case_idle_sockets, case_wide_pods):
         cases.append(lambda c=c: c(wh))
-    cases += [case_sigterm, case_memory_at_full_concurrency, case_descriptors_after_many_reviews,
+    cases += [case_sigterm, case_api_server_gets_in, case_memory_at_full_concurrency, case_descriptors_after_many_reviews,
               lambda: case_key_reload(wh)]
     if len(sys.argv) > 1:  # by hand: run the named cases only
         cases = [c for c in cases if any(a in getattr(c, "__name__", "") or a in repr(c)

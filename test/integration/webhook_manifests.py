@@ -70,8 +70,9 @@ limit = mib(c["resources"]["limits"]["memory"])
 # reviews against the 256 MiB budget, test_webhook_hostile.sh): at least 96 MiB of room.
 check(budget and limit >= budget[0] + 96, f"memory: limit {limit} MiB = budget {budget} MiB + room",
       c["resources"])
-check("--max-connections=128" in args and "--max-connections-per-peer=32" in args,
-      "connection bounds set", args)
+check("--max-connections=128" in args and "--max-connections-per-peer=32" in args and
+      "--reserved-connections=32" in args, "connection bounds set", args)
+api_cidrs = [a.split("=", 1)[1] for a in args if a.startswith("--api-server-cidr=")]
 check("requests" in c["resources"] and "limits" in c["resources"], "resources set")
 check(not any(a.startswith("--unkeyed-annotations") for a in args), "keyed (no opt-out)")
 mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
@@ -97,6 +98,10 @@ check(np and np["spec"]["podSelector"]["matchLabels"].items() <= labels.items() 
       rules_in[0]["ports"] == [{"protocol": "TCP", "port": ports["https"]}] and
       all("ipBlock" in f for f in rules_in[0]["from"]),
       "NetworkPolicy: the review port from the API server's addresses only", np)
+np_cidrs = sorted(f["ipBlock"]["cidr"] for r in rules_in for f in r["from"] if "ipBlock" in f)
+check(sorted(c for a in api_cidrs for c in a.split(",")) == np_cidrs and np_cidrs,
+      "--api-server-cidr: the NetworkPolicy's CIDR (the reserved slots and the policy agree)",
+      f"{api_cidrs} vs {np_cidrs}")
 check("client-ca" in open(f"{kdir}/webhook.yaml").read() and
       secret_names.get("pullgate-webhook-client-ca", {}).get("data", {}).get("ca.crt"),
       "client CA: the Secret make-certs.sh writes, named in webhook.yaml")
