@@ -212,6 +212,17 @@ int pg_pinned_match_ref(const char *const *patterns, const char *image, const pg
 
 /* ------------------------------------------------------------ config.c */
 
+/*
+ * The rollback registry (docs/lifecycle.md, "Roll back"): the release that first reads
+ * configuration key `name` ("1.0.0"; static storage), NULL for a key this release does not read.
+ */
+const char *pg_config_key_since(const char *name);
+/* The i-th key this release reads (static storage), NULL past the last: for i = 0, 1, ... */
+const char *pg_config_key_at(size_t i);
+/* Orders two release versions by MAJOR.MINOR.PATCH (a package revision or suffix after
+ * '-', '~' or '+' is ignored): *cmp < 0, 0, > 0. PG_ERR_INVALID for anything else. */
+int pg_release_compare(const char *a, const char *b, int *cmp, pg_error *err);
+
 /* hmacKeyFile ("" = annotations are not signed); owned by cfg. */
 const char *pg_config_hmac_key_file(const pg_config *cfg);
 /* pullgate-cri endpoints (criListen, criRuntimeEndpoint: "unix:///path"); owned by cfg. */
