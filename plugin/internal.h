@@ -50,6 +50,14 @@ typedef enum pg_read_flags {
  */
 int pg_read_file_at(int dirfd, const char *name, size_t max, int flags, char **buf, size_t *len,
                     pg_error *err);
+/*
+ * Replaces (or creates) the file at path with len bytes, through a temporary file beside it
+ * and rename(2): a reader sees the old or the new file, never a part. The new file gets
+ * mode, uid and gid, and is fsync'd. For the tools that edit administrators' files
+ * (config-rollback, wire), not for records (store_fs.h).
+ */
+int pg_write_file_replacing(const char *path, const void *data, size_t len, mode_t mode,
+                            uid_t uid, gid_t gid, pg_error *err);
 
 /* Reads at most max bytes from fd until EOF (stdin etc). Over max: PG_ERR_LIMIT. */
 int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err);

@@ -62,39 +62,6 @@ static int keys_to_move(json_t *doc, const char *to, json_t *out, pg_error *err)
     return PG_OK;
 }
 
-/* Writes len bytes to path through a temporary file and rename(2): readers see the old or
- * the new file, never a part. The new file gets mode and owner of `like`. */
-static int write_replacing(const char *path, const char *data, size_t len, const struct stat *like,
-                           pg_error *err)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return pg_fail_errno(err, errno, "create a file beside %s", path);
-    int rc = PG_OK;
-    size_t done = 0;
-    while (rc == PG_OK && done < len) {
-        ssize_t w = write(fd, data + done, len - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            rc = pg_fail_errno(err, errno, "write %s", tmp);
-        else
-            done += (size_t)w;
-    }
-    if (rc == PG_OK && (fchmod(fd, like->st_mode & 07777) != 0 ||
-                        fchown(fd, like->st_uid, like->st_gid) != 0 || fsync(fd) != 0))
-        rc = pg_fail_errno(err, errno, "set up %s", tmp);
-    if (close(fd) != 0 && rc == PG_OK)
-        rc = pg_fail_errno(err, errno, "close %s", tmp);
-    if (rc == PG_OK && rename(tmp, path) != 0)
-        rc = pg_fail_errno(err, errno, "rename %s to %s", tmp, path);
-    if (rc != PG_OK)
-        unlink(tmp);
-    return rc;
-}
-
 /* FILE.before-rollback-to-VERSION, or with .N appended when that exists already. */
 static int backup_path(const char *path, const char *to, char *out, size_t n, pg_error *err)
 {
@@ -182,8 +149,9 @@ static int roll_back(const char *path, const char *to, int dry_run)
         pgctl_error(CMD ": %s: %s", path, strerror(errno));
         status = PGCTL_INTERNAL;
     } else if (backup_path(path, to, backup, sizeof backup, &err) != PG_OK ||
-               write_replacing(backup, text, len, &st, &err) != PG_OK ||
-               write_replacing(path, out_text, strlen(out_text), &st, &err) != PG_OK) {
+               pg_write_file_replacing(backup, text, len, st.st_mode, st.st_uid, st.st_gid, &err) != PG_OK ||
+               pg_write_file_replacing(path, out_text, strlen(out_text), st.st_mode, st.st_uid,
+                                       st.st_gid, &err) != PG_OK) {
         status = pgctl_fail(&err, CMD);
     } else {
         warn_moved(path, to, moved, backup);

@@ -149,7 +149,6 @@ int main(int argc, char **argv)
     size_t n_dirs = 0;
     pgd_options o = {.config_path = PG_DEFAULT_CONFIG_PATH,
                      .proc_root = "/proc",
-                     .containerd_config = "/etc/containerd/config.toml",
                      .crio_config = "/etc/crio/crio.conf",
                      .crio_config_dir = "/etc/crio/crio.conf.d",
                      .runtime = "auto",
