@@ -153,6 +153,13 @@ static char *apply_edits(doc *d, size_t *out_len)
 
 /* ------------------------------------------------------------- handlers */
 
+static char *toml_value(json_t *v) /* a string or an array of strings, as TOML */
+{
+    char *s = json_dumps(v, JSON_ENCODE_ANY);
+    json_decref(v);
+    return s;
+}
+
 /* A TOML key as written in a header: bare when it can be, else a basic string. */
 static void append_key(char *out, size_t n, const char *key)
 {
@@ -163,7 +170,7 @@ static void append_key(char *out, size_t n, const char *key)
     if (bare) {
         snprintf(out + used, n - used, "%s%s", used ? "." : "", key);
     } else {
-        char *q = json_dumps(json_string(key), JSON_ENCODE_ANY);
+        char *q = toml_value(json_string(key));
         snprintf(out + used, n - used, "%s%s", used ? "." : "", q ? q : "\"?\"");
         free(q);
     }
@@ -252,13 +259,6 @@ static int replace_value(doc *d, const json_t *e, const char *value, pg_error *e
     size_t start = offset_of(d, num(e, "line"), num(e, "col"));
     size_t end = offset_of(d, num(e, "eline"), num(e, "ecol"));
     return add_edit(d, start, end, value, err);
-}
-
-static char *toml_value(json_t *v) /* a string or an array of strings, as TOML */
-{
-    char *s = json_dumps(v, JSON_ENCODE_ANY);
-    json_decref(v);
-    return s;
 }
 
 static bool array_has(const json_t *a, const char *s)
