@@ -474,7 +474,7 @@ EOF2
         pg_fail "pullgatectl annotate"
     pod_in team-a "$ANN_A"
     export PG_CRI_PASS="$PASS_A"
-    REF_APP="$(cri pull --image "$IMG_APP" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_CFG")" ||
+    cri pull --image "$IMG_APP" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_CFG" >/dev/null ||
         { pg_node_show_log; pg_fail "PullImage through pullgate-cri"; }
     [[ -n "$(ls -A "$NODE_STATE/pulled" 2>/dev/null)" ]] && pg_check_ok "pullgate-cri $V recorded the pull" ||
         pg_check_fail "no record in $NODE_STATE/pulled"
@@ -526,6 +526,43 @@ EOF2
         cri pull --image "$IMG_APP2" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_CFG" >/dev/null ||
             pg_check_fail "PullImage through pullgate-cri $PREV_V"
         expect_runs "team-a's second image, pulled under $PREV_V" "$IMG_APP2"
+
+        # RPM: `dnf downgrade` runs this package's %preun (with $1 = 1) after the older
+        # package's files are in place; pullgate-config-rollback, which the older release does
+        # not ship, is still this release's. Played here with the RPM's own %preun text on the
+        # node as it is now (the older pullgatectl installed) and this release's
+        # pullgate-config-rollback where the RPM would leave it; "futureKey" stands for a key
+        # the older release does not read.
+        pg_section "the RPM's %preun in a downgrade, played on this node"
+        if ! wait "$RPM_BUILD_PID"; then
+            tail -40 "$WORK/build-rpm.log" >&2
+            pg_fail "packaging/build-rpm.sh failed"
+        fi
+        RPM_BUILD_PID=""
+        PREUN="$(rpm -qp --scripts "$WORK"/rpm/pullgate-"$V"-*.rpm 2>/dev/null |
+            awk '/^preuninstall scriptlet/ { on = 1; next } /^[a-z]+ (scriptlet|program)/ { on = 0 } on')"
+        ROLLBACK_BIN=/usr/libexec/pullgate/pullgate-config-rollback
+        cp "$CONFIG" "$WORK/config.before-rpm"
+        "$PG_PY" - "$CONFIG" <<'EOF2'
+import json, sys
+c = json.load(open(sys.argv[1])); c["futureKey"] = True
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+EOF2
+        if [[ -e "$ROLLBACK_BIN" ]]; then
+            pg_check_fail "$PREV_V ships $ROLLBACK_BIN: the RPM play needs its own copy there"
+        elif [[ -z "$PREUN" ]]; then
+            pg_check_fail "no %preun in the $V RPM"
+        else
+            install -m 0755 "$WORK/deb-x$ROLLBACK_BIN" "$ROLLBACK_BIN"
+            pg_expect_ok "the $V RPM's %preun with \$1 = 1" sh -c "$PREUN" preun 1
+            pg_expect_contains "... moved the key $PREV_V does not read, loudly" "$PG_OUT" \
+                "release $PREV_V does not read these keys of /etc/pullgate/config.json: futureKey"
+            pg_expect_ok "... and $PREV_V's pullgatectl reads the configuration" pullgatectl check-config
+            [[ -e "$CONFIG.before-rollback-to-$PREV_V" ]] && pg_check_ok "... keeping the file as it was" ||
+                pg_check_fail "no $CONFIG.before-rollback-to-$PREV_V"
+            rm -f "$ROLLBACK_BIN" "$CONFIG.before-rollback-to-$PREV_V"
+        fi
+        cp "$WORK/config.before-rpm" "$CONFIG"
 
         pg_section "upgrade from $PREV_V to $V"
         cp "$(deb pullgate)" "$DEBS/"
@@ -678,7 +715,7 @@ rm -f /var/lib/pullgate/.pullgate-pkgtest
 
 # ------------------------------------------------------------- 7. RPM
 pg_section "RPM"
-if ! wait "$RPM_BUILD_PID"; then
+if [[ -n "$RPM_BUILD_PID" ]] && ! wait "$RPM_BUILD_PID"; then
     tail -40 "$WORK/build-rpm.log" >&2
     pg_fail "packaging/build-rpm.sh failed"
 fi
