@@ -555,6 +555,9 @@ EOF2
         elif [[ -z "$PREUN" ]]; then
             pg_check_fail "no %preun in the $V RPM"
         else
+            pg_expect_fail "$PREV_V refuses a key it does not know (the outage a rollback must avoid)" \
+                pullgatectl check-config
+            pg_expect_contains "... naming it" "$PG_OUT" 'unknown key "futureKey"'
             install -m 0755 "$WORK/deb-x$ROLLBACK_BIN" "$ROLLBACK_BIN"
             pg_expect_ok "the $V RPM's %preun with \$1 = 1" sh -c "$PREUN" preun 1
             pg_expect_contains "... moved the key $PREV_V does not read, loudly" "$PG_OUT" \
