@@ -6,16 +6,12 @@
  */
 #include "pgctl.h"
 
-static const struct option options[] = {{"runtime", required_argument, NULL, 1},
-                                        {"containerd-config", required_argument, NULL, 1},
-                                        {"base-spec", required_argument, NULL, 1},
-                                        {"crio-config-dir", required_argument, NULL, 1},
-                                        {"hooks-dir", required_argument, NULL, 1},
-                                        {"hook-path", required_argument, NULL, 1},
-                                        {"proc-root", required_argument, NULL, 1},
-                                        {"dry-run", no_argument, NULL, 'n'},
-                                        {"help", no_argument, NULL, 'h'},
-                                        {NULL, 0, NULL, 0}};
+static const struct option options[] = {
+    {"runtime", required_argument, NULL, 1},   {"containerd-config", required_argument, NULL, 1},
+    {"base-spec", required_argument, NULL, 1}, {"crio-config-dir", required_argument, NULL, 1},
+    {"hooks-dir", required_argument, NULL, 1}, {"hook-path", required_argument, NULL, 1},
+    {"proc-root", required_argument, NULL, 1}, {"dry-run", no_argument, NULL, 'n'},
+    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 
 int pgctl_run_wire(const char *config_path, int argc, char **argv)
 {
@@ -33,5 +29,5 @@ static int run_wire(const pg_config *cfg, int argc, char **argv)
 const pgctl_command pgctl_cmd_wire = {
     "wire", "wire the hook into containerd or CRI-O (prints a diff with --dry-run)", options, 0,
     run_wire};
-const pgctl_command pgctl_cmd_unwire = {
-    "unwire", "take the hook out of containerd or CRI-O again", options, 0, run_wire};
+const pgctl_command pgctl_cmd_unwire = {"unwire", "take the hook out of containerd or CRI-O again",
+                                        options, 0, run_wire};

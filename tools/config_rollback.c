@@ -149,7 +149,8 @@ static int roll_back(const char *path, const char *to, int dry_run)
         pgctl_error(CMD ": %s: %s", path, strerror(errno));
         status = PGCTL_INTERNAL;
     } else if (backup_path(path, to, backup, sizeof backup, &err) != PG_OK ||
-               pg_write_file_replacing(backup, text, len, st.st_mode, st.st_uid, st.st_gid, &err) != PG_OK ||
+               pg_write_file_replacing(backup, text, len, st.st_mode, st.st_uid, st.st_gid, &err) !=
+                   PG_OK ||
                pg_write_file_replacing(path, out_text, strlen(out_text), st.st_mode, st.st_uid,
                                        st.st_gid, &err) != PG_OK) {
         status = pgctl_fail(&err, CMD);
@@ -189,7 +190,8 @@ int pgctl_config_rollback(const char *config_path, int argc, char **argv)
         return pgctl_usage_error(CMD, "--to: %s", err.message);
     /* It names the backup file: a version's characters only, no path. */
     if (strspn(to, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.~+-") !=
-            strlen(to) || strlen(to) > 64)
+            strlen(to) ||
+        strlen(to) > 64)
         return pgctl_usage_error(CMD, "--to: \"%.64s\" is not a package version", to);
     return roll_back(config_path ? config_path : PG_DEFAULT_CONFIG_PATH, to, dry_run);
 }

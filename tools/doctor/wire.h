@@ -15,9 +15,9 @@
 
 /* What the containerd configuration edit is asked to do. */
 typedef struct pgw_cd_params {
-    int remove;              /* unwire */
-    const char *annotation;  /* the credentials annotation key */
-    const char *gen_spec;    /* the base spec wire writes for handlers that have none */
+    int remove;             /* unwire */
+    const char *annotation; /* the credentials annotation key */
+    const char *gen_spec;   /* the base spec wire writes for handlers that have none */
 } pgw_cd_params;
 
 /* One runtime handler's base_runtime_spec before and after the edit ("" for none). */

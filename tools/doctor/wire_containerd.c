@@ -194,8 +194,8 @@ static bool own_header(const doc *d, const json_t *e)
     if (num(e, "kline") != num(e, "line"))
         return false;
     size_t p = offset_of(d, num(e, "kline"), num(e, "kend"));
-    while (p < d->len && (d->text[p] == ' ' || d->text[p] == '\t' || d->text[p] == '"' ||
-                          d->text[p] == '\''))
+    while (p < d->len &&
+           (d->text[p] == ' ' || d->text[p] == '\t' || d->text[p] == '"' || d->text[p] == '\''))
         p++;
     return p < d->len && d->text[p] == ']';
 }
@@ -207,9 +207,11 @@ static int place_handler(const doc *d, const char *const *prefix, const char *na
     if (!e)
         return pg_fail(err, PG_ERR_INTERNAL, "runtime handler %s not found in the text", name);
     if (json_is_true(json_object_get(e, "inline")))
-        return refuse(err, "runtime handler %s is an inline table: write it as a [...runtimes.%s] table to "
-                      "wire it",
-                      name, name);
+        return refuse(
+            err,
+            "runtime handler %s is an inline table: write it as a [...runtimes.%s] table to "
+            "wire it",
+            name, name);
     size_t line_at = d->line_start[num(e, "line")];
     size_t col_at = offset_of(d, num(e, "line"), num(e, "col"));
     if (d->text[col_at] != '[')
@@ -265,8 +267,8 @@ static bool array_has(const json_t *a, const char *s)
 {
     size_t i;
     json_t *v;
-    json_array_foreach(a, i, v) if (json_is_string(v) && strcmp(json_string_value(v), s) == 0)
-        return true;
+    json_array_foreach(a, i, v) if (json_is_string(v) &&
+                                    strcmp(json_string_value(v), s) == 0) return true;
     return false;
 }
 
@@ -280,8 +282,8 @@ static json_t *new_annotations(const json_t *old, const char *key, int remove)
     json_t *out = json_array();
     size_t i;
     json_t *v;
-    json_array_foreach(old, i, v) if (!(remove && json_is_string(v) &&
-                                       strcmp(json_string_value(v), key) == 0))
+    json_array_foreach(
+        old, i, v) if (!(remove && json_is_string(v) && strcmp(json_string_value(v), key) == 0))
         json_array_append(out, v);
     if (!remove)
         json_array_append_new(out, json_string(key));
@@ -404,8 +406,9 @@ static bool plugin_disabled(const doc *d)
     json_array_foreach(json_object_get(d->data, "disabled_plugins"), i, v)
     {
         const char *s = json_string_value(v);
-        if (s && (strcmp(s, d->plugin) == 0 || strcmp(s, "cri") == 0 ||
-                  (strstr(d->plugin, "grpc.v1.cri") && strcmp(s, "io.containerd.grpc.v1.cri") == 0)))
+        if (s &&
+            (strcmp(s, d->plugin) == 0 || strcmp(s, "cri") == 0 ||
+             (strstr(d->plugin, "grpc.v1.cri") && strcmp(s, "io.containerd.grpc.v1.cri") == 0)))
             return true;
     }
     return false;
@@ -415,9 +418,9 @@ static bool plugin_disabled(const doc *d)
 static int add_runc_handler(doc *d, const char *const *prefix, json_t *expect,
                             const pgw_cd_params *p, pgw_cd_result *out, pg_error *err)
 {
-    const char *def = json_string_value(path_get(
-        d->data, (const char *const[]){"plugins", d->plugin, "containerd", "default_runtime_name",
-                                       NULL}));
+    const char *def = json_string_value(
+        path_get(d->data, (const char *const[]){"plugins", d->plugin, "containerd",
+                                                "default_runtime_name", NULL}));
     if (def && strcmp(def, "runc") != 0)
         return refuse(err, "default_runtime_name is \"%s\" but no runtime handler is defined", def);
     char header[1024] = "";
@@ -528,8 +531,7 @@ int pgw_containerd_edit(const char *text, size_t len, const pgw_cd_params *p, pg
             break;
         }
         json_t *eh = json_object_get(path_get(expect, prefix), name);
-        rc = edit_handler(&d, prefix, name, handler, eh, p, &out->handlers[out->n_handlers++],
-                          err);
+        rc = edit_handler(&d, prefix, name, handler, eh, p, &out->handlers[out->n_handlers++], err);
     }
     if (rc == PG_OK && !(out->text = apply_edits(&d, &out->len)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
