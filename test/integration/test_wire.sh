@@ -150,6 +150,13 @@ pg_expect_ok "a configuration without handlers gets containerd's runc handler, w
     wire --containerd-config "$NONE/config.toml"
 pg_expect_ok "... which runs the hook" check wired "$NONE/config.toml" example.com/pull-creds "$HOOK" "$CFG"
 
+LAST="$WORK/last"
+mkdir -p "$LAST"
+printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]' >"$LAST/config.toml"
+pg_expect_ok "a handler header on the last line, no newline after it, is wired" \
+    wire --containerd-config "$LAST/config.toml"
+pg_expect_ok "... and runs the hook" check wired "$LAST/config.toml" example.com/pull-creds "$HOOK" "$CFG"
+
 refused_case() { # NAME EXPECTED-WORDS: the file $R/NAME.toml is refused and left as it was
     local f="$WORK/refused/$1.toml" s
     s="$(sum "$f")"

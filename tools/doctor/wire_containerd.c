@@ -361,10 +361,12 @@ static int edit_handler(doc *d, const char *const *prefix, const char *name, jso
     if (rc != PG_OK || !lines[0])
         return rc;
     char block[9300];
+    /* a header on the file's last line, without a newline after it */
+    const char *nl = hp.insert_at == d->len && d->len && d->text[d->len - 1] != '\n' ? "\n" : "";
     if (hp.new_header)
-        snprintf(block, sizeof block, "%s[%s]\n%s\n", hp.indent, hp.header, lines);
+        snprintf(block, sizeof block, "%s%s[%s]\n%s\n", nl, hp.indent, hp.header, lines);
     else
-        snprintf(block, sizeof block, "%s", lines);
+        snprintf(block, sizeof block, "%s%s", nl, lines);
     return add_edit(d, hp.insert_at, hp.insert_at, block, err);
 }
 
