@@ -91,10 +91,9 @@ OLD_BUILD_PID=""
 if git -C "$SRC" cat-file -e "$PREV_COMMIT^{commit}" 2>/dev/null; then
     mkdir -p "$WORK/old-src"
     git -C "$SRC" archive "$PREV_COMMIT" | tar -x -C "$WORK/old-src"
-    # Only installed and run here, never linted: unoptimised (about half the compile time), no
-    # stripping, no debug symbol packages; at a lower priority than this tree's .debs, which the
-    # next steps wait for (the rollback, well after them, waits for this one).
-    DEB_BUILD_OPTIONS="nocheck noopt nostrip noautodbgsym" nice -n 10 \
+    # Only installed and run here, never linted: unoptimised, no stripping, no debug symbol
+    # packages.
+    DEB_BUILD_OPTIONS="nocheck noopt nostrip noautodbgsym" \
         bash "$WORK/old-src/packaging/build-deb.sh" "$WORK/old-deb" >"$WORK/build-old-deb.log" 2>&1 &
     OLD_BUILD_PID=$!
     pg_on_exit "kill $OLD_BUILD_PID 2>/dev/null; wait $OLD_BUILD_PID 2>/dev/null"
