@@ -102,7 +102,9 @@ else
 fi
 T_BUILD=$SECONDS
 pg_section "build the .debs"
-if ! bash "$SRC/packaging/build-deb.sh" "$WORK/deb" >"$WORK/build-deb.log" 2>&1; then
+# make -j2: every later step waits for these .debs; the two builds beside them wait for nothing.
+if ! DEB_BUILD_OPTIONS="nocheck parallel=2" bash "$SRC/packaging/build-deb.sh" "$WORK/deb" \
+    >"$WORK/build-deb.log" 2>&1; then
     tail -40 "$WORK/build-deb.log" >&2
     pg_fail "packaging/build-deb.sh failed"
 fi
