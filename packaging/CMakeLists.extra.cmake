@@ -55,3 +55,25 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/dbus/dev.pullgate.PullGate1.xml)
   install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/dbus/dev.pullgate.PullGate1.xml
     DESTINATION ${CMAKE_INSTALL_DATADIR}/dbus-1/interfaces COMPONENT tools)
 endif()
+
+# What the docs cite, for a node or a cluster without the source tree (docs/metrics.md,
+# docs/webhook.md): the alert rules as a plain Prometheus rules file (made from the
+# PrometheusRule, which is installed too), the Grafana dashboard, and make-certs.sh with the
+# template it fills in. Architecture-independent data: /usr/share/pullgate.
+set(PG_SHARE_DIR ${CMAKE_INSTALL_DATADIR}/pullgate)
+set(_pg_k8s ${CMAKE_CURRENT_SOURCE_DIR}/kubernetes)
+add_custom_command(
+  OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/pullgate-rules.yml
+  COMMAND ${CMAKE_COMMAND} -DIN=${_pg_k8s}/prometheus-rules.yaml
+          -DOUT=${CMAKE_CURRENT_BINARY_DIR}/pullgate-rules.yml -P ${CMAKE_CURRENT_SOURCE_DIR}/plain-rules.cmake
+  DEPENDS ${_pg_k8s}/prometheus-rules.yaml ${CMAKE_CURRENT_SOURCE_DIR}/plain-rules.cmake
+  COMMENT "plain Prometheus rules from the PrometheusRule"
+  VERBATIM)
+add_custom_target(pullgate-plain-rules ALL DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/pullgate-rules.yml)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/pullgate-rules.yml ${_pg_k8s}/prometheus-rules.yaml
+  DESTINATION ${PG_SHARE_DIR}/prometheus COMPONENT tools)
+install(FILES ${_pg_k8s}/grafana-dashboard.json DESTINATION ${PG_SHARE_DIR}/grafana
+  RENAME pullgate-dashboard.json COMPONENT tools)
+install(PROGRAMS ${_pg_k8s}/make-certs.sh DESTINATION ${PG_SHARE_DIR}/kubernetes COMPONENT tools)
+install(FILES ${_pg_k8s}/mutatingwebhook.yaml.in DESTINATION ${PG_SHARE_DIR}/kubernetes
+  COMPONENT tools)

@@ -23,6 +23,11 @@ done
 
 version=$(dpkg-parsechangelog -l "$src/packaging/debian/changelog" -S Version)
 upstream=${version%-*}
+project=$(pg_project_version "$src")
+if [ "$upstream" != "$project" ]; then
+    echo "build-deb: debian/changelog's newest entry is $version, CMake's project() says $project: add a changelog entry (docs/lifecycle.md, \"Versions\")" >&2
+    exit 2
+fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pullgate-deb.XXXXXX")
 cleanup() { [ "${PG_KEEP_TMP:-0}" = 1 ] || rm -rf "$tmp"; }
 trap cleanup EXIT

@@ -21,6 +21,11 @@ spec=$src/packaging/rpm/pullgate.spec
 command -v rpmbuild >/dev/null 2>&1 || { echo "build-rpm: rpmbuild not found (apt-get install rpm)" >&2; exit 2; }
 
 version=$(sed -n 's/^Version:[[:space:]]*//p' "$spec")
+project=$(pg_project_version "$src")
+if [ "$version" != "$project" ]; then
+    echo "build-rpm: pullgate.spec says Version $version, CMake's project() says $project (docs/lifecycle.md, \"Versions\")" >&2
+    exit 2
+fi
 top=$(mktemp -d "${TMPDIR:-/tmp}/pullgate-rpm.XXXXXX")
 cleanup() { [ "${PG_KEEP_TMP:-0}" = 1 ] || rm -rf "$top"; }
 trap cleanup EXIT

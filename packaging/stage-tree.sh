@@ -20,3 +20,8 @@ pg_stage_tree() {
         tar -C "$_pg_src" --exclude='./build*' --exclude=./.git -cf - . | tar -C "$_pg_dest" -xf -
     fi
 }
+
+# pg_project_version SRC: the version in SRC/CMakeLists.txt's project(), the one source of it.
+pg_project_version() {
+    sed -n 's/^project(pullgate VERSION \([0-9][0-9.]*\) .*/\1/p' "$1/CMakeLists.txt" | head -n 1
+}

@@ -123,6 +123,16 @@ int pg_mac_key_load(const char *path, pg_mac_key **out, pg_error *err)
     return rc;
 }
 
+int pg_mac_key_file_check(const char *path, pg_error *err)
+{
+    if (!path || !*path)
+        return PG_OK;
+    pg_mac_key *key = NULL;
+    int rc = pg_mac_key_load(path, &key, err);
+    pg_mac_key_free(key);
+    return rc;
+}
+
 /* --------------------------------------------------------------- message */
 
 static int cmp_str(const char *a, const char *b)

@@ -36,6 +36,13 @@ typedef struct pg_mac_key pg_mac_key;
  * (no trimming: a trailing newline is part of the key).
  */
 int pg_mac_key_load(const char *path, pg_mac_key **out, pg_error *err);
+/*
+ * Whether a configuration's hmacKeyFile is usable, by the loader the hook and
+ * pullgate-cri use (so `pullgatectl check-config` fails where they would deny):
+ * PG_OK for "" (no key configured) or a loadable key, else the loader's error
+ * (PG_ERR_NOT_FOUND missing, PG_ERR_UNSAFE readable by others or not root's, ...).
+ */
+int pg_mac_key_file_check(const char *path, pg_error *err);
 /* A key from memory (tests, tools); same length bounds. */
 int pg_mac_key_from_bytes(const void *bytes, size_t len, pg_mac_key **out, pg_error *err);
 void pg_mac_key_free(pg_mac_key *key);

@@ -504,36 +504,45 @@ static pg_strv *list_of(pg_config *cfg, size_t offset)
     return (pg_strv *)((char *)cfg + offset);
 }
 
+/*
+ * `since` is the rollback registry (docs/lifecycle.md, "Roll back"): the release that first
+ * reads the key. Every release refuses a key it does not know, so a downgrade moves the keys
+ * newer than its target out of the file first (pullgate-config-rollback, run by the package);
+ * a key added without its release here fails test_config (every_key_is_registered).
+ */
 typedef struct key_spec {
     const char *name;
     key_kind kind;
     scalar_setter set;   /* KEY_SCALAR */
     size_t list_offset;  /* KEY_LIST */
     item_check check;    /* KEY_LIST */
+    const char *since;   /* the first release that reads it */
 } key_spec;
 
 static const key_spec keys[] = {
-    {"policy", KEY_SCALAR, set_policy, 0, NULL},
-    {"allowlist", KEY_LIST, NULL, offsetof(pg_config, allowlist), check_allowlist_pattern},
-    {"stateDir", KEY_SCALAR, set_state_dir, 0, NULL},
+    {"policy", KEY_SCALAR, set_policy, 0, NULL, "1.0.0"},
+    {"allowlist", KEY_LIST, NULL, offsetof(pg_config, allowlist), check_allowlist_pattern,
+     "1.0.0"},
+    {"stateDir", KEY_SCALAR, set_state_dir, 0, NULL, "1.0.0"},
     {"readOnlyRecordDirs", KEY_LIST, NULL, offsetof(pg_config, read_only_dirs),
-     check_absolute_path},
-    {"runtime", KEY_SCALAR, set_runtime, 0, NULL},
-    {"mode", KEY_SCALAR, set_mode, 0, NULL},
-    {"credentialsAnnotation", KEY_SCALAR, set_annotation, 0, NULL},
-    {"credentialTTL", KEY_SCALAR, set_ttl, 0, NULL},
-    {"pinnedImages", KEY_LIST, NULL, offsetof(pg_config, pinned_images), check_pinned_pattern},
-    {"recordApiVersion", KEY_SCALAR, set_api_version, 0, NULL},
-    {"dbus", KEY_SCALAR, set_dbus, 0, NULL},
-    {"logLevel", KEY_SCALAR, set_log_level, 0, NULL},
-    {"hmacKeyFile", KEY_SCALAR, set_hmac_key_file, 0, NULL},
-    {"criListen", KEY_SCALAR, set_cri_listen, 0, NULL},
-    {"criRuntimeEndpoint", KEY_SCALAR, set_cri_runtime, 0, NULL},
-    {"criPruneInterval", KEY_SCALAR, set_cri_prune_interval, 0, NULL},
-    {"criVerifyPulls", KEY_BOOL, set_cri_verify_pulls, 0, NULL},
-    {"criMetricsListen", KEY_SCALAR, set_cri_metrics_listen, 0, NULL},
+     check_absolute_path, "1.0.0"},
+    {"runtime", KEY_SCALAR, set_runtime, 0, NULL, "1.0.0"},
+    {"mode", KEY_SCALAR, set_mode, 0, NULL, "1.0.0"},
+    {"credentialsAnnotation", KEY_SCALAR, set_annotation, 0, NULL, "1.0.0"},
+    {"credentialTTL", KEY_SCALAR, set_ttl, 0, NULL, "1.0.0"},
+    {"pinnedImages", KEY_LIST, NULL, offsetof(pg_config, pinned_images), check_pinned_pattern,
+     "1.0.0"},
+    {"recordApiVersion", KEY_SCALAR, set_api_version, 0, NULL, "1.0.0"},
+    {"dbus", KEY_SCALAR, set_dbus, 0, NULL, "1.0.0"},
+    {"logLevel", KEY_SCALAR, set_log_level, 0, NULL, "1.0.0"},
+    {"hmacKeyFile", KEY_SCALAR, set_hmac_key_file, 0, NULL, "1.0.0"},
+    {"criListen", KEY_SCALAR, set_cri_listen, 0, NULL, "1.0.0"},
+    {"criRuntimeEndpoint", KEY_SCALAR, set_cri_runtime, 0, NULL, "1.0.0"},
+    {"criPruneInterval", KEY_SCALAR, set_cri_prune_interval, 0, NULL, "1.0.0"},
+    {"criVerifyPulls", KEY_BOOL, set_cri_verify_pulls, 0, NULL, "1.0.0"},
+    {"criMetricsListen", KEY_SCALAR, set_cri_metrics_listen, 0, NULL, "1.0.0"},
     {"nodeCredentialFiles", KEY_LIST, NULL, offsetof(pg_config, node_credential_files),
-     check_absolute_path},
+     check_absolute_path, "1.0.0"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -543,6 +552,49 @@ static const key_spec *find_key(const char *name)
         if (strcmp(keys[i].name, name) == 0)
             return &keys[i];
     return NULL;
+}
+
+const char *pg_config_key_since(const char *name)
+{
+    const key_spec *k = name ? find_key(name) : NULL;
+    return k ? k->since : NULL;
+}
+
+const char *pg_config_key_at(size_t i) { return i < N_KEYS ? keys[i].name : NULL; }
+
+/* MAJOR.MINOR.PATCH of a release or package version ("1.0.0", "1.0.0-1", "1.1.0~rc1-1"). */
+static int parse_release(const char *v, unsigned long out[3], pg_error *err)
+{
+    const char *p = v ? v : "";
+    for (int i = 0; i < 3; i++) {
+        char *end = NULL;
+        if (*p < '0' || *p > '9')
+            break;
+        out[i] = strtoul(p, &end, 10);
+        p = end;
+        if (i < 2 && *p == '.')
+            p++;
+        else if (i < 2)
+            break;
+        else if (*p == '\0' || *p == '-' || *p == '~' || *p == '+')
+            return PG_OK;
+    }
+    return pg_fail(err, PG_ERR_INVALID, "\"%.64s\" is not a release version (MAJOR.MINOR.PATCH)",
+                   v ? v : "");
+}
+
+int pg_release_compare(const char *a, const char *b, int *cmp, pg_error *err)
+{
+    unsigned long va[3] = {0}, vb[3] = {0};
+    int rc = parse_release(a, va, err);
+    if (rc == PG_OK)
+        rc = parse_release(b, vb, err);
+    if (rc != PG_OK)
+        return rc;
+    *cmp = 0;
+    for (int i = 0; i < 3 && *cmp == 0; i++)
+        *cmp = va[i] < vb[i] ? -1 : va[i] > vb[i];
+    return PG_OK;
 }
 
 static int unknown_key(pg_error *err, const char *key)

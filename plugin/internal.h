@@ -50,6 +50,14 @@ typedef enum pg_read_flags {
  */
 int pg_read_file_at(int dirfd, const char *name, size_t max, int flags, char **buf, size_t *len,
                     pg_error *err);
+/*
+ * Replaces (or creates) the file at path with len bytes, through a temporary file beside it
+ * and rename(2): a reader sees the old or the new file, never a part. The new file gets
+ * mode, uid and gid, and is fsync'd. For the tools that edit administrators' files
+ * (config-rollback, wire), not for records (store_fs.h).
+ */
+int pg_write_file_replacing(const char *path, const void *data, size_t len, mode_t mode,
+                            uid_t uid, gid_t gid, pg_error *err);
 
 /* Reads at most max bytes from fd until EOF (stdin etc). Over max: PG_ERR_LIMIT. */
 int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err);
@@ -211,6 +219,17 @@ bool pg_ref_needs_normalising(const char *s);
 int pg_pinned_match_ref(const char *const *patterns, const char *image, const pg_ref *ref);
 
 /* ------------------------------------------------------------ config.c */
+
+/*
+ * The rollback registry (docs/lifecycle.md, "Roll back"): the release that first reads
+ * configuration key `name` ("1.0.0"; static storage), NULL for a key this release does not read.
+ */
+const char *pg_config_key_since(const char *name);
+/* The i-th key this release reads (static storage), NULL past the last: for i = 0, 1, ... */
+const char *pg_config_key_at(size_t i);
+/* Orders two release versions by MAJOR.MINOR.PATCH (a package revision or suffix after
+ * '-', '~' or '+' is ignored): *cmp < 0, 0, > 0. PG_ERR_INVALID for anything else. */
+int pg_release_compare(const char *a, const char *b, int *cmp, pg_error *err);
 
 /* hmacKeyFile ("" = annotations are not signed); owned by cfg. */
 const char *pg_config_hmac_key_file(const pg_config *cfg);

@@ -506,3 +506,35 @@ void pg_strv_clear(pg_strv *l)
     l->v = NULL;
     l->n = l->cap = 0;
 }
+
+int pg_write_file_replacing(const char *path, const void *data, size_t len, mode_t mode,
+                            uid_t uid, gid_t gid, pg_error *err)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.XXXXXX", path) >= (int)sizeof tmp)
+        return pg_fail(err, PG_ERR_LIMIT, "%s: path too long", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return pg_fail_errno(err, errno, "create a file beside %s", path);
+    int rc = PG_OK;
+    size_t done = 0;
+    while (rc == PG_OK && done < len) {
+        ssize_t w = write(fd, (const char *)data + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            rc = pg_fail_errno(err, errno, "write %s", tmp);
+        else
+            done += (size_t)w;
+    }
+    if (rc == PG_OK && (fchmod(fd, mode & 07777) != 0 || fchown(fd, uid, gid) != 0 ||
+                        fsync(fd) != 0))
+        rc = pg_fail_errno(err, errno, "set up %s", tmp);
+    if (close(fd) != 0 && rc == PG_OK)
+        rc = pg_fail_errno(err, errno, "close %s", tmp);
+    if (rc == PG_OK && rename(tmp, path) != 0)
+        rc = pg_fail_errno(err, errno, "rename %s to %s", tmp, path);
+    if (rc != PG_OK)
+        unlink(tmp);
+    return rc;
+}

@@ -19,8 +19,8 @@ PACKAGES=(
   python3-cryptography
   # webhook tests: manifest checks (YAML) and TLS calls as the API server makes them
   python3-yaml curl
-  # packaging
-  debhelper devscripts lintian rpm rpmlint fakeroot
+  # packaging (cpio: test_packaging unpacks the RPM with rpm2cpio to check what it ships)
+  debhelper devscripts lintian rpm rpmlint fakeroot cpio
   # pullgatectl doctor (pullgate-doctor): the kubelet's configuration is YAML (libyaml),
   # containerd's and CRI-O's are TOML (toml++, C++: Debian 12 packages no C TOML parser)
   libyaml-dev libtomlplusplus-dev g++

@@ -74,7 +74,7 @@ test_sanitize() (
   # recorder paths the unit tests above run under the sanitizers; the daemon itself runs
   # here in test_cri_pull_recording and test_cri_proxy_transparency).
   cd build-asan && ctest -L unit --output-on-failure -j"$JOBS" &&
-    ctest -L integration -R 'ctl|hook_synthetic|dbus|annotate|hostile|webhook|cri_proxy|cri_pull|doctor' \
+    ctest -L integration -R 'ctl|hook_synthetic|dbus|annotate|hostile|webhook|cri_proxy|cri_pull|doctor|wire' \
       -E 'manifests' --output-on-failure -j1
 )
 check_symbols() { bash scripts/check-symbols.sh build/plugin/libpullgate.so.1; }

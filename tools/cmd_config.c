@@ -2,8 +2,12 @@
 /*
  * pullgatectl check-config: the configuration was loaded and validated by
  * main (a bad key is reported there, exit 2); this re-checks the allowlist
- * patterns and prints the effective configuration as JSON.
+ * patterns, loads the HMAC key as the hook would (a key the hook cannot use
+ * makes it deny every annotated container) and prints the effective
+ * configuration as JSON.
  */
+#include "annotation_mac.h"
+#include "internal.h"
 #include "pgctl.h"
 
 #include <stdio.h>
@@ -36,6 +40,16 @@ static int check_allowlist(const pg_config *cfg)
     return PGCTL_OK;
 }
 
+/* The loader the hook uses: missing, not root's, or readable by others fails here too. */
+static int check_hmac_key(const pg_config *cfg)
+{
+    pg_error err;
+    pg_error_clear(&err);
+    if (pg_mac_key_file_check(pg_config_hmac_key_file(cfg), &err) != PG_OK)
+        return pgctl_fail(&err, "hmacKeyFile (the hook would deny every annotated container)");
+    return PGCTL_OK;
+}
+
 static int print_config(const pg_config *cfg)
 {
     pg_error err;
@@ -62,10 +76,14 @@ static int run_check_config(const pg_config *cfg, int argc, char **argv)
         puts("Usage: " PGCTL_PROG " [--config FILE] check-config\n"
              "\nLoads and validates the configuration (with the global options applied)\n"
              "and prints the effective configuration as JSON. An unknown key or an\n"
-             "invalid value is reported naming the key, with exit status 2.");
+             "invalid value is reported naming the key, with exit status 2; an\n"
+             "hmacKeyFile the hook could not use (missing, not root's, readable by\n"
+             "group or others, wrong size) fails as well.");
         return PGCTL_OK;
     }
     if ((status = check_allowlist(cfg)) != PGCTL_OK)
+        return status;
+    if ((status = check_hmac_key(cfg)) != PGCTL_OK)
         return status;
     return print_config(cfg);
 }

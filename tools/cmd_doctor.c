@@ -30,8 +30,8 @@ static const struct option options[] = {{"json", no_argument, NULL, 'j'},
                                         {"help", no_argument, NULL, 'h'},
                                         {NULL, 0, NULL, 0}};
 
-/* <directory of /proc/self/exe>/pullgate-doctor when it exists, else PG_DOCTOR_PATH. */
-static void helper_path(char *out, size_t n)
+/* <directory of /proc/self/exe>/HELPER when it exists, else PG_HELPER_DIR/HELPER. */
+static void helper_path(const char *helper, char *out, size_t n)
 {
     char self[PATH_MAX];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -40,30 +40,33 @@ static void helper_path(char *out, size_t n)
         char *slash = strrchr(self, '/');
         if (slash) {
             *slash = '\0';
-            int w = snprintf(out, n, "%s/" HELPER, self);
+            int w = snprintf(out, n, "%s/%s", self, helper);
             if (w > 0 && (size_t)w < n && access(out, X_OK) == 0)
                 return;
         }
     }
-    snprintf(out, n, "%s", PG_DOCTOR_PATH);
+    snprintf(out, n, "%s/%s", PG_HELPER_DIR, helper);
 }
 
-int pgctl_run_doctor(const char *config_path, int argc, char **argv)
+int pgctl_exec_helper(const char *helper, const char *config_path, const char *extra, int argc,
+                      char **argv)
 {
     char path[PATH_MAX];
-    helper_path(path, sizeof path);
-    /* helper argv: HELPER [--config FILE] <the command's own arguments> */
-    char **args = calloc((size_t)argc + 4, sizeof *args);
+    helper_path(helper, path, sizeof path);
+    /* helper argv: HELPER [--config FILE] [EXTRA] <the command's own arguments> */
+    char **args = calloc((size_t)argc + 5, sizeof *args);
     if (!args) {
         pgctl_error("out of memory");
         return PGCTL_INTERNAL;
     }
     int k = 0;
-    args[k++] = (char *)HELPER;
+    args[k++] = (char *)helper;
     if (config_path) {
         args[k++] = (char *)"--config";
         args[k++] = (char *)config_path;
     }
+    if (extra)
+        args[k++] = (char *)extra;
     for (int i = 1; i < argc; i++)
         args[k++] = argv[i];
     args[k] = NULL;
@@ -71,8 +74,13 @@ int pgctl_run_doctor(const char *config_path, int argc, char **argv)
     execv(path, args);
     int e = errno;
     free(args);
-    pgctl_error("doctor: cannot run %s: %s", path, strerror(e));
+    pgctl_error("%s: cannot run %s: %s", argv[0], path, strerror(e));
     return PGCTL_INTERNAL;
+}
+
+int pgctl_run_doctor(const char *config_path, int argc, char **argv)
+{
+    return pgctl_exec_helper(HELPER, config_path, NULL, argc, argv);
 }
 
 /* Never called: main hands doctor to pgctl_run_doctor with the global --config. */

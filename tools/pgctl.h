@@ -48,10 +48,24 @@ extern const pgctl_command pgctl_cmd_prune;
 extern const pgctl_command pgctl_cmd_check_config;
 extern const pgctl_command pgctl_cmd_annotate;
 extern const pgctl_command pgctl_cmd_doctor;
+extern const pgctl_command pgctl_cmd_config_rollback;
+extern const pgctl_command pgctl_cmd_wire;
+extern const pgctl_command pgctl_cmd_unwire;
+
+/* `pullgatectl [--config FILE] config-rollback --to VERSION [--dry-run]` (config_rollback.c;
+ * also the whole of pullgate-config-rollback): config_path NULL is the default file. */
+int pgctl_config_rollback(const char *config_path, int argc, char **argv);
+/* `pullgatectl [--config FILE] wire|unwire ...`: execs pullgate-wire (tools/doctor/) with the
+ * global --config and argv (argv[0] "wire" or "unwire"); returns only on failure. */
+int pgctl_run_wire(const char *config_path, int argc, char **argv);
 
 /* `pullgatectl [--config FILE] doctor ...`: execs pullgate-doctor (tools/doctor/) with the
  * global --config (NULL: the default) and argv[1..]; returns only on failure. */
 int pgctl_run_doctor(const char *config_path, int argc, char **argv);
+/* Execs HELPER (beside this executable, else in PG_HELPER_DIR) as
+ * `HELPER [--config FILE] [EXTRA] argv[1..]`; returns only on failure (cmd_doctor.c). */
+int pgctl_exec_helper(const char *helper, const char *config_path, const char *extra, int argc,
+                      char **argv);
 
 /* ------------------------------------------------------------- helpers */
 

@@ -60,7 +60,8 @@ static const pgctl_command *const commands[] = {
     &pgctl_cmd_hash,         &pgctl_cmd_record_intent, &pgctl_cmd_record_pulled,
     &pgctl_cmd_record_failed, &pgctl_cmd_verify,       &pgctl_cmd_list,
     &pgctl_cmd_show,         &pgctl_cmd_prune,         &pgctl_cmd_monitor,
-    &pgctl_cmd_check_config, &pgctl_cmd_annotate,      &pgctl_cmd_doctor, NULL};
+    &pgctl_cmd_check_config, &pgctl_cmd_annotate,      &pgctl_cmd_doctor,
+    &pgctl_cmd_wire,         &pgctl_cmd_unwire,        &pgctl_cmd_config_rollback, NULL};
 
 /* A repeatable option's values, in order. */
 typedef struct value_list {
@@ -357,11 +358,26 @@ static int run_doctor(const split_argv *s, const global_settings *g)
     return pgctl_run_doctor(g->config_path, s->n_command, s->command_argv);
 }
 
+/* wire, unwire and config-rollback edit files: only --config (the file they name or edit). */
+static int run_with_config_path(const split_argv *s, const global_settings *g)
+{
+    if (g->state_dir || g->policy || g->credential_ttl || g->dbus || g->allowlist.n ||
+        g->read_only_dirs.n || g->pinned.n)
+        return pgctl_usage_error(s->command->name, "only the global --config applies to %s",
+                                 s->command->name);
+    if (s->command == &pgctl_cmd_config_rollback)
+        return pgctl_config_rollback(g->config_path, s->n_command, s->command_argv);
+    return pgctl_run_wire(g->config_path, s->n_command, s->command_argv);
+}
+
 static int run_command(const split_argv *s, const global_settings *g)
 {
     const pgctl_command *command = s->command;
     if (command == &pgctl_cmd_doctor)
         return run_doctor(s, g);
+    if (command == &pgctl_cmd_wire || command == &pgctl_cmd_unwire ||
+        command == &pgctl_cmd_config_rollback)
+        return run_with_config_path(s, g);
     pg_config *cfg = NULL;
     int wants_config = command->uses_config && (!s->command_help || command->run == run_monitor);
     if (wants_config) {

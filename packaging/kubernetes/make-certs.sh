@@ -1,4 +1,4 @@
-#!/usr/bin/env bash
+#!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # Serving certificate, CA and annotation HMAC key for pullgate-webhook, with openssl only.
 #

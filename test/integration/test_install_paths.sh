@@ -87,8 +87,8 @@ spec="$SRC/packaging/rpm/pullgate.spec"
 rpm_version="$(awk '$1 == "Version:" { print $2; exit }' "$spec")"
 [[ $rpm_version == "$project_version" ]] && pg_check_ok "the rpm spec's Version is $rpm_version" ||
     pg_check_fail "the rpm spec says Version '$rpm_version', project says $project_version"
-if grep -q "libpullgate.so.$project_version\$" "$spec"; then
-    pg_check_ok "the rpm spec lists libpullgate.so.$project_version"
+if grep -q "libpullgate.so.\($project_version\|%{version}\)\$" "$spec"; then
+    pg_check_ok "the rpm spec lists libpullgate.so.$project_version (or .%{version})"
 else
     pg_check_fail "the rpm spec does not list libpullgate.so.$project_version"
 fi

@@ -133,6 +133,9 @@ pg_wait_port "$PROM_PORT" 20 || pg_fail "prometheus did not start: $(tail -5 "$P
 prom_expect "Prometheus scrapes pullgate-cri" 'up{job="pullgate-cri"}' 1
 prom_expect "Prometheus scrapes pullgate-webhook" 'up{job="pullgate-webhook"}' 1
 prom_expect "build info: both daemons" 'count(pullgate_build_info)' 2
+PG_VERSION="$("$PULLGATECTL" --version | awk '{print $2}')"
+prom_expect "build info: both daemons say version $PG_VERSION (CMake's project())" \
+    "count(pullgate_build_info{version=\"$PG_VERSION\"})" 2
 prom_expect "the resident hook server is up" 'pullgate_cri_hook_server_up' 1
 prom_expect "no pulled record on disk yet" 'pullgate_cri_ondisk_pulledrecords' 0
 

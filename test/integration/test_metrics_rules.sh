@@ -29,6 +29,16 @@ yaml.safe_dump(doc["spec"], open(sys.argv[2], "w"))
 PY
 promtool check rules "$WORK/prometheus-rules.spec.yaml" && pass "promtool check rules" ||
     fail "promtool check rules rejects $RULES"
+# The packages' plain rules file (packaging/plain-rules.cmake): promtool takes it as it is, and
+# it is the PrometheusRule's spec, rule for rule.
+PLAIN=$PG_BUILD_DIR/packaging/pullgate-rules.yml
+promtool check rules "$PLAIN" && pass "promtool check rules: the plain rules file as installed" ||
+    fail "promtool check rules rejects $PLAIN"
+python3 - "$RULES" "$PLAIN" <<'PY' && pass "the plain rules file is the PrometheusRule's spec" ||
+import sys, yaml
+assert yaml.safe_load(open(sys.argv[1]))["spec"] == yaml.safe_load(open(sys.argv[2]))
+PY
+    fail "$PLAIN differs from the spec of $RULES"
 cp "$PG_SOURCE_DIR/test/data/metrics-rules-test.yaml" "$WORK/"
 (cd "$WORK" && promtool test rules metrics-rules-test.yaml) && pass "promtool test rules: the alerts fire as described" ||
     fail "promtool test rules"

@@ -9,6 +9,15 @@
 #      annotations: under AlwaysVerify (set by editing /etc/pullgate/config.json) the installed
 #      hook denies a container without credentials and allows it with the right ones;
 #   4. reinstalls the same .deb: the edited conffile survives;
+#   4b. a containerd node through its lifecycle, running docs/lifecycle.md's command blocks as
+#      written: containerd 1.6 as the node's service with a configuration of its own, a
+#      registry with htpasswd auth, the packaged pullgate-cri; install and `pullgatectl wire`
+#      (a tenant's container runs, one without credentials is denied, a second wire changes
+#      nothing, doctor and pullgate-still-wired name containerd's configuration unasked); roll
+#      back to the previous release's .deb (built here from packaging/previous-release's commit)
+#      with a configuration that spells every key of this release (containers still start, this
+#      release's records are read); upgrade from it (its records are read); uninstall
+#      (containers start without pullgate);
 #   5. removes pullgate from a node wired as docs/lifecycle.md describes (a containerd config
 #      whose base spec runs the hook, a hooks.d entry, the kubelet at pullgate-cri): the prerm
 #      warns about each and a container from the base spec left behind fails; then, after the
@@ -16,7 +25,8 @@
 #      container starts (runc with a bundle built from containerd's configuration, as containerd
 #      builds one, and podman with its default hooks directories);
 #   6. purges: everything is gone except /var/lib/pullgate (the records);
-#   7. builds the RPMs (packaging/build-rpm.sh) and compares `rpm -qlp` with the expected list.
+#   7. builds the RPMs (packaging/build-rpm.sh) and compares `rpm -qlp` with the expected list;
+#      the plain Prometheus rules file of both packages passes `promtool check rules`.
 # Exit 77 (skip) when a tool is missing, or when pullgate is already installed on this machine
 # (the test would overwrite and purge an administrator's installation).
 # PG_SKIP_PACKAGING=1 skips it; PG_PACKAGING_SKIP_PODMAN=1 skips step 3 only.
@@ -28,6 +38,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/podman.sh"
 # shellcheck source=lib/registry.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/registry.sh"
+# shellcheck source=lib/cri_node.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cri_node.sh"
+# shellcheck source=../../packaging/stage-tree.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../packaging/stage-tree.sh"
 
 [[ "${PG_SKIP_PACKAGING:-0}" != 1 ]] || pg_skip "PG_SKIP_PACKAGING=1"
 pg_require_root
@@ -43,6 +57,8 @@ done
 
 SRC="$PG_SOURCE_DIR"
 WORK="$(pg_mktemp_dir pkg)"
+V="$(pg_project_version "$SRC")"
+read -r PREV_V PREV_COMMIT < <(grep -v '^#' "$SRC/packaging/previous-release")
 MULTIARCH="$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)"
 STATE_EXISTED=0
 [[ -e /var/lib/pullgate ]] && STATE_EXISTED=1
@@ -70,8 +86,25 @@ pg_on_exit pg__pkg_cleanup
 bash "$SRC/packaging/build-rpm.sh" "$WORK/rpm" >"$WORK/build-rpm.log" 2>&1 &
 RPM_BUILD_PID=$!
 pg_on_exit "kill $RPM_BUILD_PID; wait $RPM_BUILD_PID"
+# The previous release's .deb, for the upgrade and the rollback (4b), from git history.
+OLD_BUILD_PID=""
+if git -C "$SRC" cat-file -e "$PREV_COMMIT^{commit}" 2>/dev/null; then
+    mkdir -p "$WORK/old-src"
+    git -C "$SRC" archive "$PREV_COMMIT" | tar -x -C "$WORK/old-src"
+    # Only installed and run here, never linted: unoptimised, no stripping, no debug symbol
+    # packages.
+    DEB_BUILD_OPTIONS="nocheck noopt nostrip noautodbgsym" \
+        bash "$WORK/old-src/packaging/build-deb.sh" "$WORK/old-deb" >"$WORK/build-old-deb.log" 2>&1 &
+    OLD_BUILD_PID=$!
+    pg_on_exit "kill $OLD_BUILD_PID 2>/dev/null; wait $OLD_BUILD_PID 2>/dev/null"
+else
+    pg_log "NOT RUN: upgrade from and rollback to $PREV_V: its commit $PREV_COMMIT is not in this clone (a shallow clone? git fetch --unshallow)"
+fi
+T_BUILD=$SECONDS
 pg_section "build the .debs"
-if ! bash "$SRC/packaging/build-deb.sh" "$WORK/deb" >"$WORK/build-deb.log" 2>&1; then
+# make -j2: every later step waits for these .debs; the two builds beside them wait for nothing.
+if ! DEB_BUILD_OPTIONS="nocheck parallel=2" bash "$SRC/packaging/build-deb.sh" "$WORK/deb" \
+    >"$WORK/build-deb.log" 2>&1; then
     tail -40 "$WORK/build-deb.log" >&2
     pg_fail "packaging/build-deb.sh failed"
 fi
@@ -89,6 +122,17 @@ if command -v lintian >/dev/null 2>&1; then
     fi
 fi
 
+pg_log "the .debs took $((SECONDS - T_BUILD)) s to build"
+# The shipped rules file, as the package holds it: promtool takes it as it is.
+mkdir -p "$WORK/deb-x"
+dpkg-deb -x "$(deb pullgate)" "$WORK/deb-x"
+pg_expect_ok ".deb: promtool check rules usr/share/pullgate/prometheus/pullgate-rules.yml" \
+    promtool check rules "$WORK/deb-x/usr/share/pullgate/prometheus/pullgate-rules.yml"
+for f in grafana/pullgate-dashboard.json kubernetes/make-certs.sh; do
+    [[ -s "$WORK/deb-x/usr/share/pullgate/$f" ]] && pg_check_ok ".deb holds usr/share/pullgate/$f" ||
+        pg_check_fail ".deb lacks usr/share/pullgate/$f"
+done
+
 # ------------------------------------------------------------ 2. install
 pg_section "install and check paths"
 pg_expect_ok "dpkg -i pullgate libpullgate1 libpullgate-dev" \
@@ -105,11 +149,15 @@ INSTALLED=(
     /lib/systemd/system/pullgate-cri.service /usr/share/man/man8/pullgate-cri.8.gz
     /usr/libexec/pullgate/pullgate-prune /usr/libexec/pullgate/pullgate-doctor
     /usr/libexec/pullgate/pullgate-still-wired /usr/lib/tmpfiles.d/pullgate.conf
+    /usr/libexec/pullgate/pullgate-wire /usr/libexec/pullgate/pullgate-config-rollback
+    /usr/share/pullgate/prometheus/pullgate-rules.yml /usr/share/pullgate/prometheus/prometheus-rules.yaml
+    /usr/share/pullgate/grafana/pullgate-dashboard.json /usr/share/pullgate/kubernetes/make-certs.sh
+    /usr/share/pullgate/kubernetes/mutatingwebhook.yaml.in
     /lib/systemd/system/pullgate-prune.service /lib/systemd/system/pullgate-prune.timer
     /usr/share/man/man8/pullgatectl.8.gz /usr/share/man/man8/pullgate-hook.8.gz
     /usr/share/man/man5/pullgate.json.5.gz
     /usr/share/dbus-1/interfaces/dev.pullgate.PullGate1.xml
-    "$LIBDIR/libpullgate.so.1.0.0" "$LIBDIR/libpullgate.so.1" "$LIBDIR/libpullgate.so"
+    "$LIBDIR/libpullgate.so.$V" "$LIBDIR/libpullgate.so.1" "$LIBDIR/libpullgate.so"
     /usr/include/pullgate/pullgate.h /usr/include/pullgate/version.h "$LIBDIR/pkgconfig/pullgate.pc"
     "$LIBDIR/cmake/Pullgate/PullgateConfig.cmake"
     # the docs the man pages, README.Debian and hooks/containerd's README send you to, uncompressed
@@ -141,12 +189,12 @@ fi
 grep -qx 'ExecStart=/usr/bin/pullgate-cri' /lib/systemd/system/pullgate-cri.service &&
     pg_check_ok "pullgate-cri.service runs /usr/bin/pullgate-cri" ||
     pg_check_fail "pullgate-cri.service: $(grep ExecStart /lib/systemd/system/pullgate-cri.service)"
-if [[ "$(readlink "$LIBDIR/libpullgate.so.1")" == libpullgate.so.1.0.0 ]]; then
-    pg_check_ok "SONAME link libpullgate.so.1 -> libpullgate.so.1.0.0"
+if [[ "$(readlink "$LIBDIR/libpullgate.so.1")" == "libpullgate.so.$V" ]]; then
+    pg_check_ok "SONAME link libpullgate.so.1 -> libpullgate.so.$V"
 else
     pg_check_fail "libpullgate.so.1 -> '$(readlink "$LIBDIR/libpullgate.so.1")'"
 fi
-soname="$(objdump -p "$LIBDIR/libpullgate.so.1.0.0" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')"
+soname="$(objdump -p "$LIBDIR/libpullgate.so.$V" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')"
 [[ "$soname" == libpullgate.so.1 ]] && pg_check_ok "SONAME is libpullgate.so.1" ||
     pg_check_fail "SONAME is '$soname'"
 hook_path="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["hook"]["path"])' "$HOOK_JSON")"
@@ -154,7 +202,17 @@ hook_path="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ho
     pg_check_fail "hooks.d JSON names '$hook_path'"
 pg_expect_ok "packaged config passes check-config" pullgatectl --config "$CONFIG" check-config
 pg_expect_ok "pkg-config --modversion pullgate" pkg-config --modversion pullgate
-[[ "$PG_OUT" == 1.0.0 ]] && pg_check_ok "pkg-config version 1.0.0" || pg_check_fail "pkg-config says '$PG_OUT'"
+[[ "$PG_OUT" == "$V" ]] && pg_check_ok "pkg-config version $V" || pg_check_fail "pkg-config says '$PG_OUT'"
+[[ -x /usr/share/pullgate/kubernetes/make-certs.sh ]] && pg_check_ok "make-certs.sh is executable" ||
+    pg_check_fail "/usr/share/pullgate/kubernetes/make-certs.sh is not executable"
+for b in pullgatectl pullgate-cri pullgate-webhook /usr/libexec/oci/hooks.d/pullgate-hook \
+    /usr/libexec/oci/hooks.d/pullgate-hook-local /usr/libexec/pullgate/pullgate-doctor \
+    /usr/libexec/pullgate/pullgate-wire /usr/libexec/pullgate/pullgate-config-rollback; do
+    got="$("$b" --version 2>&1 | head -n1 | awk '{print $2}')"
+    [[ "$got" == "$V" ]] && pg_check_ok "$b --version: $V" || pg_check_fail "$b --version says '$got', not $V"
+done
+[[ "$(dpkg-query -W -f='${Version}' pullgate)" == "$V-1" ]] && pg_check_ok "the package is $V-1" ||
+    pg_check_fail "the package is $(dpkg-query -W -f='${Version}' pullgate), not $V-1"
 cat >"$WORK/ver.c" <<'EOF'
 #include <pullgate/pullgate.h>
 #include <stdio.h>
@@ -261,6 +319,290 @@ sum_after="$(sha256sum "$CONFIG" 2>/dev/null | cut -d' ' -f1)"
     pg_check_fail "$CONFIG changed by the reinstall"
 grep -qx /etc/pullgate/config.json <(dpkg-query -W -f='${Conffiles}\n' pullgate | awk 'NF { print $1 }') &&
     pg_check_ok "$CONFIG is a conffile" || pg_check_fail "$CONFIG is not a conffile"
+
+# -------------------------------- 4b. a containerd node through its lifecycle (lifecycle.md)
+# docs/lifecycle.md's command blocks, run as written: each line of the block marked
+# <!-- lifecycle-test: NAME -->, from the directory holding both releases' .debs. There is no
+# systemd here: `systemctl` below plays it for containerd and pullgate-cri (the node's
+# services, children of init), and pullgate-cri is started again after each package
+# operation, as the package's scripts have systemd do on a node.
+lifecycle_block() {
+    awk -v m="<!-- lifecycle-test: $1 -->" '
+        $0 == m { found = 1; next }
+        found && /^```/ { if (inside) exit; inside = 1; next }
+        inside { print }' "$SRC/docs/lifecycle.md"
+}
+# run_block NAME [LINE_REGEX REASON]: every command line of the block; a line matching
+# LINE_REGEX may fail (REASON says why here). BLOCK_OUT gets everything they printed.
+run_block() {
+    local name="$1" allow="${2:-}" why="${3:-}" line rc n=0
+    BLOCK_OUT=""
+    pushd "$DEBS" >/dev/null || pg_fail "cd $DEBS"
+    while IFS= read -r line; do
+        [[ -z "${line//[[:space:]]/}" ]] && continue
+        n=$((n + 1))
+        pg_log "[$name] \$ $line"
+        eval "$line" </dev/null >"$WORK/block.out" 2>&1
+        rc=$?
+        sed 's/^/       > /' "$WORK/block.out" >&2
+        BLOCK_OUT+="$(cat "$WORK/block.out")"$'\n'
+        if ((rc == 0)); then
+            pg_check_ok "[$name] $line"
+        elif [[ -n "$allow" && "$line" =~ $allow ]]; then
+            pg_log "[$name] exit $rc, as expected here: $why"
+        else
+            pg_check_fail "[$name] exit $rc: $line"
+        fi
+    done < <(lifecycle_block "$name")
+    popd >/dev/null || true
+    ((n > 0)) || pg_check_fail "docs/lifecycle.md has no block '$name'"
+}
+
+CRI_PID=""
+RUN_PULLGATE_EXISTED=0
+[[ -e /run/pullgate ]] && RUN_PULLGATE_EXISTED=1
+service_cri_stop() {
+    [[ -n "$CRI_PID" ]] && pg_kill_wait "$CRI_PID" 12
+    CRI_PID=""
+    return 0
+}
+service_cri_start() { # as pullgate-cri.service: ExecStart=/usr/bin/pullgate-cri, a child of init
+    service_cri_stop
+    [[ -x /usr/bin/pullgate-cri ]] || { echo "pullgate-cri is not installed" >&2; return 1; }
+    CRI_PID="$( (setsid /usr/bin/pullgate-cri >>"$WORK/pullgate-cri.log" 2>&1 </dev/null & echo $!) )"
+    local i
+    for ((i = 0; i < 100; i++)); do
+        [[ -S "$PG_PROXY_SOCK" && -S /run/pullgate/hook.sock ]] && cri --timeout 2 version >/dev/null 2>&1 &&
+            return 0
+        kill -0 "$CRI_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    tail -n 20 "$WORK/pullgate-cri.log" >&2
+    return 1
+}
+node_containerd_restart() { # its shims, and so its containers, keep running
+    local old="$PG_CD_PID" i
+    pg_node_containerd_kill
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$old" 2>/dev/null || break
+        sleep 0.1
+    done
+    PG_NODE_AS_SERVICE=1 pg_node_containerd_start
+}
+systemctl() { # the part of systemd the blocks use
+    case "$*" in
+    "restart containerd") node_containerd_restart ;;
+    "enable --now pullgate-cri" | "restart pullgate-cri") service_cri_start ;;
+    "disable --now pullgate-cri") service_cri_stop ;;
+    *) echo "the test's systemctl does not play '$*'" >&2; return 1 ;;
+    esac
+}
+node_cleanup() {
+    service_cri_stop
+    ((RUN_PULLGATE_EXISTED)) || rm -rf /run/pullgate
+}
+pkg_version() { dpkg-query -W -f='${Version}' pullgate 2>/dev/null; }
+pod_in() { # NS [ANNOTATION]: a pod through the kubelet's endpoint
+    pg_node_run_pod "$@" || { pg_node_show_log; pg_check_fail "RunPodSandbox ($1)"; return 1; }
+}
+
+NODE_OK=1
+if [[ "${PG_PACKAGING_SKIP_NODE:-0}" == 1 ]]; then
+    NODE_OK=0
+    pg_log "NOT RUN: the node lifecycle (PG_PACKAGING_SKIP_NODE=1)"
+else
+    for c in containerd ctr containerd-shim-runc-v2 runc docker-registry htpasswd skopeo umoci; do
+        command -v "$c" >/dev/null 2>&1 || { NODE_OK=0; pg_log "NOT RUN: the node lifecycle: $c is missing"; }
+    done
+    "$PG_PY" -c 'import grpc, grpc_tools.protoc' 2>/dev/null ||
+        { NODE_OK=0; pg_log "NOT RUN: the node lifecycle: python3-grpcio / python3-grpc-tools missing"; }
+fi
+if ((NODE_OK)); then
+    T_NODE=$SECONDS
+    pg_section "a containerd node: registry, containerd as a service with its own --config"
+    DEBS="$WORK/debs"
+    mkdir -p "$DEBS"
+    cp "$(deb pullgate)" "$DEBS/"
+    PASS_A="tenant-a-pw-$RANDOM$RANDOM"
+    pg_registry_start tenant-a "$PASS_A"
+    LAYOUT="$(pg_mktemp_dir node-layout)/layout"
+    pg_image_build "$LAYOUT" app "app-marker"
+    pg_image_build "$LAYOUT" app2 "app2-marker"
+    pg_image_push "$LAYOUT" app team-a/app:1.0
+    pg_image_push "$LAYOUT" app2 team-a/app2:1.0
+    IMG_APP="$PG_REG_HOST/team-a/app:1.0"
+    IMG_APP2="$PG_REG_HOST/team-a/app2:1.0"
+    NODE_STATE="$WORK/nodestate"
+    mkdir -p "$NODE_STATE"
+    chmod 0700 "$NODE_STATE"
+    pg_node_containerd_setup "$CONFIG" "$PG_REG_HOST"
+    # A node before pullgate: its runc handler has no base spec and passes no annotation.
+    sed -i '/base_runtime_spec\|pod_annotations/d' "$PG_CD_DIR/config.toml"
+    rm -f "$PG_CD_DIR/base-spec.json"
+    PG_NODE_AS_SERVICE=1 pg_node_containerd_start || pg_fail "containerd did not start (log above)"
+    pg_on_exit node_cleanup
+    PG_PROXY_SOCK=/run/pullgate/cri.sock # criListen's default: the kubelet's image endpoint
+    # This release's configuration, every key spelled out (as the packaged file does), for
+    # this node: records in a private directory, containerd's socket, no D-Bus, no metrics port.
+    pullgatectl check-config >"$WORK/full.json" || pg_fail "check-config of the packaged configuration"
+    "$PG_PY" - "$WORK/full.json" "$CONFIG" "$NODE_STATE" "$PG_CD_SOCK" <<'EOF2'
+import json, sys
+full, path, state, sock = sys.argv[1:5]
+cfg = json.load(open(full))
+cfg.update({"policy": "AlwaysVerify", "stateDir": state, "readOnlyRecordDirs": [], "dbus": "none",
+            "criRuntimeEndpoint": "unix://" + sock, "criMetricsListen": "none", "mode": "enforce"})
+with open(path, "w") as f:
+    json.dump(cfg, f, indent=2)
+    f.write("\n")
+EOF2
+    pg_log "/etc/pullgate/config.json: $(tr -d '\n ' <"$CONFIG" | cut -c1-300)..."
+
+    pg_section "install (docs/lifecycle.md): pullgate-cri, wire, restart containerd"
+    pg_expect_ok "a node without pullgate: dpkg -r pullgate (its configuration stays)" dpkg -r pullgate
+    cd_before="$(sha256sum "$PG_CD_DIR/config.toml" | cut -d' ' -f1)"
+    run_block install
+    pg_expect_contains "wire found the running containerd's configuration unasked" "$BLOCK_OUT" \
+        "containerd configuration: $PG_CD_DIR/config.toml (the running containerd's)"
+    pg_expect_contains "wire --dry-run showed the diff" "$BLOCK_OUT" "+      pod_annotations = [\"pullgate.dev/credentials\"]"
+    [[ -f "$PG_CD_DIR/config.toml.before-pullgate-wire" && -f "$PG_CD_DIR/pullgate-base-runtime-spec.json" ]] &&
+        pg_check_ok "wire backed up containerd's configuration and wrote the base spec beside it" ||
+        pg_check_fail "no backup or no base spec in $PG_CD_DIR"
+    [[ "$(sha256sum "$PG_CD_DIR/config.toml.before-pullgate-wire" | cut -d' ' -f1)" == "$cd_before" ]] &&
+        pg_check_ok "... the backup is the file as it was" || pg_check_fail "the backup differs from the original"
+
+    pg_section "pods: a tenant with its credentials runs, a pod without is denied"
+    HASH_A="$(pg_cred_hash tenant-a "$PASS_A")" || pg_fail "pullgatectl hash"
+    UID_A="$(cat /proc/sys/kernel/random/uuid)"
+    ANN_A="$(pullgatectl annotate --namespace team-a --image "$IMG_APP" --secret "team-a/regcred/$UID_A:$HASH_A")" ||
+        pg_fail "pullgatectl annotate"
+    ANN_A2="$(pullgatectl annotate --namespace team-a --image "$IMG_APP2" --secret "team-a/regcred/$UID_A:$HASH_A")" ||
+        pg_fail "pullgatectl annotate"
+    pod_in team-a "$ANN_A"
+    export PG_CRI_PASS="$PASS_A"
+    cri pull --image "$IMG_APP" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_CFG" >/dev/null ||
+        { pg_node_show_log; pg_fail "PullImage through pullgate-cri"; }
+    [[ -n "$(ls -A "$NODE_STATE/pulled" 2>/dev/null)" ]] && pg_check_ok "pullgate-cri $V recorded the pull" ||
+        pg_check_fail "no record in $NODE_STATE/pulled"
+    expect_runs "team-a with its credentials ($V)" "$IMG_APP"
+    pod_in team-b
+    expect_denied "team-b without credentials ($V)" "$IMG_APP"
+
+    pg_section "wire again changes nothing; doctor and pullgate-still-wired find containerd's configuration"
+    wired_sum="$(sha256sum "$PG_CD_DIR/config.toml" | cut -d' ' -f1)"
+    pg_expect_ok "pullgatectl wire (again)" pullgatectl wire
+    pg_expect_contains "... nothing to change" "$PG_OUT" "nothing to change"
+    [[ "$(sha256sum "$PG_CD_DIR/config.toml" | cut -d' ' -f1)" == "$wired_sum" &&
+        ! -e "$PG_CD_DIR/config.toml.before-pullgate-wire.1" ]] &&
+        pg_check_ok "... containerd's configuration is untouched" || pg_check_fail "the second wire changed it"
+    run_block check 'doctor' "no kubelet runs on this test machine: doctor's kubelet lines fail"
+    pg_expect_contains "doctor names the running containerd's configuration without flags" "$BLOCK_OUT" \
+        "runtime handler of $PG_CD_DIR/config.toml"
+    pg_expect_contains "pullgate-still-wired names it without being told" "$BLOCK_OUT" \
+        "(in $PG_CD_DIR/config.toml) runs pullgate-hook"
+
+    if [[ -n "$OLD_BUILD_PID" ]]; then
+        pg_section "roll back to $PREV_V with a configuration that spells every key of $V"
+        if ! wait "$OLD_BUILD_PID"; then
+            tail -40 "$WORK/build-old-deb.log" >&2
+            pg_fail "building the previous release's .deb ($PREV_COMMIT) failed"
+        fi
+        OLD_BUILD_PID=""
+        cp "$WORK"/old-deb/pullgate_"$PREV_V"-*.deb "$DEBS/" || pg_fail "no pullgate $PREV_V .deb built"
+        records_before="$(ls "$NODE_STATE/pulled" | sort)"
+        run_block rollback
+        [[ "$(pkg_version)" == "$PREV_V-1" ]] && pg_check_ok "pullgate $PREV_V-1 is installed" ||
+            pg_check_fail "installed: $(pkg_version)"
+        pg_expect_contains "... its pullgatectl reads the configuration" "$BLOCK_OUT" \
+            "the configuration is one pullgatectl $PREV_V"
+        if [[ "$BLOCK_OUT" == *"does not read these keys"* ]]; then
+            pg_check_ok "the downgrade moved aside the keys $PREV_V does not read: $(grep -o 'does not read these keys[^:]*: .*' <<<"$BLOCK_OUT" | head -n1)"
+        else
+            pg_log "every key of $V is one $PREV_V reads: nothing was moved aside"
+        fi
+        systemctl restart pullgate-cri || pg_fail "pullgate-cri $PREV_V does not start with the configuration"
+        pg_check_ok "pullgate-cri $PREV_V starts with the configuration"
+        [[ "$(ls "$NODE_STATE/pulled" | sort)" == "$records_before" ]] && pg_check_ok "the records are kept" ||
+            pg_check_fail "the records changed with the rollback"
+        pod_in team-a "$ANN_A"
+        expect_runs "team-a's container starts under $PREV_V on the record $V wrote" "$IMG_APP"
+        pod_in team-b
+        expect_denied "team-b without credentials is denied under $PREV_V" "$IMG_APP"
+        pod_in team-a "$ANN_A2"
+        cri pull --image "$IMG_APP2" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_CFG" >/dev/null ||
+            pg_check_fail "PullImage through pullgate-cri $PREV_V"
+        expect_runs "team-a's second image, pulled under $PREV_V" "$IMG_APP2"
+
+        # RPM: `dnf downgrade` runs this package's %preun (with $1 = 1) after the older
+        # package's files are in place; pullgate-config-rollback, which the older release does
+        # not ship, is still this release's. Played here with the RPM's own %preun text on the
+        # node as it is now (the older pullgatectl installed) and this release's
+        # pullgate-config-rollback where the RPM would leave it; "futureKey" stands for a key
+        # the older release does not read.
+        pg_section "the RPM's %preun in a downgrade, played on this node"
+        if ! wait "$RPM_BUILD_PID"; then
+            tail -40 "$WORK/build-rpm.log" >&2
+            pg_fail "packaging/build-rpm.sh failed"
+        fi
+        RPM_BUILD_PID=""
+        PREUN="$(rpm -qp --scripts "$WORK"/rpm/pullgate-"$V"-*.rpm 2>/dev/null |
+            awk '/^preuninstall scriptlet/ { on = 1; next } /^[a-z]+ (scriptlet|program)/ { on = 0 } on')"
+        ROLLBACK_BIN=/usr/libexec/pullgate/pullgate-config-rollback
+        cp "$CONFIG" "$WORK/config.before-rpm"
+        "$PG_PY" - "$CONFIG" <<'EOF2'
+import json, sys
+c = json.load(open(sys.argv[1])); c["futureKey"] = True
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+EOF2
+        if [[ -e "$ROLLBACK_BIN" ]]; then
+            pg_check_fail "$PREV_V ships $ROLLBACK_BIN: the RPM play needs its own copy there"
+        elif [[ -z "$PREUN" ]]; then
+            pg_check_fail "no %preun in the $V RPM"
+        else
+            pg_expect_fail "$PREV_V refuses a key it does not know (the outage a rollback must avoid)" \
+                pullgatectl check-config
+            pg_expect_contains "... naming it" "$PG_OUT" 'unknown key "futureKey"'
+            install -m 0755 "$WORK/deb-x$ROLLBACK_BIN" "$ROLLBACK_BIN"
+            pg_expect_ok "the $V RPM's %preun with \$1 = 1" sh -c "$PREUN" preun 1
+            pg_expect_contains "... moved the key $PREV_V does not read, loudly" "$PG_OUT" \
+                "release $PREV_V does not read these keys of /etc/pullgate/config.json: futureKey"
+            pg_expect_ok "... and $PREV_V's pullgatectl reads the configuration" pullgatectl check-config
+            [[ -e "$CONFIG.before-rollback-to-$PREV_V" ]] && pg_check_ok "... keeping the file as it was" ||
+                pg_check_fail "no $CONFIG.before-rollback-to-$PREV_V"
+            rm -f "$ROLLBACK_BIN" "$CONFIG.before-rollback-to-$PREV_V"
+        fi
+        cp "$WORK/config.before-rpm" "$CONFIG"
+
+        pg_section "upgrade from $PREV_V to $V"
+        cp "$(deb pullgate)" "$DEBS/"
+        run_block upgrade 'doctor' "no kubelet runs on this test machine"
+        [[ "$(pkg_version)" == "$V-1" ]] && pg_check_ok "pullgate $V-1 is installed" ||
+            pg_check_fail "installed: $(pkg_version)"
+        systemctl restart pullgate-cri || pg_fail "pullgate-cri $V does not start after the upgrade"
+        pod_in team-a "$ANN_A2"
+        expect_runs "under $V, the record $PREV_V wrote lets team-a's second image run" "$IMG_APP2"
+        pod_in team-a "$ANN_A"
+        expect_runs "under $V, team-a's first image still runs" "$IMG_APP"
+        pod_in team-b
+        expect_denied "under $V, team-b without credentials is denied" "$IMG_APP2"
+    fi
+    unset PG_CRI_PASS
+
+    pg_section "uninstall in the documented order"
+    PG_PROXY_SOCK="$PG_CD_SOCK" # step 1: the kubelet back at the runtime's socket
+    run_block uninstall
+    pg_expect_contains "pullgate-still-wired found nothing after unwire" "$BLOCK_OUT" "nothing names pullgate any more"
+    [[ "$BLOCK_OUT" != *WARNING* ]] && pg_check_ok "the removal warned about nothing" ||
+        pg_check_fail "a WARNING during the documented uninstall"
+    [[ "$(dpkg-query -W -f='${Status}' pullgate 2>/dev/null)" == *config-files* ]] &&
+        pg_check_ok "pullgate is removed" || pg_check_fail "pullgate: $(dpkg-query -W -f='${Status}' pullgate)"
+    pod_in team-b
+    expect_runs "a pod without credentials starts: pullgate is out of the way" "$IMG_APP"
+    pg_log "the node lifecycle took $((SECONDS - T_NODE)) s"
+    service_cri_stop
+    pg_node_containerd_kill
+    pg_registry_stop
+    pg_expect_ok "reinstall pullgate for what follows" env DEBIAN_FRONTEND=noninteractive dpkg -i "$(deb pullgate)"
+fi
 
 # ------------------------------------- 5. removal from a wired node (docs/lifecycle.md)
 pg_section "removal from a wired node, then by the documented procedure"
@@ -381,7 +723,7 @@ rm -f /var/lib/pullgate/.pullgate-pkgtest
 
 # ------------------------------------------------------------- 7. RPM
 pg_section "RPM"
-if ! wait "$RPM_BUILD_PID"; then
+if [[ -n "$RPM_BUILD_PID" ]] && ! wait "$RPM_BUILD_PID"; then
     tail -40 "$WORK/build-rpm.log" >&2
     pg_fail "packaging/build-rpm.sh failed"
 fi
@@ -405,35 +747,46 @@ $tmpfilesdir/pullgate.conf
 /usr/libexec/oci/hooks.d/pullgate-hook
 /usr/libexec/oci/hooks.d/pullgate-hook-local
 /usr/libexec/pullgate
+/usr/libexec/pullgate/pullgate-config-rollback
 /usr/libexec/pullgate/pullgate-doctor
 /usr/libexec/pullgate/pullgate-prune
 /usr/libexec/pullgate/pullgate-still-wired
+/usr/libexec/pullgate/pullgate-wire
 /usr/share/containers
 /usr/share/containers/oci
 /usr/share/containers/oci/hooks.d
 /usr/share/containers/oci/hooks.d/pullgate.json
 /usr/share/dbus-1/interfaces/dev.pullgate.PullGate1.xml
-/usr/share/licenses/pullgate-1.0.0
-/usr/share/doc/pullgate-1.0.0
-/usr/share/doc/pullgate-1.0.0/annotation-hmac.md
-/usr/share/doc/pullgate-1.0.0/annotation-producer.md
-/usr/share/doc/pullgate-1.0.0/containerd
-/usr/share/doc/pullgate-1.0.0/containerd/README.md
-/usr/share/doc/pullgate-1.0.0/containerd/base-runtime-spec.json.example
-/usr/share/doc/pullgate-1.0.0/containerd/config.toml.snippet
-/usr/share/doc/pullgate-1.0.0/design.md
-/usr/share/doc/pullgate-1.0.0/kubelet-setup.md
-/usr/share/doc/pullgate-1.0.0/lifecycle.md
-/usr/share/doc/pullgate-1.0.0/logging.md
-/usr/share/doc/pullgate-1.0.0/metrics.md
-/usr/share/licenses/pullgate-1.0.0/LICENSE
+/usr/share/pullgate
+/usr/share/pullgate/grafana
+/usr/share/pullgate/grafana/pullgate-dashboard.json
+/usr/share/pullgate/kubernetes
+/usr/share/pullgate/kubernetes/make-certs.sh
+/usr/share/pullgate/kubernetes/mutatingwebhook.yaml.in
+/usr/share/pullgate/prometheus
+/usr/share/pullgate/prometheus/prometheus-rules.yaml
+/usr/share/pullgate/prometheus/pullgate-rules.yml
+/usr/share/licenses/pullgate-$V
+/usr/share/doc/pullgate-$V
+/usr/share/doc/pullgate-$V/annotation-hmac.md
+/usr/share/doc/pullgate-$V/annotation-producer.md
+/usr/share/doc/pullgate-$V/containerd
+/usr/share/doc/pullgate-$V/containerd/README.md
+/usr/share/doc/pullgate-$V/containerd/base-runtime-spec.json.example
+/usr/share/doc/pullgate-$V/containerd/config.toml.snippet
+/usr/share/doc/pullgate-$V/design.md
+/usr/share/doc/pullgate-$V/kubelet-setup.md
+/usr/share/doc/pullgate-$V/lifecycle.md
+/usr/share/doc/pullgate-$V/logging.md
+/usr/share/doc/pullgate-$V/metrics.md
+/usr/share/licenses/pullgate-$V/LICENSE
 /usr/share/man/man5/pullgate.json.5
 /usr/share/man/man8/pullgate-cri.8
 /usr/share/man/man8/pullgate-hook.8
 /usr/share/man/man8/pullgate-webhook.8
 /usr/share/man/man8/pullgatectl.8
 $libdir/libpullgate.so.1
-$libdir/libpullgate.so.1.0.0
+$libdir/libpullgate.so.$V
 /usr/include/pullgate
 /usr/include/pullgate/pullgate.h
 /usr/include/pullgate/version.h
@@ -452,6 +805,16 @@ if diff -u "$WORK/rpm-expected" "$WORK/rpm-actual" >"$WORK/rpm.diff"; then
 else
     pg_check_fail "rpm -qlp differs from the expected list"
     sed 's/^/       | /' "$WORK/rpm.diff" >&2
+fi
+mkdir -p "$WORK/rpm-x"
+(cd "$WORK/rpm-x" && rpm2cpio "$WORK"/rpm/pullgate-[0-9]*.rpm | cpio -idm --quiet) ||
+    pg_check_fail "rpm2cpio | cpio of the pullgate RPM"
+pg_expect_ok ".rpm: promtool check rules usr/share/pullgate/prometheus/pullgate-rules.yml" \
+    promtool check rules "$WORK/rpm-x/usr/share/pullgate/prometheus/pullgate-rules.yml"
+if rpm -qp --queryformat '%{VERSION}\n' "$WORK"/rpm/pullgate-[0-9]*.rpm 2>/dev/null | grep -qx "$V"; then
+    pg_check_ok "the RPM is version $V"
+else
+    pg_check_fail "the RPM's version is not $V"
 fi
 if rpm -qcp "$WORK"/rpm/pullgate-[0-9]*.rpm 2>/dev/null | grep -qx /etc/pullgate/config.json; then
     pg_check_ok "config.json is %config in the RPM"

@@ -421,6 +421,45 @@ START_TEST(unusable_key_fails_closed)
 }
 END_TEST
 
+/*
+ * `pullgatectl check-config` asks pg_mac_key_file_check: wherever it fails the hook denies
+ * every annotated container (PG_REASON_CONFIG_ERROR), and where it passes the hook uses the key.
+ */
+START_TEST(key_file_check_agrees_with_the_hook)
+{
+    env e;
+    env_init(&e, true);
+    char *a = annotation(&e, APP, "team-a", "team-a");
+    pg_error err = {0};
+    ck_assert_int_eq(pg_mac_key_file_check("", &err), PG_OK); /* no key configured */
+    ck_assert_int_eq(pg_mac_key_file_check(e.key_path, &err), PG_OK);
+    pg_decision d = decide(&e, "team-a", a);
+    ck_assert_msg(d.allow, "%s", d.text);
+
+    ck_assert_int_eq(chmod(e.key_path, 0640), 0); /* group-readable */
+    ck_assert_int_eq(pg_mac_key_file_check(e.key_path, &err), PG_ERR_UNSAFE);
+    d = decide(&e, "team-a", a);
+    ck_assert_msg(!d.allow && d.reason == PG_REASON_CONFIG_ERROR, "%s", d.text);
+    ck_assert_int_eq(chmod(e.key_path, 0600), 0);
+
+    if (geteuid() == 0) { /* not root's (nor the caller's) */
+        ck_assert_int_eq(chown(e.key_path, 65534, 65534), 0);
+        ck_assert_int_ne(pg_mac_key_file_check(e.key_path, &err), PG_OK);
+        d = decide(&e, "team-a", a);
+        ck_assert_msg(!d.allow && d.reason == PG_REASON_CONFIG_ERROR, "%s", d.text);
+        ck_assert_int_eq(chown(e.key_path, 0, 0), 0);
+    }
+
+    ck_assert_int_eq(unlink(e.key_path), 0); /* missing */
+    ck_assert_int_eq(pg_mac_key_file_check(e.key_path, &err), PG_ERR_NOT_FOUND);
+    ck_assert_ptr_nonnull(strstr(err.message, e.key_path));
+    d = decide(&e, "team-a", a);
+    ck_assert_msg(!d.allow && d.reason == PG_REASON_CONFIG_ERROR, "%s", d.text);
+    free(a);
+    env_free(&e);
+}
+END_TEST
+
 static Suite *annotation_mac_suite(void)
 {
     Suite *s = suite_create("annotation_mac");
@@ -436,6 +475,7 @@ static Suite *annotation_mac_suite(void)
     tcase_add_test(td, replay_into_another_namespace_is_denied);
     tcase_add_test(td, without_key_behaviour_is_unchanged);
     tcase_add_test(td, unusable_key_fails_closed);
+    tcase_add_test(td, key_file_check_agrees_with_the_hook);
     suite_add_tcase(s, td);
     return s;
 }

@@ -4,6 +4,9 @@
 #include "testutil.h"
 
 #include <check.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -389,6 +392,127 @@ START_TEST(file_not_regular_refused)
 }
 END_TEST
 
+/* ------------------------------------------------------- rollback registry */
+
+static int release_cmp(const char *a, const char *b)
+{
+    int cmp = 99;
+    pg_error err = {0};
+    ck_assert_msg(pg_release_compare(a, b, &cmp, &err) == PG_OK, "%s", err.message);
+    return cmp;
+}
+
+START_TEST(release_versions_compare)
+{
+    ck_assert_int_eq(release_cmp("1.0.0", "1.0.0"), 0);
+    ck_assert_int_eq(release_cmp("1.0.0-1", "1.0.0"), 0); /* a package revision */
+    ck_assert_int_eq(release_cmp("1.1.0~rc1-1", "1.1.0"), 0);
+    ck_assert_int_lt(release_cmp("1.0.0", "1.1.0"), 0);
+    ck_assert_int_gt(release_cmp("1.10.0", "1.9.3"), 0); /* numbers, not strings */
+    ck_assert_int_gt(release_cmp("2.0.0", "1.99.99"), 0);
+    ck_assert_int_lt(release_cmp("0.9.0", PG_VERSION_STRING), 0);
+    int cmp;
+    pg_error err = {0};
+    const char *bad[] = {"", "1", "1.0", "1.0.x", "v1.0.0", "1.0.0.0", "1..0", "-1.0.0", NULL};
+    for (const char **b = bad; *b; b++)
+        ck_assert_msg(pg_release_compare(*b, "1.0.0", &cmp, &err) == PG_ERR_INVALID, "%s", *b);
+}
+END_TEST
+
+/* Whether name is a line of the release's key list (test/data/config-keys/RELEASE). */
+static bool listed(char **lines, const char *name)
+{
+    for (size_t i = 0; lines[i]; i++)
+        if (strcmp(lines[i], name) == 0)
+            return true;
+    return false;
+}
+
+static char **read_key_list(const char *path)
+{
+    size_t len = 0;
+    char *text = tu_read_file(path, &len);
+    ck_assert_msg(text != NULL, "%s", path);
+    char **lines = calloc(len + 1, sizeof *lines);
+    size_t n = 0;
+    for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+        if (l[0] != '#' && l[0])
+            lines[n++] = strdup(l);
+    free(text);
+    return lines;
+}
+
+/*
+ * Every key this release reads names the release that first read it, and for every past
+ * release whose key list is frozen in test/data/config-keys/, a key is registered as at most
+ * that release exactly when that release read it. A key added without registering its
+ * release (or registered as older than it is) fails here: a downgrade would otherwise leave it
+ * in the file for a release that refuses it (docs/lifecycle.md, "Roll back").
+ */
+START_TEST(every_key_is_registered)
+{
+    const char *name;
+    for (size_t i = 0; (name = pg_config_key_at(i)) != NULL; i++) {
+        const char *since = pg_config_key_since(name);
+        ck_assert_msg(since != NULL, "key %s has no release in the rollback registry", name);
+        ck_assert_msg(release_cmp(since, PG_VERSION_STRING) <= 0, "key %s: since %s > %s", name,
+                      since, PG_VERSION_STRING);
+    }
+    ck_assert_ptr_null(pg_config_key_since("noSuchKey"));
+    char *lists = tu_testdata("config-keys");
+    DIR *d = opendir(lists);
+    ck_assert_ptr_nonnull(d);
+    size_t releases = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *path = tu_sprintf("%s/%s", lists, e->d_name);
+        char **keys = read_key_list(path);
+        releases++;
+        for (size_t i = 0; (name = pg_config_key_at(i)) != NULL; i++) {
+            bool older = release_cmp(pg_config_key_since(name), e->d_name) <= 0;
+            ck_assert_msg(older == listed(keys, name),
+                          "key %s: registered since %s, but release %s %s it: register the "
+                          "release that first reads it",
+                          name, pg_config_key_since(name), e->d_name,
+                          listed(keys, name) ? "reads" : "does not read");
+        }
+        for (size_t i = 0; keys[i]; i++) {
+            ck_assert_msg(pg_config_key_since(keys[i]) != NULL,
+                          "release %s's key %s is gone: a rollback registry entry is needed",
+                          e->d_name, keys[i]);
+            free(keys[i]);
+        }
+        free(keys);
+        free(path);
+    }
+    closedir(d);
+    free(lists);
+    ck_assert_uint_ge(releases, 1);
+}
+END_TEST
+
+/* check-config prints every key the registry lists, and only those. */
+START_TEST(registry_is_the_key_table)
+{
+    pg_config *cfg = new_config();
+    pg_error err = {0};
+    char *text = pg_config_to_json(cfg, &err);
+    ck_assert_ptr_nonnull(text);
+    json_t *j = json_loads(text, 0, NULL);
+    ck_assert_ptr_nonnull(j);
+    size_t n = 0;
+    const char *name;
+    for (; (name = pg_config_key_at(n)) != NULL; n++)
+        ck_assert_msg(json_object_get(j, name) != NULL, "%s missing from the JSON", name);
+    ck_assert_uint_eq(json_object_size(j), n);
+    json_decref(j);
+    pg_free(text);
+    pg_config_free(cfg);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -401,6 +525,9 @@ static Suite *config_suite(void)
     tcase_add_test(tc, cri_verify_pulls_is_a_boolean);
     tcase_add_test(tc, failed_load_leaves_config_unchanged);
     tcase_add_test(tc, set_and_clear_list);
+    tcase_add_test(tc, release_versions_compare);
+    tcase_add_test(tc, every_key_is_registered);
+    tcase_add_test(tc, registry_is_the_key_table);
     suite_add_tcase(s, tc);
     TCase *files = tcase_create("files");
     tcase_add_checked_fixture(files, make_dir, remove_dir);

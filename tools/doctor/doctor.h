@@ -24,7 +24,7 @@ typedef struct pgd_options {
     const char *config_path; /* the pullgate configuration (pullgatectl --config) */
     int config_explicit;
     const char *proc_root;         /* /proc */
-    const char *containerd_config; /* /etc/containerd/config.toml */
+    const char *containerd_config; /* NULL: the running containerd's, else its default */
     const char *crio_config;       /* /etc/crio/crio.conf */
     const char *crio_config_dir;   /* /etc/crio/crio.conf.d */
     const char **crio_hooks_dirs;  /* NULL-terminated; NULL: from CRI-O's configuration */
@@ -92,6 +92,26 @@ bool pgd_root_owned_safe(const char *path, char *why, size_t n);
 char **pgd_find_process(const char *proc_root, const char *name, int *pid_out);
 /* Whether pid is such a process now (root, the doctor's mount namespace). */
 bool pgd_node_process(const char *proc_root, int pid);
+/* containerd's own default configuration file. */
+#define PGD_CONTAINERD_DEFAULT_CONFIG "/etc/containerd/config.toml"
+/* The node's NAME daemon (a root process in this mount namespace, as pgd_find_process): the
+ * one started by init (a service), else the only one; its argv (caller frees) and pid. NULL
+ * when none runs or several could be it (*candidates says how many). */
+#define PGD_MAX_SERVICES 16
+char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates);
+/* A running containerd: a root process in this mount namespace. */
+typedef struct pgd_containerd {
+    int pid;
+    char config[4096]; /* its --config / -c, or containerd's default when it has none */
+} pgd_containerd;
+/* Every running containerd (at most max written); returns how many run. */
+size_t pgd_running_containerds(const char *proc_root, pgd_containerd *out, size_t max);
+/* The node's containerd's (pgd_find_service) configuration file, written to out. NULL when
+ * none runs or several could be it (*candidates says how many).
+ * Doctor and pullgate-wire ask this; pullgate-still-wired lists them all
+ * (`pullgate-wire --print-containerd-configs`). */
+const char *pgd_running_containerd_config(const char *proc_root, char *out, size_t n,
+                                          size_t *candidates);
 /* The value of --name VALUE / --name=VALUE in argv (the last one wins), or NULL. */
 const char *pgd_flag(char *const *argv, const char *name);
 

@@ -29,7 +29,8 @@ enum {
     OPT_KUBELET_VERSION,
     OPT_HOOK_SOCKET,
     OPT_RUNTIME,
-    OPT_TIMEOUT
+    OPT_TIMEOUT,
+    OPT_VERSION
 };
 
 static const struct option options[] = {
@@ -46,6 +47,7 @@ static const struct option options[] = {
     {"runtime", required_argument, NULL, OPT_RUNTIME},
     {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
     {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0}};
 
 static void usage(FILE *out)
@@ -105,6 +107,7 @@ static int parse(int argc, char **argv, pgd_options *o, const char **dirs, size_
             break;
         }
         case 'h': usage(stdout); return -1;
+        case OPT_VERSION: printf("pullgate-doctor %s\n", PG_VERSION_STRING); return -1;
         case ':': return usage_error("option '%s' requires an argument", argv[optind - 1]);
         default: return usage_error("unknown option '%s'", argv[optind - 1]);
         }
@@ -146,7 +149,6 @@ int main(int argc, char **argv)
     size_t n_dirs = 0;
     pgd_options o = {.config_path = PG_DEFAULT_CONFIG_PATH,
                      .proc_root = "/proc",
-                     .containerd_config = "/etc/containerd/config.toml",
                      .crio_config = "/etc/crio/crio.conf",
                      .crio_config_dir = "/etc/crio/crio.conf.d",
                      .runtime = "auto",

@@ -244,9 +244,20 @@ static bool check_handler_spec(pgd_node *n, const char *name, const json_t *hand
     return ok;
 }
 
+/* --containerd-config, else the running containerd's --config, else containerd's default. */
+static const char *containerd_config_path(const pgd_node *n, char *buf, size_t len)
+{
+    if (n->opt->containerd_config)
+        return n->opt->containerd_config;
+    size_t candidates = 0;
+    const char *running = pgd_running_containerd_config(n->opt->proc_root, buf, len, &candidates);
+    return running ? running : PGD_CONTAINERD_DEFAULT_CONFIG;
+}
+
 static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
 {
-    const char *path = n->opt->containerd_config;
+    char running[4096];
+    const char *path = containerd_config_path(n, running, sizeof running);
     const char *key = n->cfg ? pg_config_annotation(n->cfg) : "pullgate.dev/credentials";
     char fix[PGD_TEXT_MAX];
     snprintf(fix, sizeof fix,

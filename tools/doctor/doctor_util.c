@@ -161,14 +161,17 @@ bool pgd_node_process(const char *proc_root, int pid)
     return node_process(proc_root, text);
 }
 
-char **pgd_find_process(const char *proc_root, const char *name, int *pid_out)
+/* Calls found(pid, argv, ctx) for each root process named name in our mount namespace, until it
+ * returns true; found takes argv. */
+static void scan_processes(const char *proc_root, const char *name,
+                           bool (*found)(int pid, char **argv, void *ctx), void *ctx)
 {
     DIR *d = opendir(proc_root);
     if (!d)
-        return NULL;
-    char **found = NULL;
+        return;
     struct dirent *e;
-    while (!found && (e = readdir(d)) != NULL) {
+    bool done = false;
+    while (!done && (e = readdir(d)) != NULL) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
             strspn(e->d_name, "0123456789") != strlen(e->d_name))
             continue;
@@ -185,14 +188,154 @@ char **pgd_find_process(const char *proc_root, const char *name, int *pid_out)
             continue;
         snprintf(path, sizeof path, "%s/%s/cmdline", proc_root, e->d_name);
         char *cmdline = read_small(path, MAX_CMDLINE_BYTES, &len);
-        if (cmdline)
-            found = split_cmdline(cmdline, len);
+        char **argv = cmdline ? split_cmdline(cmdline, len) : NULL;
         free(cmdline);
-        if (found && pid_out)
-            *pid_out = atoi(e->d_name);
+        if (argv)
+            done = found(atoi(e->d_name), argv, ctx);
     }
     closedir(d);
+}
+
+typedef struct first_process {
+    char **argv;
+    int pid;
+} first_process;
+
+static bool take_first(int pid, char **argv, void *ctx)
+{
+    first_process *f = ctx;
+    f->argv = argv;
+    f->pid = pid;
+    return true;
+}
+
+char **pgd_find_process(const char *proc_root, const char *name, int *pid_out)
+{
+    first_process f = {NULL, 0};
+    scan_processes(proc_root, name, take_first, &f);
+    if (f.argv && pid_out)
+        *pid_out = f.pid;
+    return f.argv;
+}
+
+/* The PPid: line of <proc_root>/<pid>/status, or -1. */
+static int parent_of(const char *proc_root, int pid)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d/status", proc_root, pid);
+    size_t len = 0;
+    char *text = read_small(path, 64u << 10, &len);
+    const char *p = text ? strstr(text, "\nPPid:") : NULL;
+    int ppid = p ? atoi(p + 6) : -1;
+    free(text);
+    return ppid;
+}
+
+/* A containerd's configuration file: --config / -c (relative to its working directory), or
+ * containerd's default. */
+static void containerd_config_of(const char *proc_root, int pid, char **argv, char *out, size_t n)
+{
+    const char *config = pgd_flag(argv, "config");
+    if (!config)
+        config = pgd_flag(argv, "c"); /* containerd's short form */
+    if (!config || !*config) {
+        snprintf(out, n, "%s", PGD_CONTAINERD_DEFAULT_CONFIG);
+    } else if (config[0] == '/') {
+        snprintf(out, n, "%s", config);
+    } else {
+        char link[4096], cwd[4096];
+        snprintf(link, sizeof link, "%s/%d/cwd", proc_root, pid);
+        ssize_t len = readlink(link, cwd, sizeof cwd - 1);
+        cwd[len > 0 ? len : 0] = '\0';
+        snprintf(out, n, "%s/%s", len > 0 ? cwd : "", config);
+    }
+}
+
+typedef struct services {
+    const char *proc_root;
+    int pid[PGD_MAX_SERVICES];
+    char **argv[PGD_MAX_SERVICES];
+    bool by_init[PGD_MAX_SERVICES];
+    size_t n;
+} services;
+
+static bool note_service(int pid, char **argv, void *ctx)
+{
+    services *c = ctx;
+    if (c->n == PGD_MAX_SERVICES) {
+        pg_strv_free(argv);
+        return true;
+    }
+    c->pid[c->n] = pid;
+    c->argv[c->n] = argv;
+    c->by_init[c->n] = parent_of(c->proc_root, pid) == 1;
+    c->n++;
+    return false;
+}
+
+/* A node's daemon is a service: started by init. Others (a test's, a tenant's privileged
+ * container's) count only when no service of that name runs. */
+char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates)
+{
+    services c = {.proc_root = proc_root};
+    scan_processes(proc_root, name, note_service, &c);
+    size_t by_init = 0, pick = 0;
+    for (size_t i = 0; i < c.n; i++)
+        if (c.by_init[i])
+            by_init++, pick = i;
+    size_t count = by_init ? by_init : c.n;
+    if (candidates)
+        *candidates = count;
+    char **found = NULL;
+    for (size_t i = 0; i < c.n; i++) {
+        if (count == 1 && i == pick) {
+            found = c.argv[i];
+            if (pid)
+                *pid = c.pid[i];
+        } else {
+            pg_strv_free(c.argv[i]);
+        }
+    }
     return found;
+}
+
+typedef struct containerds {
+    const char *proc_root;
+    pgd_containerd found[PGD_MAX_SERVICES];
+    size_t n;
+} containerds;
+
+static bool note_containerd(int pid, char **argv, void *ctx)
+{
+    containerds *c = ctx;
+    if (c->n < PGD_MAX_SERVICES) {
+        pgd_containerd *d = &c->found[c->n++];
+        d->pid = pid;
+        containerd_config_of(c->proc_root, pid, argv, d->config, sizeof d->config);
+    }
+    pg_strv_free(argv);
+    return false;
+}
+
+size_t pgd_running_containerds(const char *proc_root, pgd_containerd *out, size_t max)
+{
+    containerds c = {.proc_root = proc_root};
+    scan_processes(proc_root, "containerd", note_containerd, &c);
+    size_t n = c.n < max ? c.n : max;
+    memcpy(out, c.found, n * sizeof *out);
+    return c.n;
+}
+
+const char *pgd_running_containerd_config(const char *proc_root, char *out, size_t n,
+                                          size_t *candidates)
+{
+    int pid = 0;
+    char **argv = pgd_find_service(proc_root, "containerd", &pid, candidates);
+    if (!argv)
+        return NULL;
+    containerd_config_of(proc_root, pid, argv, out, n);
+    pg_strv_free(argv);
+    return out;
 }
 
 const char *pgd_flag(char *const *argv, const char *name)

@@ -11,6 +11,7 @@
 #                                      spec, pod_annotations = ["pullgate.dev/credentials"],
 #                                      plain-http hosts.toml for each registry HOST, sandbox image
 #   pg_node_containerd_start           start (or restart) containerd; waits for its CRI
+#                                      (PG_NODE_AS_SERVICE=1: as init's child, like a service)
 #   pg_node_containerd_kill            SIGKILL containerd (shims and containers keep running)
 #   pg_node_proxy_start                start pullgate-cri ($PULLGATE_CRI) --config $PG_NODE_CFG
 #                                      --listen unix://$PG_PROXY_SOCK --runtime-endpoint unix://$PG_CD_SOCK
@@ -186,8 +187,15 @@ pg_node_show_log() { tail -n "${1:-20}" "$PG_CD_DIR/containerd.log" | sed 's/^/ 
 
 pg_node_containerd_start() {
     local out
-    containerd --config "$PG_CD_DIR/config.toml" >>"$PG_CD_DIR/containerd.log" 2>&1 &
-    PG_CD_PID=$!
+    if [[ "${PG_NODE_AS_SERVICE:-0}" == 1 ]]; then
+        # The node's service: its parent is init, as systemd's containerd's is (double fork);
+        # what pullgate-wire, doctor and pullgate-still-wired take among several containerds.
+        PG_CD_PID="$( (setsid containerd --config "$PG_CD_DIR/config.toml" \
+            >>"$PG_CD_DIR/containerd.log" 2>&1 </dev/null & echo $!) )"
+    else
+        containerd --config "$PG_CD_DIR/config.toml" >>"$PG_CD_DIR/containerd.log" 2>&1 &
+        PG_CD_PID=$!
+    fi
     for _ in $(seq 1 150); do
         [[ -S "$PG_CD_SOCK" ]] && cri_direct --timeout 2 version >/dev/null 2>&1 && break
         kill -0 "$PG_CD_PID" 2>/dev/null || break

@@ -2,11 +2,14 @@
 /*
  * The doctor's parsers of node files it does not trust: the kubelet's YAML
  * configuration (libyaml -> jansson, doctor_yaml.c) and containerd's / CRI-O's
- * TOML (toml++ -> JSON text -> jansson, doctor_toml.cc), and flag lookup in a
- * NUL-separated command line. The first byte picks one. Seeds:
- * test/fuzz/corpus/doctor_parse.
+ * TOML (toml++ -> JSON text -> jansson, doctor_toml.cc), flag lookup in a
+ * NUL-separated command line, and pullgate-wire's edit of containerd's TOML
+ * (wire_containerd.c: key places from wire_toml.cc, text edits, re-parse), both
+ * ways; an edit it accepts must parse and a second wire must change nothing. The
+ * first byte picks one. Seeds: test/fuzz/corpus/doctor_parse.
  */
 #include "doctor.h"
+#include "wire.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -37,6 +40,24 @@ static void flags(const char *text, size_t len)
         free(argv[i]);
 }
 
+/* wire (then wire again: no change) or unwire; a crash, a leak or a second change is a bug. */
+static void wire_edit(const char *text, size_t len, int remove)
+{
+    pgw_cd_params p = {.remove = remove,
+                       .annotation = "pullgate.dev/credentials",
+                       .gen_spec = "/etc/containerd/pullgate-base-runtime-spec.json"};
+    pgw_cd_result r, again;
+    pg_error err = {0};
+    if (pgw_containerd_edit(text, len, &p, &r, &err) != PG_OK)
+        return;
+    if (!remove && pgw_containerd_edit(r.text, r.len, &p, &again, &err) == PG_OK) {
+        if (again.len != r.len || memcmp(again.text, r.text, r.len) != 0)
+            abort(); /* wire is not idempotent on this input */
+        free(again.text);
+    }
+    free(r.text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > (64u << 10))
@@ -45,9 +66,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     pg_error err = {0};
     json_t *j = NULL;
-    switch (data[0] % 3) {
+    switch (data[0] % 5) {
     case 0: j = pgd_yaml_to_json(text, len, &err); break;
     case 1: j = pgd_toml_to_json(text, len, &err); break;
+    case 3: wire_edit(text, len, 0); break;
+    case 4: wire_edit(text, len, 1); break;
     default: flags(text, len); break;
     }
     json_decref(j);
