@@ -48,7 +48,7 @@ static void check_merge_pull_folds(pg_record *rec)
         free(name);
         return; /* no key, or the first one is its own name: nothing to fold */
     }
-    if (pg_record_merge_pull(rec, name, NULL, NULL) == PG_OK) {
+    if (pg_record_merge_pull(rec, name, NULL, NULL, NULL, NULL) == PG_OK) {
         if (!pg_record_find(rec, name))
             __builtin_trap();
         for (size_t i = 0; i < rec->n_maps; i++) {
