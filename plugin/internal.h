@@ -190,7 +190,7 @@ int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_creden
 #define PG_SHARE_MAX_ENTRIES 100u          /* the kubelet's writeRecordWhileMatchingLimit */
 #define PG_SHARE_MAX_BYTES (64u << 10)      /* 100 entries of 253-character names fit */
 #define PG_SHARE_POOL_BYTES (1u << 20)      /* keys without credentials, per record */
-#define PG_SHARE_RECORD_SKELETON 256u       /* the record's own members, as serialised */
+#define PG_SHARE_RECORD_SKELETON 256u       /* the record's own members, with an image ID */
 
 typedef struct pg_share_use {
     size_t entries;
