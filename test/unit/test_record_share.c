@@ -702,15 +702,39 @@ START_TEST(one_namespace_cannot_fill_a_record)
 }
 END_TEST
 
-/* The store orders a namespace's bindings by their recorded times (its credential times). */
+/* Written by hand: team-b's placeholder and 99 bindings (pods 0000..0098), at its share. */
+static void write_full_share(const store_env *e)
+{
+    size_t cap = 200000;
+    char *text = malloc(cap), *p = text;
+    ck_assert_ptr_nonnull(text);
+    p += sprintf(p, "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"" PG_API_V1ALPHA1 "\","
+                    "\"lastUpdatedTime\":\"2025-01-01T00:00:00Z\",\"imageRef\":\"" REF "\","
+                    "\"credentialMapping\":{\"r.example/app\":{\"kubernetesSecrets\":[");
+    for (unsigned i = 0; i < PG_SHARE_MAX_ENTRIES - 1; i++)
+        p += sprintf(p, "{\"uid\":\"\",\"namespace\":\"team-b\",\"name\":\"" PG_POD_BINDING_PREFIX
+                        "pod-%04u\",\"credentialHash\":\"\"},", i);
+    p += sprintf(p, "{\"uid\":\"\",\"namespace\":\"team-b\",\"name\":\"" PG_UNVERIFIED_NAME_PREFIX
+                    H_B "\",\"credentialHash\":\"" H_B "\"}]}}}\n");
+    char name[7 + PG_HASH_HEX_LEN + 1];
+    ck_assert_int_eq(pg_record_file_name(REF, name, NULL), PG_OK);
+    char *path = tu_sprintf("%s/pulled/%s", e->state, name);
+    tu_write_file(path, text, -1, 0600);
+    free(path);
+    free(text);
+}
+
+/* Through the store: a namespace at its share gives up its own oldest bindings (by their
+ * credential times; the record's time when it has none), and the pod that pulls runs it. */
 START_TEST(store_gives_up_a_namespaces_bindings_not_its_pulls)
 {
     store_env e;
     store_env_init(&e);
+    write_full_share(&e);
     pg_error err = {0};
-    for (unsigned i = 0; i < PG_SHARE_MAX_ENTRIES + 20; i++) {
+    for (unsigned i = 0; i < 3; i++) {
         char uid[48];
-        snprintf(uid, sizeof uid, "pod-%04u", i);
+        snprintf(uid, sizeof uid, "new-%u", i);
         char *binding = tu_sprintf(PG_POD_BINDING_PREFIX "%s", uid);
         pg_secret s[] = {{"team-b", PG_UNVERIFIED_NAME_PREFIX H_B, "", H_B},
                          {"team-b", binding, "", ""}};
@@ -718,7 +742,6 @@ START_TEST(store_gives_up_a_namespaces_bindings_not_its_pulls)
         ck_assert_msg(pg_store_record_pulled(e.store, "r.example/app:1", REF, &c, &err) == PG_OK,
                       "pod %u: %s", i, err.message);
         free(binding);
-        /* The pod that just pulled runs it. */
         pg_request req = {.image = "r.example/app:1", .image_ref = REF, .namespace_ = "team-b"};
         pg_decision d;
         pg_decide_pod(e.cfg, e.store, &req, uid, NULL, NULL, &d);
@@ -727,6 +750,12 @@ START_TEST(store_gives_up_a_namespaces_bindings_not_its_pulls)
     pg_record *rec = NULL;
     ck_assert_int_eq(pg_store_get(e.store, REF, &rec, NULL), PG_OK);
     ck_assert_uint_eq(pg_record_share(rec, "team-b").entries, PG_SHARE_MAX_ENTRIES);
+    /* The three made room: the hand-written ones (the oldest) went first, in record order;
+     * the pods that pulled since stay bound. */
+    ck_assert(!holds(rec, "r.example/app", "team-b", PG_POD_BINDING_PREFIX "pod-0000"));
+    ck_assert(!holds(rec, "r.example/app", "team-b", PG_POD_BINDING_PREFIX "pod-0002"));
+    ck_assert(holds(rec, "r.example/app", "team-b", PG_POD_BINDING_PREFIX "pod-0003"));
+    ck_assert(holds(rec, "r.example/app", "team-b", PG_POD_BINDING_PREFIX "new-0"));
     pg_record_free(rec);
     store_env_free(&e);
 }
