@@ -67,7 +67,7 @@ void cri_metric_call(const char *method_path, int grpc_code, double seconds);
  */
 void cri_metric_record_done(const char *stage, bool ok, const char *credentials, double seconds);
 
-/* A PullImage answered by pullgate itself, never forwarded: its gRPC code and a bounded
+/* A PullImage answered by pullgate itself (never forwarded, or not recordable): its gRPC code and a bounded
  * reason (cri_metric_refusal_reason, or one of cri_metric_refusal_reasons). */
 void cri_metric_pull_refused(int grpc_code, const char *reason);
 /*
@@ -79,6 +79,9 @@ void cri_metric_pull_refused(int grpc_code, const char *reason);
  *   no-slot                                               (too many pulls in flight)
  *   intent-failed, intent-timeout, writer-full            (the intent is not durable)
  *   not-forwarded                                         (the intent was durable; sending failed)
+ * and, counted by the caller after the runtime pulled (the intent stays):
+ *   record-share                                          (the namespace's share of the record)
+ *   record-full                                           (the record's 8 MiB bound)
  */
 const char *cri_metric_refusal_reason(int grpc_code, int decoded, int slot, int intent);
 

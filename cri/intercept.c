@@ -363,6 +363,31 @@ static void remember_pulled(pull_call *pc)
                         pc->req.annotation_len, pc->req.config_seen);
 }
 
+/*
+ * The runtime pulled, but the record cannot take the pull: its namespace's
+ * share of the record is used up (PG_ERR_QUOTA), or the record would pass the
+ * 8 MiB a reader accepts (PG_ERR_LIMIT). The kubelet hears why, never OK (the
+ * hook would deny the pod anyway): RESOURCE_EXHAUSTED, a quota of the record,
+ * and it retries with back-off. The intent stays, so the image stays verified;
+ * nothing is charged to another namespace (docs/interfaces.md §10).
+ */
+static void refuse_unrecordable(pull_call *pc, int rc, const pg_error *err)
+{
+    bool share = rc == PG_ERR_QUOTA;
+    pc->refused = true;
+    pc->answer_code = GRPC_STATUS_RESOURCE_EXHAUSTED;
+    pc->outcome = "refused after the pull (not recordable; intent kept)";
+    pc->why = share ? "the namespace's share of the record is used up" : "the record is full";
+    cri_metric_pull_refused(GRPC_STATUS_RESOURCE_EXHAUSTED, share ? "record-share" : "record-full");
+    char text[800];
+    snprintf(text, sizeof text, "pullgate: the pull of %.200s cannot be recorded: %.500s",
+             pc->req.image, err->message[0] ? err->message : pg_code_name(rc));
+    log_pull(pc, CRI_LOG_WARNING, "pull refused");
+    start_answering(pc);
+    cri_call_answer_status(&pc->c, GRPC_STATUS_RESOURCE_EXHAUSTED, text);
+    maybe_done(pc);
+}
+
 static void on_result_done(cri_task *t)
 {
     pull_call *pc = t->owner;
@@ -371,11 +396,15 @@ static void on_result_done(cri_task *t)
                 "error", t->err.message, NULL);
     if (pc->result_waiting) {
         pc->result_waiting = false;
-        if (t->ok != PG_OK)
-            pc->outcome = "intent kept (record failed)";
-        else
-            remember_pulled(pc);
-        answer(pc);
+        if (pc->phase == PH_RECORDING && (t->ok == PG_ERR_QUOTA || t->ok == PG_ERR_LIMIT)) {
+            refuse_unrecordable(pc, t->ok, &t->err);
+        } else {
+            if (t->ok != PG_OK)
+                pc->outcome = "intent kept (record failed)";
+            else
+                remember_pulled(pc);
+            answer(pc);
+        }
     }
     pull_unref(pc);
 }

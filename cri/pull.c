@@ -545,15 +545,33 @@ static int add_secret(cri_pull_creds *c, const char *ns, const char *name, const
     return PG_OK;
 }
 
-/* The namespace-bound placeholder for credentials no secret of the pod names. */
+/*
+ * The pod that pulled may run it (docs/interfaces.md §10): its binding
+ * {namespace, PG_POD_BINDING_PREFIX + its UID, "", ""}, which only a container
+ * whose runtime-set pod identity is that namespace and UID matches. Only for a
+ * pull that names its pod (sandbox_config with a namespace and a UID).
+ */
+static int bind_pod(const cri_pull_request *r, cri_pull_creds *c, pg_error *err)
+{
+    if (!r->has_sandbox || !r->pod_namespace || !pg_pod_uid_valid(r->pod_uid))
+        return PG_OK;
+    char name[sizeof PG_POD_BINDING_PREFIX + PG_POD_UID_MAX];
+    snprintf(name, sizeof name, "%s%s", PG_POD_BINDING_PREFIX, r->pod_uid);
+    size_t len = strlen(c->detail);
+    snprintf(c->detail + len, sizeof c->detail - len, "; bound to pod %.40s", r->pod_uid);
+    return add_secret(c, r->pod_namespace, name, "", "", err);
+}
+
+/* The namespace-bound placeholder for credentials no secret of the pod names, and the pod's binding. */
 static int unverified(const cri_pull_request *r, const char *why, cri_pull_creds *c, pg_error *err)
 {
     char name[sizeof PG_UNVERIFIED_NAME_PREFIX + PG_HASH_HEX_LEN];
     snprintf(name, sizeof name, "%s%s", PG_UNVERIFIED_NAME_PREFIX, r->auth_hash);
     c->source = CRI_CREDS_UNVERIFIED;
     snprintf(c->detail, sizeof c->detail, "%s", why);
-    return add_secret(c, r->pod_namespace ? r->pod_namespace : PG_UNKNOWN_NAMESPACE, name, "",
-                      r->auth_hash, err);
+    int rc = add_secret(c, r->pod_namespace ? r->pod_namespace : PG_UNKNOWN_NAMESPACE, name, "",
+                        r->auth_hash, err);
+    return rc == PG_OK ? bind_pod(r, c, err) : rc;
 }
 
 static int node_accessible(cri_cred_source source, const char *why, cri_pull_creds *c)

@@ -197,7 +197,8 @@ static void log_verdict(const status_call *sc, const cri_status_request *r, cons
                 NULL);
     else if (vd->loop_bound)
         cri_log(CRI_LOG_WARNING,
-                "pod pulled and is still not verified: the runtime's answer (recreate the pod "
+                "pod pulled and is still not verified by its annotation: the runtime's answer "
+                "(the hook lets the pod that pulled run it, by its pod binding; recreate the pod "
                 "so the webhook lists the secret it pulls with)",
                 "image", r->image, "namespace", vd->namespace_, "reason", reason, NULL);
     else if (cri_log_enabled(CRI_LOG_DEBUG))

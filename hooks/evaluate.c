@@ -161,8 +161,8 @@ static void decide_application(hook_run *run)
         .namespace_ = run->identity.namespace_,
         .credentials = hook_annotation(run->annotations, pg_config_annotation(run->cfg)),
     };
-    pg_decide_identity(run->cfg, run->store, &req, run->identity.aliases,
-                       (const char *const *)run->identity.hints, &run->decision);
+    pg_decide_pod(run->cfg, run->store, &req, run->identity.pod_uid, run->identity.aliases,
+                  (const char *const *)run->identity.hints, &run->decision);
     if (!req.credentials)
         explain_missing_annotation(run);
     explain_curable(run);

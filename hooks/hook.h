@@ -110,6 +110,9 @@ typedef struct hook_identity {
     hook_container_kind kind;
     pg_runtime runtime; /* CRIO or CONTAINERD once identified */
     const char *namespace_;
+    /* The pod's UID as the runtime sets it (containerd 1.6.11+: sandbox-uid; CRI-O: the
+     * kubelet's io.kubernetes.pod.uid label); NULL when absent: no pod binding matches. */
+    const char *pod_uid;
     const char *image; /* NULL: the runtime names no usable image */
     const char *image_ref;
     /* Further spellings the runtime itself sets (CRI-O's Image and ImageName): trusted. */

@@ -22,6 +22,7 @@
 #define CRIO_MANAGER_VALUE "cri-o"
 #define CRIO_TYPE_KEY "io.kubernetes.cri-o.ContainerType"
 #define CRIO_NAMESPACE_KEY "io.kubernetes.pod.namespace"
+#define CRIO_POD_UID_KEY "io.kubernetes.pod.uid"
 #define CRIO_IMAGE_NAME_KEY "io.kubernetes.cri-o.ImageName"
 #define CRIO_IMAGE_KEY "io.kubernetes.cri-o.Image"
 #define CRIO_IMAGE_REF_KEY "io.kubernetes.cri-o.ImageRef"
@@ -31,6 +32,7 @@
 /* containerd CRI plugin. */
 #define CTRD_TYPE_KEY "io.kubernetes.cri.container-type"
 #define CTRD_NAMESPACE_KEY "io.kubernetes.cri.sandbox-namespace"
+#define CTRD_POD_UID_KEY "io.kubernetes.cri.sandbox-uid" /* containerd 1.6.11+, 1.7, 2.x */
 #define CTRD_IMAGE_KEY "io.kubernetes.cri.image-name"
 
 /* Both runtimes use these container-type values. */
@@ -52,6 +54,14 @@ const char *hook_runtime_name(pg_runtime runtime)
 int hook_is_image_id(const char *s) { return pg_image_id_hex(s) != NULL; }
 
 static int nonempty(const char *s) { return s && *s; }
+
+/* A pod UID the runtime set, when it is one; anything else is no pod identity (not a denial:
+ * it only means no pod binding can match). */
+static const char *pod_uid(const json_t *ann, const char *key)
+{
+    const char *uid = hook_annotation(ann, key);
+    return pg_pod_uid_valid(uid) ? uid : NULL;
+}
 
 /* Sandbox, application container, or a type we do not know (deny). */
 static int classify(const char *type, const char *key, hook_identity *id, pg_error *err)
@@ -145,6 +155,7 @@ static int identify_crio(const json_t *ann, hook_identity *id, pg_error *err)
     id->namespace_ = hook_annotation(ann, CRIO_NAMESPACE_KEY);
     if (!nonempty(id->namespace_))
         return pg_fail(err, PG_ERR_INVALID, "annotation %s is missing", CRIO_NAMESPACE_KEY);
+    id->pod_uid = pod_uid(ann, CRIO_POD_UID_KEY);
     id->image = crio_image(ann);
     const char *ref = hook_annotation(ann, CRIO_IMAGE_REF_KEY);
     id->image_ref = nonempty(ref) ? ref : NULL;
@@ -162,6 +173,7 @@ static int identify_containerd(const json_t *ann, hook_identity *id, pg_error *e
     id->namespace_ = hook_annotation(ann, CTRD_NAMESPACE_KEY);
     if (!nonempty(id->namespace_))
         return pg_fail(err, PG_ERR_INVALID, "annotation %s is missing", CTRD_NAMESPACE_KEY);
+    id->pod_uid = pod_uid(ann, CTRD_POD_UID_KEY);
     const char *image = hook_annotation(ann, CTRD_IMAGE_KEY);
     id->image = nonempty(image) ? image : NULL;
     id->image_ref = NULL; /* containerd names no image ID: resolved from the store */

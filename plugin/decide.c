@@ -30,6 +30,7 @@ PG_API const char *pg_reason_name(int reason)
     case PG_REASON_SECRET_MATCH: return "secret-match";
     case PG_REASON_SERVICE_ACCOUNT_MATCH: return "service-account-match";
     case PG_REASON_SANDBOX: return "sandbox";
+    case PG_REASON_POD_PULLED: return "pod-pulled";
     case PG_REASON_NO_IMAGE_REF: return "no-image-ref";
     case PG_REASON_NO_RECORD: return "no-record";
     case PG_REASON_NO_MAPPING: return "no-mapping";
@@ -76,6 +77,7 @@ typedef struct decide_ctx {
     const char *const *hints;   /* untrusted: evidence of a pull only (may be NULL) */
     const char *image_ref;      /* NULL when unknown */
     const char *namespace_;     /* never NULL */
+    const char *pod_uid;        /* the runtime's pod UID; NULL: unknown (no pod binding matches) */
     pg_ref *ref;                /* the parsed image */
     const char *name;           /* its normalised name (credential-mapping key) */
     pg_presented *presented;    /* NULL: nothing presented */
@@ -309,7 +311,7 @@ static int add_record(decide_ctx *c, pg_record *rec, pg_cred_times *times)
 static int gather_records(decide_ctx *c, const char *key, pg_error *err)
 {
     int rc = PG_OK;
-    const pg_record_focus focus = {c->name, c->presented};
+    const pg_record_focus focus = {c->name, c->presented, c->namespace_, c->pod_uid};
     for (size_t i = 0; rc == PG_OK && i < pg_store_dir_count(c->store); i++) {
         pg_record *rec = NULL;
         pg_cred_times times;
@@ -635,6 +637,7 @@ typedef struct match_state {
     bool fresh;          /* ... and was within TTL and not in the future */
     int64_t age;         /* of the freshest stale match, for the message */
     bool future;         /* a match was dated in the future */
+    bool by_pod;         /* the fresh match is a binding of this very pod */
     const char *kind, *ns, *who, *image_ref;
 } match_state;
 
@@ -704,6 +707,34 @@ static size_t recorded_creds(const decide_ctx *c, const pg_record *rec, bool sec
 }
 
 /* Over the union: any presented secret (or, !secrets, service account) matching any record. */
+/*
+ * The pod that pulled may run it: a binding pullgate-cri recorded for this
+ * very pod (namespace and UID as the runtime sets them, never as the pod
+ * presents them), judged like a credential (TTL). After the presented
+ * secrets, so that a match of theirs names the secret.
+ */
+static bool find_pod_binding(decide_ctx *c, match_state *m)
+{
+    const pg_pod_cred *rec_creds = NULL;
+    for (size_t r = 0; c->pod_uid && r < c->n_recs; r++) {
+        size_t n_rec = recorded_creds(c, c->recs[r], true, &rec_creds);
+        for (size_t j = 0; j < n_rec; j++) {
+            if (!pg_pod_binding_matches(c->namespace_, c->pod_uid, &rec_creds[j]))
+                continue;
+            bool was_fresh = m->fresh;
+            if (!judge_time(c, m, r, j, true))
+                return false;
+            if (!was_fresh && m->fresh) {
+                m->by_pod = true;
+                m->kind = "this pod's own pull (pod binding)";
+                m->ns = c->namespace_;
+                m->who = c->pod_uid;
+            }
+        }
+    }
+    return true;
+}
+
 static bool find_matches(decide_ctx *c, bool secrets, match_state *m)
 {
     const pg_pod_cred *pres = NULL, *rec_creds = NULL;
@@ -725,7 +756,7 @@ static bool find_matches(decide_ctx *c, bool secrets, match_state *m)
                 }
             }
     }
-    return true;
+    return !secrets || find_pod_binding(c, m);
 }
 
 static bool settle_matches(decide_ctx *c, bool secrets, int reason)
@@ -734,20 +765,21 @@ static bool settle_matches(decide_ctx *c, bool secrets, int reason)
     if (!find_matches(c, secrets, &m))
         return true; /* a store error, settled */
     if (m.fresh)
-        return settle(c, 1, reason, "%s %.64s/%.128s matches the pull record of %.160s for %.256s",
-                      m.kind, m.ns, m.who, m.image_ref, c->name);
+        return settle(c, 1, m.by_pod ? PG_REASON_POD_PULLED : reason,
+                      "%s %.64s/%.128s matches the pull record of %.160s for %.256s", m.kind,
+                      m.ns, m.who, m.image_ref, c->name);
     if (!m.any)
         return false;
+    const char *what = secrets ? "presented secret (or this pod's binding)" : "presented service account";
     if (m.future)
         return settle(c, 0, PG_REASON_EXPIRED,
-                      "a presented %s matches a pull record for %.256s, but its lastUpdatedTime "
+                      "a %s matches a pull record for %.256s, but its lastUpdatedTime "
                       "is %" PRId64 "s in the future (more than %ds of clock skew): not trusted",
-                      secrets ? "secret" : "service account", c->name, -m.age, PG_FUTURE_SKEW_S);
+                      what, c->name, -m.age, PG_FUTURE_SKEW_S);
     return settle(c, 0, PG_REASON_EXPIRED,
-                  "a presented %s matches a pull record for %.256s, but that credential was "
+                  "a %s matches a pull record for %.256s, but that credential was "
                   "recorded %" PRId64 "s ago, longer than credentialTTL %" PRId64 "s",
-                  secrets ? "secret" : "service account", c->name, m.age,
-                  pg_config_credential_ttl(c->cfg));
+                  what, c->name, m.age, pg_config_credential_ttl(c->cfg));
 }
 
 static bool step_secret(decide_ctx *c) { return settle_matches(c, true, PG_REASON_SECRET_MATCH); }
@@ -831,17 +863,25 @@ static void decide_cleanup(decide_ctx *c)
 PG_API int pg_decide(const pg_config *cfg, const pg_store *store, const pg_request *req,
                      pg_decision *out)
 {
-    return pg_decide_identity(cfg, store, req, NULL, NULL, out);
+    return pg_decide_pod(cfg, store, req, NULL, NULL, NULL, out);
 }
 
 PG_API int pg_decide_identity(const pg_config *cfg, const pg_store *store, const pg_request *req,
                               const char *const *aliases, const char *const *hints,
                               pg_decision *out)
 {
+    return pg_decide_pod(cfg, store, req, NULL, aliases, hints, out);
+}
+
+int pg_decide_pod(const pg_config *cfg, const pg_store *store, const pg_request *req,
+                  const char *pod_uid, const char *const *aliases, const char *const *hints,
+                  pg_decision *out)
+{
     if (!out)
         return 0;
     memset(out, 0, sizeof *out);
     decide_ctx c = {.cfg = cfg, .store = store, .req = req, .aliases = aliases, .hints = hints,
+                    .pod_uid = pg_pod_uid_valid(pod_uid) ? pod_uid : NULL,
                     .names_mapped = -1, .now = time(NULL), .out = out};
     bool settled = false;
     for (size_t i = 0; !settled && i < sizeof steps / sizeof steps[0]; i++)

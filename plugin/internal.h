@@ -106,6 +106,17 @@ typedef struct pg_pod_cred {
 #define PG_UNVERIFIED_NAME_PREFIX "pullgate:unverified-"
 #define PG_UNKNOWN_NAMESPACE "pullgate:unknown-namespace"
 
+/*
+ * The pod binding pullgate-cri records beside the placeholder (docs/interfaces.md
+ * §10): {namespace: the pod's, name: prefix + the pod's UID, uid: "",
+ * credentialHash: ""}. It matches only a container whose runtime-set pod
+ * identity (docs/runtime-trust.md) is that namespace and UID, never a presented
+ * credential: a presented item always has a uid, and "" proves no hash (so a
+ * reader that knows no pod bindings, 1.0.0's, grants nothing from it).
+ */
+#define PG_POD_BINDING_PREFIX "pullgate:pod-"
+#define PG_POD_UID_MAX 128 /* a Kubernetes UID is 36 characters (a UUID) */
+
 /* Frees c's strings (not c). */
 void pg_pod_cred_clear(pg_pod_cred *c);
 /* Clears and frees (*v)[0..*n), then *v = NULL, *n = 0. */
@@ -124,6 +135,16 @@ bool pg_pod_cred_is_placeholder(const pg_pod_cred *recorded);
  *    an unattributed pull is bound to the pulling pod's namespace.
  */
 bool pg_pod_cred_matches(const pg_pod_cred *presented, const pg_pod_cred *recorded);
+/* a and b are secrets of pods (not placeholders or pod bindings) of one namespace
+ * holding one proving hash: the same credential, recorded once per image (§2). */
+bool pg_pod_cred_same_credential(const pg_pod_cred *a, const pg_pod_cred *b);
+/* uid can stand in a pod binding: 1..PG_POD_UID_MAX of [A-Za-z0-9._-] (a UUID, a static pod's hash). */
+bool pg_pod_uid_valid(const char *uid);
+/* recorded is a pod binding (PG_POD_BINDING_PREFIX, empty uid and hash). */
+bool pg_pod_cred_is_pod_binding(const pg_pod_cred *recorded);
+/* recorded binds the pod pod_uid of namespace pod_namespace (both from the runtime; NULL: unknown). */
+bool pg_pod_binding_matches(const char *pod_namespace, const char *pod_uid,
+                            const pg_pod_cred *recorded);
 
 typedef struct pg_rec_mapping {
     char *image_name;
@@ -165,15 +186,55 @@ int pg_intent_serialize(const char *image, const char *api_version, char **out, 
 int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
                     pg_error *err);
 /*
+ * The fair share of one namespace in one pulled record (docs/interfaces.md §2):
+ * what the recorded credentials of one namespace occupy, over every mapping:
+ * its entries (secrets and service accounts) and its bytes (each entry as
+ * serialised, plus each mapping key holding one of its entries). Keys holding
+ * no credentials (node-accessible, or pulled with none) are charged to one
+ * pool of the record instead. The bounds make room for about 110 namespaces at
+ * their full share beside a full pool within the 8 MiB a reader accepts
+ * (docs/threat-model.md, "Records").
+ */
+#define PG_SHARE_MAX_ENTRIES 100u          /* the kubelet's writeRecordWhileMatchingLimit */
+#define PG_SHARE_MAX_BYTES (64u << 10)      /* 100 entries of 253-character names fit */
+#define PG_SHARE_POOL_BYTES (1u << 20)      /* keys without credentials, per record */
+#define PG_SHARE_RECORD_SKELETON 256u       /* the record's own members, with an image ID */
+
+typedef struct pg_share_use {
+    size_t entries;
+    size_t bytes;
+} pg_share_use;
+
+/* What namespace ns occupies in rec. */
+pg_share_use pg_record_share(const pg_record *rec, const char *ns);
+/* Bytes of rec's mapping keys that hold no credentials (the pool). */
+size_t pg_record_pool_bytes(const pg_record *rec);
+
+/*
+ * When a recorded secret of rec's mapping image_name was last recorded: the
+ * order in which a namespace's own pod bindings make room for its pull. NULL:
+ * the record's order.
+ */
+typedef time_t (*pg_recorded_at_fn)(const char *image_name, const pg_pod_cred *secret, void *ud);
+
+/*
  * pullgate's own write of a pull (pg_store_record_pulled): every other key of
  * rec that names the same image as image_name (a normalised name) is folded
  * into image_name's mapping, then creds are merged by the kubelet's rules, so
  * the records pullgate writes hold one key per image. A pull with no
  * credentials to record still leaves an (empty) mapping for the image: it was
  * pulled under that name, so it is never taken for preloaded (docs/interfaces.md §2).
+ * Beyond the kubelet's rules: a secret whose namespace already holds its
+ * credentialHash under the image is not added again (one entry per namespace
+ * and hash), and the fair share above holds: a namespace of creds whose share
+ * grows past a bound first gives up its own oldest pod bindings (those of other
+ * pods; recorded_at orders them, may be NULL), then fails with PG_ERR_QUOTA, as
+ * does a pull without namespace-bound credentials that grows the pool past its
+ * bound. Never charged to a namespace the pull does not name. On any error rec
+ * is left changed: discard it.
  */
 int pg_record_merge_pull(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
-                         pg_error *err);
+                         pg_recorded_at_fn recorded_at, void *ud, pg_error *err);
 /*
  * The image a credentialMapping key names. The kubelet keys a mapping by the
  * image as the pod wrote it, tag and digest removed ("nginx",
@@ -312,6 +373,18 @@ int pg_strv_push(pg_strv *l, const char *s, pg_error *err);
 void pg_strv_clear(pg_strv *l);
 
 /* ------------------------------------------------------------ decide.c */
+
+/*
+ * pg_decide_identity for a container whose pod UID the runtime set
+ * (docs/runtime-trust.md: containerd's io.kubernetes.cri.sandbox-uid, CRI-O's
+ * io.kubernetes.pod.uid): a pod binding pullgate-cri recorded for that pod of
+ * req->namespace_ (docs/interfaces.md §5, step 8) allows it, reason
+ * PG_REASON_POD_PULLED. pod_uid NULL, or not a valid UID: no pod binding
+ * matches (pg_decide_identity). Internal: pg_request is a fixed public struct.
+ */
+int pg_decide_pod(const pg_config *cfg, const pg_store *store, const pg_request *req,
+                  const char *pod_uid, const char *const *aliases, const char *const *hints,
+                  pg_decision *out);
 
 /*
  * Whether a denial with this reason could become an allow through a pull made

@@ -59,8 +59,40 @@ bool pg_pod_cred_is_placeholder(const pg_pod_cred *recorded)
                    sizeof PG_UNVERIFIED_NAME_PREFIX - 1) == 0;
 }
 
+bool pg_pod_uid_valid(const char *uid)
+{
+    size_t n = 0;
+    for (; uid && uid[n]; n++) {
+        unsigned char ch = (unsigned char)uid[n];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                  ch == '-' || ch == '.' || ch == '_';
+        if (!ok || n >= PG_POD_UID_MAX)
+            return false;
+    }
+    return n > 0;
+}
+
+bool pg_pod_cred_is_pod_binding(const pg_pod_cred *recorded)
+{
+    return recorded->credential_hash && !*recorded->credential_hash && !*recorded->uid &&
+           strncmp(recorded->name, PG_POD_BINDING_PREFIX, sizeof PG_POD_BINDING_PREFIX - 1) == 0 &&
+           pg_pod_uid_valid(recorded->name + sizeof PG_POD_BINDING_PREFIX - 1);
+}
+
+bool pg_pod_binding_matches(const char *pod_namespace, const char *pod_uid,
+                            const pg_pod_cred *recorded)
+{
+    return pod_namespace && *pod_namespace && pg_pod_uid_valid(pod_uid) &&
+           pg_pod_cred_is_pod_binding(recorded) &&
+           strcmp(recorded->namespace_, pod_namespace) == 0 &&
+           strcmp(recorded->name + sizeof PG_POD_BINDING_PREFIX - 1, pod_uid) == 0;
+}
+
 bool pg_pod_cred_matches(const pg_pod_cred *presented, const pg_pod_cred *recorded)
 {
+    /* A pod binding is the runtime's pod identity, never something a pod presents. */
+    if (pg_pod_cred_is_pod_binding(recorded))
+        return false;
     if (pg_pod_cred_is_placeholder(recorded))
         return presented->credential_hash && proving_hash(presented->auth_hash) &&
                strcmp(presented->namespace_, recorded->namespace_) == 0 &&
@@ -866,6 +898,60 @@ static int merge_one_cred(pg_pod_cred **v, size_t *n, const pg_pod_cred *in, boo
     return PG_OK;
 }
 
+/* A secret of a pod (not pullgate-cri's placeholder or pod binding) with a hash that proves something. */
+static bool regular_secret(const pg_pod_cred *c)
+{
+    return proving_hash(c->credential_hash) && !pg_pod_cred_is_placeholder(c) &&
+           !pg_pod_cred_is_pod_binding(c);
+}
+
+bool pg_pod_cred_same_credential(const pg_pod_cred *a, const pg_pod_cred *b)
+{
+    return regular_secret(a) && regular_secret(b) && strcmp(a->namespace_, b->namespace_) == 0 &&
+           strcmp(a->credential_hash, b->credential_hash) == 0;
+}
+
+/* A regular secret of in's namespace holding in's hash under other coordinates, or NULL. */
+static const pg_pod_cred *same_hash_elsewhere(const pg_rec_mapping *m, const pg_pod_cred *in)
+{
+    for (size_t i = 0; i < m->n_secrets; i++) {
+        const pg_pod_cred *r = &m->secrets[i];
+        if (pg_pod_cred_same_credential(r, in) && cmp_cred(r, in) != 0)
+            return r;
+    }
+    return NULL;
+}
+
+static void remove_secret_at(pg_rec_mapping *m, size_t at)
+{
+    pg_pod_cred_clear(&m->secrets[at]);
+    memmove(&m->secrets[at], &m->secrets[at + 1], (m->n_secrets - at - 1) * sizeof *m->secrets);
+    m->n_secrets--;
+}
+
+/*
+ * One secret of a pull into m (sorted): the kubelet's rule (by coordinates,
+ * the newest hash wins), except that a namespace holds each credential once
+ * per image. A regular secret whose namespace already holds its hash under
+ * other coordinates adds nothing: the recorded one matches every pod
+ * presenting that hash, so 64 secrets holding one credential cost one entry,
+ * not 64 (docs/interfaces.md §2). An entry with in's coordinates then holds an
+ * older hash of that secret, which the kubelet would overwrite: it goes.
+ */
+static int merge_secret(pg_rec_mapping *m, const pg_pod_cred *in, pg_error *err)
+{
+    bool found;
+    size_t at = sorted_position(m->secrets, m->n_secrets, sizeof *m->secrets, in, cmp_cred, &found);
+    bool unchanged = found && strcmp(m->secrets[at].credential_hash,
+                                     in->credential_hash ? in->credential_hash : "") == 0;
+    if (!unchanged && same_hash_elsewhere(m, in)) {
+        if (found)
+            remove_secret_at(m, at);
+        return PG_OK;
+    }
+    return merge_one_cred(&m->secrets, &m->n_secrets, in, true, err);
+}
+
 /* The mapping for image_name, inserted (empty) at its sorted place if missing. */
 static pg_rec_mapping *mapping_for(pg_record *rec, const char *image_name, pg_error *err)
 {
@@ -927,7 +1013,7 @@ static int merge_creds(pg_record *rec, const char *image_name, const pg_pull_cre
         const pg_secret *in = &creds->secrets[i];
         pg_pod_cred c = {(char *)in->namespace_, (char *)in->name, (char *)in->uid,
                          (char *)in->credential_hash, NULL};
-        rc = merge_one_cred(&m->secrets, &m->n_secrets, &c, true, err);
+        rc = merge_secret(m, &c, err);
     }
     for (size_t i = 0; rc == PG_OK && i < creds->n_service_accounts; i++) {
         const pg_service_account *in = &creds->service_accounts[i];
@@ -1009,17 +1095,310 @@ static int fold_keys(pg_record *rec, const char *image_name, pg_error *err)
     return rc;
 }
 
+/* ------------------------------------------------------ the fair share */
+
+/* Bytes of s as a JSON string body (jansson's escaping): what it costs in the record. */
+static size_t json_len(const char *s)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; p && *p; p++)
+        n += *p == '"' || *p == '\\' || *p == '\b' || *p == '\f' || *p == '\n' || *p == '\r' ||
+                     *p == '\t'
+                 ? 2
+             : *p < 0x20 ? 6
+                         : 1;
+    return n;
+}
+
+/* What one entry and one mapping key cost as serialised, syntax included (a
+ * bound, checked against pg_record_serialize by the unit tests). */
+#define SECRET_SYNTAX 56u /* {"uid":"","namespace":"","name":"","credentialHash":""}, */
+#define SA_SYNTAX 36u     /* {"uid":"","namespace":"","name":""}, */
+#define KEY_SYNTAX 88u    /* "":{"kubernetesSecrets":[],"kubernetesServiceAccounts":[],... */
+
+static size_t entry_bytes(const pg_pod_cred *c, bool secret)
+{
+    return json_len(c->namespace_) + json_len(c->name) + json_len(c->uid) +
+           (secret ? json_len(c->credential_hash) + SECRET_SYNTAX : SA_SYNTAX);
+}
+
+static size_t key_bytes(const char *key) { return json_len(key) + KEY_SYNTAX; }
+
+/* ns's use of one mapping: entries and bytes (its key included when it holds one). */
+static pg_share_use mapping_share(const pg_rec_mapping *m, const char *ns)
+{
+    pg_share_use u = {0, 0};
+    for (size_t i = 0; i < m->n_secrets; i++)
+        if (strcmp(m->secrets[i].namespace_, ns) == 0) {
+            u.entries++;
+            u.bytes += entry_bytes(&m->secrets[i], true);
+        }
+    for (size_t i = 0; i < m->n_sas; i++)
+        if (strcmp(m->sas[i].namespace_, ns) == 0) {
+            u.entries++;
+            u.bytes += entry_bytes(&m->sas[i], false);
+        }
+    if (u.entries)
+        u.bytes += key_bytes(m->image_name);
+    return u;
+}
+
+pg_share_use pg_record_share(const pg_record *rec, const char *ns)
+{
+    pg_share_use u = {0, 0};
+    for (size_t m = 0; rec && ns && m < rec->n_maps; m++) {
+        pg_share_use one = mapping_share(&rec->maps[m], ns);
+        u.entries += one.entries;
+        u.bytes += one.bytes;
+    }
+    return u;
+}
+
+size_t pg_record_pool_bytes(const pg_record *rec)
+{
+    size_t n = 0;
+    for (size_t m = 0; rec && m < rec->n_maps; m++)
+        if (!rec->maps[m].n_secrets && !rec->maps[m].n_sas)
+            n += key_bytes(rec->maps[m].image_name);
+    return n;
+}
+
+static bool over_share(pg_share_use u)
+{
+    return u.entries > PG_SHARE_MAX_ENTRIES || u.bytes > PG_SHARE_MAX_BYTES;
+}
+
+/* Past a bound and larger than before the pull: an over-share record written
+ * before the bounds (or by hand) keeps taking its namespace's re-pulls. */
+static bool grew_past(pg_share_use now, pg_share_use before)
+{
+    return (now.entries > PG_SHARE_MAX_ENTRIES && now.entries > before.entries) ||
+           (now.bytes > PG_SHARE_MAX_BYTES && now.bytes > before.bytes);
+}
+
+/* The namespaces one pull names, with their use before it. */
+typedef struct share_check {
+    const char **ns;
+    pg_share_use *before;
+    size_t n;
+    bool pooled_before; /* the pulled name's key was in the pool already */
+} share_check;
+
+static void share_check_free(share_check *sc)
+{
+    free(sc->ns);
+    free(sc->before);
+}
+
+static void share_note(share_check *sc, const pg_record *rec, const char *ns)
+{
+    if (!ns)
+        return; /* check_creds refuses it */
+    for (size_t i = 0; i < sc->n; i++)
+        if (strcmp(sc->ns[i], ns) == 0)
+            return;
+    sc->ns[sc->n] = ns;
+    sc->before[sc->n++] = pg_record_share(rec, ns);
+}
+
+static bool pooled(const pg_rec_mapping *m) { return m && !m->n_secrets && !m->n_sas; }
+
+static int share_begin(share_check *sc, const pg_record *rec, const char *image_name,
+                       const pg_pull_credentials *creds)
+{
+    size_t most = creds ? creds->n_secrets + creds->n_service_accounts : 0;
+    *sc = (share_check){NULL, NULL, 0, pooled(find_in(rec->maps, rec->n_maps, image_name))};
+    if (!most)
+        return PG_OK;
+    sc->ns = calloc(most, sizeof *sc->ns);
+    sc->before = calloc(most, sizeof *sc->before);
+    if (!sc->ns || !sc->before)
+        return PG_ERR_NOMEM;
+    for (size_t i = 0; i < creds->n_secrets; i++)
+        share_note(sc, rec, creds->secrets[i].namespace_);
+    for (size_t i = 0; i < creds->n_service_accounts; i++)
+        share_note(sc, rec, creds->service_accounts[i].namespace_);
+    return PG_OK;
+}
+
+/* One of ns's pod bindings that may make room, and when it was recorded. */
+typedef struct evictable {
+    size_t map, secret;
+    time_t when;
+} evictable;
+
+static int cmp_evictable(const void *a, const void *b)
+{
+    const evictable *x = a, *y = b;
+    if (x->when != y->when)
+        return x->when < y->when ? -1 : 1;
+    if (x->map != y->map)
+        return x->map < y->map ? -1 : 1;
+    return (x->secret > y->secret) - (x->secret < y->secret);
+}
+
+/* Whether recorded secret c of image_name's mapping is one this pull records. */
+static bool recorded_now(const char *map_name, const char *image_name, const pg_pod_cred *c,
+                         const pg_pull_credentials *creds)
+{
+    if (strcmp(map_name, image_name) != 0)
+        return false;
+    for (size_t i = 0; i < creds->n_secrets; i++) {
+        const pg_secret *in = &creds->secrets[i];
+        if (cmp_coords(in->namespace_, in->name, in->uid, c->namespace_, c->name, c->uid) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* ns's pod bindings other than this pull's, oldest first. */
+static int evictables_of(const pg_record *rec, const char *ns, const char *image_name,
+                         const pg_pull_credentials *creds, pg_recorded_at_fn recorded_at,
+                         void *ud, evictable **out, size_t *n_out)
+{
+    size_t n = 0, cap = 0;
+    evictable *v = NULL;
+    for (size_t m = 0; m < rec->n_maps; m++) {
+        const pg_rec_mapping *map = &rec->maps[m];
+        for (size_t i = 0; i < map->n_secrets; i++) {
+            const pg_pod_cred *c = &map->secrets[i];
+            if (strcmp(c->namespace_, ns) != 0 || !pg_pod_cred_is_pod_binding(c) ||
+                recorded_now(map->image_name, image_name, c, creds))
+                continue;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 16;
+                evictable *grown = realloc(v, cap * sizeof *grown);
+                if (!grown) {
+                    free(v);
+                    return PG_ERR_NOMEM;
+                }
+                v = grown;
+            }
+            v[n++] = (evictable){m, i, recorded_at ? recorded_at(map->image_name, c, ud) : 0};
+        }
+    }
+    if (n)
+        qsort(v, n, sizeof *v, cmp_evictable);
+    *out = v;
+    *n_out = n;
+    return PG_OK;
+}
+
+/* Removes the secrets marked in doomed (per mapping, per secret index). */
+static void remove_doomed(pg_record *rec, bool **doomed)
+{
+    for (size_t m = 0; m < rec->n_maps; m++) {
+        pg_rec_mapping *map = &rec->maps[m];
+        size_t out = 0;
+        for (size_t i = 0; doomed[m] && i < map->n_secrets; i++) {
+            if (doomed[m][i]) {
+                pg_pod_cred_clear(&map->secrets[i]);
+                continue;
+            }
+            map->secrets[out++] = map->secrets[i];
+        }
+        if (doomed[m])
+            map->n_secrets = out;
+    }
+}
+
+/*
+ * ns is over its share: its own oldest pod bindings (other pods' conveniences,
+ * which a re-pull restores) make room until it fits again. *use follows.
+ */
+static int evict_bindings(pg_record *rec, const char *ns, const char *image_name,
+                          const pg_pull_credentials *creds, pg_recorded_at_fn recorded_at,
+                          void *ud, pg_share_use *use)
+{
+    evictable *v = NULL;
+    size_t n = 0;
+    int rc = evictables_of(rec, ns, image_name, creds, recorded_at, ud, &v, &n);
+    if (rc != PG_OK || !n)
+        return rc;
+    bool **doomed = calloc(rec->n_maps, sizeof *doomed);
+    size_t *left = calloc(rec->n_maps, sizeof *left); /* ns's entries per mapping */
+    rc = doomed && left ? PG_OK : PG_ERR_NOMEM;
+    for (size_t m = 0; rc == PG_OK && m < rec->n_maps; m++)
+        left[m] = mapping_share(&rec->maps[m], ns).entries;
+    for (size_t k = 0; rc == PG_OK && k < n && over_share(*use); k++) {
+        const pg_rec_mapping *map = &rec->maps[v[k].map];
+        if (!doomed[v[k].map] && !(doomed[v[k].map] = calloc(map->n_secrets, sizeof **doomed))) {
+            rc = PG_ERR_NOMEM;
+            break;
+        }
+        doomed[v[k].map][v[k].secret] = true;
+        use->entries--;
+        use->bytes -= entry_bytes(&map->secrets[v[k].secret], true);
+        if (--left[v[k].map] == 0)
+            use->bytes -= key_bytes(map->image_name);
+    }
+    if (rc == PG_OK)
+        remove_doomed(rec, doomed);
+    for (size_t m = 0; doomed && m < rec->n_maps; m++)
+        free(doomed[m]);
+    free(doomed);
+    free(left);
+    free(v);
+    return rc;
+}
+
+static int share_exceeded(const pg_record *rec, const char *ns, pg_share_use use, pg_error *err)
+{
+    return pg_fail(err, PG_ERR_QUOTA,
+                   "namespace %.64s has used up its share of the pull record of %.160s: %zu "
+                   "entries and %zu bytes of names with this pull (at most %u and %u per "
+                   "namespace and record); not recorded",
+                   ns, rec->image_ref, use.entries, use.bytes, PG_SHARE_MAX_ENTRIES,
+                   PG_SHARE_MAX_BYTES);
+}
+
+/* After the merge: every namespace the pull names within its share (or no larger), the pool too. */
+static int share_end(const share_check *sc, pg_record *rec, const char *image_name,
+                     const pg_pull_credentials *creds, pg_recorded_at_fn recorded_at, void *ud,
+                     pg_error *err)
+{
+    for (size_t i = 0; i < sc->n; i++) {
+        pg_share_use use = pg_record_share(rec, sc->ns[i]);
+        if (!grew_past(use, sc->before[i]))
+            continue;
+        if (evict_bindings(rec, sc->ns[i], image_name, creds, recorded_at, ud, &use) != PG_OK)
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        if (grew_past(use, sc->before[i]))
+            return share_exceeded(rec, sc->ns[i], use, err);
+    }
+    /* The pool grows only by the pulled name: a new key without credentials, or one a
+     * node-accessible pull cleared (a namespace's own bindings never empty a key: each
+     * came with its placeholder). Measured only then: it reads every key. */
+    if (sc->pooled_before || !pooled(find_in(rec->maps, rec->n_maps, image_name)))
+        return PG_OK;
+    size_t pool = pg_record_pool_bytes(rec);
+    if (pool > PG_SHARE_POOL_BYTES)
+        return pg_fail(err, PG_ERR_QUOTA,
+                       "the pull record of %.160s holds %zu bytes of image names pulled without "
+                       "namespace-bound credentials with this pull (at most %u); not recorded",
+                       rec->image_ref, pool, PG_SHARE_POOL_BYTES);
+    return PG_OK;
+}
+
 int pg_record_merge_pull(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
-                         pg_error *err)
+                         pg_recorded_at_fn recorded_at, void *ud, pg_error *err)
 {
     if (!rec || !image_name || !*image_name)
         return pg_fail(err, PG_ERR_INVALID, "merge: no record or empty image name");
-    int rc = fold_keys(rec, image_name, err);
+    share_check sc;
+    int rc = share_begin(&sc, rec, image_name, creds) == PG_OK ? PG_OK
+                                                   : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (rc == PG_OK)
+        rc = fold_keys(rec, image_name, err);
     if (rc == PG_OK)
         rc = merge_creds(rec, image_name, creds, err);
     /* Pulled under this name, even with nothing to record: the kubelet's own
      * form of "credentials unknown" ({}), which every pod must verify. */
     if (rc == PG_OK && !mapping_for(rec, image_name, err))
         rc = PG_ERR_NOMEM;
+    if (rc == PG_OK)
+        rc = share_end(&sc, rec, image_name, creds ? creds : &(pg_pull_credentials){0},
+                       recorded_at, ud, err);
+    share_check_free(&sc);
     return reindexed(rec, rc, err);
 }

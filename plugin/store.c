@@ -352,6 +352,39 @@ static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const cha
     return rc;
 }
 
+/*
+ * When a recorded secret was last recorded, for a namespace whose own pod
+ * bindings make room for its pull (pg_record_merge_pull): the record's
+ * credential times, read once and only when needed; the record's previous
+ * lastUpdatedTime for a credential they do not name.
+ */
+typedef struct binding_clock {
+    const pg_store *s;
+    const char *file;
+    const char *image_ref;
+    time_t fallback;
+    json_t *times;
+    bool loaded;
+} binding_clock;
+
+static time_t binding_recorded_at(const char *image_name, const pg_pod_cred *secret, void *ud)
+{
+    binding_clock *c = ud;
+    if (!c->loaded) {
+        int fd;
+        c->loaded = true;
+        if (pg_st_open_subdir(&c->s->dirs[0], SUB_CREDTIMES, &fd, NULL) == PG_OK) {
+            if (pg_st_credtimes_load(c->s, fd, c->file, c->image_ref, &c->times, NULL) != PG_OK)
+                c->times = NULL;
+            close(fd);
+        }
+    }
+    char *key = c->times ? pg_st_credential_key(image_name, secret, NULL) : NULL;
+    json_t *t = key ? json_object_get(c->times, key) : NULL;
+    free(key);
+    return json_is_integer(t) ? (time_t)json_integer_value(t) : c->fallback;
+}
+
 /* Under the lock: merge into pulled/<hash(imageRef)>, index, release the intent. */
 static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
 {
@@ -369,8 +402,10 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
     json_t *old_keys = NULL;
     if (rc == PG_OK && existed && !(old_keys = pg_st_credtimes_keys(rec)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    binding_clock clock = {s, name, p->image_ref, previous, NULL, false};
     if (rc == PG_OK) /* one key per image; a pull without credentials still maps its name */
-        rc = pg_record_merge_pull(rec, p->image_name, p->creds, err);
+        rc = pg_record_merge_pull(rec, p->image_name, p->creds, binding_recorded_at, &clock, err);
+    json_decref(clock.times);
     if (rc == PG_OK)
         rc = set_now(rec, s->api_version, err);
     pg_st_batch b;

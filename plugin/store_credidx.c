@@ -55,6 +55,8 @@
 
 static bool any_secret_matches(const pg_record_focus *f, const pg_pod_cred *r)
 {
+    if (pg_pod_binding_matches(f->pod_namespace, f->pod_uid, r))
+        return true; /* the decision's pod rule */
     const pg_pod_cred *ps = NULL;
     size_t n = f->presented ? pg_presented_secrets(f->presented, f->image_name, &ps) : 0;
     for (size_t i = 0; i < n; i++)

@@ -38,6 +38,9 @@
 typedef struct pg_record_focus {
     const char *image_name;        /* the credentialMapping key */
     const pg_presented *presented; /* NULL: no credentials presented */
+    /* The pod's identity as the runtime sets it (NULL: unknown): pod bindings
+     * of this pod are kept (pg_pod_binding_matches). */
+    const char *pod_namespace, *pod_uid;
 } pg_record_focus;
 
 /*

@@ -78,11 +78,17 @@ static bool pulled_now(const pull *p, const char *image_name, const pg_pod_cred 
     const pg_pull_credentials *c = p->creds;
     if (!c || strcmp(image_name, p->image_name) != 0)
         return false;
-    for (size_t i = 0; s && i < c->n_secrets; i++)
-        if (same(c->secrets[i].namespace_, s->namespace_) && same(c->secrets[i].name, s->name) &&
-            same(c->secrets[i].uid, s->uid) &&
-            same(c->secrets[i].credential_hash, s->credential_hash))
+    for (size_t i = 0; s && i < c->n_secrets; i++) {
+        const pg_secret *in = &c->secrets[i];
+        pg_pod_cred view = {(char *)in->namespace_, (char *)in->name, (char *)in->uid,
+                            (char *)in->credential_hash, NULL};
+        /* The very entry, or the one of its namespace it was merged into (same credential). */
+        if ((same(in->namespace_, s->namespace_) && same(in->name, s->name) &&
+             same(in->uid, s->uid) && same(in->credential_hash, s->credential_hash)) ||
+            (in->namespace_ && in->name && in->uid && in->credential_hash &&
+             pg_pod_cred_same_credential(&view, s)))
             return true;
+    }
     for (size_t i = 0; sa && i < c->n_service_accounts; i++)
         if (same(c->service_accounts[i].namespace_, sa->namespace_) &&
             same(c->service_accounts[i].name, sa->name) &&

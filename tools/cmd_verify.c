@@ -9,7 +9,7 @@
 #define CMD "verify"
 
 enum { OPT_IMAGE = 256, OPT_IMAGE_REF, OPT_NAMESPACE, OPT_CREDENTIALS, OPT_CREDENTIALS_FILE,
-       OPT_JSON, OPT_ALIAS, OPT_HINT };
+       OPT_JSON, OPT_ALIAS, OPT_HINT, OPT_POD_UID };
 
 static const struct option options[] = {
     {"image", required_argument, NULL, OPT_IMAGE},
@@ -20,11 +20,12 @@ static const struct option options[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"alias", required_argument, NULL, OPT_ALIAS},
     {"hint", required_argument, NULL, OPT_HINT},
+    {"pod-uid", required_argument, NULL, OPT_POD_UID},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
 typedef struct verify_options {
-    const char *image, *image_ref, *namespace_, *credentials, *credentials_file;
+    const char *image, *image_ref, *namespace_, *credentials, *credentials_file, *pod_uid;
     int json, help;
     /* NULL-terminated; at most one per argument, so argc + 1 entries suffice. */
     const char **aliases, **hints;
@@ -35,7 +36,7 @@ static void usage(void)
 {
     puts("Usage: " PGCTL_PROG " verify --image IMAGE --image-ref REF --namespace NS\n"
          "           [--credentials JSON | --credentials-file FILE] [--alias REF]... [--hint REF]...\n"
-         "           [--json]\n"
+         "           [--pod-uid UID] [--json]\n"
          "\nDecides whether a pod in namespace NS may start a container from IMAGE\n"
          "(image ID REF; an empty REF means unknown) presenting the credentials JSON\n"
          "(the value of the credentials annotation; FILE '-' is standard input).\n"
@@ -43,6 +44,9 @@ static void usage(void)
          "(an image ID or reference, e.g. CRI-O's io.kubernetes.cri-o.Image); its records\n"
          "may authorise. --hint: one a pod could have injected (e.g. a repo digest): it\n"
          "can only keep the image verified, never authorise. Both repeatable.\n"
+         "--pod-uid: the pod's UID as the runtime sets it (the hook reads containerd's\n"
+         "io.kubernetes.cri.sandbox-uid or CRI-O's io.kubernetes.pod.uid): a pull this\n"
+         "very pod made (pullgate-cri's pod binding) allows it.\n"
          "Prints 'allow: <reason>' (exit 0) or 'deny: <reason>' (exit 1); with --json\n"
          "{\"allow\":BOOL,\"reason\":\"<code>\",\"message\":\"<text>\"}.");
 }
@@ -61,6 +65,7 @@ static int parse_options(int argc, char **argv, verify_options *o)
         case OPT_JSON: o->json = 1; break;
         case OPT_ALIAS: o->aliases[o->n_aliases++] = optarg; break;
         case OPT_HINT: o->hints[o->n_hints++] = optarg; break;
+        case OPT_POD_UID: o->pod_uid = optarg; break;
         case 'h': o->help = 1; break;
         default: return pgctl_option_error(CMD, c, argv);
         }
@@ -76,6 +81,8 @@ static int check_options(const verify_options *o)
         return pgctl_usage_error(CMD, "--image-ref REF is required (it may be empty)");
     if (!o->namespace_ || !*o->namespace_)
         return pgctl_usage_error(CMD, "--namespace NS is required");
+    if (o->pod_uid && !pg_pod_uid_valid(o->pod_uid))
+        return pgctl_usage_error(CMD, "--pod-uid UID: not a pod UID ([A-Za-z0-9._-], 1 to 128)");
     if (o->credentials && o->credentials_file)
         return pgctl_usage_error(CMD, "give only one of --credentials and --credentials-file");
     return PGCTL_OK;
@@ -112,7 +119,7 @@ static int decide(const pg_config *cfg, const verify_options *o, const char *cre
                       .image_ref = o->image_ref,
                       .namespace_ = o->namespace_,
                       .credentials = credentials};
-    int allow = pg_decide_identity(cfg, store, &req, o->aliases, o->hints, &d);
+    int allow = pg_decide_pod(cfg, store, &req, o->pod_uid, o->aliases, o->hints, &d);
     pg_store_free(store);
     int status = print_decision(&d, o->json);
     if (status != PGCTL_OK)

@@ -32,6 +32,7 @@ int pgctl_status_for_code(int code)
     case PG_ERR_INVALID:
     case PG_ERR_CONFIG:
     case PG_ERR_LIMIT:
+    case PG_ERR_QUOTA:
     case PG_ERR_NOT_FOUND:
         return PGCTL_USAGE;
     default:

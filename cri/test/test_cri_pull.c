@@ -87,6 +87,7 @@ typedef struct req_spec {
     bool sandbox;
     const char *ns;
     const char *annotation; /* value of KEY, or NULL */
+    const char *uid;        /* the pod's UID; NULL: "pod-uid-1" */
 } req_spec;
 
 static ProtobufCBinaryData bin(const char *s)
@@ -115,7 +116,7 @@ static uint8_t *pack_request(const req_spec *s, size_t *len)
     }
     if (s->sandbox) {
         md.name = bin("pod-1");
-        md.uid = bin("pod-uid-1");
+        md.uid = bin(s->uid ? s->uid : "pod-uid-1");
         md.namespace_ = bin(s->ns);
         sc.metadata = &md;
         other.key = bin("unrelated.example/key");
@@ -208,17 +209,28 @@ static char *annotation_with(const char *ns, const char *hash, bool with_sa)
     return annotation_v1(ns, hash, NULL, with_sa);
 }
 
+/* The placeholder under ns and, when the pull names its pod (a namespace and a UID), the
+ * binding of that pod (docs/interfaces.md §10). */
 static void assert_unverified(const cri_pull_creds *c, const char *ns, const char *hash)
 {
+    bool pod_known = strcmp(ns, PG_UNKNOWN_NAMESPACE) != 0;
     ck_assert_int_eq(c->source, CRI_CREDS_UNVERIFIED);
     ck_assert_int_eq(c->creds.node_pods_accessible, 0);
-    ck_assert_uint_eq(c->creds.n_secrets, 1);
+    ck_assert_uint_eq(c->creds.n_secrets, pod_known ? 2 : 1);
     ck_assert_str_eq(c->creds.secrets[0].namespace_, ns);
     ck_assert_str_eq(c->creds.secrets[0].uid, "");
     ck_assert_str_eq(c->creds.secrets[0].credential_hash, hash);
     char name[128];
     snprintf(name, sizeof name, "%s%s", PG_UNVERIFIED_NAME_PREFIX, hash);
     ck_assert_str_eq(c->creds.secrets[0].name, name);
+    if (!pod_known)
+        return;
+    const pg_secret *b = &c->creds.secrets[1];
+    ck_assert_str_eq(b->namespace_, ns);
+    ck_assert_str_eq(b->name, PG_POD_BINDING_PREFIX "pod-uid-1");
+    ck_assert_str_eq(b->uid, "");
+    ck_assert_str_eq(b->credential_hash, "");
+    ck_assert_ptr_nonnull(strstr(c->detail, "bound to pod pod-uid-1"));
 }
 
 /* ------------------------------------------------------------ tests */
@@ -474,6 +486,29 @@ START_TEST(no_sandbox_is_unknown_namespace_hash_only)
     assert_unverified(&c, PG_UNKNOWN_NAMESPACE, v->hash);
     cri_pull_creds_clear(&c);
     cri_pull_request_clear(&req);
+}
+END_TEST
+
+/* A pull that cannot name its pod (no UID, or one that cannot be a UID) binds no pod. */
+START_TEST(no_pod_binding_without_a_pod_uid)
+{
+    const vector *v = plain_vector();
+    const char *uids[] = {"", "pod/uid", "pod:uid", "a b"};
+    for (size_t i = 0; i < sizeof uids / sizeof uids[0]; i++) {
+        req_spec s = {.username = v->username,
+                      .password = v->password,
+                      .sandbox = true,
+                      .ns = "team-a",
+                      .uid = uids[i]};
+        cri_pull_request req;
+        cri_pull_creds c;
+        resolve(&s, &req, &c);
+        ck_assert_int_eq(c.source, CRI_CREDS_UNVERIFIED);
+        ck_assert_uint_eq(c.creds.n_secrets, 1);
+        ck_assert_ptr_nonnull(strstr(c.creds.secrets[0].name, PG_UNVERIFIED_NAME_PREFIX));
+        cri_pull_creds_clear(&c);
+        cri_pull_request_clear(&req);
+    }
 }
 END_TEST
 
@@ -1127,6 +1162,7 @@ static Suite *suite(void)
     tcase_add_test(tc, list_images_and_image_presence);
     tcase_add_test(tc, cannot_tell_is_pod_namespace_hash_only);
     tcase_add_test(tc, no_sandbox_is_unknown_namespace_hash_only);
+    tcase_add_test(tc, no_pod_binding_without_a_pod_uid);
     tcase_add_test(tc, hmac_required_without_key_is_unverified);
     tcase_add_test(tc, hmac_signed_entry_verifies_only_for_its_namespace);
     tcase_add_test(tc, hostile_requests_are_refused);

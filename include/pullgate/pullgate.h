@@ -46,7 +46,8 @@ typedef enum pg_code {
     PG_ERR_LIMIT = 6,     /* input larger than a fixed bound */
     PG_ERR_NOT_FOUND = 7, /* no such record / key */
     PG_ERR_CONFIG = 8,    /* configuration invalid (message names the key) */
-    PG_ERR_INTERNAL = 9   /* a bug or an impossible state */
+    PG_ERR_INTERNAL = 9,  /* a bug or an impossible state */
+    PG_ERR_QUOTA = 10     /* a namespace's fair share of a pull record is used up */
 } pg_code;
 
 #define PG_ERROR_MESSAGE_MAX 512
@@ -338,6 +339,7 @@ typedef enum pg_reason {
     PG_REASON_SECRET_MATCH = 6,
     PG_REASON_SERVICE_ACCOUNT_MATCH = 7,
     PG_REASON_SANDBOX = 8,
+    PG_REASON_POD_PULLED = 9, /* the pod itself pulled it (pullgate-cri's pod binding) */
     /* deny */
     PG_REASON_NO_IMAGE_REF = 20,
     PG_REASON_NO_RECORD = 21,

@@ -2,6 +2,7 @@
 /* libFuzzer target: strict decoding of pulled records and pull intents. */
 #include "internal.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ static void check_merge_pull_folds(pg_record *rec)
         free(name);
         return; /* no key, or the first one is its own name: nothing to fold */
     }
-    if (pg_record_merge_pull(rec, name, NULL, NULL) == PG_OK) {
+    if (pg_record_merge_pull(rec, name, NULL, NULL, NULL, NULL) == PG_OK) {
         if (!pg_record_find(rec, name))
             __builtin_trap();
         for (size_t i = 0; i < rec->n_maps; i++) {
@@ -62,12 +63,52 @@ static void check_merge_pull_folds(pg_record *rec)
     free(name);
 }
 
+/* A namespace's fair share counts what it occupies: the charges of every namespace and the
+ * pool bound the record as serialised (docs/interfaces.md §2). */
+static void check_share_bounds_record(const pg_record *rec)
+{
+    size_t entries = 0;
+    for (size_t m = 0; m < rec->n_maps; m++)
+        entries += rec->maps[m].n_secrets + rec->maps[m].n_sas;
+    if (entries > 1000)
+        return; /* quadratic below */
+    char *text = NULL;
+    if (pg_record_serialize(rec, NULL, &text, NULL) != PG_OK)
+        return;
+    size_t bound = PG_SHARE_RECORD_SKELETON + 6 * strlen(rec->image_ref) +
+                   (rec->last_updated_text ? 6 * strlen(rec->last_updated_text) : 0) +
+                   pg_record_pool_bytes(rec);
+    /* Each namespace once: charged at its first entry in record order. */
+    for (size_t m = 0; m < rec->n_maps; m++)
+        for (size_t i = 0; i < rec->maps[m].n_secrets + rec->maps[m].n_sas; i++) {
+            const pg_pod_cred *c = i < rec->maps[m].n_secrets
+                                       ? &rec->maps[m].secrets[i]
+                                       : &rec->maps[m].sas[i - rec->maps[m].n_secrets];
+            bool first = true;
+            for (size_t m2 = 0; first && m2 <= m; m2++)
+                for (size_t j = 0; first && j < rec->maps[m2].n_secrets + rec->maps[m2].n_sas &&
+                                   (m2 < m || j < i);
+                     j++) {
+                    const pg_pod_cred *d = j < rec->maps[m2].n_secrets
+                                               ? &rec->maps[m2].secrets[j]
+                                               : &rec->maps[m2].sas[j - rec->maps[m2].n_secrets];
+                    first = strcmp(c->namespace_, d->namespace_) != 0;
+                }
+            if (first)
+                bound += pg_record_share(rec, c->namespace_).bytes;
+        }
+    if (strlen(text) + 1 > bound)
+        __builtin_trap();
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     pg_error err;
     pg_record *rec = NULL;
     if (pg_record_parse((const char *)data, size, &rec, &err) == PG_OK) {
         check_round_trip(rec);
+        check_share_bounds_record(rec);
         check_keys_find_their_image(rec);
         check_merge_pull_folds(rec);
         pg_secret s = {"ns", "name", "uid", ""};

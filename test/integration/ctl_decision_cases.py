@@ -147,6 +147,8 @@ def verify_command(ctl, config_path, request):
         cmd += ["--alias", alias]
     for hint in request.get("hints", []):
         cmd += ["--hint", hint]
+    if request.get("podUid") is not None:
+        cmd += ["--pod-uid", request["podUid"]]
     return cmd + ["--json"]
 
 

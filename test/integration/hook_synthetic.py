@@ -151,7 +151,8 @@ def creds(namespace, name="regcred", uid="uid-a", hash_=HASH_A, image_name=NAME_
         {"namespace": namespace, "name": name, "uid": uid, "credentialHash": hash_}]}})
 
 
-def crio_annotations(namespace, image_name, image_ref, pod=None, ctype="container", image=None):
+def crio_annotations(namespace, image_name, image_ref, pod=None, ctype="container", image=None,
+                     pod_uid="pod-uid-1"):
     """CRI-O's build order: pod annotations, then CRI-O's keys, then kubelet labels (each wins)."""
     ann = dict(pod or {})
     ann.update({
@@ -167,24 +168,26 @@ def crio_annotations(namespace, image_name, image_ref, pod=None, ctype="containe
     ann.update({
         "io.kubernetes.pod.namespace": namespace,
         "io.kubernetes.pod.name": "pod-1",
-        "io.kubernetes.pod.uid": "pod-uid-1",
+        "io.kubernetes.pod.uid": pod_uid,
         "io.kubernetes.container.name": "app",
     })
     return ann
 
 
-def containerd_annotations(namespace, image, pod=None, ctype="container"):
-    """containerd: base spec, pod annotations let through by pod_annotations, then its own keys."""
+def containerd_annotations(namespace, image, pod=None, ctype="container", pod_uid="pod-uid-1"):
+    """containerd: base spec, pod annotations let through by pod_annotations, then its own keys
+    (pod_uid None: a containerd before 1.6.11, which sets no sandbox-uid)."""
     ann = dict(pod or {})
     ann.update({
         "io.kubernetes.cri.container-type": ctype,
         "io.kubernetes.cri.sandbox-id": "e" * 64,
         "io.kubernetes.cri.sandbox-namespace": namespace,
         "io.kubernetes.cri.sandbox-name": "pod-1",
-        "io.kubernetes.cri.sandbox-uid": "pod-uid-1",
         "io.kubernetes.cri.container-name": "app",
         "io.kubernetes.cri.image-name": image,
     })
+    if pod_uid is not None:
+        ann["io.kubernetes.cri.sandbox-uid"] = pod_uid
     return ann
 
 
@@ -678,6 +681,45 @@ def identity_cases(root):
                 ns="team-a", reason="future")
 
 
+def pod_binding_cases(root):
+    """Issue 28: a pull pullgate-cri bound to the pod that made it ({ns, "pullgate:pod-<uid>",
+    uid "", hash ""}) lets that pod run it: the pod UID is read only from the key the runtime
+    sets (CRI-O: the kubelet's io.kubernetes.pod.uid label, copied last; containerd 1.6.11+:
+    io.kubernetes.cri.sandbox-uid), never from a key a pod can inject."""
+    env = fresh_env(root, "pod-binding")
+    env.ctl("record-pulled", "--image", IMG_TOOLS, "--image-ref", "sha256:" + REF_TOOLS,
+            "--secret", f"team-a/regcred/uid-a:{HASH_A}")  # creates the record directory
+    owner, other = "7c1f0a52-3d1e-4c3b-9a8e-0d6f5b2c1a11", "2b9e4d07-8f61-4a5c-b3d2-6e1f0c9a7b22"
+    write_record(env.state_dir, "sha256:" + REF_APP, {NAME_APP: {"kubernetesSecrets": [
+        {"uid": "", "namespace": "team-a", "name": "pullgate:pod-" + owner, "credentialHash": ""},
+        {"uid": "", "namespace": "team-a", "name": "pullgate:unverified-" + HASH_B,
+         "credentialHash": HASH_B}]}})
+    # A pull of another namespace merged in by pullgate: the binding is kept, and the image
+    # index and name index (containerd's lookups) now name the record.
+    env.ctl("record-pulled", "--image", IMG_APP, "--image-ref", "sha256:" + REF_APP,
+            "--secret", f"team-z/regcred/uid-z:{HASH_B}")
+    old = {ANNOTATION: creds("team-a")}  # lists a secret's old hash (rotated after admission)
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP, pod=old, pod_uid=owner))
+    expect_allow("pod-binding-crio-owner", env, b)
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP, pod=old, pod_uid=other))
+    expect_deny("pod-binding-crio-other-pod", env, b, ns="team-a", reason="no presented credential")
+    b = env.bundle(crio_annotations("team-a", IMG_APP, REF_APP, pod_uid=other, pod=dict(
+        old, **{"io.kubernetes.cri.sandbox-uid": owner, "io.kubernetes.pod.uid": owner})))
+    expect_deny("pod-binding-crio-injected-uid", env, b, ns="team-a")
+    b = env.bundle(crio_annotations("team-b", IMG_APP, REF_APP, pod_uid=owner,
+                                    pod={ANNOTATION: creds("team-b")}))
+    expect_deny("pod-binding-crio-other-namespace", env, b, ns="team-b")
+    b = env.bundle(containerd_annotations("team-a", IMG_APP, pod=old, pod_uid=owner))
+    expect_allow("pod-binding-containerd-owner", env, b)
+    b = env.bundle(containerd_annotations("team-a", IMG_APP, pod_uid=other, pod=dict(
+        old, **{"io.kubernetes.pod.uid": owner})))
+    expect_deny("pod-binding-containerd-injected-uid", env, b, ns="team-a")
+    b = env.bundle(containerd_annotations("team-a", IMG_APP, pod=old, pod_uid=None))
+    expect_deny("pod-binding-containerd-before-1.6.11", env, b, ns="team-a")
+    b = env.bundle(containerd_annotations("team-a", IMG_APP, pod=old, pod_uid="pullgate:pod-" + owner))
+    expect_deny("pod-binding-containerd-malformed-uid", env, b, ns="team-a")
+
+
 def version_cases():
     """--version alone prints the version and allows nothing else: with other arguments it
     is a bad argument, which denies (a runtime never passes it)."""
@@ -791,6 +833,7 @@ def main():
                       dbus_cases):
             group(env)
         identity_cases(root)
+        pod_binding_cases(root)
         spelling_cases(root)
     print(f"{checks} checks, {len(failures)} failures")
     for f in failures:

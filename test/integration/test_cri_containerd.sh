@@ -288,12 +288,14 @@ fi
 kill -CONT "$PG_REG_PID"
 pg_node_proxy_start || pg_fail "pullgate-cri did not restart"
 # team-a's annotation has no entry for this image: the proxy cannot name the secret, so it
-# records the hash under the pod's namespace (fail closed), never nodePodsAccessible.
+# records the hash under the pod's namespace (fail closed), never nodePodsAccessible, and
+# binds the pull to the pod that made it.
+POD_A_UID="$("$PG_PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["uid"])' "$POD_A_CFG")"
 if REF_SLOW="$(cri pull --image "$IMG_SLOW" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_A_CFG")"; then
     M="$(mapping_of "$REF_SLOW" "$(pg_image_name "$IMG_SLOW")")"
     GOT="$(secrets_of "$REF_SLOW" "$(pg_image_name "$IMG_SLOW")")"
-    if [[ "$GOT" == team-a/*":$HASH_A" && "$GOT" != "team-a/regcred/"* && "$GOT" != *" "* &&
-        "$M" != *nodePodsAccessible* ]]; then
+    if [[ "$GOT" == "team-a/pullgate:pod-$POD_A_UID/: team-a/pullgate:unverified-"*":$HASH_A" &&
+        "$GOT" != *"team-a/regcred/"* && "$M" != *nodePodsAccessible* ]]; then
         pg_check_ok "after the restart the pull is recorded; no annotation entry -> team-a + hash only ($GOT)"
     else
         pg_check_fail "after the restart: recorded $M"

@@ -230,7 +230,7 @@ dc_request dc_request_of(const json_t *c)
                          .namespace_ = dc_str(req, "namespace"),
                          .credentials = dc_str(req, "credentials")},
                         dc_str_list(json_object_get(req, "aliases")),
-                        dc_str_list(json_object_get(req, "hints"))};
+                        dc_str_list(json_object_get(req, "hints")), dc_str(req, "podUid")};
 }
 
 void dc_request_free(dc_request *q)

@@ -43,10 +43,12 @@ json_t *dc_load_cases(void);
  * only a case with "expectConfigError" may do. */
 bool dc_setup(pg_config *cfg, const char *state, const char *ro, const json_t *c);
 
-/* Case c's request, with its aliases and hints; release with dc_request_free. */
+/* Case c's request, with its aliases and hints, and the pod UID the runtime set
+ * (request.podUid, NULL when absent); release with dc_request_free. */
 typedef struct dc_request {
     pg_request r;
     const char **aliases, **hints;
+    const char *pod_uid;
 } dc_request;
 dc_request dc_request_of(const json_t *c);
 void dc_request_free(dc_request *q);

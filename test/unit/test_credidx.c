@@ -89,7 +89,7 @@ static unsigned index_all(pg_store *s, const json_t *c)
 static pg_decision decide_case(const env *e, pg_store *s, const dc_request *q)
 {
     pg_decision d;
-    pg_decide_identity(e->cfg, s, &q->r, q->aliases, q->hints, &d);
+    pg_decide_pod(e->cfg, s, &q->r, q->pod_uid, q->aliases, q->hints, &d);
     return d;
 }
 
@@ -163,7 +163,9 @@ static void record_many(pg_store *s, const char *image, const char *ref)
     char (*hash)[65] = calloc(N_SECRETS, sizeof *hash);
     ck_assert(sec && ns && uid && hash);
     for (size_t i = 0; i < N_SECRETS; i++) {
-        snprintf(ns[i], sizeof ns[i], "team-%zu", i % 7);
+        /* Seven namespaces, then seven more: at most 99 entries each, within a namespace's
+         * share of one record (PG_SHARE_MAX_ENTRIES), with team-1's service account. */
+        snprintf(ns[i], sizeof ns[i], i < 693 ? "team-%zu" : "team-%zu-b", i % 7);
         snprintf(uid[i], sizeof uid[i], "uid-%zu", i);
         char seed[32];
         snprintf(seed, sizeof seed, "cred-%zu", i);
@@ -212,7 +214,7 @@ typedef struct probe {
 } probe;
 
 static const probe probes[] = {
-    {"team-5", "uid-999", "cred-999", false, 1},  /* last secret, by hash */
+    {"team-5-b", "uid-999", "cred-999", false, 1},  /* last secret, by hash */
     {"team-0", "uid-0", "cred-0", false, 1},      /* first secret */
     {"team-3", "uid-other", "cred-500", false, 1}, /* hash of another secret: by hash */
     {"team-3", "uid-3", NULL, false, 1},          /* hash-less recorded secret, coordinates */
@@ -288,15 +290,15 @@ START_TEST(current_index_is_used)
     env_init(&e);
     pg_store *s = open_store(&e);
     record_many(s, APP ":1.0", REF1);
-    char *ann = annotation("team-5", "uid-999", NULL, false); /* by coordinates only */
-    ck_assert_int_eq(decide_ns(&e, s, "team-5", ann).allow, 1);
+    char *ann = annotation("team-5-b", "uid-999", NULL, false); /* by coordinates only */
+    ck_assert_int_eq(decide_ns(&e, s, "team-5-b", ann).allow, 1);
     char *idx = dc_record_path(e.state, "pullgate-credidx", REF1);
     char *text = read_text(idx);
     char *line = strstr(text, "\x1fuid-999\n");
     ck_assert_ptr_nonnull(line);
     memcpy(line + 1, "uid-998", 7); /* now names a secret the record does not hold */
     tu_write_file(idx, text, -1, 0600);
-    pg_decision d = decide_ns(&e, s, "team-5", ann);
+    pg_decision d = decide_ns(&e, s, "team-5-b", ann);
     ck_assert_msg(!d.allow, "index not consulted: %s", d.text);
     free(text);
     free(idx);
@@ -313,8 +315,8 @@ START_TEST(stale_index_never_authorises)
     env_init(&e);
     pg_store *s = open_store(&e);
     record_many(s, APP ":1.0", REF1);
-    char *ann = annotation("team-5", "uid-999", "cred-999", false);
-    ck_assert_int_eq(decide_ns(&e, s, "team-5", ann).allow, 1);
+    char *ann = annotation("team-5-b", "uid-999", "cred-999", false);
+    ck_assert_int_eq(decide_ns(&e, s, "team-5-b", ann).allow, 1);
     char *idx = dc_record_path(e.state, "pullgate-credidx", REF1);
     char *before = read_text(idx);
     char *t = dc_time_text(time(NULL));
@@ -326,13 +328,13 @@ START_TEST(stale_index_never_authorises)
     dc_write_at(e.state, "pulled", REF1, json);
     char *after = read_text(idx);
     ck_assert_str_eq(before, after); /* the old index is still there ... */
-    pg_decision d = decide_ns(&e, s, "team-5", ann);
+    pg_decision d = decide_ns(&e, s, "team-5-b", ann);
     ck_assert_msg(!d.allow && d.reason == PG_REASON_CREDENTIALS_MISMATCH, "%s", d.text); /* ... unused */
     /* The credential-times file changing alone makes the index stale too. */
     record_many(s, APP ":1.0", REF1);
     char *times = dc_record_path(e.state, "pullgate-credtimes", REF1);
     ck_assert_int_eq(truncate(times, 0), 0);
-    d = decide_ns(&e, s, "team-5", ann);
+    d = decide_ns(&e, s, "team-5-b", ann);
     ck_assert_msg(!d.allow && d.reason == PG_REASON_STORE_ERROR, "%s", d.text);
     free(times);
     free(after);
@@ -353,7 +355,7 @@ START_TEST(malformed_index_falls_back_to_the_record)
     env_init(&e);
     pg_store *s = open_store(&e);
     record_many(s, APP ":1.0", REF1);
-    char *ann = annotation("team-5", "uid-999", NULL, false); /* by coordinates only */
+    char *ann = annotation("team-5-b", "uid-999", NULL, false); /* by coordinates only */
     char *idx = dc_record_path(e.state, "pullgate-credidx", REF1);
     char *good = read_text(idx);
     size_t len = strlen(good);
@@ -384,13 +386,13 @@ START_TEST(malformed_index_falls_back_to_the_record)
     p[2] = '\x1e'; /* a secret line without its tag's separator */
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
         tu_write_file(idx, variants[i], -1, 0600);
-        pg_decision d = decide_ns(&e, s, "team-5", ann);
+        pg_decision d = decide_ns(&e, s, "team-5-b", ann);
         ck_assert_msg(d.allow, "variant %zu was trusted: %s", i, d.text);
         free(variants[i]);
     }
     /* An index that is not a safe file (group-writable) is not read. */
     tu_write_file(idx, dropped, -1, 0660);
-    ck_assert_msg(decide_ns(&e, s, "team-5", ann).allow, "unsafe index was trusted");
+    ck_assert_msg(decide_ns(&e, s, "team-5-b", ann).allow, "unsafe index was trusted");
     free(dropped);
     free(good);
     free(idx);
@@ -410,15 +412,15 @@ START_TEST(cache_sees_replaced_record)
     ck_assert_int_eq(pg_store_enable_cache_settle(s, 8, 0, 0, &err), PG_OK);
     ck_assert_int_eq(pg_store_enable_cache(s, 8, 0, &err), PG_ERR_INVALID); /* once */
     record_many(s, APP ":1.0", REF1);
-    char *ann = annotation("team-5", "uid-999", "cred-999", false);
-    ck_assert_int_eq(decide_ns(&e, s, "team-5", ann).allow, 1);
-    ck_assert_int_eq(decide_ns(&e, s, "team-5", ann).allow, 1);
+    char *ann = annotation("team-5-b", "uid-999", "cred-999", false);
+    ck_assert_int_eq(decide_ns(&e, s, "team-5-b", ann).allow, 1);
+    ck_assert_int_eq(decide_ns(&e, s, "team-5-b", ann).allow, 1);
     char *t = dc_time_text(time(NULL));
     char *json = tu_sprintf("{\"kind\":\"ImagePulledRecord\",\"apiVersion\":"
                             "\"kubelet.config.k8s.io/v1alpha1\",\"lastUpdatedTime\":\"%s\","
                             "\"imageRef\":\"%s\",\"credentialMapping\":{}}\n", t, REF1);
     dc_write_at(e.state, "pulled", REF1, json);
-    pg_decision d = decide_ns(&e, s, "team-5", ann);
+    pg_decision d = decide_ns(&e, s, "team-5-b", ann);
     ck_assert_msg(!d.allow && d.reason == PG_REASON_NO_MAPPING, "%s", d.text);
     free(json);
     free(t);

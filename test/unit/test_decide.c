@@ -159,7 +159,7 @@ static void run_case(const json_t *c)
     }
     dc_request q = dc_request_of(c);
     pg_decision d;
-    pg_decide_identity(e.cfg, env_store(&e), &q.r, q.aliases, q.hints, &d);
+    pg_decide_pod(e.cfg, env_store(&e), &q.r, q.pod_uid, q.aliases, q.hints, &d);
     const char *want_reason = dc_str(c, "expectReason");
     ck_assert_msg(want_reason, "case %s has no expectReason", name);
     ck_assert_msg(d.allow == (strcmp(want, "allow") == 0) &&
@@ -365,6 +365,7 @@ START_TEST(reason_names_are_stable)
     ck_assert_str_eq(pg_reason_name(PG_REASON_SECRET_MATCH), "secret-match");
     ck_assert_str_eq(pg_reason_name(PG_REASON_STORE_ERROR), "store-error");
     ck_assert_str_eq(pg_reason_name(PG_REASON_NO_IMAGE_REF), "no-image-ref");
+    ck_assert_str_eq(pg_reason_name(PG_REASON_POD_PULLED), "pod-pulled");
     ck_assert_str_eq(pg_reason_name(0), "unknown");
     ck_assert_str_eq(pg_reason_name(-5), "unknown");
     for (int r = 1; r <= 30; r++)
@@ -695,6 +696,87 @@ START_TEST(identity_ttl_per_credential)
 }
 END_TEST
 
+/* ------------------------------------------- the pod that pulled (issue 28) */
+
+#define POD_U1 "7c1f0a52-3d1e-4c3b-9a8e-0d6f5b2c1a11"
+#define POD_U2 "2b9e4d07-8f61-4a5c-b3d2-6e1f0c9a7b22"
+#define AUTH_NEW "dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+
+/* What pullgate-cri records for a pull it cannot attribute (cri/pull.c): the
+ * placeholder of the namespace and the binding of the pulling pod. */
+static void record_unattributed(env *e, const char *ns, const char *pod_uid)
+{
+    char *binding = tu_sprintf(PG_POD_BINDING_PREFIX "%s", pod_uid);
+    pg_secret sec[] = {{ns, PG_UNVERIFIED_NAME_PREFIX AUTH_NEW, "", AUTH_NEW},
+                       {ns, binding, "", ""}};
+    pg_pull_credentials creds = {.secrets = sec, .n_secrets = 2};
+    pg_error err = {0};
+    ck_assert_msg(pg_store_record_pulled(env_store(e), APP ":1.0", REF1, &creds, &err) == PG_OK,
+                  "%s", err.message);
+    free(binding);
+}
+
+static pg_decision decide_as_pod(env *e, const char *ns, const char *pod_uid, const char *creds)
+{
+    pg_request req = {.image = APP ":1.0", .image_ref = REF1, .namespace_ = ns,
+                      .credentials = creds};
+    pg_decision d;
+    ck_assert_int_eq(pg_decide_pod(e->cfg, env_store(e), &req, pod_uid, NULL, NULL, &d), d.allow);
+    return d;
+}
+
+/* Written by the store, read through the parse, the credential index and the record cache. */
+START_TEST(pod_binding_lets_only_the_pod_that_pulled)
+{
+    for (int cached = 0; cached <= 1; cached++) {
+        env e;
+        env_init(&e);
+        if (cached)
+            ck_assert_int_eq(pg_store_enable_cache(env_store(&e), 16, 0, NULL), PG_OK);
+        record_unattributed(&e, "team-a", POD_U1);
+        /* Its annotation lists the secret's old hash (rotated after admission). */
+        pg_decision d = decide_as_pod(&e, "team-a", POD_U1, CREDS_A);
+        expect(d, 1, PG_REASON_POD_PULLED);
+        ck_assert_ptr_nonnull(strstr(d.text, POD_U1));
+        expect(decide_as_pod(&e, "team-a", POD_U1, NULL), 1, PG_REASON_POD_PULLED);
+        expect(decide_as_pod(&e, "team-a", POD_U2, CREDS_A), 0, PG_REASON_CREDENTIALS_MISMATCH);
+        expect(decide_as_pod(&e, "team-b", POD_U1, NULL), 0, PG_REASON_NO_CREDENTIALS);
+        /* Unknown or malformed pod identity: as pg_decide_identity (and 1.0.0's reader). */
+        expect(decide_as_pod(&e, "team-a", NULL, CREDS_A), 0, PG_REASON_CREDENTIALS_MISMATCH);
+        expect(decide_as_pod(&e, "team-a", "", CREDS_A), 0, PG_REASON_CREDENTIALS_MISMATCH);
+        expect(decide_as_pod(&e, "team-a", PG_POD_BINDING_PREFIX POD_U1, CREDS_A), 0,
+               PG_REASON_CREDENTIALS_MISMATCH);
+        expect(decide(&e, APP ":1.0", REF1, "team-a", CREDS_A), 0,
+               PG_REASON_CREDENTIALS_MISMATCH);
+        /* A second pod's pull binds that pod too; the first stays bound. */
+        record_unattributed(&e, "team-a", POD_U2);
+        expect(decide_as_pod(&e, "team-a", POD_U2, CREDS_A), 1, PG_REASON_POD_PULLED);
+        expect(decide_as_pod(&e, "team-a", POD_U1, CREDS_A), 1, PG_REASON_POD_PULLED);
+        env_free(&e);
+    }
+}
+END_TEST
+
+/* The TTL counts per binding: another pod's pull does not refresh this pod's. */
+START_TEST(pod_binding_ttl_per_pod)
+{
+    env e;
+    env_init(&e);
+    env_set(&e, "credentialTTL", "1h");
+    const char *mapping =
+        "\"" APP "\":{\"kubernetesSecrets\":[{\"uid\":\"\",\"namespace\":\"team-a\",\"name\":"
+        "\"" PG_POD_BINDING_PREFIX POD_U1 "\",\"credentialHash\":\"\"}]}";
+    write_record(e.state, REF1, time(NULL) - 2 * 3600, mapping);
+    expect(decide_as_pod(&e, "team-a", POD_U1, NULL), 0, PG_REASON_EXPIRED);
+    record_unattributed(&e, "team-a", POD_U2);
+    expect(decide_as_pod(&e, "team-a", POD_U2, NULL), 1, PG_REASON_POD_PULLED);
+    expect(decide_as_pod(&e, "team-a", POD_U1, NULL), 0, PG_REASON_EXPIRED);
+    record_unattributed(&e, "team-a", POD_U1);
+    expect(decide_as_pod(&e, "team-a", POD_U1, NULL), 1, PG_REASON_POD_PULLED);
+    env_free(&e);
+}
+END_TEST
+
 /* A malformed annotation denies before any exemption (pinned, allowlisted, preloaded). */
 START_TEST(identity_bad_annotation_before_exemptions)
 {
@@ -772,6 +854,8 @@ static Suite *decide_suite(void)
     tcase_add_test(tc, short_key_in_rebuilt_name_index);
     tcase_add_test(tc, short_key_old_dircache_is_not_trusted);
     tcase_add_test(tc, curable_by_pull_classification);
+    tcase_add_test(tc, pod_binding_lets_only_the_pod_that_pulled);
+    tcase_add_test(tc, pod_binding_ttl_per_pod);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -390,7 +390,7 @@ START_TEST(merge_pull_folds_spellings_of_its_image)
                                 "a", "u1", H_A) "," SECRET_OF("b", "u2", H_A) "]}}}");
     pg_secret s[] = {{"c", "regcred", "u3", H_C}};
     pg_pull_credentials c = secrets_creds(s, 1);
-    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/secretorg/myimage", &c, NULL), PG_OK);
+    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/secretorg/myimage", &c, NULL, NULL, NULL), PG_OK);
     char *text = json_of(rec);
     /* One key for the image; the normalised key's hash of a:u1 kept; nginx untouched. */
     ck_assert_str_eq(
@@ -405,7 +405,7 @@ START_TEST(merge_pull_folds_spellings_of_its_image)
                                           "\"nginx\":{\"nodePodsAccessible\":true}}}");
     free(text);
     /* A spelling that was node-accessible makes the image so. */
-    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/library/nginx", &c, NULL), PG_OK);
+    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/library/nginx", &c, NULL, NULL, NULL), PG_OK);
     ck_assert_uint_eq(rec->n_maps, 2);
     const pg_rec_mapping *m = pg_record_find(rec, "docker.io/library/nginx");
     ck_assert(m && m->node_pods_accessible && !m->n_secrets);
@@ -419,9 +419,9 @@ START_TEST(merge_pull_without_credentials_maps_the_name)
 {
     pg_record *rec = pg_record_new(REF, NULL);
     rec->last_updated = 0;
-    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/library/app", NULL, NULL), PG_OK);
+    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/library/app", NULL, NULL, NULL, NULL), PG_OK);
     pg_pull_credentials none = {0};
-    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/library/app", &none, NULL), PG_OK);
+    ck_assert_int_eq(pg_record_merge_pull(rec, "docker.io/library/app", &none, NULL, NULL, NULL), PG_OK);
     char *text = json_of(rec);
     ck_assert_str_eq(text, "{\"kind\":\"ImagePulledRecord\",\"apiVersion\":\"" PG_API_V1ALPHA1
                            "\",\"lastUpdatedTime\":\"1970-01-01T00:00:00Z\",\"imageRef\":\"" REF

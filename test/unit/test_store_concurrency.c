@@ -65,7 +65,9 @@ static double now_seconds(void)
 
 static int pull_with_secret(pg_store *s, const char *ref, const char *name, pg_error *err)
 {
-    pg_secret sec = {"team-a", name, "uid", H_A};
+    /* A namespace per pull: one namespace's share of a record holds 100 entries (one per
+     * credential), and these are 1,200 distinct pulls. */
+    pg_secret sec = {name, name, "uid", H_A};
     pg_pull_credentials c = {.secrets = &sec, .n_secrets = 1};
     return pg_store_record_pulled(s, IMAGE, ref, &c, err);
 }
@@ -180,7 +182,7 @@ static void check_after_crash(const char *ref, char **acked, size_t n_acked)
                   "after kill: rc %d (%s), %zu acknowledged", rc, err.message, n_acked);
     const pg_rec_mapping *m = rec ? pg_record_find(rec, IMAGE_NAME) : NULL;
     for (size_t i = 0; i < n_acked; i++) {
-        pg_pod_cred key = {"team-a", acked[i], "uid", NULL, NULL};
+        pg_pod_cred key = {acked[i], acked[i], "uid", NULL, NULL};
         bool found = false;
         for (size_t j = 0; m && !found && j < m->n_secrets; j++)
             found = strcmp(m->secrets[j].name, key.name) == 0;

@@ -10,6 +10,7 @@
 #   pg_free_port              print a free TCP port on 127.0.0.1
 #   pg_wait_port PORT [SECS]  wait until 127.0.0.1:PORT accepts connections
 #   pg_wait_file PATH [SECS]  wait until PATH exists
+#   pg_wait_text FILE TEXT [SECS]  wait until FILE contains TEXT
 #   pg_kill_wait PID [SECS]   TERM, wait, then KILL a process we started
 #   pg_require_root / pg_require_cmd CMD...
 #   pg_expect_ok / pg_expect_fail  assertions that keep a tally (see pg_summary)
@@ -140,6 +141,17 @@ pg_wait_file() {
     local f="$1" secs="${2:-30}" i
     for ((i = 0; i < secs * 10; i++)); do
         [[ -e "$f" ]] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# pg_wait_text FILE TEXT [SECS]: wait until FILE contains TEXT (a fixed string), e.g. a log
+# line written after an answer.
+pg_wait_text() {
+    local f="$1" text="$2" secs="${3:-30}" i
+    for ((i = 0; i < secs * 10; i++)); do
+        grep -qF -- "$text" "$f" 2>/dev/null && return 0
         sleep 0.1
     done
     return 1
