@@ -2,9 +2,9 @@
 /*
  * The doctor's parsers of node files it does not trust: the kubelet's YAML
  * configuration (libyaml -> jansson, doctor_yaml.c) and containerd's / CRI-O's
- * TOML (toml++ -> JSON text -> jansson, doctor_toml.cc), and flag lookup in a
- * NUL-separated command line. The first byte picks one. Seeds:
- * test/fuzz/corpus/doctor_parse.
+ * TOML (toml++ -> JSON text -> jansson, doctor_toml.cc), flag lookup in a
+ * NUL-separated command line, and pullgate-cri's /metrics text (the status
+ * section's samples). The first byte picks one. Seeds: test/fuzz/corpus/doctor_parse.
  */
 #include "doctor.h"
 
@@ -37,6 +37,22 @@ static void flags(const char *text, size_t len)
         free(argv[i]);
 }
 
+/* The samples the status section reads, with and without a label to copy out. */
+static void metrics(const char *text, size_t len)
+{
+    char version[64];
+    double v;
+    if (pgd_prom_sample(text, len, "pullgate_build_info", "version", version, sizeof version,
+                        &v) == 0 &&
+        strlen(version) >= sizeof version)
+        abort();
+    static const char *const names[] = {"pullgate_cri_start_timestamp_seconds",
+                                        "pullgate_cri_ondisk_pulledrecords", "x"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        (void)pgd_prom_sample(text, len, names[k], NULL, NULL, 0, &v);
+    (void)pgd_prom_sample(text, len, "pullgate_build_info", "version", version, 1, &v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > (64u << 10))
@@ -45,10 +61,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     pg_error err = {0};
     json_t *j = NULL;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0: j = pgd_yaml_to_json(text, len, &err); break;
     case 1: j = pgd_toml_to_json(text, len, &err); break;
-    default: flags(text, len); break;
+    case 2: flags(text, len); break;
+    default: metrics(text, len); break;
     }
     json_decref(j);
     return 0;
