@@ -12,8 +12,8 @@ doctor prints, as printed, with this first in PATH). It does what the real one w
       kubelet                   the node's kubelet stand-in takes its flags file again: its fake
                                 /proc cmdline becomes `kubelet --config=<as before> $KUBELET_KUBEADM_ARGS`
 
-The node: $FAKE_NODE (a JSON file): unit_dir, pid_file, cri_log, cri_socket, proc, kubelet_pid,
-kubelet_flags, log. Unknown verbs or units fail loudly.
+The node: $FAKE_NODE (a JSON file): unit_dir, pid_file, cri_log, cri_socket, hook_socket, proc,
+kubelet_pid, kubelet_flags, log. Unknown verbs or units fail loudly.
 """
 import json
 import os
@@ -71,6 +71,16 @@ def daemon_reload(n):
     return 0
 
 
+def running(pid):
+    """Alive and not a zombie: an earlier start's process is no child of ours, and its
+    reaper (the container's init) may take a second to collect it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def stop_pid(pid_file):
     try:
         pid = int(open(pid_file).read())
@@ -80,12 +90,10 @@ def stop_pid(pid_file):
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    for _ in range(120):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+    for _ in range(1200):
+        if not running(pid):
             return
-        time.sleep(0.1)
+        time.sleep(0.01)
     os.kill(pid, signal.SIGKILL)
 
 
@@ -93,20 +101,21 @@ def start_cri(n):
     with open(os.path.join(n["unit_dir"], ".loaded.json")) as f:
         argv = shlex.split(json.load(f)["pullgate-cri.service"])
     stop_pid(n["pid_file"])
-    sock = n["cri_socket"]
-    if os.path.exists(sock):
-        os.unlink(sock)
+    socks = [n["cri_socket"], n["hook_socket"]]
+    for sock in socks:
+        if os.path.exists(sock):
+            os.unlink(sock)
     with open(n["cri_log"], "a") as log:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                              start_new_session=True)
     with open(n["pid_file"], "w") as f:
         f.write(str(p.pid))
-    for _ in range(100):
-        if os.path.exists(sock):
+    for _ in range(1000):
+        if all(os.path.exists(sock) for sock in socks):  # the hook server binds last
             return 0
         if p.poll() is not None:
             break
-        time.sleep(0.1)
+        time.sleep(0.01)
     sys.stderr.write("systemctl: pullgate-cri did not start (its log: %s)\n" % n["cri_log"])
     return 1
 
