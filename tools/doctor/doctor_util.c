@@ -16,8 +16,8 @@
 #define MAX_CMDLINE_BYTES (256u << 10)
 #define MAX_ARGS 4096
 
-static void set_result(pgd_result *r, pgd_level level, const char *fix, const char *fmt,
-                       va_list ap)
+static void __attribute__((format(printf, 4, 0)))
+set_result(pgd_result *r, pgd_level level, const char *fix, const char *fmt, va_list ap)
 {
     r->level = level;
     vsnprintf(r->detail, sizeof r->detail, fmt, ap);
