@@ -173,8 +173,10 @@ mirror_cri() { # the real pullgate-cri's cmdline, or a rewritten one: ARGS...
 }
 mirror_cri
 
+# The hook socket named: with no pullgate-cri running doctor would ask the default,
+# /run/pullgate/hook.sock, which another pullgate-cri on this machine may serve.
 DOCTOR_ARGS=(--proc-root "$PROC" --containerd-config "$CD_CONFIG" --timeout-ms 3000
-    --systemd-dir "$UNITS" --kubelet-flags-file "$FLAGS")
+    --systemd-dir "$UNITS" --kubelet-flags-file "$FLAGS" --hook-socket "$PG_HOOK_SOCK")
 SCHEMA="$PG_SOURCE_DIR/docs/doctor.schema.json"
 LIFECYCLE="$PG_SOURCE_DIR/docs/lifecycle.md"
 OUT=""
