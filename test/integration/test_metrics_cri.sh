@@ -229,16 +229,21 @@ CODE="$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary @"$PROM_DIR
 [[ "$CODE" == 405 ]] && pg_check_ok "POST /metrics -> $CODE (its body dropped)" || pg_check_fail "POST -> HTTP $CODE"
 # Four idle connections from one address hold its bound: a fifth is closed unanswered; the
 # listener serves again once they are gone. pullgate-cri's CRI is untouched meanwhile.
-"$PG_PY" "$HERE/metrics_reviews.py" hold "127.0.0.1:$CRI_METRICS" 4 3 &
-HOLD=$!
-sleep 1
-if curl -sf --max-time 2 -o /dev/null "http://127.0.0.1:$CRI_METRICS/metrics"; then
-    pg_check_fail "a fifth connection from one address was served"
-else
-    pg_check_ok "a fifth connection from one address is refused (at most 4 per address)"
-fi
+# The four are held until the checks are done (their stdin closes), not for a fixed time.
+coproc HOLD { "$PG_PY" "$HERE/metrics_reviews.py" hold "127.0.0.1:$CRI_METRICS" 4 -; }
+read -r -t 10 HELD <&"${HOLD[0]}" || HELD=""
+[[ "$HELD" == held ]] || pg_check_fail "the four connections were not opened"
+# Refused once the listener has taken the four (it may not have yet when they are open).
+REFUSED=0
+for ((i = 0; i < 40; i++)); do
+    curl -sf --max-time 2 -o /dev/null "http://127.0.0.1:$CRI_METRICS/metrics" || { REFUSED=1; break; }
+    sleep 0.05
+done
+((REFUSED)) && pg_check_ok "a fifth connection from one address is refused (at most 4 per address)" ||
+    pg_check_fail "a fifth connection from one address was served for 2 s"
 cri version >/dev/null 2>&1 && pg_check_ok "CRI still served meanwhile" || pg_check_fail "CRI Version failed"
-wait "$HOLD"
+exec {HOLD[1]}>&- # its stdin ends: it lets the four go
+wait "$HOLD_PID"
 curl -sf --max-time 5 -o /dev/null "http://127.0.0.1:$CRI_METRICS/metrics" &&
     pg_check_ok "served again once they closed" || pg_check_fail "/metrics not served after the idle connections closed"
 
