@@ -522,11 +522,23 @@ void pgd_check_hook_wiring(pgd_node *n, pgd_result *r, pgd_result *annotations)
  * refuses a second ExecStart= in a Type=simple unit otherwise). Only when every argument
  * is a plain word: nothing a shell, systemd's specifiers or quoting could change.
  */
+/* Appends " word" (the first without the blank) to buf; false when it is not a plain word
+ * or does not fit. */
+static bool append_word(char *buf, size_t n, size_t *used, const char *word)
+{
+    if (!pgd_plain_word(word))
+        return false;
+    int len = snprintf(buf + *used, n - *used, "%s%s", *used ? " " : "", word);
+    if (len < 0 || (size_t)len >= n - *used)
+        return false;
+    *used += (size_t)len;
+    return true;
+}
+
 static void dropin_command(pgd_node *n, pgd_result *r)
 {
-    const char *mine = n->opt->config_path;
-    char exec[1500] = "", dir[4200], q[4300];
-    char exe[4096];
+    char exec[1500] = "", dir[4200], q[4300], exe[4096];
+    size_t used = 0;
     const char *argv0 = n->cri_argv ? n->cri_argv[0] : NULL;
     if (argv0 && argv0[0] != '/') { /* the unit needs the absolute path: /proc/PID/exe */
         char link[4200];
@@ -535,23 +547,18 @@ static void dropin_command(pgd_node *n, pgd_result *r)
         exe[l > 0 ? l : 0] = '\0';
         argv0 = l > 0 ? exe : NULL;
     }
-    size_t used = (size_t)snprintf(exec, sizeof exec, "%s", argv0 ? argv0 : PG_BINDIR "/pullgate-cri");
-    bool plain = pgd_plain_word(exec) && pgd_plain_word(mine);
-    for (size_t i = 1; plain && n->cri_argv && n->cri_argv[i]; i++) {
+    bool ok = append_word(exec, sizeof exec, &used, argv0 ? argv0 : PG_BINDIR "/pullgate-cri");
+    for (size_t i = 1; ok && n->cri_argv && n->cri_argv[i]; i++) {
         const char *a = n->cri_argv[i];
-        if (strcmp(a, "--config") == 0 || strcmp(a, "-config") == 0) {
-            i += n->cri_argv[i + 1] != NULL; /* and its value */
-            continue;
-        }
-        if (strncmp(a, "--config=", 9) == 0 || strncmp(a, "-config=", 8) == 0)
-            continue;
-        plain = pgd_plain_word(a);
-        used += (size_t)snprintf(exec + used, used < sizeof exec ? sizeof exec - used : 0, " %s", a);
+        if (strcmp(a, "--config") == 0 || strcmp(a, "-config") == 0)
+            i += n->cri_argv[i + 1] != NULL; /* and its value: replaced below */
+        else if (strncmp(a, "--config=", 9) != 0 && strncmp(a, "-config=", 8) != 0)
+            ok = append_word(exec, sizeof exec, &used, a);
     }
-    used += (size_t)snprintf(exec + used, used < sizeof exec ? sizeof exec - used : 0,
-                             " --config %s", mine);
+    ok = ok && append_word(exec, sizeof exec, &used, "--config") &&
+         append_word(exec, sizeof exec, &used, n->opt->config_path);
     snprintf(dir, sizeof dir, "%s/pullgate-cri.service.d", n->opt->systemd_dir);
-    if (!plain || used >= sizeof exec || !pgd_sh_word(dir, q, sizeof q))
+    if (!ok || !pgd_sh_word(dir, q, sizeof q))
         return;
     pgd_command(r,
                 "mkdir -p %s && printf '[Service]\\nExecStart=\\nExecStart=%%s\\n' '%s' "
