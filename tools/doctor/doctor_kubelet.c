@@ -55,11 +55,12 @@ static int open_kubelet_config(pgd_node *n, kubelet *k, const char *path, pg_err
                  : open(path, flags | O_CLOEXEC);
     if (fd >= 0)
         return fd;
+    int e = errno; /* pgd_proc_open keeps the open's */
     if (!why[0])
-        snprintf(why, sizeof why, "%s: %s", path, strerror(errno));
-    if (errno == ELOOP)
+        snprintf(why, sizeof why, "%s: %s", path, strerror(e));
+    if (e == ELOOP)
         snprintf(why, sizeof why, "%s is a symbolic link: not read", k->config_path);
-    pg_fail(err, errno == ENOENT ? PG_ERR_NOT_FOUND : PG_ERR_UNSAFE, "%s", why);
+    pg_fail(err, e == ENOENT ? PG_ERR_NOT_FOUND : PG_ERR_UNSAFE, "%s", why);
     return -1;
 }
 
