@@ -265,10 +265,10 @@ int pg_metric_value_index(const pg_metric *m, size_t l, const char *value)
     return (int)lb->nvalues - 1; /* the catch-all */
 }
 
-/* The series number of (i0, i1), or -1 when an index is out of range. */
-static long series_index(const pg_metric *m, int i0, int i1)
+/* The series number of the label value indices idx (one per possible label; 0 for a
+ * label the metric does not have), or -1 when an index is out of range. */
+static long series_index(const pg_metric *m, const int *idx)
 {
-    int idx[PG_METRICS_MAX_LABELS] = {i0, i1};
     size_t s = 0;
     for (size_t l = 0; l < PG_METRICS_MAX_LABELS; l++) {
         size_t n = l < m->nlabels ? m->labels[l].nvalues : 1;
@@ -279,17 +279,17 @@ static long series_index(const pg_metric *m, int i0, int i1)
     return (long)s;
 }
 
-/* The first slot of the series (i0, i1), or NULL when an index is out of range. */
-static _Atomic uint64_t *series(const pg_metric *m, int i0, int i1)
+/* The first slot of the series idx, or NULL when an index is out of range. */
+static _Atomic uint64_t *series(const pg_metric *m, const int *idx)
 {
-    long s = series_index(m, i0, i1);
+    long s = series_index(m, idx);
     return s < 0 ? NULL : &m->slots[(size_t)s * m->stride];
 }
 
 /* The same for an update: a sparse metric's series is shown from now on. */
-static _Atomic uint64_t *series_for_update(pg_metric *m, int i0, int i1)
+static _Atomic uint64_t *series_for_update(pg_metric *m, const int *idx)
 {
-    long s = series_index(m, i0, i1);
+    long s = series_index(m, idx);
     if (s < 0)
         return NULL;
     if (m->sparse)
@@ -297,11 +297,19 @@ static _Atomic uint64_t *series_for_update(pg_metric *m, int i0, int i1)
     return &m->slots[(size_t)s * m->stride];
 }
 
-static _Atomic uint64_t *series_by_text(const pg_metric *m, const char *v0, const char *v1)
+/* Label values by text: a label not given (NULL beyond the values passed) takes its first
+ * value when it is the third (the two-value functions), the catch-all otherwise. */
+static void indices_of(const pg_metric *m, const char *const *v, size_t nv, int *idx)
 {
-    int i0 = m->nlabels > 0 ? pg_metric_value_index(m, 0, v0) : 0;
-    int i1 = m->nlabels > 1 ? pg_metric_value_index(m, 1, v1) : 0;
-    return series(m, i0, i1);
+    for (size_t l = 0; l < PG_METRICS_MAX_LABELS; l++)
+        idx[l] = l >= m->nlabels ? 0 : l < nv ? pg_metric_value_index(m, l, v[l]) : 0;
+}
+
+static _Atomic uint64_t *series_by_text(const pg_metric *m, const char *const *v, size_t nv)
+{
+    int idx[PG_METRICS_MAX_LABELS];
+    indices_of(m, v, nv, idx);
+    return series(m, idx);
 }
 
 void pg_metric_add_at(pg_metric *m, int i0, int i1, double delta)
@@ -309,7 +317,7 @@ void pg_metric_add_at(pg_metric *m, int i0, int i1, double delta)
     if (!m || m->type == PG_METRIC_HISTOGRAM || !isfinite(delta) ||
         (m->type == PG_METRIC_COUNTER && delta < 0))
         return;
-    _Atomic uint64_t *slot = series_for_update(m, i0, i1);
+    _Atomic uint64_t *slot = series_for_update(m, (const int[PG_METRICS_MAX_LABELS]){i0, i1});
     if (slot)
         atomic_add_double(slot, delta);
 }
@@ -318,16 +326,16 @@ void pg_metric_set_at(pg_metric *m, int i0, int i1, double value)
 {
     if (!m || m->type != PG_METRIC_GAUGE)
         return;
-    _Atomic uint64_t *slot = series_for_update(m, i0, i1);
+    _Atomic uint64_t *slot = series_for_update(m, (const int[PG_METRICS_MAX_LABELS]){i0, i1});
     if (slot)
         atomic_store_explicit(slot, bits_of(value), memory_order_relaxed);
 }
 
-void pg_metric_observe_at(pg_metric *m, int i0, int i1, double value)
+static void observe(pg_metric *m, const int *idx, double value)
 {
     if (!m || m->type != PG_METRIC_HISTOGRAM || isnan(value))
         return;
-    _Atomic uint64_t *slot = series_for_update(m, i0, i1);
+    _Atomic uint64_t *slot = series_for_update(m, idx);
     if (!slot)
         return;
     size_t b = 0;
@@ -335,6 +343,23 @@ void pg_metric_observe_at(pg_metric *m, int i0, int i1, double value)
         b++;
     atomic_fetch_add_explicit(&slot[b], 1, memory_order_relaxed);
     atomic_add_double(&slot[m->nbuckets + 1], value);
+}
+
+void pg_metric_observe_at(pg_metric *m, int i0, int i1, double value)
+{
+    observe(m, (const int[PG_METRICS_MAX_LABELS]){i0, i1}, value);
+}
+
+void pg_metric_add3(pg_metric *m, const char *v0, const char *v1, const char *v2, double delta)
+{
+    if (!m || m->type == PG_METRIC_HISTOGRAM || !isfinite(delta) ||
+        (m->type == PG_METRIC_COUNTER && delta < 0))
+        return;
+    int idx[PG_METRICS_MAX_LABELS];
+    indices_of(m, (const char *const[]){v0, v1, v2}, 3, idx);
+    _Atomic uint64_t *slot = series_for_update(m, idx);
+    if (slot)
+        atomic_add_double(slot, delta);
 }
 
 void pg_metric_inc(pg_metric *m, const char *v0, const char *v1)
@@ -374,9 +399,9 @@ static uint64_t histogram_count(const pg_metric *m, _Atomic uint64_t *slot)
     return n;
 }
 
-double pg_metric_get(const pg_metric *m, const char *v0, const char *v1)
+static double get_value(const pg_metric *m, const char *const *v, size_t nv)
 {
-    _Atomic uint64_t *slot = m ? series_by_text(m, v0, v1) : NULL;
+    _Atomic uint64_t *slot = m ? series_by_text(m, v, nv) : NULL;
     if (!slot)
         return NAN;
     if (m->type == PG_METRIC_HISTOGRAM)
@@ -384,9 +409,21 @@ double pg_metric_get(const pg_metric *m, const char *v0, const char *v1)
     return double_of(atomic_load_explicit(slot, memory_order_relaxed));
 }
 
+double pg_metric_get(const pg_metric *m, const char *v0, const char *v1)
+{
+    return get_value(m, (const char *const[]){v0, v1}, 2);
+}
+
+double pg_metric_get3(const pg_metric *m, const char *v0, const char *v1, const char *v2)
+{
+    return get_value(m, (const char *const[]){v0, v1, v2}, 3);
+}
+
 double pg_metric_sum(const pg_metric *m, const char *v0, const char *v1)
 {
-    _Atomic uint64_t *slot = m && m->type == PG_METRIC_HISTOGRAM ? series_by_text(m, v0, v1) : NULL;
+    _Atomic uint64_t *slot = m && m->type == PG_METRIC_HISTOGRAM
+                                 ? series_by_text(m, (const char *const[]){v0, v1}, 2)
+                                 : NULL;
     return slot ? double_of(atomic_load_explicit(&slot[m->nbuckets + 1], memory_order_relaxed))
                 : NAN;
 }
@@ -528,7 +565,7 @@ static void put_metric(out *o, const pg_metric *m)
     for (size_t s = 0; s < m->nseries; s++) {
         if (m->sparse && !atomic_load_explicit(&m->touched[s], memory_order_relaxed))
             continue;
-        size_t vi[PG_METRICS_MAX_LABELS] = {0, 0}, rest = s;
+        size_t vi[PG_METRICS_MAX_LABELS] = {0}, rest = s;
         for (size_t l = m->nlabels; l-- > 0;) { /* the series index, label by label */
             vi[l] = rest % m->labels[l].nvalues;
             rest /= m->labels[l].nvalues;

@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 
-#define PG_METRICS_MAX_LABELS 2
+#define PG_METRICS_MAX_LABELS 3
 #define PG_METRICS_MAX_VALUES 64 /* per label */
 #define PG_METRICS_MAX_BUCKETS 24
 #define PG_METRICS_MAX_SERIES 1024 /* per metric: the product of its labels' value counts */
@@ -83,12 +83,15 @@ void pg_metrics_on_collect(pg_metrics *reg, pg_metrics_collect_fn fn, void *ctx)
  * m is NULL or has no label l. Hot paths may resolve indices once and use the _at forms. */
 int pg_metric_value_index(const pg_metric *m, size_t l, const char *value);
 
-/* Label values by text (NULL for a label the metric does not have). */
+/* Label values by text (NULL for a label the metric does not have). A metric with a
+ * third label is updated in its first value by these; pg_metric_add3 names all three. */
 void pg_metric_inc(pg_metric *m, const char *v0, const char *v1);
 void pg_metric_add_value(pg_metric *m, const char *v0, const char *v1, double delta);
 void pg_metric_set(pg_metric *m, const char *v0, const char *v1, double value);
 void pg_metric_observe(pg_metric *m, const char *v0, const char *v1, double value);
-/* The same by value indices (0 for a label the metric does not have). Counters
+void pg_metric_add3(pg_metric *m, const char *v0, const char *v1, const char *v2, double delta);
+/* The same by value indices (0 for a label the metric does not have; the third label's
+ * first value). Counters
  * ignore negative, NaN and infinite deltas: a counter never goes down. */
 void pg_metric_add_at(pg_metric *m, int i0, int i1, double delta);
 void pg_metric_set_at(pg_metric *m, int i0, int i1, double value);
@@ -96,6 +99,7 @@ void pg_metric_observe_at(pg_metric *m, int i0, int i1, double value);
 
 /* Reads (tests, collectors): a counter's or gauge's value; a histogram's count. */
 double pg_metric_get(const pg_metric *m, const char *v0, const char *v1);
+double pg_metric_get3(const pg_metric *m, const char *v0, const char *v1, const char *v2);
 /* A histogram's sum of observations. */
 double pg_metric_sum(const pg_metric *m, const char *v0, const char *v1);
 

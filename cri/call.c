@@ -61,6 +61,7 @@ void cri_call_init(cri_call *c, void *owner, const cri_call_kind *kind, cri_work
     c->owner = owner;
     c->worker = worker;
     c->start_ms = cri_now_ms();
+    c->start_us = pg_metrics_now_us();
     size_t mlen = GRPC_SLICE_LENGTH(details->method);
     if (mlen >= sizeof c->method_text)
         mlen = sizeof c->method_text - 1;
@@ -176,7 +177,7 @@ static void send_final(cri_call *c, grpc_status_code code, grpc_slice *details,
                        size_t n_trailing, grpc_byte_buffer *message)
 {
     c->answering = true;
-    cri_metric_call(c->method_text, (int)code, (double)(cri_now_ms() - c->start_ms) / 1e3);
+    cri_metric_call(c->method_text, (int)code, (double)(pg_metrics_now_us() - c->start_us) / 1e6);
     grpc_op ops[3];
     size_t n =
         cri_answer_ops(ops, code, details, initial, n_initial, trailing, n_trailing, message);

@@ -38,7 +38,8 @@ typedef struct cri_call {
     cri_worker *worker; /* outlives the proxy (stopped after the record writer) */
     const char *name;
     char method_text[256]; /* for the calls metric and the logs */
-    int64_t start_ms;
+    int64_t start_ms;     /* the logs' durationMs */
+    long long start_us;   /* the calls metric: microseconds, a proxied call takes < 1 ms */
     int outstanding; /* gRPC batches in flight */
     bool answering, answered_ok;
     grpc_call *down, *up;

@@ -2,15 +2,18 @@
 /* pullgate-cri's metric definitions and counting functions (cri_metrics.h). */
 #include "cri_metrics.h"
 
+#include "hook.h" /* the local decisions spool */
 #include "pull.h"
 
 #include "pullgate/version.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The CRI v1 methods (k8s.io/cri-api runtime/v1/api.proto, RuntimeService and ImageService). */
@@ -116,11 +119,27 @@ const char *const cri_metric_decision_reasons[] = {"never-verify",
                                                    NULL};
 const char *const cri_metric_verification_results[] = {"verified", "policy-allowed", "must-pull",
                                                        "error",    "other",          NULL};
+const char *const cri_metric_decision_paths[] = {"resident", "local", "other", NULL};
 static const char *const versions[] = {PG_VERSION_STRING, NULL};
 static const char *const components[] = {"cri", NULL};
 
 static const double decision_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                           0.01,   0.025,   0.05,   0.1,   0.25,   1};
+/* CRI calls: a proxied Version or ImageStatus takes 0.3-1 ms, a PullImage seconds to minutes. */
+static const double call_buckets[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                      0.01,    0.025,  0.05,    0.1,    0.25,  0.5,    1,
+                                      2.5,     5,      10,      30,     60};
+
+/* Denials in the last hour (both paths), per minute: pullgatectl doctor's status line. */
+#define DENIAL_MINUTES 60
+typedef struct denial_ring {
+    pthread_mutex_t lock;
+    long long minute[DENIAL_MINUTES];
+    unsigned count[DENIAL_MINUTES];
+} denial_ring;
+
+/* How long a fold waits for a hook in the middle of its append (microseconds of work). */
+#define FOLD_WAIT_MS 50
 
 /* The process's metrics: written once by cri_metrics_init before any counting thread starts. */
 static struct {
@@ -128,8 +147,42 @@ static struct {
     char *state_dir;
     pg_metric *build_info, *pulled_records, *intents, *calls, *call_seconds, *recorded,
         *record_failures, *record_seconds, *refused, *hook_requests, *decisions, *decision_seconds,
-        *hook_up, *verifications;
-} m;
+        *hook_up, *verifications, *start_time, *last_prune, *pruned, *recent_denials;
+    pthread_mutex_t fold_lock; /* one fold of the local spool at a time */
+    denial_ring denials;
+} m = {.fold_lock = PTHREAD_MUTEX_INITIALIZER,
+       .denials = {.lock = PTHREAD_MUTEX_INITIALIZER}};
+
+static void denial_at(long long when)
+{
+    long long now = (long long)time(NULL) / 60, minute = when / 60;
+    if (minute > now)
+        minute = now; /* a clock ahead: counted as now */
+    if (minute <= now - DENIAL_MINUTES)
+        return;
+    denial_ring *r = &m.denials;
+    size_t slot = (size_t)(minute % DENIAL_MINUTES);
+    pthread_mutex_lock(&r->lock);
+    if (r->minute[slot] != minute) {
+        r->minute[slot] = minute;
+        r->count[slot] = 0;
+    }
+    r->count[slot]++;
+    pthread_mutex_unlock(&r->lock);
+}
+
+static double denials_last_hour(void)
+{
+    long long now = (long long)time(NULL) / 60;
+    double n = 0;
+    denial_ring *r = &m.denials;
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < DENIAL_MINUTES; i++)
+        if (r->minute[i] > now - DENIAL_MINUTES && r->minute[i] <= now)
+            n += r->count[i];
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
 
 /* Record files in one subdirectory of stateDir, as the store names them (sha256-<hex>, no
  * .tmp); a directory that cannot be read counts nothing. No symlink is followed. */
@@ -156,11 +209,29 @@ static double count_records(const char *sub)
     return n;
 }
 
+/* One line of the local spool: a decision pullgate-hook-local made (or, NULL, a line
+ * that is not one: counted as result "other", never lost). */
+static void on_local_decision(void *ctx, long long when, const char *result, const char *reason)
+{
+    (void)ctx;
+    cri_metric_local_decision(when, result, reason);
+}
+
+/* The decisions pullgate-hook-local spooled since the last fold (hooks/local_spool.c). */
+static void fold_local_decisions(void)
+{
+    pthread_mutex_lock(&m.fold_lock);
+    hook_spool_take(m.state_dir, FOLD_WAIT_MS, on_local_decision, NULL);
+    pthread_mutex_unlock(&m.fold_lock);
+}
+
 static void collect(void *ctx)
 {
     (void)ctx;
     pg_metric_set(m.pulled_records, NULL, NULL, count_records("pulled"));
     pg_metric_set(m.intents, NULL, NULL, count_records("pulling"));
+    fold_local_decisions();
+    pg_metric_set(m.recent_denials, NULL, NULL, denials_last_hour());
 }
 
 static int define_all(char *msg, size_t msg_size)
@@ -192,8 +263,8 @@ static int define_all(char *msg, size_t msg_size)
          .help = "CRI calls from arrival to answer, by method.",
          .nlabels = 1,
          .labels = {{"method", cri_metric_methods}},
-         .buckets = pg_metrics_latency_buckets,
-         .nbuckets = pg_metrics_latency_nbuckets,
+         .buckets = call_buckets,
+         .nbuckets = sizeof call_buckets / sizeof call_buckets[0],
          .sparse = 1},
         {.name = "pullgate_cri_pulls_recorded_total",
          .type = PG_METRIC_COUNTER,
@@ -227,10 +298,13 @@ static int define_all(char *msg, size_t msg_size)
          .labels = {{"result", cri_metric_hook_results}}},
         {.name = "pullgate_cri_hook_decisions_total",
          .type = PG_METRIC_COUNTER,
-         .help = "Container starts decided on the resident hook path, by result and reason.",
-         .nlabels = 2,
+         .help = "Container starts decided, by result, reason and path (resident: by "
+                 "pullgate-cri; local: by pullgate-hook-local, counted once pullgate-cri folds "
+                 "its spool).",
+         .nlabels = 3,
          .labels = {{"result", cri_metric_decision_results},
-                    {"reason", cri_metric_decision_reasons}},
+                    {"reason", cri_metric_decision_reasons},
+                    {"path", cri_metric_decision_paths}},
          .sparse = 1},
         {.name = "pullgate_cri_hook_decision_duration_seconds",
          .type = PG_METRIC_HISTOGRAM,
@@ -248,11 +322,29 @@ static int define_all(char *msg, size_t msg_size)
                  "kubelet_imagemanager_image_mustpull_checks_total).",
          .nlabels = 1,
          .labels = {{"result", cri_metric_verification_results}}},
+        {.name = "pullgate_cri_start_timestamp_seconds",
+         .type = PG_METRIC_GAUGE,
+         .help = "When this pullgate-cri process started (Unix time).",
+         .nlabels = 0},
+        {.name = "pullgate_cri_last_prune_timestamp_seconds",
+         .type = PG_METRIC_GAUGE,
+         .help = "When pullgate-cri's own prune last completed (Unix time; 0: not yet).",
+         .nlabels = 0},
+        {.name = "pullgate_cri_records_pruned_total",
+         .type = PG_METRIC_COUNTER,
+         .help = "Pulled records deleted by pullgate-cri's own prune.",
+         .nlabels = 0},
+        {.name = "pullgate_cri_hook_denials_last_hour",
+         .type = PG_METRIC_GAUGE,
+         .help = "Container starts denied (or audit-denied) in the last hour, both paths: "
+                 "pullgatectl doctor's status; dashboards use the counter.",
+         .nlabels = 0},
     };
     pg_metric **slots[] = {
         &m.build_info, &m.pulled_records,   &m.intents,        &m.calls,        &m.call_seconds,
         &m.recorded,   &m.record_failures,  &m.record_seconds, &m.refused,      &m.hook_requests,
-        &m.decisions,  &m.decision_seconds, &m.hook_up,        &m.verifications};
+        &m.decisions,  &m.decision_seconds, &m.hook_up,        &m.verifications, &m.start_time,
+        &m.last_prune, &m.pruned,           &m.recent_denials};
     _Static_assert(sizeof defs / sizeof defs[0] == sizeof slots / sizeof slots[0],
                    "one slot per definition");
     for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
@@ -270,16 +362,18 @@ int cri_metrics_init(const char *state_dir, char *msg, size_t msg_size)
     if (!(m.reg = pg_metrics_new()) || !(m.state_dir = strdup(state_dir))) {
         snprintf(msg, msg_size, "out of memory");
         pg_metrics_free(m.reg);
-        memset(&m, 0, sizeof m);
+        m.reg = NULL;
         return -1;
     }
     if (define_all(msg, msg_size) != 0) {
         pg_metrics_free(m.reg);
         free(m.state_dir);
-        memset(&m, 0, sizeof m);
+        m.reg = NULL;
+        m.state_dir = NULL;
         return -1;
     }
     pg_metric_set(m.build_info, PG_VERSION_STRING, "cri", 1);
+    pg_metric_set(m.start_time, NULL, NULL, (double)time(NULL));
     pg_metrics_on_collect(m.reg, collect, NULL);
     return 0;
 }
@@ -351,8 +445,34 @@ void cri_metric_hook_request(const char *result) { pg_metric_inc(m.hook_requests
 
 void cri_metric_hook_decision(bool allowed, bool audit, const char *reason, double seconds)
 {
-    pg_metric_inc(m.decisions, allowed ? "allow" : audit ? "audit-deny" : "deny", reason);
+    if (!m.reg)
+        return;
+    pg_metric_add3(m.decisions, allowed ? "allow" : audit ? "audit-deny" : "deny", reason,
+                   "resident", 1);
     pg_metric_observe(m.decision_seconds, NULL, NULL, seconds);
+    if (!allowed)
+        denial_at((long long)time(NULL));
+}
+
+void cri_metric_local_decision(long long when, const char *result, const char *reason)
+{
+    if (!m.reg)
+        return;
+    /* Only the three results a hook writes; anything else (a line that is not a decision,
+     * another version's word) is "other", so it is still counted, never dropped. */
+    bool known = result && (strcmp(result, "allow") == 0 || strcmp(result, "deny") == 0 ||
+                            strcmp(result, "audit-deny") == 0);
+    pg_metric_add3(m.decisions, known ? result : "other", known ? reason : "other", "local", 1);
+    if (known && strcmp(result, "allow") != 0)
+        denial_at(when);
+}
+
+void cri_metric_pruned(unsigned records)
+{
+    if (!m.reg)
+        return;
+    pg_metric_add_value(m.pruned, NULL, NULL, records);
+    pg_metric_set(m.last_prune, NULL, NULL, (double)time(NULL));
 }
 
 void cri_metric_hook_server_up(bool up) { pg_metric_set(m.hook_up, NULL, NULL, up ? 1 : 0); }

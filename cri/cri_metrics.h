@@ -21,10 +21,18 @@
  *   pullgate_cri_recording_duration_seconds       stage                      cri_metric_record_done
  *   pullgate_cri_pulls_refused_total              code, reason               cri_metric_pull_refused
  *   pullgate_cri_hook_requests_total              result                     cri_metric_hook_request
- *   pullgate_cri_hook_decisions_total             result, reason             cri_metric_hook_decision
+ *   pullgate_cri_hook_decisions_total             result, reason, path       cri_metric_hook_decision,
+ *                                                                            cri_metric_local_decision
  *   pullgate_cri_hook_decision_duration_seconds   -                          cri_metric_hook_decision
  *   pullgate_cri_hook_server_up                   -                          cri_metric_hook_server_up
  *   pullgate_cri_image_verifications_total        result                     cri_metric_verification
+ *   pullgate_cri_start_timestamp_seconds          -                          (init)
+ *   pullgate_cri_last_prune_timestamp_seconds     -                          cri_metric_pruned
+ *   pullgate_cri_records_pruned_total             -                          cri_metric_pruned
+ *   pullgate_cri_hook_denials_last_hour           -                          (each scrape)
+ *
+ * Each scrape also folds the local decisions spool (hooks/local_spool.c) into the
+ * decisions counter, as path="local".
  */
 #ifndef PULLGATE_CRI_CRI_METRICS_H
 #define PULLGATE_CRI_CRI_METRICS_H
@@ -43,6 +51,7 @@ extern const char *const cri_metric_hook_results[];     /* see cri_metric_hook_r
 extern const char *const cri_metric_decision_results[]; /* allow deny audit-deny other */
 extern const char *const cri_metric_decision_reasons[]; /* pg_reason_name()s, "other" */
 extern const char *const cri_metric_verification_results[];
+extern const char *const cri_metric_decision_paths[]; /* resident local other */
 
 /*
  * Creates the process's registry and defines every metric; state_dir is where
@@ -93,10 +102,17 @@ const char *cri_metric_refusal_reason(int grpc_code, int decoded, int slot, int 
  * "not-root" (refused peer).
  */
 void cri_metric_hook_request(const char *result);
-/* One decision on the resident hook path: allowed or not (audit: a denial not enforced,
- * counted as result="audit-deny"), pg_reason_name() of its reason ("not-kubernetes"
- * when there is none), and how long the evaluation took. */
+/* One decision on the resident hook path, delivered to the hook (one that was not is
+ * decided again by pullgate-hook-local, and counted there): allowed or not (audit: a
+ * denial not enforced, counted as result="audit-deny"), pg_reason_name() of its reason
+ * ("not-kubernetes" when there is none), and how long the evaluation took. */
 void cri_metric_hook_decision(bool allowed, bool audit, const char *reason, double seconds);
+/* One decision pullgate-hook-local spooled: when (Unix time), its result ("allow",
+ * "deny", "audit-deny") and reason; NULL result: a spool line that is not a decision,
+ * counted as result="other", reason="other". */
+void cri_metric_local_decision(long long when, const char *result, const char *reason);
+/* pullgate-cri's own prune completed, deleting this many records. */
+void cri_metric_pruned(unsigned records);
 /* 1 while the hook server serves its socket, 0 when it is not started or stopped. */
 void cri_metric_hook_server_up(bool up);
 

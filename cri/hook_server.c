@@ -95,6 +95,7 @@ struct cri_hook_server {
     int stop_pipe[2];
     const pg_config *cfg;
     cri_hook_config_id config_id;
+    char *config_path; /* the file it came from, NULL: defaults (for the log only) */
     pg_notifier *notifier;
     cri_decider *decider; /* borrowed: its store (and caches) are shared with ImageStatus */
     pthread_t workers[WORKERS];
@@ -189,14 +190,33 @@ static int peer_gone(int conn)
     return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
-static int config_is_mine(const cri_hook_server *s, const hook_request *req)
+/*
+ * Whether the hook names the very file this daemon loaded, unchanged; when not, why,
+ * for the log: the file the hook names is another one, the same one changed since
+ * (the same path or the same inode: edited in place or replaced by an editor's
+ * rename; a restart of pullgate-cri takes it), or one the hook itself would refuse.
+ */
+static int config_is_mine(const cri_hook_server *s, const hook_request *req, const char **why)
 {
     char path[HOOK_PROTO_MAX_CONFIG + 1];
     memcpy(path, req->config, req->config_len);
     path[req->config_len] = '\0';
     cri_hook_config_id now;
-    return hook_config_id(path, (int)req->config_explicit, &now) == 0 &&
-           cri_hook_config_same(&s->config_id, &now);
+    if (hook_config_id(path, (int)req->config_explicit, &now) != 0) {
+        *why = "hook server: not mine (the hook names a configuration file it would refuse: a "
+               "symbolic link, not root's, or writable by group or others)";
+        return 0;
+    }
+    if (cri_hook_config_same(&s->config_id, &now))
+        return 1;
+    const cri_hook_config_id *mine = &s->config_id;
+    bool same_path = s->config_path && strcmp(s->config_path, path) == 0;
+    if (same_path || (mine->has_file && now.has_file && mine->dev == now.dev && mine->ino == now.ino))
+        *why = "hook server: not mine (the configuration file changed since pullgate-cri "
+               "loaded it: restart pullgate-cri)";
+    else
+        *why = "hook server: not mine (the hook names another configuration file)";
+    return 0;
 }
 
 /* Decides, replies, closes the connection, then logs and signals. */
@@ -224,10 +244,12 @@ static void decide_and_reply(cri_hook_server *s, int conn, const hook_request *r
     int delivered = send_reply(conn, HOOK_REPLY_DECISION, status, line);
     close(conn);
     cri_metric_hook_request(delivered ? "answered" : "undelivered");
-    cri_metric_hook_decision(run.decision.allow, mode == PG_MODE_AUDIT,
-                             run.decision.reason ? pg_reason_name(run.decision.reason)
-                                                 : "not-kubernetes",
-                             (double)(pg_metrics_now_us() - t0) / 1e6);
+    /* Undelivered, the hook decides again in its own process and counts that one. */
+    if (delivered)
+        cri_metric_hook_decision(run.decision.allow, mode == PG_MODE_AUDIT,
+                                 run.decision.reason ? pg_reason_name(run.decision.reason)
+                                                     : "not-kubernetes",
+                                 (double)(pg_metrics_now_us() - t0) / 1e6);
     /* Reported only when the hook got it: otherwise it fell back and reports on its own. */
     if (delivered)
         hook_report_sinks(&who, &run.decision, mode, s->notifier);
@@ -243,6 +265,7 @@ static void serve_connection(cri_hook_server *s, int conn, unsigned char *buf, s
     int fds[MAX_FDS];
     size_t n_fds = 0;
     hook_request req;
+    const char *why = NULL;
     if (!peer_is_root(conn)) {
         cri_log(CRI_LOG_WARNING, "hook server: refused a peer that is not root", NULL);
         cri_metric_hook_request("not-root");
@@ -259,8 +282,8 @@ static void serve_connection(cri_hook_server *s, int conn, unsigned char *buf, s
         cri_log(CRI_LOG_INFO, "hook server: the hook gave up waiting; not decided", NULL);
         cri_metric_hook_request("abandoned");
         close(conn);
-    } else if (!config_is_mine(s, &req)) {
-        cri_log(CRI_LOG_INFO, "hook server: not mine (the hook names another configuration)", NULL);
+    } else if (!config_is_mine(s, &req, &why)) {
+        cri_log(CRI_LOG_INFO, why, NULL);
         cri_metric_hook_request("not-mine");
         send_reply(conn, HOOK_REPLY_NOT_MINE, 0, NULL);
         close(conn);
@@ -363,6 +386,7 @@ static void server_free(cri_hook_server *s)
         if (s->stop_pipe[i] >= 0)
             close(s->stop_pipe[i]);
     free(s->path);
+    free(s->config_path);
     free(s);
 }
 
@@ -379,7 +403,8 @@ static cri_hook_server *server_new(const cri_hook_server_options *o, pg_error *e
     s->notifier = o->notifier;
     s->decider = o->decider;
     s->path = strdup(o->path);
-    if (!s->path) {
+    s->config_path = o->config_path ? strdup(o->config_path) : NULL;
+    if (!s->path || (o->config_path && !s->config_path)) {
         server_free(s);
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;

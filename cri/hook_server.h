@@ -39,6 +39,7 @@ typedef struct cri_hook_server_options {
     const char *path;             /* socket path; its directory must exist, root-only */
     const pg_config *cfg;         /* borrowed, outlives the server */
     cri_hook_config_id config_id; /* of the file cfg came from */
+    const char *config_path;      /* that file's path (NULL: defaults), copied; for the log */
     pg_notifier *notifier;        /* borrowed; D-Bus signals after each reply */
     cri_decider *decider;         /* borrowed, outlives the server: the store it decides with */
 } cri_hook_server_options;

@@ -112,7 +112,8 @@ static int parse_args(int argc, char **argv, args *a)
  * over it. *id says which file that was, for the hook server: taken before
  * and after loading, so a file replaced meanwhile is never called "the same".
  */
-static pg_config *load_config(const args *a, cri_hook_config_id *id, pg_error *err)
+static pg_config *load_config(const args *a, cri_hook_config_id *id, const char **loaded,
+                              pg_error *err)
 {
     pg_config *cfg = pg_config_new(err);
     if (!cfg)
@@ -123,6 +124,7 @@ static pg_config *load_config(const args *a, cri_hook_config_id *id, pg_error *e
         path = a->config;
     else if (access(PG_CONFIG_PATH, F_OK) == 0 || errno != ENOENT)
         path = PG_CONFIG_PATH;
+    *loaded = path;
     cri_hook_config_id before, after;
     int ids_ok = cri_hook_config_identify(path, &before) == 0;
     if (path)
@@ -294,7 +296,8 @@ static int start(daemon_parts *d, bool needs_decider, pg_error *err)
  * own process, with the same result. So a hook socket that cannot be served
  * is logged, and the proxy (which records pulls) runs on.
  */
-static void start_hook_server(daemon_parts *d, const char *path, const cri_hook_config_id *id)
+static void start_hook_server(daemon_parts *d, const char *path, const cri_hook_config_id *id,
+                              const char *config_path)
 {
     if (strcmp(path, "none") == 0 || !d->decider)
         return;
@@ -304,6 +307,7 @@ static void start_hook_server(daemon_parts *d, const char *path, const cri_hook_
     cri_hook_server_options o = {.path = path,
                                  .cfg = d->cfg,
                                  .config_id = *id,
+                                 .config_path = config_path,
                                  .notifier = d->notifier,
                                  .decider = d->decider};
     if (prepare_socket_dir(endpoint, &err) == PG_OK)
@@ -403,7 +407,8 @@ int main(int argc, char **argv)
     pg_error err = {0};
     daemon_parts d = {0};
     cri_hook_config_id config_id;
-    if (!(d.cfg = load_config(&a, &config_id, &err))) {
+    const char *config_path = NULL;
+    if (!(d.cfg = load_config(&a, &config_id, &config_path, &err))) {
         fprintf(stderr, "pullgate-cri: %s\n", err.message);
         return 2;
     }
@@ -421,7 +426,7 @@ int main(int argc, char **argv)
         cri_log(CRI_LOG_ERROR, "cannot start", "error", err.message, NULL);
         return 1;
     }
-    start_hook_server(&d, hook_socket, &config_id);
+    start_hook_server(&d, hook_socket, &config_id, config_path);
     cri_log(CRI_LOG_INFO, "serving", "listen", pg_config_cri_listen(d.cfg), "runtime",
             pg_config_cri_runtime_endpoint(d.cfg), "stateDir", pg_config_state_dir(d.cfg),
             "verifyPulls", d.decider && pg_config_cri_verify_pulls(d.cfg) ? "true" : "false",

@@ -103,7 +103,8 @@ typedef struct call {
     grpc_byte_buffer *up_msg;   /* from the runtime, on its way down */
     bool down_md_sent, up_status_received, final_started;
     char method[METHOD_LOG_MAX];
-    int64_t start_ms;
+    int64_t start_ms;   /* the debug log's durationMs */
+    long long start_us; /* the calls metric (microseconds) */
     msg_queue to_up, to_down;
     bool up_md_sent, up_md_received, up_close_sent, down_eos, up_eos, up_broken, down_broken;
     bool down_recv_inflight, up_recv_inflight;
@@ -197,7 +198,7 @@ static void start_batch(call *c, grpc_call *gc, const grpc_op *ops, size_t n, ta
 static void on_down_sent_final(void *arg, int ok)
 {
     call *c = arg;
-    cri_metric_call(c->method, (int)c->status, (double)(cri_now_ms() - c->start_ms) / 1e3);
+    cri_metric_call(c->method, (int)c->status, (double)(pg_metrics_now_us() - c->start_us) / 1e6);
     if (!cri_log_enabled(CRI_LOG_DEBUG)) { /* every call ends here: no formatting for nothing */
         call_unref(c);
         return;
@@ -498,6 +499,7 @@ static call *call_new(cri_proxy *px)
     c->px = px;
     atomic_init(&c->refs, 1);
     c->start_ms = cri_now_ms();
+    c->start_us = pg_metrics_now_us();
     c->status_details = grpc_empty_slice();
     grpc_metadata_array_init(&c->up_initial_md);
     grpc_metadata_array_init(&c->up_trailing_md);

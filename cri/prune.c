@@ -118,9 +118,11 @@ static void prune_once(cri_pruner *p)
         return;
     }
     unsigned pruned = 0;
-    int64_t t0 = cri_now_ms();
+    long long t0 = pg_metrics_now_us();
     int rc = cri_prune_records(p->store, in_use, time(NULL) - CRI_PRUNE_MIN_AGE_S, &pruned, &err);
-    cri_metric_record_done("prune", rc == PG_OK, NULL, (double)(cri_now_ms() - t0) / 1e3);
+    cri_metric_record_done("prune", rc == PG_OK, NULL, (double)(pg_metrics_now_us() - t0) / 1e6);
+    if (rc == PG_OK)
+        cri_metric_pruned(pruned);
     pg_strv_free(in_use);
     char n[24], imgs[24];
     snprintf(n, sizeof n, "%u", pruned);

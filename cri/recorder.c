@@ -22,7 +22,7 @@ typedef struct job {
     char **aliases; /* a pulled record's other identities, or NULL */
     cri_record_done done;
     void *arg;
-    int64_t submitted_ms; /* for the recording latency metric */
+    long long submitted_us; /* for the recording latency metric (microseconds) */
     struct job *next;
 } job;
 
@@ -96,7 +96,7 @@ static void *writer_main(void *arg)
         int rc = run_job(r->store, j, &err); /* the only place that may block on flock */
         cri_metric_record_done(job_stages[j->kind], rc == PG_OK,
                                j->kind == JOB_PULLED ? cri_cred_source_name(j->creds.source) : NULL,
-                               (double)(cri_now_ms() - j->submitted_ms) / 1e3);
+                               (double)(pg_metrics_now_us() - j->submitted_us) / 1e6);
         if (j->done)
             j->done(j->arg, rc, &err);
         job_free(j);
@@ -210,7 +210,7 @@ static job *new_job(job_kind kind, const char *image, const char *image_ref, cri
     job *j = calloc(1, sizeof *j);
     if (j) {
         j->kind = kind;
-        j->submitted_ms = cri_now_ms();
+        j->submitted_us = pg_metrics_now_us();
         j->done = done;
         j->arg = arg;
         j->image = image ? pg_strdup(image) : NULL;

@@ -92,7 +92,7 @@ static void explain_missing_annotation(hook_run *run)
     if (run->identity.runtime == PG_RUNTIME_CONTAINERD)
         snprintf(why, sizeof why,
                  "containerd passes it only when the runtime handler lists it: pod_annotations = "
-                 "[\"%.100s\"], see hooks/containerd/README.md; or no webhook wrote it",
+                 "[\"%.100s\"] (pullgatectl doctor names the handler); or no webhook wrote it",
                  key);
     else
         snprintf(why, sizeof why, "no admission webhook (pullgate-webhook) wrote it on the pod");

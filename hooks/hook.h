@@ -220,4 +220,38 @@ pg_mode hook_run_mode(const hook_run *run);
 int hook_run_status(const hook_run *run);
 void hook_run_free(hook_run *run);
 
+/* ----------------------------------------------------------- local_spool.c */
+
+/*
+ * The local decisions spool: pullgate-hook-local appends each decision to
+ * stateDir/HOOK_SPOOL_NAME ("<unix seconds> <result> <reason>\n"), pullgate-cri
+ * folds the lines into its counters (local_spool.c has the protocol). At most
+ * HOOK_SPOOL_MAX_BYTES are kept; beyond, appends are dropped until a fold.
+ */
+#define HOOK_SPOOL_NAME "pullgate-local-decisions"
+#define HOOK_SPOOL_MAX_BYTES (1u << 20)
+#define HOOK_SPOOL_LINE_MAX 128
+
+/* One line into line (size n): its length, or -1 when it does not fit. */
+int hook_spool_format(long long when, const char *result, const char *reason, char *line,
+                      size_t n);
+/* Appends one decision; best effort: never blocks, 0 when written, -1 otherwise. */
+int hook_spool_append(const char *state_dir, long long when, const char *result,
+                      const char *reason);
+/* The run's final decision into the spool of its configuration's stateDir (the built-in
+ * stateDir when no configuration could be loaded); result allow / deny / audit-deny. */
+void hook_run_spool(const hook_run *run);
+
+/* Called per line: result and reason (borrowed, [a-z-]) or both NULL for a line that is
+ * not a decision (a short write, another version's format). */
+typedef void (*hook_spool_fn)(void *ctx, long long when, const char *result, const char *reason);
+/* Every line of text (len bytes); the number of lines. */
+size_t hook_spool_parse(const char *text, size_t len, hook_spool_fn fn, void *ctx);
+/*
+ * Takes the spool of state_dir: its lines to fn, then the file is gone. Waits at most
+ * wait_ms for appenders. The number of lines, or -1 when it could not (a busy file is
+ * left for the next call). Callers in one process serialise their calls.
+ */
+long hook_spool_take(const char *state_dir, int wait_ms, hook_spool_fn fn, void *ctx);
+
 #endif

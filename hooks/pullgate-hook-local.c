@@ -10,7 +10,9 @@
  * client) asks the resident pullgate-cri first and execs this one with the
  * same argv (--daemon-socket is accepted and ignored) whenever the daemon
  * does not answer. The hook never forks, so a runtime timeout can never leave
- * a child holding the runtime's stdout/stderr pipes.
+ * a child holding the runtime's stdout/stderr pipes. Each decision is also
+ * appended to the local decisions spool in stateDir, from which pullgate-cri
+ * counts it (hooks/local_spool.c).
  */
 #include "hook.h"
 
@@ -97,6 +99,11 @@ int main(int argc, char **argv)
     hook_subject who = hook_run_subject(&run);
     hook_deadline_decided(hook_run_status(&run));
     int status = hook_report(&who, &run.decision, hook_run_mode(&run), notifier);
+#ifndef PG_HOOK_NO_SPOOL /* bench/: the same hook without it, for the cost of the append */
+    /* Counted by pullgate-cri once it folds the spool (the resident path counts its own):
+     * after the report, the decision already final; best effort, never blocking. */
+    hook_run_spool(&run);
+#endif
     alarm(0); /* reported: nothing left that may hang */
     pg_notifier_free(notifier);
     hook_run_free(&run);

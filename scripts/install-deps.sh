@@ -24,6 +24,10 @@ PACKAGES=(
   # pullgatectl doctor (pullgate-doctor): the kubelet's configuration is YAML (libyaml),
   # containerd's and CRI-O's are TOML (toml++, C++: Debian 12 packages no C TOML parser)
   libyaml-dev libtomlplusplus-dev g++
+  # test_doctor: --json validated against docs/doctor.schema.json (python3-jsonschema), and
+  # the pullgate-cri drop-in a fix writes checked with systemd-analyze verify (systemd; it
+  # need not run)
+  python3-jsonschema systemd
   # /metrics (test_metrics, the promtool checks of the exposition, the alert rules and
   # the dashboard): a real Prometheus and promtool, one package (19 MB download)
   prometheus

@@ -258,6 +258,49 @@ START_TEST(sparse_metrics_show_updated_series_only)
 }
 END_TEST
 
+START_TEST(a_third_label_is_addressed_by_add3)
+{
+    static const char *const paths[] = {"resident", "local", "other", NULL};
+    pg_metrics *reg = pg_metrics_new();
+    pg_metric_def d = counter_def();
+    d.nlabels = 3;
+    d.labels[2] = (pg_metric_label){"path", paths};
+    d.sparse = 1;
+    pg_metric *m = pg_metrics_add(reg, &d, NULL, 0);
+    ck_assert_ptr_nonnull(m);
+    pg_metric_inc(m, "PullImage", "OK"); /* the two-value form: the third label's first value */
+    pg_metric_add3(m, "PullImage", "OK", "local", 2);
+    pg_metric_add3(m, "PullImage", "OK", "elsewhere", 1); /* unlisted: the catch-all */
+    pg_metric_add3(m, "PullImage", "OK", "local", -1);    /* a counter never goes down */
+    ck_assert(pg_metric_get(m, "PullImage", "OK") == 1);
+    ck_assert(pg_metric_get3(m, "PullImage", "OK", "resident") == 1);
+    ck_assert(pg_metric_get3(m, "PullImage", "OK", "local") == 2);
+    ck_assert(pg_metric_get3(m, "PullImage", "OK", "other") == 1);
+    char *text = pg_metrics_render(reg, NULL);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(strstr(
+        text, "pullgate_test_calls_total{method=\"PullImage\",code=\"OK\",path=\"local\"} 2\n"));
+    ck_assert_ptr_nonnull(strstr(
+        text, "pullgate_test_calls_total{method=\"PullImage\",code=\"OK\",path=\"resident\"} 1\n"));
+    free(text);
+    static const char *const many[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k",
+                                       "l", "m", "n", "o", "p", "q", "r", "s", "t", "u", "v",
+                                       "w", "x", "y", "z", "aa", "bb", "cc", "dd", "ee", "ff",
+                                       "gg", "hh", "ii", "jj", "kk", "ll", "mm", "nn", "oo",
+                                       "pp", "qq", "rr", "ss", "tt", "uu", "vv", "ww", "xx", NULL};
+    pg_metric_def big = counter_def();
+    big.name = "pullgate_test_big_total";
+    big.nlabels = 3;
+    big.labels[0].values = many;
+    big.labels[1].values = many;
+    big.labels[2] = (pg_metric_label){"path", paths};
+    char msg[256] = "";
+    ck_assert_ptr_null(pg_metrics_add(reg, &big, msg, sizeof msg)); /* 50 x 50 x 3 series */
+    ck_assert_ptr_nonnull(strstr(msg, "too many series"));
+    pg_metrics_free(reg);
+}
+END_TEST
+
 #define THREADS 4
 #define PER_THREAD 100000
 
@@ -312,6 +355,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, collect_runs_before_each_render);
     tcase_add_test(tc, concurrent_updates_are_all_counted);
     tcase_add_test(tc, sparse_metrics_show_updated_series_only);
+    tcase_add_test(tc, a_third_label_is_addressed_by_add3);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

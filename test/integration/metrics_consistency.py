@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """Every metric the alert rules and the dashboard use is one the daemons define, with labels and
-label values they export; every defined metric is documented in docs/metrics.md.
+label values they export; every defined metric is documented in docs/metrics.md, with every
+value of its labels in its row (`value` or ="value"; the CRI method names and the build's
+version are documented by reference).
 
     metrics_consistency.py SOURCE_DIR [RULES_YAML [DASHBOARD_JSON]]
 
@@ -135,9 +137,33 @@ def main():
         doc = open(src + "/docs/metrics.md").read()
     except OSError:
         doc = ""
+    # Rows in the document's order; a label "(as above)" takes the values an earlier row of
+    # another metric documented for a label of the same name.
+    rows, all_rows = [], {}  # pullgate_build_info has a row per daemon: judged by both
+    for line in doc.splitlines():
+        m = re.match(r"\|\s*`(pullgate_\w+)`\s*\|", line)
+        if m:
+            rows.append(m.group(1))
+            all_rows[m.group(1)] = all_rows.get(m.group(1), "") + line
     for name in defs:
         if f"`{name}`" not in doc:
             problems.append(f"docs/metrics.md does not document {name}")
+    seen = {}  # label -> values documented so far
+    for name in dict.fromkeys(rows):
+        row = all_rows[name]
+        d = defs.get(name)
+        if d is None:
+            continue
+        for label, values in d["labels"].items():
+            if label in ("method", "version"):
+                continue
+            named = {v for v in values or [] if f"`{v}`" in row or f'="{v}"' in row}
+            if re.search(rf"`{label}` \([^)]*as above\)", row):
+                named |= seen.get(label, set())
+            for v in values or []:
+                if v not in named:
+                    problems.append(f"docs/metrics.md: {name}'s row does not name {label} value {v!r}")
+            seen.setdefault(label, set()).update(named)
     for p in problems:
         print(p)
     print(f"{len(defs)} metrics defined, {n_exprs} expressions checked, {len(problems)} problem(s)")

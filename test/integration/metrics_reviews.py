@@ -7,6 +7,8 @@ held open from one address to reach the per-peer bound.
   metrics_reviews.py annotate URL CA NS POD_SECRET IMAGE   POST one review of a pod running IMAGE;
                                                      prints the credentials annotation it adds
   metrics_reviews.py hold URL COUNT SECONDS          open COUNT TCP connections, keep them
+  metrics_reviews.py hold URL COUNT -                 the same, printing "held" once they are
+                                                     open, until its stdin ends (at most 60 s)
 """
 import base64
 import http.client
@@ -71,7 +73,12 @@ def main():
         host, port = sys.argv[2].replace("https://", "").rsplit(":", 1)
         held = [socket.create_connection((host, int(port)), timeout=5)
                 for _ in range(int(sys.argv[3]))]
-        time.sleep(float(sys.argv[4]))
+        if sys.argv[4] == "-":
+            print("held", flush=True)
+            import select
+            select.select([sys.stdin], [], [], 60)
+        else:
+            time.sleep(float(sys.argv[4]))
         for s in held:
             s.close()
         return 0

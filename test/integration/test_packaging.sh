@@ -163,7 +163,7 @@ INSTALLED=(
     # the docs the man pages, README.Debian and hooks/containerd's README send you to, uncompressed
     /usr/share/doc/pullgate/design.md /usr/share/doc/pullgate/kubelet-setup.md
     /usr/share/doc/pullgate/lifecycle.md /usr/share/doc/pullgate/logging.md
-    /usr/share/doc/pullgate/metrics.md
+    /usr/share/doc/pullgate/metrics.md /usr/share/doc/pullgate/doctor.schema.json
     /usr/share/doc/pullgate/annotation-hmac.md /usr/share/doc/pullgate/annotation-producer.md
     /usr/share/doc/pullgate/examples/containerd/README.md
     /usr/share/doc/pullgate/examples/containerd/config.toml.snippet
@@ -775,6 +775,7 @@ $tmpfilesdir/pullgate.conf
 /usr/share/doc/pullgate-$V/containerd/base-runtime-spec.json.example
 /usr/share/doc/pullgate-$V/containerd/config.toml.snippet
 /usr/share/doc/pullgate-$V/design.md
+/usr/share/doc/pullgate-$V/doctor.schema.json
 /usr/share/doc/pullgate-$V/kubelet-setup.md
 /usr/share/doc/pullgate-$V/lifecycle.md
 /usr/share/doc/pullgate-$V/logging.md

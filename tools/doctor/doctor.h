@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pullgate-doctor (run as `pullgatectl doctor`): checks one node's wiring and
- * prints one line per check, ✔ or ✘ with the fix. Its own executable so that
- * pullgatectl maps none of what it needs (gRPC for the CRI Version call,
- * libyaml for the kubelet's configuration, toml++ for containerd's).
- * Everything it reads is hostile: bounded reads, no symlinks where it trusts a
- * file, and a check that cannot tell fails (✘), never passes.
+ * prints one line per check, grouped: ✔, ‼ (a warning: a supported mode or a
+ * part not there yet) or ✘ with the fix, a command that repairs it where one
+ * can, and the documentation anchor; then pullgate-cri's status and a summary.
+ * Its own executable so that pullgatectl maps none of what it needs (gRPC for
+ * the CRI Version call, libyaml for the kubelet's configuration, toml++ for
+ * containerd's, libcurl for pullgate-cri's metrics).
+ * Everything it reads is hostile: bounded reads; the node's files only when
+ * root's, not writable by others and not a symlink; a process's relative paths
+ * through its own /proc cwd and root, never the doctor's; and a check that
+ * cannot tell fails (✘), never passes.
  */
 #ifndef PG_DOCTOR_H
 #define PG_DOCTOR_H
@@ -15,9 +20,12 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 #define PGD_MAX_FILE_BYTES (1u << 20) /* every configuration file it reads */
 #define PGD_TEXT_MAX 1024
+#define PGD_COMMAND_MAX 2048
+#define PGD_JSON_SCHEMA_VERSION 2 /* docs/doctor.schema.json */
 
 /* Where to look: the defaults are the node's own paths; tests point them at a fake node. */
 typedef struct pgd_options {
@@ -32,16 +40,26 @@ typedef struct pgd_options {
     const char *kubelet_version;   /* NULL: `kubelet --version` of the running kubelet */
     const char *hook_socket;       /* NULL: pullgate-cri's --hook-socket, else the default */
     const char *runtime;           /* auto, containerd, cri-o */
+    const char *systemd_dir;       /* /etc/systemd/system: where a fix writes a drop-in */
+    const char *kubelet_flags;     /* /var/lib/kubelet/kubeadm-flags.env */
     int timeout_ms;                /* per CRI call and hook probe */
     int json;
 } pgd_options;
 
+typedef enum pgd_level {
+    PGD_OK,   /* ✔ */
+    PGD_WARN, /* ‼ a supported mode, or a part not there yet: exit 0 */
+    PGD_FAIL  /* ✘ exit 1 */
+} pgd_level;
+
 /* One check's outcome: a line of output. */
 typedef struct pgd_result {
     const char *name;
-    bool ok;
+    const char *group;
+    pgd_level level;
     char detail[PGD_TEXT_MAX];
-    char fix[PGD_TEXT_MAX];
+    char fix[PGD_TEXT_MAX];         /* what to do, in words ("" when ok) */
+    char command[PGD_COMMAND_MAX];  /* a shell command that repairs it, run as root; "" if none */
 } pgd_result;
 
 /* What one check learns and later checks use (paths, endpoints, the runtime). */
@@ -50,19 +68,34 @@ typedef struct pgd_node {
     pg_config *cfg;         /* NULL when the configuration could not be loaded */
     char cri_listen[512];   /* pullgate-cri's CRI socket (its --listen, else criListen) */
     char cri_runtime[512];  /* the runtime behind it (--runtime-endpoint, else the config) */
-    char cri_config[4096];  /* pullgate-cri's --config (or the default) */
+    char cri_config[4096];  /* pullgate-cri's --config (or the default), as it names it */
     char hook_socket[512];  /* pullgate-cri's --hook-socket (or the default) */
     bool cri_process;       /* a pullgate-cri process was found */
+    int cri_pid;
+    char **cri_argv;          /* its command line (NULL: none runs): a drop-in keeps it */
+    struct stat cri_config_st; /* the file pullgate-cri's --config names, as it sees it */
+    bool cri_config_seen;      /* cri_config_st is set */
+    char cri_config_why[256];  /* why not */
     char runtime[16];       /* "containerd" or "cri-o" */
     char hook_config[4096]; /* the --config the runtime's hook entry names (or the default) */
     char hook_daemon[512];  /* the --daemon-socket it names (or the default) */
     bool hook_found;        /* the runtime's configuration names the hook */
 } pgd_node;
 
-/* Fills r: ok with a detail, or not ok with a detail and a fix (printf formats). */
+/* Fills r: ok with a detail, or a warning / a failure with a detail and a fix (printf
+ * formats); the command that repairs it, when there is one, is set after. */
 void pgd_pass(pgd_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pgd_warn(pgd_result *r, const char *fix, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void pgd_fail(pgd_result *r, const char *fix, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+void pgd_command(pgd_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* s as one shell word into out (size n): as is when it holds only [A-Za-z0-9_./:=@+,-],
+ * else single-quoted. false when it does not fit. */
+bool pgd_sh_word(const char *s, char *out, size_t n);
+/* Whether s is one word a shell, a systemd ExecStart= and sed's | delimiter all take as is. */
+bool pgd_plain_word(const char *s);
 
 /* ------------------------------------------------------------ the checks */
 
@@ -80,9 +113,23 @@ void pgd_check_same_config(pgd_node *n, pgd_result *r);
 
 /* -------------------------------------------------------------- helpers */
 
-/* A whole file, at most PGD_MAX_FILE_BYTES, symlinks followed (these are not trusted files,
- * only read); *buf NUL-terminated, caller frees. PG_ERR_NOT_FOUND when absent. */
+/* A whole file of the node's configuration, at most PGD_MAX_FILE_BYTES, as the hook reads
+ * its own: no symlink, a regular file owned by root, not writable by group or others (a file
+ * anyone else could have written says nothing about the node); *buf NUL-terminated, caller
+ * frees. PG_ERR_NOT_FOUND when absent, PG_ERR_UNSAFE when not trusted. */
 int pgd_read_file(const char *path, char **buf, size_t *len, pg_error *err);
+/* The same from an open descriptor (borrowed); path names it in messages. */
+int pgd_read_fd_trusted(int fd, const char *path, char **buf, size_t *len, pg_error *err);
+
+/*
+ * Opens path as process pid (<proc_root>/<pid>) would: a relative path from its working
+ * directory (<pid>/cwd), an absolute one within its root (<pid>/root), never the doctor's
+ * own. flags as open(2) (O_CLOEXEC added). The file as the process names it, absolute,
+ * into shown (for messages and fix commands). -1 with why; the process must still be a
+ * node process (pgd_node_process) once its directories are open.
+ */
+int pgd_proc_open(const char *proc_root, int pid, const char *path, int flags, char *shown,
+                  size_t shown_n, char *why, size_t why_n);
 /* A root-owned file or directory not writable by group or others (lstat: no symlink)? */
 bool pgd_root_owned_safe(const char *path, char *why, size_t n);
 
@@ -127,6 +174,23 @@ json_t *pgd_yaml_to_json(const char *text, size_t len, pg_error *err);
 json_t *pgd_toml_to_json(const char *text, size_t len, pg_error *err);
 /* The C++ half (doctor_toml.cc): malloc'ed JSON text, or NULL with a message in errbuf. */
 char *pgd_toml_json_text(const char *text, size_t len, char *errbuf, size_t errlen);
+
+/* ------------------------------------------------------------- status */
+
+/* What pullgate-cri's metrics say about it (doctor_status.c): doctor's status section. */
+typedef struct pgd_status {
+    bool available;
+    char source[160];  /* http://ADDR/metrics */
+    char why[256];     /* when not available */
+    char version[64];
+    double start_time, pulled, intents, denials_hour, last_prune; /* NAN: not exported */
+} pgd_status;
+void pgd_read_status(const pgd_node *n, pgd_status *st);
+
+/* The first sample of metric name in Prometheus text (len bytes): its value, and the value
+ * of label (NULL: none wanted) into label_out (size label_n). 0 found, -1 not. */
+int pgd_prom_sample(const char *text, size_t len, const char *name, const char *label,
+                    char *label_out, size_t label_n, double *value);
 
 /* CRI RuntimeService/Version on a unix:// endpoint within timeout_ms: 0 with the
  * runtime's name and version ("containerd 1.6.20, CRI v1"), or -1 with why. */

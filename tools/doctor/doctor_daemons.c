@@ -3,6 +3,7 @@
 #include "doctor.h"
 #include "hook_client.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +14,34 @@
 
 static void copy(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", src ? src : ""); }
 
+/*
+ * The file pullgate-cri's --config names, as pullgate-cri sees it: a relative path from
+ * its working directory, never the doctor's (a file planted where doctor runs would
+ * otherwise answer for it). Without a process, the default path.
+ */
+static void see_cri_config(pgd_node *n)
+{
+    char shown[4200];
+    int fd = -1;
+    if (n->cri_process)
+        fd = pgd_proc_open(n->opt->proc_root, n->cri_pid, n->cri_config, O_RDONLY | O_NONBLOCK,
+                           shown, sizeof shown, n->cri_config_why, sizeof n->cri_config_why);
+    else if (n->cri_config[0] == '/')
+        fd = open(n->cri_config, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    n->cri_config_seen = fd >= 0 && fstat(fd, &n->cri_config_st) == 0;
+    if (fd < 0 && !n->cri_config_why[0])
+        snprintf(n->cri_config_why, sizeof n->cri_config_why, "%s: %s", n->cri_config,
+                 strerror(errno));
+    if (fd >= 0)
+        close(fd);
+}
+
 /* pullgate-cri's flags win over the configuration, as in the daemon itself. */
 void pgd_find_cri_process(pgd_node *n)
 {
-    char **argv = pgd_find_process(n->opt->proc_root, "pullgate-cri", NULL);
+    char **argv = pgd_find_process(n->opt->proc_root, "pullgate-cri", &n->cri_pid);
     n->cri_process = argv != NULL;
+    n->cri_argv = argv;
     const char *config = argv ? pgd_flag(argv, "config") : NULL;
     const char *listen = argv ? pgd_flag(argv, "listen") : NULL;
     const char *runtime = argv ? pgd_flag(argv, "runtime-endpoint") : NULL;
@@ -35,7 +59,7 @@ void pgd_find_cri_process(pgd_node *n)
          n->opt->hook_socket ? n->opt->hook_socket
          : hook              ? hook
                              : PG_DEFAULT_HOOK_SOCKET);
-    pg_strv_free(argv);
+    see_cri_config(n);
 }
 
 void pgd_check_runtime(pgd_node *n, pgd_result *r)
@@ -63,11 +87,14 @@ void pgd_check_cri_proxy(pgd_node *n, pgd_result *r)
         return;
     }
     pgd_fail(r,
-             n->cri_process ? "see journalctl -u pullgate-cri; the runtime must answer behind it"
-                            : "systemctl enable --now pullgate-cri (docs/kubelet-setup.md)",
+             n->cri_process ? "see its log (journalctl -u pullgate-cri); the runtime must answer "
+                              "behind it"
+                            : "start pullgate-cri and have it start at boot",
              "no CRI answer on %s (%s)%s: the kubelet's pulls are not recorded and, with its "
-             "endpoints at the proxy, the node is NotReady",
+             "image service endpoint at the proxy, no image can be pulled",
              n->cri_listen, why, n->cri_process ? "" : "; no pullgate-cri process runs");
+    if (!n->cri_process)
+        pgd_command(r, "systemctl enable --now pullgate-cri");
 }
 
 /*
@@ -161,21 +188,33 @@ void pgd_check_hook_socket(pgd_node *n, pgd_result *r)
     remove_probe_bundle(dir);
     if (rc != 0) {
         pgd_fail(r,
-                 "start pullgate-cri (systemctl enable --now pullgate-cri); the hook's "
-                 "--daemon-socket and pullgate-cri's --hook-socket must name the same socket",
+                 n->cri_process ? "the hook's --daemon-socket and pullgate-cri's --hook-socket "
+                                  "must name the same socket (see same-config)"
+                                : "start pullgate-cri and have it start at boot",
                  "%s: %s; every container start falls back to pullgate-hook-local (same "
                  "decisions, several milliseconds slower)",
                  n->hook_socket, client_error(why));
+        if (!n->cri_process)
+            pgd_command(r, "systemctl enable --now pullgate-cri");
     } else if (reply.kind == HOOK_REPLY_NOT_MINE) {
+        /* The same file: it changed since pullgate-cri read it, which a restart cures.
+         * Another file: the fix is same-config's. */
+        struct stat mine;
+        bool same = n->cri_config_seen && stat(o->config_path, &mine) == 0 &&
+                    mine.st_dev == n->cri_config_st.st_dev &&
+                    mine.st_ino == n->cri_config_st.st_ino;
         pgd_fail(r,
-                 "restart pullgate-cri after changing the configuration, and give the hook and "
-                 "pullgate-cri the same --config (see same-config)",
-                 "pullgate-cri answers \"not mine\" for %s: it loaded another file, or this one "
-                 "changed since it started; every container start falls back to "
-                 "pullgate-hook-local",
-                 o->config_path);
+                 same ? "restart pullgate-cri: it reads its configuration once, at start"
+                      : "give the hook and pullgate-cri the same --config (see same-config)",
+                 "pullgate-cri answers \"not mine\" for %s: %s; every container start falls "
+                 "back to pullgate-hook-local",
+                 o->config_path,
+                 same ? "the file changed since pullgate-cri started"
+                      : "pullgate-cri loaded another file");
+        if (same)
+            pgd_command(r, "systemctl restart pullgate-cri");
     } else if (reply.status != 0) {
-        pgd_fail(r, "see journalctl -u pullgate-cri",
+        pgd_fail(r, "see its log: journalctl -u pullgate-cri",
                  "pullgate-cri denied the probe (a sandbox container, always allowed): "
                  "%.*s",
                  (int)(reply.line_len > 400 ? 400 : reply.line_len), reply.line);

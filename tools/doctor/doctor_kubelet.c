@@ -28,8 +28,9 @@
 typedef struct kubelet {
     char **argv; /* NULL: no kubelet process */
     int pid;
-    json_t *config; /* its configuration file, or NULL */
-    char config_path[4096];
+    json_t *config;         /* its configuration file, or NULL */
+    bool config_is_json;    /* KubeletConfiguration in JSON: no line-wise edit for it */
+    char config_path[4096]; /* as the kubelet names it, absolute */
     char config_error[512];
 } kubelet;
 
@@ -38,23 +39,53 @@ static const char *config_string(const kubelet *k, const char *key)
     return json_string_value(json_object_get(k->config, key));
 }
 
+/*
+ * The file the running kubelet reads: its --config resolved as the kubelet resolves it
+ * (a relative path from its own working directory, through /proc/PID/cwd, never the
+ * doctor's), and trusted only when it is the node's (root's, not writable by others, no
+ * symlink). Without a kubelet, --kubelet-config or the default path.
+ */
+static int open_kubelet_config(pgd_node *n, kubelet *k, const char *path, pg_error *err)
+{
+    char why[512] = "";
+    int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+    int fd = k->argv && !n->opt->kubelet_config
+                 ? pgd_proc_open(n->opt->proc_root, k->pid, path, flags, k->config_path,
+                                 sizeof k->config_path, why, sizeof why)
+                 : open(path, flags | O_CLOEXEC);
+    if (fd >= 0)
+        return fd;
+    int e = errno; /* pgd_proc_open keeps the open's */
+    if (!why[0])
+        snprintf(why, sizeof why, "%s: %s", path, strerror(e));
+    if (e == ELOOP)
+        snprintf(why, sizeof why, "%s is a symbolic link: not read", k->config_path);
+    pg_fail(err, e == ENOENT ? PG_ERR_NOT_FOUND : PG_ERR_UNSAFE, "%s", why);
+    return -1;
+}
+
 static void load_kubelet(pgd_node *n, kubelet *k)
 {
     k->argv = pgd_find_process(n->opt->proc_root, "kubelet", &k->pid);
     const char *path = n->opt->kubelet_config ? n->opt->kubelet_config
                        : k->argv              ? pgd_flag(k->argv, "config")
                                               : DEFAULT_KUBELET_CONFIG;
-    if (!path)
+    if (!path || !*path)
         return; /* a kubelet started without --config: flags and defaults only */
     snprintf(k->config_path, sizeof k->config_path, "%s", path);
     char *text = NULL;
     size_t len = 0;
     pg_error err = {0};
-    if (pgd_read_file(path, &text, &len, &err) == PG_OK)
+    int fd = open_kubelet_config(n, k, path, &err);
+    if (fd >= 0 && pgd_read_fd_trusted(fd, k->config_path, &text, &len, &err) == PG_OK) {
         k->config = pgd_yaml_to_json(text, len, &err);
+        k->config_is_json = text[strspn(text, " \t\r\n")] == '{';
+    }
+    if (fd >= 0)
+        close(fd);
     free(text);
     if (!k->config)
-        snprintf(k->config_error, sizeof k->config_error, "%s: %s", path, err.message);
+        snprintf(k->config_error, sizeof k->config_error, "%s", err.message);
 }
 
 /* --name flag, else the configuration's key, else def. */
@@ -66,24 +97,60 @@ static const char *setting(const kubelet *k, const char *flag, const char *key, 
     return v && *v ? v : def;
 }
 
+/*
+ * A command that points the kubelet's image service at pullgate-cri, and restarts it:
+ * in its flags file when the flag overrides the configuration there (kubeadm's
+ * kubeadm-flags.env), else in its YAML configuration file (the top-level key replaced).
+ * Only the image service: the runtime service stays direct (docs/kubelet-setup.md).
+ */
+static void endpoint_command(pgd_node *n, const kubelet *k, bool from_flag, pgd_result *r)
+{
+    const char *ep = n->cri_listen;
+    char file[4200];
+    if (!pgd_plain_word(ep) || strchr(ep, '|'))
+        return;
+    if (from_flag) {
+        char *text = NULL;
+        size_t len = 0;
+        bool there = pgd_read_file(n->opt->kubelet_flags, &text, &len, NULL) == PG_OK &&
+                     strstr(text, "--image-service-endpoint=");
+        free(text);
+        if (there && pgd_sh_word(n->opt->kubelet_flags, file, sizeof file))
+            pgd_command(r,
+                        "sed -i 's|--image-service-endpoint=[^ \"]*|--image-service-endpoint=%s|' "
+                        "%s && systemctl restart kubelet",
+                        ep, file);
+        return;
+    }
+    if (k->config && !k->config_is_json && pgd_sh_word(k->config_path, file, sizeof file))
+        pgd_command(r,
+                    "sed -i '/^imageServiceEndpoint:/d' %s && printf '\\nimageServiceEndpoint: "
+                    "%s\\n' >>%s && systemctl restart kubelet",
+                    file, ep, file);
+}
+
 static void check_endpoints(pgd_node *n, const kubelet *k, pgd_result *r)
 {
     char fix[PGD_TEXT_MAX];
     snprintf(fix, sizeof fix,
-             "set imageServiceEndpoint (and containerRuntimeEndpoint) to %s in the kubelet's "
-             "configuration%s%s, or its --image-service-endpoint flag, then restart the kubelet "
-             "(docs/kubelet-setup.md)",
+             "set imageServiceEndpoint: %s in the kubelet's configuration%s%s (or its "
+             "--image-service-endpoint flag, which wins), then restart the kubelet; the runtime "
+             "service stays with the runtime",
              n->cri_listen, k->config_path[0] ? " " : "", k->config_path);
     if (!k->argv && !k->config) {
-        pgd_fail(r, "start the kubelet, or name its configuration: --kubelet-config FILE",
-                 "no kubelet process runs and its configuration cannot be read (%s)",
+        pgd_warn(r,
+                 "none until a kubelet runs on this node; then run doctor again (or name its "
+                 "configuration: --kubelet-config FILE)",
+                 "no kubelet runs on this node (yet) and its configuration cannot be read (%s)",
                  k->config_error[0] ? k->config_error : "none");
         return;
     }
     if (k->config_error[0]) {
-        pgd_fail(r, "fix the kubelet's configuration file", "%s", k->config_error);
+        pgd_fail(r, "fix the kubelet's configuration file (root's, not writable by others)", "%s",
+                 k->config_error);
         return;
     }
+    const char *image_flag = k->argv ? pgd_flag(k->argv, "image-service-endpoint") : NULL;
     const char *runtime = setting(k, "container-runtime-endpoint", "containerRuntimeEndpoint",
                                   DEFAULT_RUNTIME_ENDPOINT);
     const char *image = setting(k, "image-service-endpoint", "imageServiceEndpoint", runtime);
@@ -91,13 +158,14 @@ static void check_endpoints(pgd_node *n, const kubelet *k, pgd_result *r)
     if (!pgd_same_endpoint(image, n->cri_listen)) {
         pgd_fail(r, fix, "%s pulls through %s, not pullgate-cri (%s): no pull is recorded", who,
                  image, n->cri_listen);
+        endpoint_command(n, k, image_flag && *image_flag, r);
     } else if (!k->argv) {
-        pgd_fail(r, "start the kubelet", "%s points at pullgate-cri, but no kubelet process runs",
-                 who);
+        pgd_warn(r, "none until the kubelet runs; then run doctor again",
+                 "%s points its image service at pullgate-cri, but no kubelet runs (yet)", who);
     } else if (!pgd_same_endpoint(runtime, n->cri_listen)) {
         pgd_pass(r,
                  "images through pullgate-cri (%s); RuntimeService direct to %s (the "
-                 "ImageService-only setup)",
+                 "recommended ImageService-only setup)",
                  image, runtime);
     } else {
         pgd_pass(r, "runtime and image service endpoints are pullgate-cri (%s)", image);
@@ -263,9 +331,14 @@ static void check_policy(pgd_node *n, const kubelet *k, pgd_result *r)
     int major = 0, minor = 0;
     char why[256] = "";
     if (kubelet_version(n, k, &major, &minor, why, sizeof why) != 0) {
-        pgd_fail(r, "name it: pullgatectl doctor --kubelet-version v1.X.Y",
-                 "cannot tell which KEP-2535 check the kubelet makes: %s",
-                 why[0] ? why : "unusable version");
+        if (!k->argv && !n->opt->kubelet_version)
+            pgd_warn(r, "none until a kubelet runs; or name its version: --kubelet-version "
+                        "v1.X.Y",
+                     "cannot tell which KEP-2535 check the kubelet makes: %s", why);
+        else
+            pgd_fail(r, "name it: pullgatectl doctor --kubelet-version v1.X.Y",
+                     "cannot tell which KEP-2535 check the kubelet makes: %s",
+                     why[0] ? why : "unusable version");
         return;
     }
     if (major != 1 || minor < 33) {

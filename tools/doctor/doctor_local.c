@@ -32,13 +32,34 @@ void pgd_check_config(pgd_node *n, pgd_result *r)
                  "%s", err.message);
         return;
     }
-    pgd_pass(r, "%s is valid (policy %s, mode %s)", o->config_path,
-             pg_config_policy(n->cfg) == PG_POLICY_NEVER_VERIFY    ? "NeverVerify"
-             : pg_config_policy(n->cfg) == PG_POLICY_ALWAYS_VERIFY ? "AlwaysVerify"
-             : pg_config_policy(n->cfg) == PG_POLICY_NEVER_VERIFY_ALLOWLISTED
-                 ? "NeverVerifyAllowlistedImages"
-                 : "NeverVerifyPreloadedImages",
-             pg_config_mode(n->cfg) == PG_MODE_AUDIT ? "audit (nothing is blocked)" : "enforce");
+    const char *policy = pg_config_policy(n->cfg) == PG_POLICY_NEVER_VERIFY    ? "NeverVerify"
+                         : pg_config_policy(n->cfg) == PG_POLICY_ALWAYS_VERIFY ? "AlwaysVerify"
+                         : pg_config_policy(n->cfg) == PG_POLICY_NEVER_VERIFY_ALLOWLISTED
+                             ? "NeverVerifyAllowlistedImages"
+                             : "NeverVerifyPreloadedImages";
+    /* Audit is a supported mode (a first rollout), but nothing is enforced: say so. */
+    if (pg_config_mode(n->cfg) == PG_MODE_AUDIT)
+        pgd_warn(r,
+                 "when the audit log shows only the denials you expect, set \"mode\": "
+                 "\"enforce\" and restart pullgate-cri",
+                 "%s is valid (policy %s), mode audit: denials are logged, nothing is blocked",
+                 o->config_path, policy);
+    else
+        pgd_pass(r, "%s is valid (policy %s, mode enforce)", o->config_path, policy);
+}
+
+#define CONFIG_FIRST "fix pullgate's configuration first (see config)"
+
+/* The repair of a directory the records live in: root's, 0700, entries not writable by others. */
+static void dir_command(pgd_result *r, const char *dir, bool children)
+{
+    char q[4200];
+    if (!pgd_sh_word(dir, q, sizeof q))
+        return;
+    if (children)
+        pgd_command(r, "chown -R root:root %s && chmod -R go-rwx %s", q, q);
+    else
+        pgd_command(r, "mkdir -p %s && chown root:root %s && chmod 0700 %s", q, q, q);
 }
 
 /* Every entry directly below dir must be root's and not group/other-writable. */
@@ -65,27 +86,31 @@ static bool children_safe(const char *dir, char *why, size_t n)
 void pgd_check_state_dir(pgd_node *n, pgd_result *r)
 {
     if (!n->cfg) {
-        pgd_fail(r, "fix the configuration first", "no usable configuration names it");
+        pgd_fail(r, CONFIG_FIRST, "no usable configuration names it");
         return;
     }
     const char *dir = pg_config_state_dir(n->cfg);
-    char fix[PGD_TEXT_MAX];
-    snprintf(fix, sizeof fix,
-             "systemd-tmpfiles --create pullgate.conf, or: mkdir -p %s && chown root:root %s && "
-             "chmod 0700 %s (the records decide who may run what: only root may write them)",
-             dir, dir, dir);
+    const char *fix = "make it root's, mode 0700 (the records decide who may run what: only root "
+                      "may write them, and which pods pulled what is nobody else's business)";
     struct stat st;
     char why[512];
     if (lstat(dir, &st) != 0) {
         pgd_fail(r, fix, "%s: %s (pullgate-cri cannot record pulls)", dir, strerror(errno));
-    } else if (!S_ISDIR(st.st_mode) || !pgd_root_owned_safe(dir, why, sizeof why)) {
-        pgd_fail(r, fix, "%s", S_ISDIR(st.st_mode) ? why : "stateDir is not a directory");
+        dir_command(r, dir, false);
+    } else if (!S_ISDIR(st.st_mode)) {
+        pgd_fail(r, "move it away and create the directory", "%s: stateDir is not a directory",
+                 dir);
+    } else if (!pgd_root_owned_safe(dir, why, sizeof why)) {
+        pgd_fail(r, fix, "%s", why);
+        dir_command(r, dir, false);
     } else if (st.st_mode & 0077) {
         pgd_fail(r, fix, "%s has mode %04o: others may read which pods pulled what", dir,
                  (unsigned)(st.st_mode & 07777));
+        dir_command(r, dir, false);
     } else if (!children_safe(dir, why, sizeof why)) {
-        snprintf(fix, sizeof fix, "chown -R root:root %s && chmod -R go-w %s", dir, dir);
-        pgd_fail(r, fix, "%s (decisions that need it deny)", why);
+        pgd_fail(r, "make every entry root's and writable by root only",
+                 "%s (decisions that need it deny)", why);
+        dir_command(r, dir, true);
     } else {
         pgd_pass(r, "%s: root, mode %04o, its entries root's and not writable by others", dir,
                  (unsigned)(st.st_mode & 07777));
@@ -95,7 +120,7 @@ void pgd_check_state_dir(pgd_node *n, pgd_result *r)
 void pgd_check_record_dirs(pgd_node *n, pgd_result *r)
 {
     if (!n->cfg) {
-        pgd_fail(r, "fix the configuration first", "no usable configuration names them");
+        pgd_fail(r, CONFIG_FIRST, "no usable configuration names them");
         return;
     }
     const char *const *dirs = pg_config_read_only_dirs(n->cfg);
@@ -103,11 +128,17 @@ void pgd_check_record_dirs(pgd_node *n, pgd_result *r)
     char why[512];
     for (size_t i = 0; dirs && dirs[i]; i++, total++) {
         struct stat st;
-        if (lstat(dirs[i], &st) != 0 && errno == ENOENT)
+        int there = lstat(dirs[i], &st) == 0;
+        if (!there && errno == ENOENT)
             continue; /* skipped by the store: the kubelet writes none before its gate is on */
         if (!pgd_root_owned_safe(dirs[i], why, sizeof why)) {
-            pgd_fail(r, "chown root:root DIR && chmod go-w DIR, or drop it from readOnlyRecordDirs",
+            pgd_fail(r,
+                     "make it root's and writable by root only, or drop it from "
+                     "readOnlyRecordDirs",
                      "%s (every decision that reads it denies)", why);
+            char q[4200];
+            if (there && S_ISDIR(st.st_mode) && pgd_sh_word(dirs[i], q, sizeof q))
+                pgd_command(r, "chown root:root %s && chmod go-w %s", q, q);
             return;
         }
         present++;
@@ -119,17 +150,19 @@ void pgd_check_record_dirs(pgd_node *n, pgd_result *r)
 void pgd_check_hmac_key(pgd_node *n, pgd_result *r)
 {
     if (!n->cfg) {
-        pgd_fail(r, "fix the configuration first", "no usable configuration names it");
+        pgd_fail(r, CONFIG_FIRST, "no usable configuration names it");
         return;
     }
     const char *path = pg_config_hmac_key_file(n->cfg);
     if (!path || !*path) {
-        pgd_fail(r,
-                 "set hmacKeyFile to the key pullgate-webhook signs with "
-                 "(packaging/kubernetes/make-certs.sh; the DaemonSet installs it as "
-                 "/etc/pullgate/annotation.key)",
-                 "hmacKeyFile is not set: annotations are not bound to their namespace, and a "
-                 "keyed webhook's annotations cannot be read");
+        /* A supported mode (a cluster whose webhook runs --unkeyed-annotations), not a fault. */
+        pgd_warn(r,
+                 "to bind annotations to their namespace: copy the key pullgate-webhook signs "
+                 "with (its --hmac-key-file, the Secret's annotation.key) to "
+                 "/etc/pullgate/annotation.key, root's, mode 0600, set \"hmacKeyFile\" to it "
+                 "and restart pullgate-cri",
+                 "hmacKeyFile is not set (unkeyed): annotations are not bound to their "
+                 "namespace, and a keyed webhook's annotations cannot be read");
         return;
     }
     pg_mac_key *key = NULL;
@@ -138,6 +171,12 @@ void pgd_check_hmac_key(pgd_node *n, pgd_result *r)
     if (pg_mac_key_load(path, &key, &err) != PG_OK) {
         pgd_fail(r, "install the webhook's key there: root-owned, mode 0400 or 0600",
                  "%s (every annotation is refused)", err.message);
+        struct stat st;
+        char q[4200];
+        /* Only the owner or mode of a key that is there can be fixed by a command. */
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+            (st.st_uid != 0 || (st.st_mode & 077)) && pgd_sh_word(path, q, sizeof q))
+            pgd_command(r, "chown root:root %s && chmod 0600 %s", q, q);
         return;
     }
     pg_mac_key_free(key);

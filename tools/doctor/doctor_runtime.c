@@ -30,11 +30,10 @@ static json_t *load_toml(const char *path, pg_error *err)
     char *text = NULL;
     size_t len = 0;
     json_t *j = NULL;
-    if (pgd_read_file(path, &text, &len, err) == PG_OK)
-        j = pgd_toml_to_json(text, len, err);
-    free(text);
-    if (!j)
+    /* A read error names the file already; a parse error does not. */
+    if (pgd_read_file(path, &text, &len, err) == PG_OK && !(j = pgd_toml_to_json(text, len, err)))
         pg_error_prefix(err, "%s", path);
+    free(text);
     return j;
 }
 
@@ -262,15 +261,23 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
     char fix[PGD_TEXT_MAX];
     snprintf(fix, sizeof fix,
              "give every runtime handler in %s a base_runtime_spec whose createRuntime hook is "
-             "pullgate-hook (hooks/containerd/README.md, config.toml.snippet), then restart "
-             "containerd",
+             "pullgate-hook (the packaged example: config.toml.snippet and "
+             "base-runtime-spec.json.example in the documentation's containerd directory), then "
+             "restart containerd",
              path);
     pg_error err = {0};
     json_t *cfg = load_containerd(path, &err);
     handlers h = {0};
     if (!cfg || containerd_handlers(cfg, &h, &err) != PG_OK) {
-        pgd_fail(r, fix, "containerd: %s", err.message);
-        pgd_fail(ann, "fix the configuration first", "containerd: %s", err.message);
+        bool missing = !cfg && err.code == PG_ERR_NOT_FOUND;
+        pgd_fail(r,
+                 missing ? "name containerd's configuration: pullgatectl doctor "
+                           "--containerd-config FILE (the file containerd runs with, its "
+                           "--config)"
+                         : "fix containerd's configuration (it must be root's, not writable by "
+                           "others, TOML of version 2 or 3)",
+                 "containerd: %s", err.message);
+        pgd_fail(ann, "see hook", "cannot be checked: containerd's configuration cannot be read");
         json_decref(cfg);
         return;
     }
@@ -279,7 +286,8 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
                  "%s defines no runtime handler: containerd's default runc handler "
                  "runs no hook",
                  path);
-        pgd_fail(ann, fix, "no runtime handler lets %s through", key);
+        pgd_fail(ann, "see hook: each handler it adds needs pod_annotations too",
+                 "no runtime handler to let %s through", key);
         json_decref(cfg);
         return;
     }
@@ -479,8 +487,10 @@ static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
     }
     if (broken)
         pgd_fail(r,
-                 "install the package's hooks.d entry (/usr/share/containers/oci/hooks.d/"
-                 "pullgate.json) in a directory of CRI-O's hooks_dir (packaging/crio/)",
+                 "put the package's hooks.d entry (/usr/share/containers/oci/hooks.d/"
+                 "pullgate.json) in a directory of CRI-O's hooks_dir (the packaged example: "
+                 "crio.conf.d/10-pullgate.conf in the documentation's examples), then reload "
+                 "CRI-O",
                  "%s (hooks_dir: %s)", why, dirs_text);
     else
         pgd_pass(r, "%s runs %s for every container (hooks_dir: %s)", found, HOOK_NAME, dirs_text);
@@ -517,25 +527,92 @@ void pgd_check_hook_wiring(pgd_node *n, pgd_result *r, pgd_result *annotations)
         check_containerd(n, r, annotations);
 }
 
+/*
+ * The drop-in that makes pullgate-cri read mine: its current command line with --config
+ * replaced (or added), after the empty ExecStart= that clears the unit's own (systemd
+ * refuses a second ExecStart= in a Type=simple unit otherwise). Only when every argument
+ * is a plain word: nothing a shell, systemd's specifiers or quoting could change.
+ */
+/* Appends " word" (the first without the blank) to buf; false when it is not a plain word
+ * or does not fit. */
+static bool append_word(char *buf, size_t n, size_t *used, const char *word)
+{
+    if (!pgd_plain_word(word))
+        return false;
+    int len = snprintf(buf + *used, n - *used, "%s%s", *used ? " " : "", word);
+    if (len < 0 || (size_t)len >= n - *used)
+        return false;
+    *used += (size_t)len;
+    return true;
+}
+
+static void dropin_command(pgd_node *n, pgd_result *r)
+{
+    char exec[1500] = "", dir[4200], q[4300], exe[4096];
+    size_t used = 0;
+    const char *argv0 = n->cri_argv ? n->cri_argv[0] : NULL;
+    if (argv0 && argv0[0] != '/') { /* the unit needs the absolute path: /proc/PID/exe */
+        char link[4200];
+        snprintf(link, sizeof link, "%s/%d/exe", n->opt->proc_root, n->cri_pid);
+        ssize_t l = readlink(link, exe, sizeof exe - 1);
+        exe[l > 0 ? l : 0] = '\0';
+        argv0 = l > 0 ? exe : NULL;
+    }
+    bool ok = append_word(exec, sizeof exec, &used, argv0 ? argv0 : PG_BINDIR "/pullgate-cri");
+    for (size_t i = 1; ok && n->cri_argv && n->cri_argv[i]; i++) {
+        const char *a = n->cri_argv[i];
+        if (strcmp(a, "--config") == 0 || strcmp(a, "-config") == 0)
+            i += n->cri_argv[i + 1] != NULL; /* and its value: replaced below */
+        else if (strncmp(a, "--config=", 9) != 0 && strncmp(a, "-config=", 8) != 0)
+            ok = append_word(exec, sizeof exec, &used, a);
+    }
+    ok = ok && append_word(exec, sizeof exec, &used, "--config") &&
+         append_word(exec, sizeof exec, &used, n->opt->config_path);
+    snprintf(dir, sizeof dir, "%s/pullgate-cri.service.d", n->opt->systemd_dir);
+    if (!ok || !pgd_sh_word(dir, q, sizeof q))
+        return;
+    pgd_command(r,
+                "mkdir -p %s && printf '[Service]\\nExecStart=\\nExecStart=%%s\\n' '%s' "
+                ">%s/50-pullgate-config.conf && systemctl daemon-reload && systemctl restart "
+                "pullgate-cri",
+                q, exec, q);
+}
+
 void pgd_check_same_config(pgd_node *n, pgd_result *r)
 {
     const char *mine = n->opt->config_path;
-    char fix[PGD_TEXT_MAX];
-    snprintf(fix, sizeof fix,
-             "name one file on both sides: the hook's args in the runtime's configuration "
-             "(\"--config\", \"FILE\") and pullgate-cri's unit (systemctl edit pullgate-cri: "
-             "ExecStart=/usr/bin/pullgate-cri --config FILE); then restart containerd/CRI-O "
-             "readers and pullgate-cri");
+    struct stat st;
+    bool cri_reads_mine = n->cri_config_seen && stat(mine, &st) == 0 &&
+                          st.st_dev == n->cri_config_st.st_dev &&
+                          st.st_ino == n->cri_config_st.st_ino;
     if (!n->hook_found) {
         pgd_fail(r, "wire the hook first (see hook)", "the runtime runs no %s to compare",
                  HOOK_NAME);
+    } else if (n->hook_config[0] != '/') {
+        pgd_fail(r,
+                 "give the hook's --config an absolute path in the runtime's configuration (the "
+                 "hook's args), then restart containerd or reload CRI-O",
+                 "the hook's --config %s is relative: pullgate-cri never decides for it, and "
+                 "the local hook reads it from the runtime's working directory",
+                 n->hook_config);
     } else if (!pgd_same_file(n->hook_config, mine)) {
-        pgd_fail(r, fix, "the hook reads %s, this check %s", n->hook_config, mine);
-    } else if (!pgd_same_file(n->cri_config, mine)) {
-        pgd_fail(r, fix, "pullgate-cri reads %s, the hook %s: it answers the hook \"not mine\"",
-                 n->cri_config, n->hook_config);
+        pgd_fail(r,
+                 "name one file on both sides: the hook's args in the runtime's configuration "
+                 "(\"--config\", \"FILE\"), then restart containerd or reload CRI-O",
+                 "the hook reads %s, this check %s", n->hook_config, mine);
+    } else if (!cri_reads_mine) {
+        pgd_fail(r,
+                 "give pullgate-cri the hook's --config: a drop-in replacing its ExecStart "
+                 "(an empty ExecStart= line first), then restart it",
+                 "pullgate-cri reads %s, the hook %s: it answers the hook \"not mine\"%s%s",
+                 n->cri_config, n->hook_config, n->cri_config_seen ? "" : " (",
+                 n->cri_config_seen ? "" : n->cri_config_why);
+        if (!n->cri_config_seen)
+            strncat(r->detail, ")", sizeof r->detail - strlen(r->detail) - 1);
+        dropin_command(n, r);
     } else if (!pgd_same_endpoint(n->hook_daemon, n->hook_socket)) {
-        pgd_fail(r, "give the hook --daemon-socket and pullgate-cri --hook-socket one path",
+        pgd_fail(r,
+                 "give the hook's --daemon-socket and pullgate-cri's --hook-socket one path",
                  "the hook asks %s, pullgate-cri serves %s", n->hook_daemon, n->hook_socket);
     } else {
         pgd_pass(r, "the hook and pullgate-cri read %s; the hook asks %s", mine, n->hook_daemon);

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* pullgate-doctor: results, bounded file reads, /proc, endpoints. */
+/* pullgate-doctor: results, shell words, the node's files, /proc, endpoints, metrics text. */
 #include "doctor.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,13 +16,28 @@
 #define MAX_CMDLINE_BYTES (256u << 10)
 #define MAX_ARGS 4096
 
+static void __attribute__((format(printf, 4, 0)))
+set_result(pgd_result *r, pgd_level level, const char *fix, const char *fmt, va_list ap)
+{
+    r->level = level;
+    vsnprintf(r->detail, sizeof r->detail, fmt, ap);
+    snprintf(r->fix, sizeof r->fix, "%s", fix ? fix : "");
+    r->command[0] = '\0';
+}
+
 void pgd_pass(pgd_result *r, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    r->ok = true;
-    vsnprintf(r->detail, sizeof r->detail, fmt, ap);
-    r->fix[0] = '\0';
+    set_result(r, PGD_OK, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void pgd_warn(pgd_result *r, const char *fix, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_result(r, PGD_WARN, fix, fmt, ap);
     va_end(ap);
 }
 
@@ -29,29 +45,88 @@ void pgd_fail(pgd_result *r, const char *fix, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    r->ok = false;
-    vsnprintf(r->detail, sizeof r->detail, fmt, ap);
-    snprintf(r->fix, sizeof r->fix, "%s", fix ? fix : "");
+    set_result(r, PGD_FAIL, fix, fmt, ap);
     va_end(ap);
+}
+
+void pgd_command(pgd_result *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(r->command, sizeof r->command, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof r->command)
+        r->command[0] = '\0'; /* a command cut short is worse than none */
+}
+
+/* ------------------------------------------------------------- shell words */
+
+bool pgd_plain_word(const char *s)
+{
+    static const char ok[] =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@+,-";
+    return s && *s && strspn(s, ok) == strlen(s);
+}
+
+bool pgd_sh_word(const char *s, char *out, size_t n)
+{
+    if (pgd_plain_word(s))
+        return (size_t)snprintf(out, n, "%s", s) < n;
+    if (n < 3)
+        return false;
+    size_t o = 0;
+    out[o++] = '\'';
+    for (const char *p = s; *p; p++) {
+        /* A quote ends the quoted part, comes as \', and the quoted part resumes. */
+        const char *piece = *p == '\'' ? "'\\''" : NULL;
+        size_t len = piece ? strlen(piece) : 1;
+        if (o + len + 2 > n)
+            return false;
+        if (piece)
+            memcpy(out + o, piece, len);
+        else
+            out[o] = *p;
+        o += len;
+    }
+    out[o++] = '\'';
+    out[o] = '\0';
+    return true;
+}
+
+/* ----------------------------------------------------------- the node's files */
+
+int pgd_read_fd_trusted(int fd, const char *path, char **buf, size_t *len, pg_error *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return pg_fail_errno(err, errno, "fstat %s", path);
+    if (!S_ISREG(st.st_mode))
+        return pg_fail(err, PG_ERR_UNSAFE, "%s: not a regular file", path);
+    if (st.st_uid != 0 && st.st_uid != geteuid())
+        return pg_fail(err, PG_ERR_UNSAFE, "%s is owned by uid %u, not root: not read", path,
+                       (unsigned)st.st_uid);
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return pg_fail(err, PG_ERR_UNSAFE,
+                       "%s is writable by group or others (mode %04o): not read", path,
+                       (unsigned)(st.st_mode & 07777));
+    int rc = pg_read_fd(fd, PGD_MAX_FILE_BYTES, buf, len, err);
+    if (rc == PG_ERR_LIMIT)
+        return pg_fail(err, PG_ERR_LIMIT, "%s: larger than %u bytes", path, PGD_MAX_FILE_BYTES);
+    return rc;
 }
 
 int pgd_read_file(const char *path, char **buf, size_t *len, pg_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) {
         if (errno == ENOENT)
             return pg_fail(err, PG_ERR_NOT_FOUND, "%s: no such file", path);
+        if (errno == ELOOP)
+            return pg_fail(err, PG_ERR_UNSAFE, "%s is a symbolic link: not read", path);
         return pg_fail_errno(err, errno, "open %s", path);
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return pg_fail(err, PG_ERR_INVALID, "%s: not a regular file", path);
-    }
-    int rc = pg_read_fd(fd, PGD_MAX_FILE_BYTES, buf, len, err);
+    int rc = pgd_read_fd_trusted(fd, path, buf, len, err);
     close(fd);
-    if (rc == PG_ERR_LIMIT)
-        return pg_fail(err, PG_ERR_LIMIT, "%s: larger than %u bytes", path, PGD_MAX_FILE_BYTES);
     return rc;
 }
 
@@ -159,6 +234,57 @@ bool pgd_node_process(const char *proc_root, int pid)
     char text[24];
     snprintf(text, sizeof text, "%d", pid);
     return node_process(proc_root, text);
+}
+
+/* Whether the directory open as fd is path (device and inode). */
+static bool same_dir(int fd, const char *path)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
+/*
+ * The process's root and working directory as descriptors (their /proc links followed:
+ * the kernel's view, whatever a name says). A process in another root (a chroot) is
+ * refused: its paths are not the node's, and nothing here should guess at them.
+ */
+int pgd_proc_open(const char *proc_root, int pid, const char *path, int flags, char *shown,
+                  size_t shown_n, char *why, size_t why_n)
+{
+    bool relative = path[0] != '/';
+    char root_link[4200], cwd_link[4200];
+    snprintf(root_link, sizeof root_link, "%s/%d/root", proc_root, pid);
+    snprintf(cwd_link, sizeof cwd_link, "%s/%d/cwd", proc_root, pid);
+    int root = open(root_link, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int cwd = relative ? open(cwd_link, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    int fd = -1, saved = 0;
+    snprintf(shown, shown_n, "%s", path);
+    if (root < 0 || (relative && cwd < 0))
+        snprintf(why, why_n, "cannot open process %d's root or working directory", pid);
+    else if (!same_dir(root, "/"))
+        snprintf(why, why_n, "process %d runs in another root directory", pid);
+    else if (!pgd_node_process(proc_root, pid)) /* the pid was reused meanwhile */
+        snprintf(why, why_n, "process %d is gone", pid);
+    else if ((fd = openat(relative ? cwd : AT_FDCWD, path, flags | O_CLOEXEC)) < 0)
+        saved = errno;
+    if (fd < 0 && saved)
+        snprintf(why, why_n, "%s (from process %d's %s): %s", path, pid,
+                 relative ? "working directory" : "root", strerror(saved));
+    if (relative) {
+        char dir[4096];
+        ssize_t l = readlink(cwd_link, dir, sizeof dir - 1); /* for messages only */
+        if (l > 0) {
+            dir[l] = '\0';
+            snprintf(shown, shown_n, "%s/%s", strcmp(dir, "/") ? dir : "", path);
+        }
+    }
+    if (root >= 0)
+        close(root);
+    if (cwd >= 0)
+        close(cwd);
+    errno = saved; /* the caller tells ENOENT and ELOOP apart */
+    return fd;
 }
 
 /* Calls found(pid, argv, ctx) for each root process named name in our mount namespace, until it
@@ -405,4 +531,82 @@ json_t *pgd_toml_to_json(const char *text, size_t len, pg_error *err)
         return NULL;
     }
     return j;
+}
+
+/* ------------------------------------------------------- Prometheus text */
+
+/* The value of label within a sample's braces: p just after '{', end the line's end. */
+static bool label_value(const char *p, const char *end, const char *label, char *out, size_t n)
+{
+    size_t ll = strlen(label);
+    while (p < end && *p != '}') {
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        if (!eq || eq + 1 >= end || eq[1] != '"')
+            return false;
+        bool match = (size_t)(eq - p) == ll && memcmp(p, label, ll) == 0;
+        size_t o = 0;
+        const char *q = eq + 2;
+        for (; q < end && *q != '"'; q++) {
+            char c = *q;
+            if (c == '\\' && q + 1 < end)
+                c = *++q == 'n' ? '\n' : *q;
+            if (match && o + 1 < n)
+                out[o++] = c;
+        }
+        if (q >= end)
+            return false;
+        if (match) {
+            out[o] = '\0';
+            return true;
+        }
+        p = q + 1;
+        if (p < end && *p == ',')
+            p++;
+    }
+    return false;
+}
+
+/* The number after a sample's name and labels (v .. line_end); 0, or -1. */
+static int sample_number(const char *v, const char *line_end, double *value)
+{
+    while (v < line_end && *v == ' ')
+        v++;
+    char number[64];
+    size_t vl = (size_t)(line_end - v);
+    if (vl == 0 || vl >= sizeof number)
+        return -1;
+    memcpy(number, v, vl);
+    number[vl] = '\0';
+    char *stop = NULL;
+    double d = strtod(number, &stop);
+    if (stop == number || (*stop != '\0' && *stop != ' ') || isnan(d))
+        return -1;
+    *value = d;
+    return 0;
+}
+
+int pgd_prom_sample(const char *text, size_t len, const char *name, const char *label,
+                    char *label_out, size_t label_n, double *value)
+{
+    size_t nl = strlen(name);
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        const char *line_end = eol ? eol : end;
+        if ((size_t)(line_end - p) > nl && memcmp(p, name, nl) == 0 &&
+            (p[nl] == ' ' || p[nl] == '{')) {
+            const char *v = p + nl;
+            bool labels_ok = !label;
+            if (*v == '{') {
+                if (label && label_n)
+                    labels_ok = label_value(v + 1, line_end, label, label_out, label_n);
+                const char *close = memchr(v, '}', (size_t)(line_end - v));
+                v = close ? close + 1 : line_end;
+            }
+            if (labels_ok && sample_number(v, line_end, value) == 0)
+                return 0;
+        }
+        p = eol ? eol + 1 : end;
+    }
+    return -1;
 }

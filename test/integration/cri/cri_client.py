@@ -124,7 +124,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=120.0, help="per-RPC timeout (s)")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    sub.add_parser("version")
+    p = sub.add_parser("version")
+    p.add_argument("--count", type=int, default=1, help="calls on one channel (the last printed)")
     p = sub.add_parser("pull")
     p.add_argument("--image", required=True)
     p.add_argument("--username", default="")
@@ -182,7 +183,8 @@ def main():
 
     try:
         if args.cmd == "version":
-            r = rt.Version(pb.VersionRequest(version="v1"), timeout=t)
+            for _ in range(args.count):
+                r = rt.Version(pb.VersionRequest(version="v1"), timeout=t)
             print("%s %s %s" % (r.runtime_name, r.runtime_version, r.runtime_api_version))
         elif args.cmd == "pull":
             req = pb.PullImageRequest(image=pb.ImageSpec(image=args.image))

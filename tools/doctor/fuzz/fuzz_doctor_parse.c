@@ -3,7 +3,8 @@
  * The doctor's parsers of node files it does not trust: the kubelet's YAML
  * configuration (libyaml -> jansson, doctor_yaml.c) and containerd's / CRI-O's
  * TOML (toml++ -> JSON text -> jansson, doctor_toml.cc), flag lookup in a
- * NUL-separated command line, and pullgate-wire's edit of containerd's TOML
+ * NUL-separated command line, pullgate-cri's /metrics text (the status
+ * section's samples), and pullgate-wire's edit of containerd's TOML
  * (wire_containerd.c: key places from wire_toml.cc, text edits, re-parse), both
  * ways; an edit it accepts must parse and a second wire must change nothing. The
  * first byte picks one. Seeds: test/fuzz/corpus/doctor_parse.
@@ -58,6 +59,22 @@ static void wire_edit(const char *text, size_t len, int remove)
     free(r.text);
 }
 
+/* The samples the status section reads, with and without a label to copy out. */
+static void metrics(const char *text, size_t len)
+{
+    char version[64];
+    double v;
+    if (pgd_prom_sample(text, len, "pullgate_build_info", "version", version, sizeof version,
+                        &v) == 0 &&
+        strlen(version) >= sizeof version)
+        abort();
+    static const char *const names[] = {"pullgate_cri_start_timestamp_seconds",
+                                        "pullgate_cri_ondisk_pulledrecords", "x"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        (void)pgd_prom_sample(text, len, names[k], NULL, NULL, 0, &v);
+    (void)pgd_prom_sample(text, len, "pullgate_build_info", "version", version, 1, &v);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > (64u << 10))
@@ -66,11 +83,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     pg_error err = {0};
     json_t *j = NULL;
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
     case 0: j = pgd_yaml_to_json(text, len, &err); break;
     case 1: j = pgd_toml_to_json(text, len, &err); break;
     case 3: wire_edit(text, len, 0); break;
     case 4: wire_edit(text, len, 1); break;
+    case 5: metrics(text, len); break;
     default: flags(text, len); break;
     }
     json_decref(j);
