@@ -1,0 +1,206 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""The kubelet's start of one container, with pullgate and without, on a real containerd.
+
+  bench/start_bench.py --cd-sock SOCK --proxy-sock SOCK --gen-dir DIR --image IMG
+                       --pod ID=CONFIG --plain-pod ID=CONFIG [--rounds N] [--parallel P]
+                       [--batches B] [--label L]
+
+Started by bench/start_path.sh, which sets up the node. Per container the kubelet's sequence
+(pkg/kubelet/kuberuntime: EnsureImageExists, then startContainer), RunPodSandbox excluded (done
+once per pod beforehand):
+
+  ImageStatus with every pod annotation in ImageSpec  (image service)
+  CreateContainer                                      (runtime service)
+  StartContainer                                       (runtime service)
+
+Two sides, alternating, the order rotating each round:
+  with     - the image service through pullgate-cri (--proxy-sock), the runtime service direct,
+             the pod on the runtime handler whose base_runtime_spec runs pullgate-hook
+             (the recommended split, docs/kubelet-setup.md);
+  without  - everything direct to containerd, the pod on a handler without the hook.
+The timed part is the three calls; the containers are stopped and removed between rounds,
+untimed. Serial: one container per side per round. Parallel: P containers of one side started
+at once from P threads (a node starting a ReplicaSet's pods), its wall time from the first call
+to the last answer.
+
+The client is Python gRPC (the integration tests' client, test/integration/cri/cri_client.py):
+~0.3 ms per call on both sides, ~1 ms per start against ~100 ms for the start itself, so it
+dilutes the ratio by under 1 %; the unary ratios, where it would not, use grpc_unary_bench (C).
+
+Prints one line per side and mode:
+  start side=with mode=serial records=L n=N fail=F median_ms=.. p90_ms=.. mean_ms=.. min_ms=..
+"""
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "test", "integration", "cri"))
+import cri_client  # noqa: E402  (the test client's proto and request builders)
+
+
+def pct(values, p):
+    s = sorted(values)
+    return s[min(len(s) - 1, int(len(s) * p))]
+
+
+class Side:
+    def __init__(self, name, pb, image_stub, runtime_stub, pod_id, spec, image):
+        self.name, self.pb, self.im, self.rt = name, pb, image_stub, runtime_stub
+        self.pod_id, self.spec, self.image = pod_id, spec, image
+        self.serial, self.batches, self.fail = [], [], 0
+        self.sandbox = cri_client.pod_config(pb, spec)
+        self.status_req = pb.ImageStatusRequest(
+            image=cri_client.pod_image_spec(pb, image, spec))
+        self.seq = 0
+        self.lock = threading.Lock()
+
+    def container_config(self):
+        with self.lock:
+            self.seq += 1
+            name = "bench-%s-%d" % (self.name, self.seq)
+        pb = self.pb
+        return pb.ContainerConfig(
+            metadata=pb.ContainerMetadata(name=name, attempt=0),
+            image=pb.ImageSpec(image=self.image),
+            command=["/bin/sleep"], args=["3600"],
+            labels={"io.kubernetes.container.name": name,
+                    "io.kubernetes.pod.name": self.spec["name"],
+                    "io.kubernetes.pod.namespace": self.spec["namespace"],
+                    "io.kubernetes.pod.uid": self.spec["uid"]},
+            log_path=name + ".log",
+            linux=pb.LinuxContainerConfig(security_context=pb.LinuxContainerSecurityContext(
+                namespace_options=pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER,
+                                                     ipc=pb.POD))))
+
+    def start_one(self):
+        """The kubelet's three calls; returns (ms, container id or None)."""
+        cfg = self.container_config()
+        t0 = time.perf_counter_ns()
+        cid = None
+        try:
+            st = self.im.ImageStatus(self.status_req, timeout=30)
+            if not st.image.id:
+                raise RuntimeError("ImageStatus: image not present (denied?)")
+            cid = self.rt.CreateContainer(self.pb.CreateContainerRequest(
+                pod_sandbox_id=self.pod_id, config=cfg, sandbox_config=self.sandbox),
+                timeout=60).container_id
+            self.rt.StartContainer(self.pb.StartContainerRequest(container_id=cid), timeout=60)
+        except Exception as e:  # noqa: BLE001  (counted, first one shown)
+            with self.lock:
+                self.fail += 1
+                if self.fail == 1:
+                    sys.stderr.write("start_bench: %s side failed: %s\n" % (self.name, e))
+            return None, cid
+        return (time.perf_counter_ns() - t0) / 1e6, cid
+
+    def remove(self, cids):
+        for cid in cids:
+            if not cid:
+                continue
+            try:
+                self.rt.StopContainer(self.pb.StopContainerRequest(container_id=cid, timeout=0),
+                                      timeout=60)
+                self.rt.RemoveContainer(self.pb.RemoveContainerRequest(container_id=cid),
+                                        timeout=60)
+            except Exception as e:  # noqa: BLE001
+                sys.stderr.write("start_bench: removing %s: %s\n" % (cid, e))
+
+    def batch(self, p):
+        """P starts at once; returns the wall time of the batch in ms and the container ids."""
+        out = [None] * p
+        gate = threading.Barrier(p + 1)
+
+        def run(k):
+            gate.wait()
+            out[k] = self.start_one()
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(p)]
+        for t in threads:
+            t.start()
+        gate.wait()
+        t0 = time.perf_counter_ns()
+        for t in threads:
+            t.join()
+        ms = (time.perf_counter_ns() - t0) / 1e6
+        return ms, [cid for _, cid in out], all(m is not None for m, _ in out)
+
+
+def summary(kind, side, mode, label, values):
+    if not values:
+        print("start side=%s mode=%s records=%s n=0 fail=%d" % (side.name, mode, label, side.fail))
+        return
+    print("%s side=%s mode=%s records=%s n=%d fail=%d median_ms=%.2f p90_ms=%.2f mean_ms=%.2f "
+          "min_ms=%.2f" % (kind, side.name, mode, label, len(values), side.fail,
+                           statistics.median(values), pct(values, 0.9), statistics.mean(values),
+                           min(values)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cd-sock", required=True)
+    ap.add_argument("--proxy-sock", required=True)
+    ap.add_argument("--gen-dir", required=True)
+    ap.add_argument("--image", required=True)
+    ap.add_argument("--pod", required=True, help="ID=CONFIG of the pod on the hooked handler")
+    ap.add_argument("--plain-pod", required=True, help="ID=CONFIG of the pod without the hook")
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--parallel", type=int, default=16)
+    ap.add_argument("--batches", type=int, default=6)
+    ap.add_argument("--label", default="?")
+    args = ap.parse_args()
+
+    pb, pbg = cri_client.load_modules(args.gen_dir)
+    import grpc
+    import json
+    cd = grpc.insecure_channel("unix://" + args.cd_sock)
+    px = grpc.insecure_channel("unix://" + args.proxy_sock)
+    rt = pbg.RuntimeServiceStub(cd)
+
+    def side(name, pod, image_chan):
+        pod_id, cfg = pod.split("=", 1)
+        with open(cfg) as f:
+            spec = json.load(f)
+        return Side(name, pb, pbg.ImageServiceStub(image_chan), rt, pod_id, spec, args.image)
+    sides = [side("with", args.pod, px), side("without", args.plain_pod, cd)]
+
+    for r in range(args.warmup):  # connections, page cache, containerd's first-start work
+        for s in sides:
+            _, cid = s.start_one()
+            s.remove([cid])
+    for s in sides:
+        s.fail = 0
+
+    for r in range(args.rounds):
+        order = sides if r % 2 == 0 else sides[::-1]
+        done = []
+        for s in order:
+            ms, cid = s.start_one()
+            if ms is not None:
+                s.serial.append(ms)
+            done.append((s, cid))
+        for s, cid in done:
+            s.remove([cid])
+    for s in sides:
+        summary("start", s, "serial", args.label, s.serial)
+        s.fail = 0
+
+    if args.parallel > 1 and args.batches > 0:
+        for b in range(args.batches):
+            order = sides if b % 2 == 0 else sides[::-1]
+            for s in order:
+                ms, cids, ok = s.batch(args.parallel)
+                if ok:
+                    s.batches.append(ms)
+                s.remove(cids)
+        for s in sides:
+            summary("start", s, "parallel%d" % args.parallel, args.label, s.batches)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

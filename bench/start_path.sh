@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The start path (bench/README.md, "The start path"): what pullgate costs a container start on a
+# real node, and what its image service costs per call, as same-run ratios. Needs root and what
+# the integration tests need (containerd 1.6, runc, docker-registry, skopeo, umoci, busybox-static,
+# python3-grpcio); gnuplot for the plot (`apt-get install gnuplot-nox`; without it, no PNG).
+#
+#   bench/start_path.sh [BUILD_DIR]        (default build-bench; bench/run.sh builds it)
+#
+# The node (test/integration/lib/cri_node.sh): containerd 1.6 with two runtime handlers on the
+# same runc, `runc` whose base_runtime_spec runs pullgate-hook (createRuntime, asking pullgate-cri's
+# hook server) and `plain` without any hook; pullgate-cri in front of it (image service only, the
+# recommended split); a registry with htpasswd auth; the image pulled once through pullgate-cri
+# with the pod's credentials (so the record is pullgate's own), then 0 / 999 / 99,999 synthetic
+# records added beside it (gen_records). Policy AlwaysVerify: every start with pullgate is decided.
+#
+# Measured, per record count, all sides interleaved in one run:
+#   1. start_bench.py: ImageStatus with pod annotations + CreateContainer + StartContainer, with
+#      pullgate (image service through pullgate-cri, the pod on the hooked handler) against
+#      without (all direct, the plain handler): serial, and START_PARALLEL at once;
+#   2. grpc_unary_bench (C client): the kubelet's ImageStatus with pod annotations, direct to
+#      containerd vs through grpc_relay (the bare relay, same gRPC core) vs pullgate-cri deciding
+#      vs a pullgate-cri with criVerifyPulls false (the byte pump); and once, ListContainers
+#      (a proxied unary call) direct vs relay vs pullgate-cri.
+# Writes the table to START_OUT (default bench/start_results.md), the raw lines beside it
+# (.txt), the plot to START_PLOT (default bench/start_path.png).
+#
+# Knobs: START_COUNTS ["1 1000 100000"], START_ROUNDS [30] serial starts per side,
+# START_PARALLEL [16], START_BATCHES [6] parallel batches per side, UNARY_ROUNDS [2000].
+set -uo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+BUILD_DIR="$(cd "${1:-$REPO/build-bench}" && pwd)" || exit 2
+START_COUNTS=${START_COUNTS:-"1 1000 100000"}
+START_ROUNDS=${START_ROUNDS:-30}
+START_PARALLEL=${START_PARALLEL:-16}
+START_BATCHES=${START_BATCHES:-6}
+UNARY_ROUNDS=${UNARY_ROUNDS:-2000}
+START_OUT=${START_OUT:-$HERE/start_results.md}
+START_PLOT=${START_PLOT:-$HERE/start_path.png}
+
+export PULLGATE_HOOK="$BUILD_DIR/hooks/pullgate-hook" PULLGATECTL="$BUILD_DIR/tools/pullgatectl"
+export PULLGATE_CRI="$BUILD_DIR/cri/pullgate-cri" PG_SOURCE_DIR="$REPO"
+BIN="$BUILD_DIR/bench"
+for b in "$PULLGATE_HOOK" "$PULLGATECTL" "$PULLGATE_CRI" "$BIN/gen_records" "$BIN/grpc_relay" \
+    "$BIN/grpc_unary_bench"; do
+    [[ -x "$b" ]] || { echo "start_path.sh: $b missing (build it: bench/run.sh)" >&2; exit 2; }
+done
+# shellcheck source=test/integration/lib/registry.sh
+source "$REPO/test/integration/lib/registry.sh"
+# shellcheck source=test/integration/lib/podman.sh
+source "$REPO/test/integration/lib/podman.sh" # pg_write_config, pg_cred_hash
+# shellcheck source=test/integration/lib/cri_node.sh
+source "$REPO/test/integration/lib/cri_node.sh"
+pg_node_require
+
+kv() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "n/a" }'; }
+
+# ------------------------------------------------------------------ node
+pg_section "registry with htpasswd auth, an image"
+PASS="bench-pw-$RANDOM$RANDOM"
+pg_registry_start tenant-a "$PASS"
+LAYOUT="$(pg_mktemp_dir oci-layout)/layout"
+pg_image_build "$LAYOUT" app "start-path"
+pg_image_push "$LAYOUT" app team-a/app:1.0
+IMG="$PG_REG_HOST/team-a/app:1.0"
+
+pg_section "containerd 1.6 (handlers runc + hook, plain), pullgate-cri"
+STATE="$(pg_mktemp_dir state)"
+chmod 0700 "$STATE"
+CFG="$(pg_mktemp_dir cfg)/pullgate.json"
+pg_write_config "$CFG" "$STATE" AlwaysVerify none "\"criMetricsListen\": \"127.0.0.1:$(pg_free_port)\""
+pg_node_containerd_setup "$CFG" "$PG_REG_HOST"
+# The same runc without the hook: the base spec minus its hooks, a handler of its own.
+"$PG_PY" -c 'import json, sys
+spec = json.load(open(sys.argv[1])); spec.pop("hooks", None); json.dump(spec, open(sys.argv[2], "w"))' \
+    "$PG_CD_DIR/base-spec.json" "$PG_CD_DIR/plain-spec.json" || pg_fail "plain spec"
+cat >>"$PG_CD_DIR/config.toml" <<EOF
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.plain]
+  runtime_type = "io.containerd.runc.v2"
+  base_runtime_spec = "$PG_CD_DIR/plain-spec.json"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.plain.options]
+    BinaryName = "$(command -v runc)"
+    Root = "$PG_CD_DIR/runc"
+    SystemdCgroup = false
+EOF
+pg_node_containerd_start || pg_fail "containerd did not come up"
+pg_node_proxy_start || pg_fail "pullgate-cri did not serve its socket"
+
+UID_A="$(cat /proc/sys/kernel/random/uuid)"
+HASH_A="$(pg_cred_hash tenant-a "$PASS")" || pg_fail "pullgatectl hash"
+ANN="$("$PULLGATECTL" --config "$CFG" annotate --namespace team-a --image "$IMG" \
+    --secret "team-a/regcred/$UID_A:$HASH_A")" || pg_fail "pullgatectl annotate"
+pg_node_run_pod team-a "$ANN" || { pg_node_show_log; pg_fail "RunPodSandbox (hooked handler)"; }
+POD_HOOK="$POD" POD_HOOK_CFG="$POD_CFG"
+PLAIN_CFG="$PG_CD_DIR/pod-plain.json"
+mkdir -p "$PG_CD_DIR/logs/plain"
+POD_PLAIN="$(cri_direct run-pod --name pod-plain --namespace team-a --uid "$(cat /proc/sys/kernel/random/uuid)" \
+    --log-dir "$PG_CD_DIR/logs/plain" --runtime-handler plain --save "$PLAIN_CFG" \
+    --annotation "pullgate.dev/credentials=$ANN")" || { pg_node_show_log; pg_fail "RunPodSandbox (plain)"; }
+PG_NODE_PODS+=("$POD_PLAIN")
+export PG_CRI_PASS="$PASS"
+cri pull --image "$IMG" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_HOOK_CFG" \
+    >/dev/null || pg_fail "the pull through pullgate-cri"
+unset PG_CRI_PASS
+pg_log "pulled and recorded $IMG; pods $POD_HOOK (hook) and $POD_PLAIN (plain)"
+
+# The bare relay, and a pullgate-cri with criVerifyPulls false (the byte pump), both in front of
+# the same containerd.
+RELAY_SOCK="$(pg_mktemp_dir relay)/relay.sock"
+"$BIN/grpc_relay" "unix:$RELAY_SOCK" "unix:$PG_CD_SOCK" 2>"$PG_CD_DIR/relay.log" &
+RELAY_PID=$! # stopped at exit (pg_on_exit)
+export RELAY_PID
+# shellcheck disable=SC2016
+pg_on_exit 'pg_kill_wait "$RELAY_PID" 3'
+PUMP_DIR="$(pg_mktemp_dir pump)"
+chmod 0700 "$PUMP_DIR"
+mkdir -m 0700 "$PUMP_DIR/state"
+pg_write_config "$PUMP_DIR/pullgate.json" "$PUMP_DIR/state" AlwaysVerify none \
+    "\"criVerifyPulls\": false, \"criMetricsListen\": \"127.0.0.1:$(pg_free_port)\""
+"$PULLGATE_CRI" --config "$PUMP_DIR/pullgate.json" --listen "unix://$PUMP_DIR/cri.sock" \
+    --runtime-endpoint "unix://$PG_CD_SOCK" --hook-socket none 2>"$PUMP_DIR/cri.log" &
+PUMP_PID=$!
+export PUMP_PID
+# shellcheck disable=SC2016
+pg_on_exit 'pg_kill_wait "$PUMP_PID" 10'
+pg_wait_file "$RELAY_SOCK" 10 || pg_fail "grpc_relay: $(cat "$PG_CD_DIR/relay.log")"
+pg_wait_file "$PUMP_DIR/cri.sock" 10 || pg_fail "pump pullgate-cri: $(tail -c 300 "$PUMP_DIR/cri.log")"
+
+# The kubelet's ImageStatus request for the hooked pod, as bytes (the test client's proto).
+REQ="$PG_CD_DIR/imagestatus.req"
+"$PG_PY" - "$PG_CD_DIR/gen" "$IMG" "$POD_HOOK_CFG" "$REQ" <<'EOF' || pg_fail "ImageStatus request"
+import json, os, struct, sys
+gen, image, cfg, out = sys.argv[1:5]
+sys.path.insert(0, os.path.join(os.environ["PG_SOURCE_DIR"], "test", "integration", "cri"))
+import cri_client
+pb, _ = cri_client.load_modules(gen)
+spec = json.load(open(cfg))
+msg = pb.ImageStatusRequest(image=cri_client.pod_image_spec(pb, image, spec)).SerializeToString()
+open(out, "wb").write(struct.pack(">I", len(msg)) + msg)
+EOF
+
+RAW="${START_OUT%.md}.txt"
+: >"$RAW"
+declare -a ROWS=()
+row() { ROWS+=("| $1 | $2 | $3 | $4 |"); }
+unary() { # TITLE METHOD [REQUESTS] SIDE...   (with REQUESTS, an empty answer is a failure)
+    local title="$1" method="$2" req="$3" out base relay line name
+    shift 3
+    out=$("$BIN/grpc_unary_bench" -n "$UNARY_ROUNDS" -m "$method" ${req:+-r "$req"} "$@") ||
+        pg_fail "grpc_unary_bench $method"
+    printf '%s %s\n' "# $title" "$(date -u +%H:%M:%S)" >>"$RAW"
+    printf '%s\n' "$out" >>"$RAW"
+    base=$(printf '%s\n' "$out" | head -1) relay=$(printf '%s\n' "$out" | grep '^relay ')
+    row "$title: ${base%% *} (baseline)" "$(kv "$base" median_us) µs (p99 $(kv "$base" p99_us))" "1" "1"
+    while read -r line; do
+        name=${line%% *}
+        [[ "$(kv "$line" fail)" == 0 && ( -z "$req" || "$(kv "$line" empty)" == 0 ) ]] ||
+            pg_log "WARNING: $title, $name: fail=$(kv "$line" fail) empty=$(kv "$line" empty)"
+        row "$title: $name" "$(kv "$line" median_us) µs (p99 $(kv "$line" p99_us)); $(ratio \
+            "$(kv "$line" median_us)" "$(kv "$relay" median_us)")× the relay" \
+            "$(ratio "$(kv "$line" median_us)" "$(kv "$base" median_us)")×" \
+            "$(ratio "$(kv "$line" p99_us)" "$(kv "$base" p99_us)")×"
+    done < <(printf '%s\n' "$out" | tail -n +2)
+}
+
+DAT="$PG_CD_DIR/start.dat"
+: >"$DAT"
+LOAD0="$(cut -d' ' -f1-3 /proc/loadavg)"
+first=1
+for n in $START_COUNTS; do
+    pg_section "$n records"
+    pg_node_proxy_kill TERM
+    if ((n > 1)); then
+        "$BIN/gen_records" "$STATE" $((n - 1)) || pg_fail "gen_records"
+    fi
+    pg_node_proxy_start || pg_fail "pullgate-cri did not come back"
+    before=$(grep -c 'msg="hook decision"' "$PG_CD_DIR/pullgate-cri.log" || true)
+    out=$("$PG_PY" "$HERE/start_bench.py" --cd-sock "$PG_CD_SOCK" --proxy-sock "$PG_PROXY_SOCK" \
+        --gen-dir "$PG_CD_DIR/gen" --image "$IMG" --pod "$POD_HOOK=$POD_HOOK_CFG" \
+        --plain-pod "$POD_PLAIN=$PLAIN_CFG" --rounds "$START_ROUNDS" --parallel "$START_PARALLEL" \
+        --batches "$START_BATCHES" --label "$n") || pg_fail "start_bench.py"
+    decided=$(( $(grep -c 'msg="hook decision"' "$PG_CD_DIR/pullgate-cri.log" || true) - before ))
+    printf '# start path, %s records, %s resident hook decisions, load %s\n%s\n' "$n" "$decided" \
+        "$(cut -d' ' -f1-3 /proc/loadavg)" "$out" >>"$RAW"
+    printf '%s\n' "$out" >&2
+    pg_log "pullgate-cri's hook server decided $decided containers"
+    sw=$(printf '%s\n' "$out" | grep 'side=with mode=serial') so=$(printf '%s\n' "$out" | grep 'side=without mode=serial')
+    pw=$(printf '%s\n' "$out" | grep 'side=with mode=parallel') po=$(printf '%s\n' "$out" | grep 'side=without mode=parallel')
+    rs=$(ratio "$(kv "$sw" median_ms)" "$(kv "$so" median_ms)")
+    rp=$(ratio "$(kv "$pw" median_ms)" "$(kv "$po" median_ms)")
+    row "start, serial, $n records (fail $(kv "$sw" fail)/$(kv "$so" fail))" \
+        "$(kv "$sw" median_ms) ms with, $(kv "$so" median_ms) ms without" "${rs}×" \
+        "p90 $(ratio "$(kv "$sw" p90_ms)" "$(kv "$so" p90_ms)")×"
+    row "start, $START_PARALLEL in parallel, $n records: batch wall time" \
+        "$(kv "$pw" median_ms) ms with, $(kv "$po" median_ms) ms without" "${rp}×" \
+        "p90 $(ratio "$(kv "$pw" p90_ms)" "$(kv "$po" p90_ms)")×"
+    printf '%s %s %s %s %s %s %s\n' "$n" "$rs" "$rp" "$(kv "$sw" median_ms)" "$(kv "$so" median_ms)" \
+        "$(kv "$pw" median_ms)" "$(kv "$po" median_ms)" >>"$DAT"
+    unary "ImageStatus with pod annotations, $n records" /runtime.v1.ImageService/ImageStatus "$REQ" \
+        "direct=unix:$PG_CD_SOCK" "relay=unix:$RELAY_SOCK" "pullgate-cri=unix:$PG_PROXY_SOCK" \
+        "pump=unix:$PUMP_DIR/cri.sock"
+    if ((first)); then
+        unary "ListContainers" /runtime.v1.RuntimeService/ListContainers "" \
+            "direct=unix:$PG_CD_SOCK" "relay=unix:$RELAY_SOCK" "pullgate-cri=unix:$PG_PROXY_SOCK"
+        first=0
+    fi
+done
+printf '# proxy memory after the run: %s\n' "$(grep -E 'VmRSS|VmHWM' /proc/"$PG_PROXY_PID"/status | tr -s ' \t' ' ' | tr '\n' ' ')" >>"$RAW"
+
+{
+    echo "Run $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $(uname -r), $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)," \
+        "commit $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown), containerd ${PG_CD_VERSION:-?}," \
+        "load average $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end."
+    echo "Start: $START_ROUNDS serial starts per side, $START_BATCHES batches of $START_PARALLEL per side;" \
+        "unary: $UNARY_ROUNDS rounds per side (C client). Ratio = median against the baseline of the same run."
+    echo
+    echo "| measurement | result | ratio (median) | ratio (p90 / p99) |"
+    echo "|---|---|---|---|"
+    printf '%s\n' "${ROWS[@]}"
+} >"$START_OUT"
+cat "$START_OUT"
+
+if command -v gnuplot >/dev/null; then
+    gnuplot <<EOF || pg_log "WARNING: gnuplot failed"
+set terminal pngcairo size 900,520 font ",10"
+set output "$START_PLOT"
+set title "Container start (ImageStatus + CreateContainer + StartContainer), containerd 1.6: with pullgate / without\n$(date -u +%Y-%m-%d), $(nproc) CPUs, load $LOAD0"
+set logscale x
+set xlabel "records in the state directory"
+set ylabel "median time with pullgate / without"
+set xrange [0.5:200000]
+set yrange [*:*]
+set offsets 0, 0, 0.05, 0.05
+set grid
+set key top left
+f(x) = 1.02
+plot "$DAT" using 1:2 with linespoints lw 2 pt 7 title "serial", \
+     "$DAT" using 1:3 with linespoints lw 2 pt 5 title "$START_PARALLEL in parallel (batch wall time)", \
+     f(x) with lines dt 2 lc rgb "red" title "target 1.02x"
+EOF
+    [[ -s "$START_PLOT" ]] && pg_log "plot: $START_PLOT"
+else
+    pg_log "no gnuplot: no plot (apt-get install gnuplot-nox)"
+fi
