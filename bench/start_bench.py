@@ -28,8 +28,13 @@ The client is Python gRPC (the integration tests' client, test/integration/cri/c
 ~0.3 ms per call on both sides, ~1 ms per start against ~100 ms for the start itself, so it
 dilutes the ratio by under 1 %; the unary ratios, where it would not, use grpc_unary_bench (C).
 
+--pulls N: afterwards, the image is removed and pulled again N times per side, alternating: with
+pullgate through pullgate-cri (the pull recorded durably before the answer), without direct; both
+with the pod's sandbox config and the registry credentials, as the kubelet pulls.
+
 Prints one line per side and mode:
   start side=with mode=serial records=L n=N fail=F median_ms=.. p90_ms=.. mean_ms=.. min_ms=..
+  pull side=with mode=serial records=L n=N fail=F median_ms=..   (with --pulls)
 """
 import argparse
 import os
@@ -110,6 +115,28 @@ class Side:
             except Exception as e:  # noqa: BLE001
                 sys.stderr.write("start_bench: removing %s: %s\n" % (cid, e))
 
+    def pull(self, username, password):
+        """PullImage of the image (removed first, untimed), with the pod's sandbox config and
+        credentials, as the kubelet pulls; returns ms or None."""
+        pb = self.pb
+        try:
+            self.im_direct.RemoveImage(pb.RemoveImageRequest(image=pb.ImageSpec(image=self.image)),
+                                       timeout=60)
+        except Exception:  # noqa: BLE001  (absent already)
+            pass
+        req = pb.PullImageRequest(image=cri_client.pod_image_spec(pb, self.image, self.spec),
+                                  sandbox_config=self.sandbox,
+                                  auth=pb.AuthConfig(username=username, password=password))
+        t0 = time.perf_counter_ns()
+        try:
+            self.im.PullImage(req, timeout=120)
+        except Exception as e:  # noqa: BLE001
+            with self.lock:
+                self.fail += 1
+                sys.stderr.write("start_bench: %s side's pull failed: %s\n" % (self.name, e))
+            return None
+        return (time.perf_counter_ns() - t0) / 1e6
+
     def batch(self, p):
         """P starts at once; returns the wall time of the batch in ms and the container ids."""
         out = [None] * p
@@ -139,6 +166,21 @@ def summary(kind, side, mode, label, values):
                            min(values)))
 
 
+def paired(mode, label, pairs):
+    """Per-round ratios with/without, and the mean difference with its 95 % interval: whether
+    the run can tell a 2 % difference from noise at all."""
+    if len(pairs) < 2:
+        return
+    ratios = [w / o for w, o in pairs]
+    diffs = [w - o for w, o in pairs]
+    ci = 1.96 * statistics.stdev(diffs) / len(diffs) ** 0.5
+    base = statistics.mean(o for _, o in pairs)
+    print("paired mode=%s records=%s n=%d median_ratio=%.3f mean_diff_ms=%.2f ci95_ms=%.2f "
+          "mean_ratio=%.3f ci95_ratio=%.3f" % (mode, label, len(pairs), statistics.median(ratios),
+                                              statistics.mean(diffs), ci,
+                                              1 + statistics.mean(diffs) / base, ci / base))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cd-sock", required=True)
@@ -152,6 +194,10 @@ def main():
     ap.add_argument("--parallel", type=int, default=16)
     ap.add_argument("--batches", type=int, default=6)
     ap.add_argument("--label", default="?")
+    ap.add_argument("--pulls", type=int, default=0,
+                    help="also PullImage the image N times per side (removed before each pull)")
+    ap.add_argument("--username", default="")
+    ap.add_argument("--password-env", default="", help="env var holding the registry password")
     args = ap.parse_args()
 
     pb, pbg = cri_client.load_modules(args.gen_dir)
@@ -167,6 +213,8 @@ def main():
             spec = json.load(f)
         return Side(name, pb, pbg.ImageServiceStub(image_chan), rt, pod_id, spec, args.image)
     sides = [side("with", args.pod, px), side("without", args.plain_pod, cd)]
+    for s in sides:
+        s.im_direct = pbg.ImageServiceStub(cd)
 
     for r in range(args.warmup):  # connections, page cache, containerd's first-start work
         for s in sides:
@@ -175,30 +223,55 @@ def main():
     for s in sides:
         s.fail = 0
 
+    pairs = []  # (with, without) of one round: paired, so slow minutes of the machine cancel
     for r in range(args.rounds):
         order = sides if r % 2 == 0 else sides[::-1]
-        done = []
+        done, got = [], {}
         for s in order:
             ms, cid = s.start_one()
             if ms is not None:
                 s.serial.append(ms)
+                got[s.name] = ms
             done.append((s, cid))
         for s, cid in done:
             s.remove([cid])
+        if len(got) == 2:
+            pairs.append((got["with"], got["without"]))
     for s in sides:
         summary("start", s, "serial", args.label, s.serial)
         s.fail = 0
+    paired("serial", args.label, pairs)
 
     if args.parallel > 1 and args.batches > 0:
+        bpairs = []
         for b in range(args.batches):
             order = sides if b % 2 == 0 else sides[::-1]
+            got = {}
             for s in order:
                 ms, cids, ok = s.batch(args.parallel)
                 if ok:
                     s.batches.append(ms)
+                    got[s.name] = ms
                 s.remove(cids)
+            if len(got) == 2:
+                bpairs.append((got["with"], got["without"]))
         for s in sides:
             summary("start", s, "parallel%d" % args.parallel, args.label, s.batches)
+        paired("parallel%d" % args.parallel, args.label, bpairs)
+    if args.pulls > 0:
+        # Last: the image must be back in place for any later run (the final pull puts it back).
+        password = os.environ.get(args.password_env, "") if args.password_env else ""
+        pulls = {s.name: [] for s in sides}
+        for s in sides:
+            s.fail = 0
+        for r in range(args.pulls):
+            for s in (sides if r % 2 == 0 else sides[::-1]):
+                ms = s.pull(args.username, password)
+                if ms is not None:
+                    pulls[s.name].append(ms)
+        for s in sides:
+            summary("pull", s, "serial", args.label, pulls[s.name])
+        sides[0].pull(args.username, password)  # recorded again, through pullgate-cri
     sys.stdout.flush()
 
 

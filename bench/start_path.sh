@@ -25,17 +25,20 @@
 # Writes the table to START_OUT (default bench/start_results.md), the raw lines beside it
 # (.txt), the plot to START_PLOT (default bench/start_path.png).
 #
-# Knobs: START_COUNTS ["1 1000 100000"], START_ROUNDS [30] serial starts per side,
-# START_PARALLEL [16], START_BATCHES [6] parallel batches per side, UNARY_ROUNDS [2000].
+# Knobs: START_COUNTS ["1 1000 100000"], START_ROUNDS [100] serial starts per side,
+# START_PARALLEL [16], START_BATCHES [10] parallel batches per side, UNARY_ROUNDS [2000],
+# PULL_ROUNDS [10] PullImages per side at the first record count (the image removed before each:
+# what a pull pays end to end, recorded by pullgate-cri vs direct; 0 skips).
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
 BUILD_DIR="$(cd "${1:-$REPO/build-bench}" && pwd)" || exit 2
 START_COUNTS=${START_COUNTS:-"1 1000 100000"}
-START_ROUNDS=${START_ROUNDS:-30}
+START_ROUNDS=${START_ROUNDS:-100}
 START_PARALLEL=${START_PARALLEL:-16}
-START_BATCHES=${START_BATCHES:-6}
+START_BATCHES=${START_BATCHES:-10}
 UNARY_ROUNDS=${UNARY_ROUNDS:-2000}
+PULL_ROUNDS=${PULL_ROUNDS:-10}
 START_OUT=${START_OUT:-$HERE/start_results.md}
 START_PLOT=${START_PLOT:-$HERE/start_path.png}
 
@@ -178,7 +181,10 @@ for n in $START_COUNTS; do
     fi
     pg_node_proxy_start || pg_fail "pullgate-cri did not come back"
     before=$(grep -c 'msg="hook decision"' "$PG_CD_DIR/pullgate-cri.log" || true)
-    out=$("$PG_PY" "$HERE/start_bench.py" --cd-sock "$PG_CD_SOCK" --proxy-sock "$PG_PROXY_SOCK" \
+    pulls=0
+    ((first)) && pulls=$PULL_ROUNDS
+    out=$(PG_CRI_PASS="$PASS" "$PG_PY" "$HERE/start_bench.py" --pulls "$pulls" --username tenant-a \
+        --password-env PG_CRI_PASS --cd-sock "$PG_CD_SOCK" --proxy-sock "$PG_PROXY_SOCK" \
         --gen-dir "$PG_CD_DIR/gen" --image "$IMG" --pod "$POD_HOOK=$POD_HOOK_CFG" \
         --plain-pod "$POD_PLAIN=$PLAIN_CFG" --rounds "$START_ROUNDS" --parallel "$START_PARALLEL" \
         --batches "$START_BATCHES" --label "$n") || pg_fail "start_bench.py"
@@ -191,14 +197,23 @@ for n in $START_COUNTS; do
     pw=$(printf '%s\n' "$out" | grep 'side=with mode=parallel') po=$(printf '%s\n' "$out" | grep 'side=without mode=parallel')
     rs=$(ratio "$(kv "$sw" median_ms)" "$(kv "$so" median_ms)")
     rp=$(ratio "$(kv "$pw" median_ms)" "$(kv "$po" median_ms)")
+    ps=$(printf '%s\n' "$out" | grep '^paired mode=serial') pp=$(printf '%s\n' "$out" | grep '^paired mode=parallel')
     row "start, serial, $n records (fail $(kv "$sw" fail)/$(kv "$so" fail))" \
         "$(kv "$sw" median_ms) ms with, $(kv "$so" median_ms) ms without" "${rs}×" \
-        "p90 $(ratio "$(kv "$sw" p90_ms)" "$(kv "$so" p90_ms)")×"
+        "p90 $(ratio "$(kv "$sw" p90_ms)" "$(kv "$so" p90_ms)")×; paired: mean $(kv "$ps" mean_ratio)× ± $(kv "$ps" ci95_ratio) (95 %), median of round ratios $(kv "$ps" median_ratio)×"
     row "start, $START_PARALLEL in parallel, $n records: batch wall time" \
         "$(kv "$pw" median_ms) ms with, $(kv "$po" median_ms) ms without" "${rp}×" \
-        "p90 $(ratio "$(kv "$pw" p90_ms)" "$(kv "$po" p90_ms)")×"
-    printf '%s %s %s %s %s %s %s\n' "$n" "$rs" "$rp" "$(kv "$sw" median_ms)" "$(kv "$so" median_ms)" \
-        "$(kv "$pw" median_ms)" "$(kv "$po" median_ms)" >>"$DAT"
+        "p90 $(ratio "$(kv "$pw" p90_ms)" "$(kv "$po" p90_ms)")×; paired: mean $(kv "$pp" mean_ratio)× ± $(kv "$pp" ci95_ratio)"
+    if ((pulls > 0)); then
+        lw=$(printf '%s\n' "$out" | grep '^pull side=with ') lo=$(printf '%s\n' "$out" | grep '^pull side=without ')
+        row "PullImage end to end (recorded through pullgate-cri vs direct), $pulls per side" \
+            "$(kv "$lw" median_ms) ms with, $(kv "$lo" median_ms) ms without" \
+            "$(ratio "$(kv "$lw" median_ms)" "$(kv "$lo" median_ms)")×" \
+            "+$(awk -v a="$(kv "$lw" median_ms)" -v b="$(kv "$lo" median_ms)" 'BEGIN{printf "%.1f ms", a-b}')"
+    fi
+    printf '%s %s %s %s %s %s %s %s %s %s %s\n' "$n" "$rs" "$rp" "$(kv "$sw" median_ms)" "$(kv "$so" median_ms)" \
+        "$(kv "$pw" median_ms)" "$(kv "$po" median_ms)" "$(kv "$ps" mean_ratio)" "$(kv "$ps" ci95_ratio)" \
+        "$(kv "$pp" mean_ratio)" "$(kv "$pp" ci95_ratio)" >>"$DAT"
     unary "ImageStatus with pod annotations, $n records" /runtime.v1.ImageService/ImageStatus "$REQ" \
         "direct=unix:$PG_CD_SOCK" "relay=unix:$RELAY_SOCK" "pullgate-cri=unix:$PG_PROXY_SOCK" \
         "pump=unix:$PUMP_DIR/cri.sock"
@@ -225,7 +240,7 @@ cat "$START_OUT"
 
 if command -v gnuplot >/dev/null; then
     gnuplot <<EOF || pg_log "WARNING: gnuplot failed"
-set terminal pngcairo size 900,520 font ",10"
+set terminal pngcairo size 960,600 font ",10"
 set output "$START_PLOT"
 set title "Container start (ImageStatus + CreateContainer + StartContainer), containerd 1.6: with pullgate / without\n$(date -u +%Y-%m-%d), $(nproc) CPUs, load $LOAD0"
 set logscale x
@@ -235,11 +250,14 @@ set xrange [0.5:200000]
 set yrange [*:*]
 set offsets 0, 0, 0.05, 0.05
 set grid
-set key top left
+set key outside bottom center horizontal maxrows 3
 f(x) = 1.02
-plot "$DAT" using 1:2 with linespoints lw 2 pt 7 title "serial", \
-     "$DAT" using 1:3 with linespoints lw 2 pt 5 title "$START_PARALLEL in parallel (batch wall time)", \
-     f(x) with lines dt 2 lc rgb "red" title "target 1.02x"
+set ylabel "time with pullgate / without"
+plot "$DAT" using 1:8:9 with yerrorlines lw 2 pt 7 lc rgb "#1f77b4" title "serial: paired mean, 95 % interval", \
+     "$DAT" using 1:2 with points pt 6 ps 1.5 lc rgb "#1f77b4" title "serial: ratio of medians", \
+     "$DAT" using (\$1*1.15):10:11 with yerrorlines lw 2 pt 5 lc rgb "#ff7f0e" title "$START_PARALLEL in parallel (batch wall time): paired mean, 95 %", \
+     "$DAT" using (\$1*1.15):3 with points pt 4 ps 1.5 lc rgb "#ff7f0e" title "$START_PARALLEL in parallel: ratio of medians", \
+     f(x) with lines dt 2 lc rgb "red" title "target 1.02x", 1 with lines lc rgb "gray" notitle
 EOF
     [[ -s "$START_PLOT" ]] && pg_log "plot: $START_PLOT"
 else
