@@ -44,6 +44,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
 sys.path.insert(0, os.path.join(HERE, "..", "test", "integration", "cri"))
 import cri_client  # noqa: E402  (the test client's proto and request builders)
 
