@@ -19,6 +19,8 @@ Two sides, alternating, the order rotating each round:
              the pod on the runtime handler whose base_runtime_spec runs pullgate-hook
              (the recommended split, docs/kubelet-setup.md);
   without  - everything direct to containerd, the pod on a handler without the hook.
+  noop-hook - (with --noop-pod) all direct, the pod on a handler whose base spec runs a no-op
+             hook at the same stage: what any createRuntime hook costs runc and containerd.
 The timed part is the three calls; the containers are stopped and removed between rounds,
 untimed. Serial: one container per side per round. Parallel: P containers of one side started
 at once from P threads (a node starting a ReplicaSet's pods), its wall time from the first call
@@ -34,6 +36,7 @@ with the pod's sandbox config and the registry credentials, as the kubelet pulls
 
 Prints one line per side and mode:
   start side=with mode=serial records=L n=N fail=F median_ms=.. p90_ms=.. mean_ms=.. min_ms=..
+  paired side=with mode=serial records=L n=N median_ratio=.. mean_diff_ms=.. ci95_ms=.. mean_ratio=..
   pull side=with mode=serial records=L n=N fail=F median_ms=..   (with --pulls)
 """
 import argparse
@@ -167,17 +170,23 @@ def summary(kind, side, mode, label, values):
                            min(values)))
 
 
-def paired(mode, label, pairs):
-    """Per-round ratios with/without, and the mean difference with its 95 % interval: whether
-    the run can tell a 2 % difference from noise at all."""
+def rotated(sides, r):
+    """The sides in round r's order: every side goes first, middle and last equally often."""
+    k = r % len(sides)
+    return sides[k:] + sides[:k]
+
+
+def paired(name, mode, label, pairs):
+    """Per-round ratios of side NAME against "without", and the mean difference with its 95 %
+    interval: whether the run can tell a 2 % difference from noise at all."""
     if len(pairs) < 2:
         return
     ratios = [w / o for w, o in pairs]
     diffs = [w - o for w, o in pairs]
     ci = 1.96 * statistics.stdev(diffs) / len(diffs) ** 0.5
     base = statistics.mean(o for _, o in pairs)
-    print("paired mode=%s records=%s n=%d median_ratio=%.3f mean_diff_ms=%.2f ci95_ms=%.2f "
-          "mean_ratio=%.3f ci95_ratio=%.3f" % (mode, label, len(pairs), statistics.median(ratios),
+    print("paired side=%s mode=%s records=%s n=%d median_ratio=%.3f mean_diff_ms=%.2f ci95_ms=%.2f "
+          "mean_ratio=%.3f ci95_ratio=%.3f" % (name, mode, label, len(pairs), statistics.median(ratios),
                                               statistics.mean(diffs), ci,
                                               1 + statistics.mean(diffs) / base, ci / base))
 
@@ -190,6 +199,8 @@ def main():
     ap.add_argument("--image", required=True)
     ap.add_argument("--pod", required=True, help="ID=CONFIG of the pod on the hooked handler")
     ap.add_argument("--plain-pod", required=True, help="ID=CONFIG of the pod without the hook")
+    ap.add_argument("--noop-pod", default="", help="ID=CONFIG of a pod on a handler running a "
+                    "no-op hook (the hook machinery's own cost; image service direct)")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=16)
@@ -213,7 +224,10 @@ def main():
         with open(cfg) as f:
             spec = json.load(f)
         return Side(name, pb, pbg.ImageServiceStub(image_chan), rt, pod_id, spec, args.image)
-    sides = [side("with", args.pod, px), side("without", args.plain_pod, cd)]
+    # "without" first: the baseline the other sides are paired with.
+    sides = [side("without", args.plain_pod, cd), side("with", args.pod, px)]
+    if args.noop_pod:
+        sides.append(side("noop-hook", args.noop_pod, cd))
     for s in sides:
         s.im_direct = pbg.ImageServiceStub(cd)
 
@@ -224,9 +238,10 @@ def main():
     for s in sides:
         s.fail = 0
 
-    pairs = []  # (with, without) of one round: paired, so slow minutes of the machine cancel
+    # (side, without) of one round: paired, so slow minutes of the machine cancel
+    pairs = {s.name: [] for s in sides[1:]}
     for r in range(args.rounds):
-        order = sides if r % 2 == 0 else sides[::-1]
+        order = rotated(sides, r)
         done, got = [], {}
         for s in order:
             ms, cid = s.start_one()
@@ -236,17 +251,19 @@ def main():
             done.append((s, cid))
         for s, cid in done:
             s.remove([cid])
-        if len(got) == 2:
-            pairs.append((got["with"], got["without"]))
+        for name in pairs:
+            if name in got and "without" in got:
+                pairs[name].append((got[name], got["without"]))
     for s in sides:
         summary("start", s, "serial", args.label, s.serial)
         s.fail = 0
-    paired("serial", args.label, pairs)
+    for name in pairs:
+        paired(name, "serial", args.label, pairs[name])
 
     if args.parallel > 1 and args.batches > 0:
-        bpairs = []
+        bpairs = {s.name: [] for s in sides[1:]}
         for b in range(args.batches):
-            order = sides if b % 2 == 0 else sides[::-1]
+            order = rotated(sides, b)
             got = {}
             for s in order:
                 ms, cids, ok = s.batch(args.parallel)
@@ -254,25 +271,28 @@ def main():
                     s.batches.append(ms)
                     got[s.name] = ms
                 s.remove(cids)
-            if len(got) == 2:
-                bpairs.append((got["with"], got["without"]))
+            for name in bpairs:
+                if name in got and "without" in got:
+                    bpairs[name].append((got[name], got["without"]))
         for s in sides:
             summary("start", s, "parallel%d" % args.parallel, args.label, s.batches)
-        paired("parallel%d" % args.parallel, args.label, bpairs)
+        for name in bpairs:
+            paired(name, "parallel%d" % args.parallel, args.label, bpairs[name])
     if args.pulls > 0:
         # Last: the image must be back in place for any later run (the final pull puts it back).
         password = os.environ.get(args.password_env, "") if args.password_env else ""
         pulls = {s.name: [] for s in sides}
         for s in sides:
             s.fail = 0
+        pullers = sides[:2]  # with and without: the no-op hook plays no part in a pull
         for r in range(args.pulls):
-            for s in (sides if r % 2 == 0 else sides[::-1]):
+            for s in (pullers if r % 2 == 0 else pullers[::-1]):
                 ms = s.pull(args.username, password)
                 if ms is not None:
                     pulls[s.name].append(ms)
-        for s in sides:
+        for s in pullers:
             summary("pull", s, "serial", args.label, pulls[s.name])
-        sides[0].pull(args.username, password)  # recorded again, through pullgate-cri
+        sides[1].pull(args.username, password)  # recorded again, through pullgate-cri
     sys.stdout.flush()
 
 

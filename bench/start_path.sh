@@ -7,9 +7,9 @@
 #
 #   bench/start_path.sh [BUILD_DIR]        (default build-bench; bench/run.sh builds it)
 #
-# The node (test/integration/lib/cri_node.sh): containerd 1.6 with two runtime handlers on the
+# The node (test/integration/lib/cri_node.sh): containerd 1.6 with three runtime handlers on the
 # same runc, `runc` whose base_runtime_spec runs pullgate-hook (createRuntime, asking pullgate-cri's
-# hook server) and `plain` without any hook; pullgate-cri in front of it (image service only, the
+# hook server), `plain` without any hook and `noop` running bench's noop_hook at the same stage; pullgate-cri in front of it (image service only, the
 # recommended split); a registry with htpasswd auth; the image pulled once through pullgate-cri
 # with the pod's credentials (so the record is pullgate's own), then 0 / 999 / 99,999 synthetic
 # records added beside it (gen_records). Policy AlwaysVerify: every start with pullgate is decided.
@@ -17,7 +17,8 @@
 # Measured, per record count, all sides interleaved in one run:
 #   1. start_bench.py: ImageStatus with pod annotations + CreateContainer + StartContainer, with
 #      pullgate (image service through pullgate-cri, the pod on the hooked handler) against
-#      without (all direct, the plain handler): serial, and START_PARALLEL at once;
+#      without (all direct, the plain handler), and a third side on a handler running the no-op
+#      hook (the floor any hook pays): serial, and START_PARALLEL at once;
 #   2. grpc_unary_bench (C client): the kubelet's ImageStatus with pod annotations, direct to
 #      containerd vs through grpc_relay (the bare relay, same gRPC core) vs pullgate-cri deciding
 #      vs a pullgate-cri with criVerifyPulls false (the byte pump); and once, ListContainers
@@ -28,7 +29,9 @@
 # Knobs: START_COUNTS ["1 1000 100000"], START_ROUNDS [100] serial starts per side,
 # START_PARALLEL [16], START_BATCHES [10] parallel batches per side, UNARY_ROUNDS [2000],
 # PULL_ROUNDS [10] PullImages per side at the first record count (the image removed before each:
-# what a pull pays end to end, recorded by pullgate-cri vs direct; 0 skips).
+# what a pull pays end to end, recorded by pullgate-cri vs direct; 0 skips), PROFILE [1]: at the
+# first record count, proxy_profile.sh of pullgate-cri (ImageStatus decided, ListContainers), of
+# its byte pump and of the relay (the same calls), PROFILE_CALLS [2000] calls each, into the .txt.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
@@ -38,6 +41,8 @@ START_ROUNDS=${START_ROUNDS:-100}
 START_PARALLEL=${START_PARALLEL:-16}
 START_BATCHES=${START_BATCHES:-10}
 UNARY_ROUNDS=${UNARY_ROUNDS:-2000}
+PROFILE=${PROFILE:-1}
+PROFILE_CALLS=${PROFILE_CALLS:-2000}
 PULL_ROUNDS=${PULL_ROUNDS:-10}
 START_OUT=${START_OUT:-$HERE/start_results.md}
 START_PLOT=${START_PLOT:-$HERE/start_path.png}
@@ -76,19 +81,25 @@ CFG="$(pg_mktemp_dir cfg)/pullgate.json"
 pg_write_config "$CFG" "$STATE" AlwaysVerify none "\"criMetricsListen\": \"127.0.0.1:$(pg_free_port)\""
 pg_node_containerd_setup "$CFG" "$PG_REG_HOST"
 # The same runc without the hook: the base spec minus its hooks, a handler of its own.
+# And a third: the same stage running the no-op hook (what any createRuntime hook costs).
 "$PG_PY" -c 'import json, sys
-spec = json.load(open(sys.argv[1])); spec.pop("hooks", None); json.dump(spec, open(sys.argv[2], "w"))' \
-    "$PG_CD_DIR/base-spec.json" "$PG_CD_DIR/plain-spec.json" || pg_fail "plain spec"
-cat >>"$PG_CD_DIR/config.toml" <<EOF
+spec = json.load(open(sys.argv[1])); spec.pop("hooks", None); json.dump(spec, open(sys.argv[2], "w"))
+spec["hooks"] = {"createRuntime": [{"path": sys.argv[4], "args": ["noop_hook"], "timeout": 10}]}
+json.dump(spec, open(sys.argv[3], "w"))' \
+    "$PG_CD_DIR/base-spec.json" "$PG_CD_DIR/plain-spec.json" "$PG_CD_DIR/noop-spec.json" \
+    "$BIN/noop_hook" || pg_fail "plain and no-op specs"
+for h in plain noop; do
+    cat >>"$PG_CD_DIR/config.toml" <<EOF
 
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.plain]
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.$h]
   runtime_type = "io.containerd.runc.v2"
-  base_runtime_spec = "$PG_CD_DIR/plain-spec.json"
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.plain.options]
+  base_runtime_spec = "$PG_CD_DIR/$h-spec.json"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.$h.options]
     BinaryName = "$(command -v runc)"
     Root = "$PG_CD_DIR/runc"
     SystemdCgroup = false
 EOF
+done
 pg_node_containerd_start || pg_fail "containerd did not come up"
 pg_node_proxy_start || pg_fail "pullgate-cri did not serve its socket"
 
@@ -104,6 +115,12 @@ POD_PLAIN="$(cri_direct run-pod --name pod-plain --namespace team-a --uid "$(cat
     --log-dir "$PG_CD_DIR/logs/plain" --runtime-handler plain --save "$PLAIN_CFG" \
     --annotation "pullgate.dev/credentials=$ANN")" || { pg_node_show_log; pg_fail "RunPodSandbox (plain)"; }
 PG_NODE_PODS+=("$POD_PLAIN")
+NOOP_CFG="$PG_CD_DIR/pod-noop.json"
+mkdir -p "$PG_CD_DIR/logs/noop"
+POD_NOOP="$(cri_direct run-pod --name pod-noop --namespace team-a --uid "$(cat /proc/sys/kernel/random/uuid)" \
+    --log-dir "$PG_CD_DIR/logs/noop" --runtime-handler noop --save "$NOOP_CFG" \
+    --annotation "pullgate.dev/credentials=$ANN")" || { pg_node_show_log; pg_fail "RunPodSandbox (no-op hook)"; }
+PG_NODE_PODS+=("$POD_NOOP")
 export PG_CRI_PASS="$PASS"
 cri pull --image "$IMG" --username tenant-a --password-env PG_CRI_PASS --pod-config "$POD_HOOK_CFG" \
     >/dev/null || pg_fail "the pull through pullgate-cri"
@@ -186,7 +203,7 @@ for n in $START_COUNTS; do
     out=$(PG_CRI_PASS="$PASS" "$PG_PY" "$HERE/start_bench.py" --pulls "$pulls" --username tenant-a \
         --password-env PG_CRI_PASS --cd-sock "$PG_CD_SOCK" --proxy-sock "$PG_PROXY_SOCK" \
         --gen-dir "$PG_CD_DIR/gen" --image "$IMG" --pod "$POD_HOOK=$POD_HOOK_CFG" \
-        --plain-pod "$POD_PLAIN=$PLAIN_CFG" --rounds "$START_ROUNDS" --parallel "$START_PARALLEL" \
+        --plain-pod "$POD_PLAIN=$PLAIN_CFG" --noop-pod "$POD_NOOP=$NOOP_CFG" --rounds "$START_ROUNDS" --parallel "$START_PARALLEL" \
         --batches "$START_BATCHES" --label "$n") || pg_fail "start_bench.py"
     decided=$(( $(grep -c 'msg="hook decision"' "$PG_CD_DIR/pullgate-cri.log" || true) - before ))
     printf '# start path, %s records, %s resident hook decisions, load %s\n%s\n' "$n" "$decided" \
@@ -197,13 +214,21 @@ for n in $START_COUNTS; do
     pw=$(printf '%s\n' "$out" | grep 'side=with mode=parallel') po=$(printf '%s\n' "$out" | grep 'side=without mode=parallel')
     rs=$(ratio "$(kv "$sw" median_ms)" "$(kv "$so" median_ms)")
     rp=$(ratio "$(kv "$pw" median_ms)" "$(kv "$po" median_ms)")
-    ps=$(printf '%s\n' "$out" | grep '^paired mode=serial') pp=$(printf '%s\n' "$out" | grep '^paired mode=parallel')
+    ps=$(printf '%s\n' "$out" | grep '^paired side=with mode=serial') pp=$(printf '%s\n' "$out" | grep '^paired side=with mode=parallel')
+    ns=$(printf '%s\n' "$out" | grep '^paired side=noop-hook mode=serial') np=$(printf '%s\n' "$out" | grep '^paired side=noop-hook mode=parallel')
+    nw=$(printf '%s\n' "$out" | grep '^start side=noop-hook mode=serial') nwp=$(printf '%s\n' "$out" | grep '^start side=noop-hook mode=parallel')
     row "start, serial, $n records (fail $(kv "$sw" fail)/$(kv "$so" fail))" \
         "$(kv "$sw" median_ms) ms with, $(kv "$so" median_ms) ms without" "${rs}×" \
         "p90 $(ratio "$(kv "$sw" p90_ms)" "$(kv "$so" p90_ms)")×; paired: mean $(kv "$ps" mean_ratio)× ± $(kv "$ps" ci95_ratio) (95 %), median of round ratios $(kv "$ps" median_ratio)×"
     row "start, $START_PARALLEL in parallel, $n records: batch wall time" \
         "$(kv "$pw" median_ms) ms with, $(kv "$po" median_ms) ms without" "${rp}×" \
         "p90 $(ratio "$(kv "$pw" p90_ms)" "$(kv "$po" p90_ms)")×; paired: mean $(kv "$pp" mean_ratio)× ± $(kv "$pp" ci95_ratio)"
+    row "(floor) start, serial, $n records, a no-op createRuntime hook instead (all direct)" \
+        "$(kv "$nw" median_ms) ms, $(kv "$so" median_ms) ms without" "$(ratio "$(kv "$nw" median_ms)" "$(kv "$so" median_ms)")×" \
+        "paired: mean $(kv "$ns" mean_ratio)× ± $(kv "$ns" ci95_ratio), median of round ratios $(kv "$ns" median_ratio)×"
+    row "(floor) start, $START_PARALLEL in parallel, $n records, a no-op hook instead" \
+        "$(kv "$nwp" median_ms) ms, $(kv "$po" median_ms) ms without" "$(ratio "$(kv "$nwp" median_ms)" "$(kv "$po" median_ms)")×" \
+        "paired: mean $(kv "$np" mean_ratio)× ± $(kv "$np" ci95_ratio)"
     if ((pulls > 0)); then
         lw=$(printf '%s\n' "$out" | grep '^pull side=with ') lo=$(printf '%s\n' "$out" | grep '^pull side=without ')
         row "PullImage end to end (recorded through pullgate-cri vs direct), $pulls per side" \
@@ -220,6 +245,22 @@ for n in $START_COUNTS; do
     if ((first)); then
         unary "ListContainers" /runtime.v1.RuntimeService/ListContainers "" \
             "direct=unix:$PG_CD_SOCK" "relay=unix:$RELAY_SOCK" "pullgate-cri=unix:$PG_PROXY_SOCK"
+        if ((PROFILE)); then
+            pg_log "profiles of pullgate-cri, its byte pump and the relay, $PROFILE_CALLS calls each"
+            {
+                echo "# proxy_profile.sh, $n records, load $(cut -d' ' -f1-3 /proc/loadavg)"
+                "$HERE/proxy_profile.sh" "$BUILD_DIR" "$PG_PROXY_PID" "unix:$PG_PROXY_SOCK" \
+                    /runtime.v1.ImageService/ImageStatus "$REQ" "$PROFILE_CALLS" "pullgate-cri ImageStatus"
+                "$HERE/proxy_profile.sh" "$BUILD_DIR" "$PUMP_PID" "unix:$PUMP_DIR/cri.sock" \
+                    /runtime.v1.ImageService/ImageStatus "$REQ" "$PROFILE_CALLS" "pump ImageStatus"
+                "$HERE/proxy_profile.sh" "$BUILD_DIR" "$RELAY_PID" "unix:$RELAY_SOCK" \
+                    /runtime.v1.ImageService/ImageStatus "$REQ" "$PROFILE_CALLS" "relay ImageStatus"
+                "$HERE/proxy_profile.sh" "$BUILD_DIR" "$PG_PROXY_PID" "unix:$PG_PROXY_SOCK" \
+                    /runtime.v1.RuntimeService/ListContainers - "$PROFILE_CALLS" "pullgate-cri ListContainers"
+                "$HERE/proxy_profile.sh" "$BUILD_DIR" "$RELAY_PID" "unix:$RELAY_SOCK" \
+                    /runtime.v1.RuntimeService/ListContainers - "$PROFILE_CALLS" "relay ListContainers"
+            } >>"$RAW" 2>&1
+        fi
         first=0
     fi
 done
