@@ -53,7 +53,7 @@ if command -v perf >/dev/null; then
     wait "$pf"
     if [ -s "$tmp/perf.data" ]; then
         r() { perf report -i "$tmp/perf.data" --stdio -g none "$@" 2>/dev/null | grep -E '^ +[0-9]'; }
-        r --no-children --sort tid | head -8 | sed "s/^/$NAME: by thread /"
+        r --no-children --sort pid,comm | head -8 | sed "s/^/$NAME: by thread /"
         r --no-children --sort dso | head -10 | sed "s/^/$NAME: by DSO /"
         r --no-children --sort dso,sym | head -25 | sed "s/^/$NAME: self /"
         r --children --sort sym | head -60 | sed "s/^/$NAME: inclusive /"

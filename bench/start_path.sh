@@ -236,9 +236,9 @@ for n in $START_COUNTS; do
             "$(ratio "$(kv "$lw" median_ms)" "$(kv "$lo" median_ms)")×" \
             "+$(awk -v a="$(kv "$lw" median_ms)" -v b="$(kv "$lo" median_ms)" 'BEGIN{printf "%.1f ms", a-b}')"
     fi
-    printf '%s %s %s %s %s %s %s %s %s %s %s\n' "$n" "$rs" "$rp" "$(kv "$sw" median_ms)" "$(kv "$so" median_ms)" \
+    printf '%s %s %s %s %s %s %s %s %s %s %s %s %s\n' "$n" "$rs" "$rp" "$(kv "$sw" median_ms)" "$(kv "$so" median_ms)" \
         "$(kv "$pw" median_ms)" "$(kv "$po" median_ms)" "$(kv "$ps" mean_ratio)" "$(kv "$ps" ci95_ratio)" \
-        "$(kv "$pp" mean_ratio)" "$(kv "$pp" ci95_ratio)" >>"$DAT"
+        "$(kv "$pp" mean_ratio)" "$(kv "$pp" ci95_ratio)" "$(kv "$ns" mean_ratio)" "$(kv "$ns" ci95_ratio)" >>"$DAT"
     unary "ImageStatus with pod annotations, $n records" /runtime.v1.ImageService/ImageStatus "$REQ" \
         "direct=unix:$PG_CD_SOCK" "relay=unix:$RELAY_SOCK" "pullgate-cri=unix:$PG_PROXY_SOCK" \
         "pump=unix:$PUMP_DIR/cri.sock"
@@ -298,6 +298,7 @@ plot "$DAT" using 1:8:9 with yerrorlines lw 2 pt 7 lc rgb "#1f77b4" title "seria
      "$DAT" using 1:2 with points pt 6 ps 1.5 lc rgb "#1f77b4" title "serial: ratio of medians", \
      "$DAT" using (\$1*1.15):10:11 with yerrorlines lw 2 pt 5 lc rgb "#ff7f0e" title "$START_PARALLEL in parallel (batch wall time): paired mean, 95 %", \
      "$DAT" using (\$1*1.15):3 with points pt 4 ps 1.5 lc rgb "#ff7f0e" title "$START_PARALLEL in parallel: ratio of medians", \
+     "$DAT" using (\$1/1.15):12:13 with yerrorlines lw 1 dt 3 pt 2 lc rgb "#555555" title "serial, a no-op hook instead of pullgate (the floor of any hook)", \
      f(x) with lines dt 2 lc rgb "red" title "target 1.02x", 1 with lines lc rgb "gray" notitle
 EOF
     [[ -s "$START_PLOT" ]] && pg_log "plot: $START_PLOT"
