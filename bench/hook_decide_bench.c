@@ -285,6 +285,13 @@ int main(int argc, char **argv)
                "p999_us=%.1f max_us=%.1f\n",
                s->name, s->n, s->allow, s->other, s->failed, p50, p90, p99, p999, max);
     }
+    for (size_t k = 0; k < n_sides; k++) {
+        for (size_t i = 0; i < sides[k].images; i++)
+            free(sides[k].state[i]);
+        free(sides[k].state);
+        free(sides[k].order);
+        free(sides[k].us);
+    }
     free(tmpl);
     return 0;
 }
