@@ -8,9 +8,9 @@
 #   bench/start_path.sh [BUILD_DIR]        (default build-bench; bench/run.sh builds it)
 #
 # The node (test/integration/lib/cri_node.sh): containerd 1.6 with three runtime handlers on the
-# same runc, `runc` whose base_runtime_spec runs pullgate-hook (createRuntime, asking pullgate-cri's
-# hook server), `plain` without any hook and `noop` running bench's noop_hook at the same stage; pullgate-cri in front of it (image service only, the
-# recommended split); a registry with htpasswd auth; the image pulled once through pullgate-cri
+# same runc: `runc`, whose base_runtime_spec runs pullgate-hook (createRuntime, asking
+# pullgate-cri's hook server), `plain` without any hook, and `noop` running bench's noop_hook at the
+# same stage; pullgate-cri in front of it (image service only, the recommended split); a registry with htpasswd auth; the image pulled once through pullgate-cri
 # with the pod's credentials (so the record is pullgate's own), then 0 / 999 / 99,999 synthetic
 # records added beside it (gen_records). Policy AlwaysVerify: every start with pullgate is decided.
 #
@@ -51,7 +51,7 @@ export PULLGATE_HOOK="$BUILD_DIR/hooks/pullgate-hook" PULLGATECTL="$BUILD_DIR/to
 export PULLGATE_CRI="$BUILD_DIR/cri/pullgate-cri" PG_SOURCE_DIR="$REPO"
 BIN="$BUILD_DIR/bench"
 for b in "$PULLGATE_HOOK" "$PULLGATECTL" "$PULLGATE_CRI" "$BIN/gen_records" "$BIN/grpc_relay" \
-    "$BIN/grpc_unary_bench"; do
+    "$BIN/grpc_unary_bench" "$BIN/noop_hook"; do
     [[ -x "$b" ]] || { echo "start_path.sh: $b missing (build it: bench/run.sh)" >&2; exit 2; }
 done
 # shellcheck source=test/integration/lib/registry.sh
@@ -74,7 +74,7 @@ pg_image_build "$LAYOUT" app "start-path"
 pg_image_push "$LAYOUT" app team-a/app:1.0
 IMG="$PG_REG_HOST/team-a/app:1.0"
 
-pg_section "containerd 1.6 (handlers runc + hook, plain), pullgate-cri"
+pg_section "containerd 1.6 (handlers: runc + pullgate-hook, plain, noop hook), pullgate-cri"
 STATE="$(pg_mktemp_dir state)"
 chmod 0700 "$STATE"
 CFG="$(pg_mktemp_dir cfg)/pullgate.json"
