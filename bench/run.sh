@@ -484,12 +484,13 @@ if [ "${RESIDENT:-1}" != 0 ]; then
         "$(printf '%s\n' "$rs" | sed -n 's/^daemon_cpu_per_decision_us=\([0-9]*\).*/\1/p') µs CPU" \
         "$(printf '%s\n' "$rs" | awk '$1 == "total" { print $2 }') syscalls (strace -c)" "—" "(info)" "—"
     sb=$(printf '%s\n' "$rs" | grep '^base ') sw=$(printf '%s\n' "$rs" | grep '^wide ')
-    row "resident decision over the hook socket, 100k records / 5,000 images: p99" "$(kv "$sw" p99_us) µs" \
+    scale="${SCALE_RECORDS:-100000} records / ${SCALE_IMAGES:-5000} images"
+    row "resident decision over the hook socket, $scale: p99" "$(kv "$sw" p99_us) µs" \
         "1k records / 1 image $(kv "$sb" p99_us) µs" "$(ratio "$(kv "$sw" p99_us)" "$(kv "$sb" p99_us)")×" "(info)" "—"
-    row "resident decision, 100k records / 5,000 images: p50" "$(kv "$sw" median_us) µs" \
+    row "resident decision, $scale: p50" "$(kv "$sw" median_us) µs" \
         "1k records / 1 image $(kv "$sb" median_us) µs" "$(ratio "$(kv "$sw" median_us)" "$(kv "$sb" median_us)")×" "(info)" "—"
     mw=$(printf '%s\n' "$rs" | grep '^scale_memory_after side=wide') mb=$(printf '%s\n' "$rs" | grep '^scale_memory_after side=base')
-    row "pullgate-cri VmHWM after 100k records / 5,000 images" "$(printf '%s\n' "$mw" | awk '{print $4}') KiB" \
+    row "pullgate-cri VmHWM after $scale" "$(printf '%s\n' "$mw" | awk '{print $4}') KiB" \
         "1k / 1 image $(printf '%s\n' "$mb" | awk '{print $4}') KiB" "—" "(info)" "—"
     cp "$work/resident.txt" "$here/resident_results.txt"
 fi
