@@ -7,7 +7,7 @@
 # TARGET, served by process PID (pullgate-cri or grpc_relay):
 #   - its CPU time per call (/proc/PID/stat) and context switches per call (every thread's
 #     voluntary + involuntary switches, /proc/PID/task/*/status);
-#   - strace -c of every thread: syscalls per call;
+#   - strace -c of every thread: syscalls per call, and which files 50 calls touch (per call);
 #   - perf record (cpu-clock, DWARF call graphs): the CPU by thread, by DSO, by function (self)
 #     and inclusively (children), so the decision, the pump and gRPC's own work separate.
 # Prints a report on stdout, each line prefixed with NAME. strace/perf parts are skipped when the
@@ -42,6 +42,28 @@ if command -v strace >/dev/null; then
     kill -INT "$st"
     wait "$st"
     awk -v n="$CALLS" -v name="$NAME" '/^ *[0-9]/ && NF >= 5 { printf "%s: strace %-18s %7.2f per call\n", name, $NF, $4 / n }' "$tmp/strace.txt"
+fi
+
+# Which files a call touches: the file syscalls of 50 calls, names with hex runs folded, per call.
+if command -v strace >/dev/null; then
+    tids=()
+    for t in /proc/"$PID"/task/*; do tids+=(-p "${t##*/}"); done
+    strace -q -e trace=openat,newfstatat,statx,readlinkat,getdents64 -o "$tmp/files.txt" "${tids[@]}" 2>/dev/null &
+    st=$!
+    sleep 1
+    "$bench" -n 50 -w 0 -m "$METHOD" "${req[@]}" "side=$TARGET" >/dev/null
+    sleep 0.3
+    kill -INT "$st"
+    wait "$st"
+    # Each directory descriptor named by its directory (the last two path components).
+    fdmap=""
+    for fd in $(grep -oE '^[0-9]+ +[a-z0-9]+\([0-9]+,' "$tmp/files.txt" | grep -oE '\([0-9]+,' | tr -d '(,' | sort -u); do
+        d=$(readlink "/proc/$PID/fd/$fd" 2>/dev/null) || continue
+        fdmap="$fdmap s#\\(${fd}, #(${fd}=.../$(basename "$(dirname "$d")")/$(basename "$d"), #;"
+    done
+    sed -E 's/^[0-9]+ +//; s/[0-9a-f]{16,}/<hex>/g; s/0x[0-9a-f]+/<ptr>/g; s/= [0-9]+$/= <n>/; s/\{st_mode=[^}]*\}/{...}/' "$tmp/files.txt" |
+        sed -E "$fdmap"' s#"/tmp/([^"]*/)?([^/"]+/[^/"]+)"#".../\2"#g' |
+        sort | uniq -c | sort -rn | awk -v name="$NAME" '{ n = $1; $1 = ""; printf "%s: files %6.2f per call:%s\n", name, n / 50, $0 }' | head -25
 fi
 
 if command -v perf >/dev/null; then
