@@ -21,8 +21,8 @@
 #   ROUNDS_CALLS=100     PullImages recorded per side in the fsync-rounds bench (0 skips)
 #   RESIDENT=1           resident_bench.sh: the resident hook's ratio, fixed cost, syscalls and
 #                        profile per decision, pullgate-cri at 100k records / 5,000 images (0 skips)
-#   START_PATH=1         start_path.sh: container starts on a real containerd 1.6 with and without
-#                        pullgate, the image service's unary ratios (0 skips; needs root, containerd)
+#   START_PATH=0         1 runs start_path.sh too: container starts on a real containerd 1.6 with and
+#                        without pullgate, the image service's unary ratios (~10 min; root, containerd)
 #   BENCH_WORK=DIR       scratch directory (default: a new /tmp/pullgate-bench.XXXX, removed)
 #   BUILD_DIR=DIR        build directory (default: <repo>/build-bench)
 #   SKIP_BUILD=1         use an existing build
@@ -498,7 +498,7 @@ fi
 # ---------------------------------------------------------------- 11
 # Issue 32: the start path on a real containerd (its own table, below the main one).
 start_md=""
-if [ "${START_PATH:-1}" != 0 ]; then
+if [ "${START_PATH:-0}" != 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v containerd >/dev/null; then
         log "start path on containerd 1.6 (start_path.sh), several minutes"
         if START_OUT=$work/start.md "$here/start_path.sh" "$BUILD_DIR" >"$work/start_path.log" 2>&1; then
