@@ -177,7 +177,7 @@ def rotated(sides, r):
 
 
 def paired(name, mode, label, pairs):
-    """Per-round ratios of side NAME against "without", and the mean difference with its 95 %
+    """Per-round ratios of side NAME against its baseline ("without" unless NAME says), and the mean difference with its 95 %
     interval: whether the run can tell a 2 % difference from noise at all."""
     if len(pairs) < 2:
         return
@@ -240,6 +240,7 @@ def main():
 
     # (side, without) of one round: paired, so slow minutes of the machine cancel
     pairs = {s.name: [] for s in sides[1:]}
+    with_vs_noop = []
     for r in range(args.rounds):
         order = rotated(sides, r)
         done, got = [], {}
@@ -254,11 +255,15 @@ def main():
         for name in pairs:
             if name in got and "without" in got:
                 pairs[name].append((got[name], got["without"]))
+        if "with" in got and "noop-hook" in got:
+            with_vs_noop.append((got["with"], got["noop-hook"]))
     for s in sides:
         summary("start", s, "serial", args.label, s.serial)
         s.fail = 0
     for name in pairs:
         paired(name, "serial", args.label, pairs[name])
+    # pullgate's own share: the hooked start against a start running a no-op hook at the same stage.
+    paired("with-vs-noop-hook", "serial", args.label, with_vs_noop)
 
     if args.parallel > 1 and args.batches > 0:
         bpairs = {s.name: [] for s in sides[1:]}

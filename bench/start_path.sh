@@ -226,6 +226,9 @@ for n in $START_COUNTS; do
     row "(floor) start, serial, $n records, a no-op createRuntime hook instead (all direct)" \
         "$(kv "$nw" median_ms) ms, $(kv "$so" median_ms) ms without" "$(ratio "$(kv "$nw" median_ms)" "$(kv "$so" median_ms)")×" \
         "paired: mean $(kv "$ns" mean_ratio)× ± $(kv "$ns" ci95_ratio), median of round ratios $(kv "$ns" median_ratio)×"
+    wn=$(printf '%s\n' "$out" | grep '^paired side=with-vs-noop-hook mode=serial')
+    row "pullgate's own share: start with pullgate vs with a no-op hook, serial, $n records" "paired, $(kv "$wn" n) rounds" \
+        "$(kv "$wn" median_ratio)× (median of round ratios)" "mean $(kv "$wn" mean_ratio)× ± $(kv "$wn" ci95_ratio) (95 %)"
     row "(floor) start, $START_PARALLEL in parallel, $n records, a no-op hook instead" \
         "$(kv "$nwp" median_ms) ms, $(kv "$po" median_ms) ms without" "$(ratio "$(kv "$nwp" median_ms)" "$(kv "$po" median_ms)")×" \
         "paired: mean $(kv "$np" mean_ratio)× ± $(kv "$np" ci95_ratio)"
