@@ -31,7 +31,9 @@
 # PULL_ROUNDS [10] PullImages per side at the first record count (the image removed before each:
 # what a pull pays end to end, recorded by pullgate-cri vs direct; 0 skips), PROFILE [1]: at the
 # first record count, proxy_profile.sh of pullgate-cri (ImageStatus decided, ListContainers), of
-# its byte pump and of the relay (the same calls), PROFILE_CALLS [2000] calls each, into the .txt.
+# its byte pump and of the relay (the same calls), PROFILE_CALLS [2000] calls each, into the .txt;
+# TRACE_ROUNDS [30]: at the first record count, that many more serial rounds under hook_trace.sh
+# (perf sched tracepoints): each hook process's exec -> exit inside the real start (0 skips).
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
@@ -44,6 +46,7 @@ UNARY_ROUNDS=${UNARY_ROUNDS:-2000}
 PROFILE=${PROFILE:-1}
 PROFILE_CALLS=${PROFILE_CALLS:-2000}
 PULL_ROUNDS=${PULL_ROUNDS:-10}
+TRACE_ROUNDS=${TRACE_ROUNDS:-30}
 START_OUT=${START_OUT:-$HERE/start_results.md}
 START_PLOT=${START_PLOT:-$HERE/start_path.png}
 
@@ -248,6 +251,20 @@ for n in $START_COUNTS; do
     if ((first)); then
         unary "ListContainers" /runtime.v1.RuntimeService/ListContainers "" \
             "direct=unix:$PG_CD_SOCK" "relay=unix:$RELAY_SOCK" "pullgate-cri=unix:$PG_PROXY_SOCK"
+        if ((TRACE_ROUNDS > 0)); then
+            pg_log "hook processes traced inside $TRACE_ROUNDS more serial rounds"
+            tr=$(TRACE_DIRS="$BUILD_DIR/hooks $BIN" "$HERE/hook_trace.sh" "$PG_CD_DIR" -- "$PG_PY" \
+                "$HERE/start_bench.py" --cd-sock "$PG_CD_SOCK" --proxy-sock "$PG_PROXY_SOCK" \
+                --gen-dir "$PG_CD_DIR/gen" --image "$IMG" --pod "$POD_HOOK=$POD_HOOK_CFG" \
+                --plain-pod "$POD_PLAIN=$PLAIN_CFG" --noop-pod "$POD_NOOP=$NOOP_CFG" \
+                --rounds "$TRACE_ROUNDS" --warmup 1 --parallel 0 --label "$n") || pg_fail "traced rounds"
+            printf '# hook processes inside the start (hook_trace.sh), %s records\n%s\n' "$n" "$tr" >>"$RAW"
+            th=$(printf '%s\n' "$tr" | grep '^trace binary=pullgate-hook ') tn=$(printf '%s\n' "$tr" | grep '^trace binary=noop_hook ')
+            row "inside the start: the hook process's exec → exit (perf sched), $(kv "$th" n) / $(kv "$tn" n) starts" \
+                "pullgate-hook $(kv "$th" median_us) µs, noop_hook $(kv "$tn" median_us) µs" \
+                "$(ratio "$(kv "$th" median_us)" "$(kv "$tn" median_us)")×" \
+                "+$(awk -v a="$(kv "$th" median_us)" -v b="$(kv "$tn" median_us)" 'BEGIN{printf "%.0f µs", a-b}') (p90 $(kv "$th" p90_us) / $(kv "$tn" p90_us) µs)"
+        fi
         if ((PROFILE)); then
             pg_log "profiles of pullgate-cri, its byte pump and the relay, $PROFILE_CALLS calls each"
             {
