@@ -19,6 +19,10 @@
 #                        ("" skips; "100000 200000" is the issue's pair)
 #   PRUNE_RECORDS=10000  records prune walks while intents are timed (0 skips)
 #   ROUNDS_CALLS=100     PullImages recorded per side in the fsync-rounds bench (0 skips)
+#   RESIDENT=1           resident_bench.sh: the resident hook's ratio, fixed cost, syscalls and
+#                        profile per decision, pullgate-cri at 100k records / 5,000 images (0 skips)
+#   START_PATH=0         1 runs start_path.sh too: container starts on a real containerd 1.6 with and
+#                        without pullgate, the image service's unary ratios (~10 min; root, containerd)
 #   BENCH_WORK=DIR       scratch directory (default: a new /tmp/pullgate-bench.XXXX, removed)
 #   BUILD_DIR=DIR        build directory (default: <repo>/build-bench)
 #   SKIP_BUILD=1         use an existing build
@@ -49,7 +53,7 @@ if [ "${SKIP_BUILD:-0}" = 0 ]; then  # SKIP_BUILD unset, empty or 0 builds; 1 re
     cmake --build "$BUILD_DIR" -j"$JOBS" --target pullgate-hook pullgate-hook-local pullgate-cri \
         pg_noop_hook pg_exec_bench pg_gen_records pg_decide_bench pg_write_bench \
         pg_record_cache_bench pg_prune_bench pg_pull_rounds_bench pg_hook_local_nospool \
-        pullgatectl >/dev/null
+        pullgatectl pg_grpc_relay pg_grpc_unary_bench pg_hook_decide_bench >/dev/null
 fi
 bin=$BUILD_DIR/bench
 hook=$BUILD_DIR/hooks/pullgate-hook             # the thin client the runtimes run
@@ -471,6 +475,52 @@ if [ "$ROUNDS_CALLS" != 0 ]; then
         "$(kv "$comb" mean_us) µs" "$(kv "$sep" mean_us) µs" "${r}×" "(info: 5/7 = 0.71× if fsync-bound)" "—"
 fi
 
+# ---------------------------------------------------------------- 10
+# Issue 32: the resident hook as deployed, where the daemon's time goes, and scale.
+if [ "${RESIDENT:-1}" != 0 ]; then
+    log "resident hook: ratio, fixed cost, syscalls, profile; pullgate-cri at scale"
+    RESIDENT_OUT=$work/resident.txt BENCH_WORK=$work/resident "$here/resident_bench.sh" "$BUILD_DIR" >/dev/null
+    rs=$(cat "$work/resident.txt")
+    hr=$(printf '%s\n' "$rs" | grep '^hook_ratio ') hf=$(printf '%s\n' "$rs" | grep '^hook_fixed_cost ')
+    h=$(printf '%s\n' "$rs" | grep '^hook ') n=$(printf '%s\n' "$rs" | grep '^noop ')
+    row "resident hook (pullgate-hook + pullgate-cri, 10k records) vs no-op hook: median" \
+        "$(kv "$h" median_us) µs" "no-op $(kv "$n" median_us) µs" "$(kv "$hr" median)×" "≤ 1.15×" \
+        "$(met "$(kv "$hr" median)" le 1.15)"
+    row "resident hook: fixed cost (median − no-op median)" "$(kv "$hf" median_ms) ms" \
+        "min − min $(kv "$hf" min_ms) ms" "—" "≤ 0.3 ms" "$(met "$(kv "$hf" median_ms)" le 0.3)"
+    row "pullgate-cri per hook decision: CPU, syscalls" \
+        "$(printf '%s\n' "$rs" | sed -n 's/^daemon_cpu_per_decision_us=\([0-9]*\).*/\1/p') µs CPU" \
+        "$(printf '%s\n' "$rs" | awk '$1 == "total" { print $2 }') syscalls (strace -c)" "—" "(info)" "—"
+    sb=$(printf '%s\n' "$rs" | grep '^base ') sw=$(printf '%s\n' "$rs" | grep '^wide ')
+    scale="${SCALE_RECORDS:-100000} records / ${SCALE_IMAGES:-5000} images"
+    row "resident decision over the hook socket, $scale: p99" "$(kv "$sw" p99_us) µs" \
+        "1k records / 1 image $(kv "$sb" p99_us) µs" "$(ratio "$(kv "$sw" p99_us)" "$(kv "$sb" p99_us)")×" "(info)" "—"
+    row "resident decision, $scale: p50" "$(kv "$sw" median_us) µs" \
+        "1k records / 1 image $(kv "$sb" median_us) µs" "$(ratio "$(kv "$sw" median_us)" "$(kv "$sb" median_us)")×" "(info)" "—"
+    mw=$(printf '%s\n' "$rs" | grep '^scale_memory_after side=wide') mb=$(printf '%s\n' "$rs" | grep '^scale_memory_after side=base')
+    row "pullgate-cri VmHWM after $scale" "$(printf '%s\n' "$mw" | awk '{print $4}') KiB" \
+        "1k / 1 image $(printf '%s\n' "$mb" | awk '{print $4}') KiB" "—" "(info)" "—"
+    cp "$work/resident.txt" "$here/resident_results.txt"
+fi
+
+# ---------------------------------------------------------------- 11
+# Issue 32: the start path on a real containerd (its own table, below the main one).
+start_md=""
+if [ "${START_PATH:-0}" != 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v containerd >/dev/null; then
+        log "start path on containerd 1.6 (start_path.sh), several minutes"
+        if START_OUT=$work/start.md "$here/start_path.sh" "$BUILD_DIR" >"$work/start_path.log" 2>&1; then
+            start_md=$work/start.md
+            cp "$work/start.md" "$here/start_results.md"
+            cp "$work/start.txt" "$here/start_results.txt"
+        else
+            log "WARNING: start_path.sh failed: $(tail -c 600 "$work/start_path.log")"
+        fi
+    else
+        log "start path skipped: needs root and containerd"
+    fi
+fi
+
 # ---------------------------------------------------------------- table
 {
     echo "Run $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $(uname -r), commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown), load average $(cut -d' ' -f1-3 /proc/loadavg)."
@@ -478,6 +528,12 @@ fi
     echo "| benchmark | result | baseline | ratio | target | met |"
     echo "|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
+    if [ -n "$start_md" ]; then
+        echo
+        echo "### The start path (start_path.sh; plot: start_path.png)"
+        echo
+        cat "$start_md"
+    fi
 } >"$work/results.md"
 cat "$work/results.md"
 cp "$work/results.md" "$here/results.md"
