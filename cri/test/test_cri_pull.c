@@ -635,6 +635,55 @@ START_TEST(node_docker_config_credentials_are_node_wide)
 }
 END_TEST
 
+/* Whether the node's files, read from dir/name, hold user:pass for IMAGE. */
+static bool node_file_holds(const char *dir, const char *name, const char *doc, const char *user,
+                            const char *pass)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    write_file(path, doc, 0600);
+    const char *paths[] = {path, NULL};
+    pg_error err = {0};
+    cri_node_creds *nc = cri_node_creds_new(paths, &err);
+    ck_assert_ptr_nonnull(nc);
+    ck_assert_int_eq(cri_node_creds_refresh(nc, NULL, &err), PG_OK);
+    char auth[PG_HASH_HEX_LEN + 1];
+    auth_hash_of(user, pass, auth);
+    bool holds = false;
+    ck_assert_int_eq(cri_node_creds_holds(nc, IMAGE, auth, &holds, &err), PG_OK);
+    cri_node_creds_free(nc);
+    ck_assert_int_eq(unlink(path), 0);
+    return holds;
+}
+
+/*
+ * The kubelet picks a node file's form by its name (pkg/credentialprovider/config.go):
+ * config.json is read for its "auths" only, .dockercfg as the bare map. Credentials the
+ * kubelet would never use are not node credentials, whatever the content looks like.
+ */
+START_TEST(node_credential_files_are_read_as_the_kubelet_reads_them)
+{
+    const vector *v = plain_vector();
+    char dir[] = "/tmp/pg-cri-node-form.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char bare[1200], auths[1300];
+    snprintf(bare, sizeof bare,
+             "{\"registry.example.com\":{\"username\":\"%s\",\"password\":\"%s\"}}",
+             v->username, v->password);
+    snprintf(auths, sizeof auths, "{\"auths\":%s}", bare);
+    const char *u = v->username, *p = v->password;
+    ck_assert_msg(!node_file_holds(dir, "config.json", bare, u, p), "bare map in config.json");
+    ck_assert_msg(node_file_holds(dir, ".dockercfg", bare, u, p), "bare map in .dockercfg");
+    ck_assert_msg(node_file_holds(dir, "config.json", auths, u, p), "auths in config.json");
+    ck_assert_msg(!node_file_holds(dir, ".dockercfg", auths, u, p), "auths in .dockercfg");
+    /* Another name (the kubelet reads none): read as config.json, never as a bare map. */
+    ck_assert_msg(!node_file_holds(dir, "node.json", bare, u, p), "bare map in node.json");
+    ck_assert_msg(node_file_holds(dir, "node.json", auths, u, p), "auths in node.json");
+    ck_assert_msg(!node_file_holds(dir, "x.dockercfg", bare, u, p), "bare map in x.dockercfg");
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 START_TEST(hostile_requests_are_refused)
 {
     static const uint8_t garbage[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f};
@@ -1122,6 +1171,7 @@ static Suite *suite(void)
     tcase_add_test(tc, unlisted_credentials_are_namespace_bound);
     tcase_add_test(tc, sealed_annotation_opens_only_with_the_key_and_namespace);
     tcase_add_test(tc, node_docker_config_credentials_are_node_wide);
+    tcase_add_test(tc, node_credential_files_are_read_as_the_kubelet_reads_them);
     tcase_add_test(tc, methods_as_grpc_go_routes_them);
     tcase_add_test(tc, admission_forwards_only_decoded_slotted_durable);
     tcase_add_test(tc, list_images_and_image_presence);
