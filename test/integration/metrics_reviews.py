@@ -71,6 +71,7 @@ def main():
         host, port = sys.argv[2].replace("https://", "").rsplit(":", 1)
         held = [socket.create_connection((host, int(port)), timeout=5)
                 for _ in range(int(sys.argv[3]))]
+        print("held", flush=True)  # the caller waits for this line, not for a fixed time
         time.sleep(float(sys.argv[4]))
         for s in held:
             s.close()

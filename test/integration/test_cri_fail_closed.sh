@@ -144,7 +144,13 @@ pg_section "100 concurrent stalled pulls, then a tenant's pull"
 rm -f "$T/release"
 fc burst "$PROXY_SOCK" 100 registry.example.com/team-s/stall team-s "" "" 0.5 >"$T/stall.out" &
 BURST_PID=$!
-sleep 4 # every slot taken (64 at the runtime), the rest waited 2 s and were refused
+# Every slot taken (64 at the runtime), then the rest wait 2 s and are refused: wait for the 64
+# at the runtime (a deadline, not a fixed time), then past the 2 s.
+for _ in $(seq 1 300); do
+    (($(grep -c '^pull registry.example.com/team-s/stall' "$EVENTS") >= 64)) && break
+    sleep 0.1
+done
+sleep 3
 OUT=$($PY "$HERE/cri_pull_recording.py" pull "$PROXY_SOCK" v1 registry.example.com/team-t/app:1.0 team-t - "" "" "")
 case $OUT in
 "RESOURCE_EXHAUSTED pullgate: too many image pulls in flight"*) pg_check_ok "the tenant's pull is refused while the slots are full: $OUT" ;;
@@ -175,7 +181,7 @@ touch "$STATE/.pullgate.lock" && chmod 0600 "$STATE/.pullgate.lock"
 flock "$STATE/.pullgate.lock" sleep 10 &
 LOCK_PID=$!
 pg_on_exit 'pg_kill_wait "$LOCK_PID" 2'
-sleep 0.2
+pg_wait_locked "$STATE/.pullgate.lock" 30 || pg_fail "flock did not take the store's lock"
 fc watch "$STATE" "$CTL" "$T/config.json" "$EVENTS" 13 registry.example.com/team-l/ >"$T/watch.out" &
 WATCH_PID=$!
 fc burst "$PROXY_SOCK" 400 registry.example.com/team-l/app team-l alice "lock-pass-$RANDOM" 12 >"$T/lock.out"
@@ -188,7 +194,7 @@ N_EXH=$(grep -c 'RESOURCE_EXHAUSTED pullgate: ' "$T/lock.out")
     pg_check_ok "400 pulls: $N_OK recorded after the lock went, $N_UNAV refused (UNAVAILABLE), $N_EXH refused (RESOURCE_EXHAUSTED)" ||
     pg_check_fail "400 pulls: OK $N_OK, UNAVAILABLE $N_UNAV, RESOURCE_EXHAUSTED $N_EXH: $(grep -v -e ' OK ' -e 'pullgate: ' "$T/lock.out" | head -3 | xargs)"
 BAD=0
-for _ in $(seq 1 100); do [[ -z "$(ls -A "$STATE/pulling" 2>/dev/null | grep -v stall)" ]] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [[ -z "$(ls -A "$STATE/pulling" 2>/dev/null | grep -v stall)" ]] && break; sleep 0.1; done
 pulled_file() { printf '%s/pulled/sha256-%s' "$STATE" "$(printf %s "$1" | sha256sum | cut -d' ' -f1)"; }
 while read -r image code ref; do
     if [[ $code == OK ]]; then
@@ -221,8 +227,13 @@ for i in $(seq 1 20); do
         NEEDLES+=("$pw" "$b64")
     fi
 done
-sleep 0.5
-SCAN=$(fc memscan "$PROXY_PID" "${NEEDLES[@]}")
+# The buffers are overwritten once the calls are done, on the daemon's threads: scan until
+# clean, with a deadline, never once after a fixed sleep.
+for _ in $(seq 1 20); do
+    SCAN=$(fc memscan "$PROXY_PID" "${NEEDLES[@]}")
+    [[ $SCAN == clean ]] && break
+    sleep 0.5
+done
 [[ $SCAN == clean ]] && pg_check_ok "no copy of the 20 passwords or 10 auth fields in pullgate-cri's memory" ||
     pg_check_fail "credential bytes found in memory: $(head -5 <<<"$SCAN" | xargs)"
 
@@ -268,12 +279,14 @@ pg_expect_fail "a forgotten image's record is deleted" ctl show --image-ref "$(i
 pg_expect_ok "a listed image's record is kept" ctl show --image-ref "$KEEP_REF"
 printf '%s\n' registry.example.com/team-m/app3:1.0 >"$T/forget"
 printf 'empty\n' >"$T/list-mode"
+N_LOGGED=$(pg_grep_count "$T/proxy.log" 'prune skipped')
 kill -USR1 "$PROXY_PID"
-for _ in $(seq 1 50); do grep -q 'prune skipped' "$T/proxy.log" && break; sleep 0.1; done
+pg_wait_grep_more "$T/proxy.log" 'prune skipped' "$N_LOGGED" 30 || pg_check_fail "the daemon's prune did not run"
 pg_expect_ok "the daemon's own prune (SIGUSR1), empty listing: the record stays" ctl show --image-ref "$(image_id registry.example.com/team-m/app3:1.0)"
 printf 'normal\n' >"$T/list-mode"
+N_LOGGED=$(pg_grep_count "$T/proxy.log" 'msg="records pruned"')
 kill -USR1 "$PROXY_PID"
-for _ in $(seq 1 50); do grep -q 'msg="records pruned"' "$T/proxy.log" && break; sleep 0.1; done
+pg_wait_grep_more "$T/proxy.log" 'msg="records pruned"' "$N_LOGGED" 30 || pg_check_fail "the daemon's prune did not run"
 pg_expect_fail "the daemon's own prune on its runtime channel deletes the forgotten image's record" \
     ctl show --image-ref "$(image_id registry.example.com/team-m/app3:1.0)"
 

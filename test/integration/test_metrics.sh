@@ -143,9 +143,9 @@ prom_expect "expires within 14 days: the alert's expression holds" \
     'count(pullgate_webhook_certificate_expiry_timestamp_seconds - time() < 14 * 86400)' 1
 
 # Three connections held open from 127.0.0.1 reach the bound; the fourth is refused.
-python3 "$HERE/metrics_reviews.py" hold "https://127.0.0.1:$WH_PORT" 3 4 &
+python3 "$HERE/metrics_reviews.py" hold "https://127.0.0.1:$WH_PORT" 3 4 >hold.out &
 HOLD=$!
-sleep 1
+pg_wait_grep hold.out held 30 || fail "the three connections were not opened"
 out=$(python3 "$HERE/metrics_reviews.py" review "https://127.0.0.1:$WH_PORT" ca.crt team-a regcred 2>&1) &&
     fail "a fourth connection from the same address was served: $out" ||
     pass "a fourth connection from the same address is refused"

@@ -202,9 +202,9 @@ CODE="$(curl -s -o /dev/null -w '%{http_code}' -X POST --data-binary @"$PROM_DIR
 [[ "$CODE" == 405 ]] && pg_check_ok "POST /metrics -> $CODE (its body dropped)" || pg_check_fail "POST -> HTTP $CODE"
 # Four idle connections from one address hold its bound: a fifth is closed unanswered; the
 # listener serves again once they are gone. pullgate-cri's CRI is untouched meanwhile.
-"$PG_PY" "$HERE/metrics_reviews.py" hold "127.0.0.1:$CRI_METRICS" 4 3 &
+"$PG_PY" "$HERE/metrics_reviews.py" hold "127.0.0.1:$CRI_METRICS" 4 3 >"$PROM_DIR/hold.out" &
 HOLD=$!
-sleep 1
+pg_wait_grep "$PROM_DIR/hold.out" held 30 || pg_check_fail "the four connections were not opened"
 if curl -sf --max-time 2 -o /dev/null "http://127.0.0.1:$CRI_METRICS/metrics"; then
     pg_check_fail "a fifth connection from one address was served"
 else

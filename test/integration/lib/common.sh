@@ -215,6 +215,55 @@ pg_expect_contains() {
     printf '%s\n' "$2" | sed 's/^/       | /' >&2
     return 1
 }
+# pg_expect_file_contains DESC FILE NEEDLE [SECS]: FILE must come to contain NEEDLE within SECS
+# (default 30). For what another process writes asynchronously (a daemon's log line, a metric
+# file): never grep such a file once right after the action.
+pg_expect_file_contains() {
+    local desc="$1" file="$2" needle="$3" secs="${4:-30}" i
+    PG_CHECKS=$((PG_CHECKS + 1))
+    for ((i = 0; i < secs * 10; i++)); do
+        if [[ -r "$file" ]] && grep -qF -- "$needle" "$file"; then
+            pg_log "ok   - $desc"
+            return 0
+        fi
+        sleep 0.1
+    done
+    PG_FAILURES=$((PG_FAILURES + 1))
+    pg_log "FAIL - $desc: $file does not contain '$needle' after ${secs}s"
+    tail -n 20 "$file" 2>/dev/null | sed 's/^/       | /' >&2
+    return 1
+}
+# pg_wait_grep FILE NEEDLE [SECS]: wait until FILE contains NEEDLE (fixed string); 1 on timeout.
+pg_wait_grep() {
+    local file="$1" needle="$2" secs="${3:-30}" i
+    for ((i = 0; i < secs * 10; i++)); do
+        [[ -r "$file" ]] && grep -qF -- "$needle" "$file" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# pg_grep_count FILE NEEDLE: how many lines of FILE hold NEEDLE (fixed string); 0 when none.
+pg_grep_count() { grep -cF -- "$2" "$1" 2>/dev/null || true; }
+# pg_wait_grep_more FILE NEEDLE BEFORE [SECS]: wait until more than BEFORE lines of FILE hold
+# NEEDLE, for a line an action logs again (count before the action, wait after it).
+pg_wait_grep_more() {
+    local file="$1" needle="$2" before="$3" secs="${4:-30}" i
+    for ((i = 0; i < secs * 10; i++)); do
+        (($(pg_grep_count "$file" "$needle") > before)) && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# pg_wait_locked FILE [SECS]: wait until another process holds flock(FILE) (started in the
+# background just before); 1 on timeout.
+pg_wait_locked() {
+    local file="$1" secs="${2:-30}" i
+    for ((i = 0; i < secs * 10; i++)); do
+        flock -n "$file" true 2>/dev/null || return 0
+        sleep 0.1
+    done
+    return 1
+}
 pg_check_fail() {
     PG_CHECKS=$((PG_CHECKS + 1))
     PG_FAILURES=$((PG_FAILURES + 1))
