@@ -18,6 +18,7 @@
 #include "metrics_server.h"
 #include "prune.h"
 #include "proxy.h"
+#include "runtime_mark.h"
 
 #include <grpc/grpc.h>
 
@@ -238,6 +239,13 @@ static int start(daemon_parts *d, bool needs_decider, pg_error *err)
         return err->code;
     if (!(d->store = pg_store_open(cfg, d->notifier, err)))
         return err->code;
+    /* Before any pull is recorded: what the records are made against, for --prune. */
+    int mrc = cri_runtime_mark_write(pg_config_state_dir(cfg), pg_config_cri_runtime_endpoint(cfg),
+                                     err);
+    if (mrc != PG_OK) {
+        pg_error_prefix(err, "recording the runtime endpoint in the state directory");
+        return mrc;
+    }
     if (!(d->worker = cri_worker_new(err)))
         return err->code;
     if (!(d->recorder = cri_recorder_new(d->store, err)))
@@ -341,13 +349,20 @@ static int stop(daemon_parts *d)
 }
 
 /*
- * --prune: once, against the configured runtime's own list, then exit. The
- * daemon may run at the same time: the store's lock orders the two.
+ * --prune: once, against the configured runtime's own list, then exit, and only
+ * when that runtime is the one the daemon serves (runtime_mark.h). The daemon
+ * may run at the same time: the store's lock orders the two.
  */
 static int prune_command(const args *a, pg_config *cfg)
 {
     pg_error err = {0};
     const char *runtime = pg_config_cri_runtime_endpoint(cfg);
+    char why_not[1024];
+    if (cri_runtime_mark_check(pg_config_state_dir(cfg), runtime, a->runtime != NULL, why_not,
+                               sizeof why_not) != PG_OK) {
+        fprintf(stderr, "pullgate-cri: not pruning: %s\n", why_not);
+        return 1;
+    }
     grpc_channel *ch = cri_runtime_channel(runtime);
     char **in_use = NULL;
     size_t n_images = 0;

@@ -263,7 +263,41 @@ pg_expect_fail "pullgate-prune with podman/crictl/ctr on PATH and an empty runti
     pg_check_fail "pullgate-prune asked $(cat "$T/tools-asked")"
 N_AFTER=$(ls "$STATE/pulled" | wc -l)
 ((N_AFTER == N_BEFORE)) && pg_check_ok "no record deleted ($N_AFTER records)" || pg_check_fail "$N_BEFORE records before, $N_AFTER after"
+
+# The daemon serves runtime B ($RT_SOCK, given on its command line as a drop-in would), the
+# configuration names runtime A, which holds another image: the timer's prune must not
+# delete B's live records (each would make its image look preloaded to every namespace).
+pg_section "prune asks the daemon's own runtime"
+TA="$(pg_mktemp_dir rt-a)"
+mkdir -p "$TA/state" && : >"$TA/events"
+$PY "$HERE/cri_pull_recording.py" serve "$TA/rt.sock" "$TA/state" "$TA/events" &
+RTA_PID=$!
+pg_on_exit 'pg_kill_wait "$RTA_PID" 5'
+pg_wait_file "$TA/rt.sock" 15 || pg_fail "runtime A did not start"
+$PY "$HERE/cri_pull_recording.py" pull "$TA/rt.sock" v1 registry.example.com/other/only-on-a:1.0 \
+    team-o - "" "" "" >/dev/null || pg_fail "pull on runtime A"
+$PY - "$T/config.json" "unix://$TA/rt.sock" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c["criRuntimeEndpoint"] = sys.argv[2]
+json.dump(c, open(sys.argv[1], "w"))
+EOF
 printf 'normal\n' >"$T/list-mode"
+N_BEFORE=$(ls "$STATE/pulled" | wc -l)
+pg_expect_fail "daemon serving B, config naming A: the timer's prune refuses" \
+    env PATH="$T/bin:$PATH" PULLGATE_CRI="$CRI" PULLGATE_CONFIG="$T/config.json" \
+    sh "$PG_SOURCE_DIR/packaging/systemd/pullgate-prune"
+pg_expect_contains "it names the daemon's runtime" "$PG_OUT" "made against unix://$RT_SOCK"
+pg_expect_contains "and the one it would have listed" "$PG_OUT" "would list unix://$TA/rt.sock"
+pg_expect_fail "--runtime-endpoint naming A: refused too" \
+    "$CRI" --prune --config "$T/config.json" --runtime-endpoint "unix://$TA/rt.sock"
+N_AFTER=$(ls "$STATE/pulled" | wc -l)
+((N_AFTER == N_BEFORE)) && pg_check_ok "no record deleted ($N_AFTER records)" ||
+    pg_check_fail "$N_BEFORE records before, $N_AFTER after the prune against runtime A"
+pg_expect_ok "a live record of runtime B is kept" ctl show --image-ref "$KEEP_REF"
+grep -q '^list' "$TA/events" && pg_check_fail "runtime A was asked for its images" ||
+    pg_check_ok "runtime A was never asked for its images"
+pg_kill_wait "$RTA_PID" 5
+
 printf '%s\n' registry.example.com/team-m/app1:1.0 registry.example.com/team-m/app2:1.0 >"$T/forget"
 # The configured runtime in the config file (criRuntimeEndpoint), as the packaged unit runs it.
 $PY - "$T/config.json" "unix://$RT_SOCK" <<'EOF'
