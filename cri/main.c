@@ -179,17 +179,24 @@ static int restrict_socket(const char *endpoint, pg_error *err)
     return PG_OK;
 }
 
-/* The annotation key for HMAC checks; NULL (and logged) when configured but unusable. */
-static pg_mac_key *load_mac_key(const pg_config *cfg)
+/* The annotation key, read as the hook reads it (strict, with PATH.previous). */
+static int load_mac_key(const char *path, pg_mac_key **out, char *msg, size_t msg_size)
 {
-    const char *path = pg_config_hmac_key_file(cfg);
-    pg_mac_key *key = NULL;
     pg_error e = {0};
-    if (path[0] && pg_mac_key_load(path, &key, &e) != PG_OK)
-        cri_log(CRI_LOG_ERROR,
-                "hmacKeyFile unusable: pulls with credentials are recorded unverified", "error",
-                e.message, NULL);
-    return key;
+    if (pg_mac_key_load(path, out, &e) == PG_OK)
+        return 0;
+    snprintf(msg, msg_size, "%s", e.message);
+    return -1;
+}
+
+static void log_mac_key(const char *level, const char *what, const char *detail)
+{
+    bool error = strcmp(level, "error") == 0;
+    cri_log(error ? CRI_LOG_ERROR : CRI_LOG_INFO, what, error ? "error" : "hmacKeyFile", detail,
+            "effect",
+            error ? "pulls with credentials are recorded unverified (bound to their namespace)"
+                  : "pulls are attributed with the key now in the file",
+            NULL);
 }
 
 /* SIGTERM/SIGINT end the wait; SIGUSR1 asks the pruner for a prune now. */
@@ -215,7 +222,7 @@ typedef struct daemon_parts {
     pg_config *cfg;
     pg_notifier *notifier;
     pg_store *store;
-    pg_mac_key *mac_key;
+    pg_keyholder *mac_keys;
     cri_node_creds *node_creds;
     cri_worker *worker;
     cri_recorder *recorder;
@@ -224,6 +231,16 @@ typedef struct daemon_parts {
     cri_decider *decider; /* the hook server's and the verification pulls' store */
     cri_hook_server *hook_server;
 } daemon_parts;
+
+/* The annotation key for HMAC checks, reloaded when its file changes; NULL when not keyed. */
+static int open_mac_keys(daemon_parts *d, pg_error *err)
+{
+    const char *path = pg_config_hmac_key_file(d->cfg);
+    if (!path[0])
+        return PG_OK;
+    d->mac_keys = pg_keyholder_new(path, load_mac_key, log_mac_key);
+    return d->mac_keys ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+}
 
 static void node_creds_warning(const char *path, const char *why)
 {
@@ -256,7 +273,9 @@ static int start(daemon_parts *d, bool needs_decider, pg_error *err)
     int rc = cri_node_creds_refresh(d->node_creds, node_creds_warning, err);
     if (rc != PG_OK)
         return rc;
-    d->mac_key = load_mac_key(cfg);
+    rc = open_mac_keys(d, err);
+    if (rc != PG_OK)
+        return rc;
     rc = prepare_socket_dir(pg_config_cri_listen(cfg), err);
     if (rc != PG_OK)
         return rc;
@@ -275,7 +294,7 @@ static int start(daemon_parts *d, bool needs_decider, pg_error *err)
         .worker = d->worker,
         .recorder = d->recorder,
         .annotation_key = pg_config_annotation(cfg),
-        .mac_key = d->mac_key,
+        .keys = d->mac_keys,
         .mac_required = pg_config_hmac_key_file(cfg)[0] != '\0',
         .node_creds = d->node_creds,
         .slot_wait_ms = SLOT_WAIT_MS,
@@ -343,7 +362,7 @@ static int stop(daemon_parts *d)
     cri_decider_free(d->decider);
     pg_store_free(d->store);
     pg_notifier_free(d->notifier);
-    pg_mac_key_free(d->mac_key);
+    pg_keyholder_free(d->mac_keys);
     pg_config_free(d->cfg);
     return 1;
 }

@@ -702,7 +702,7 @@ static int bind_and_start(cri_proxy *px, pg_error *err)
         .worker = px->opts.worker,
         .recorder = px->opts.recorder,
         .annotation_key = px->opts.annotation_key,
-        .mac_key = px->opts.mac_key,
+        .keys = px->opts.keys,
         .mac_required = px->opts.mac_required,
         .node = px->opts.node_creds,
         .max_slots = px->opts.max_pulls,

@@ -21,7 +21,7 @@ typedef struct cri_proxy_options {
     cri_worker *worker;         /* runs the intercepted calls; borrowed */
     cri_recorder *recorder;     /* borrowed */
     const char *annotation_key; /* config credentialsAnnotation; copied */
-    const pg_mac_key *mac_key;  /* NULL when annotations are not keyed; borrowed */
+    pg_keyholder *keys;         /* hmacKeyFile, reloaded when it changes; NULL: not keyed */
     bool mac_required;          /* hmacKeyFile set (then a NULL key verifies nothing) */
     cri_node_creds *node_creds; /* the node's docker config files; worker only; borrowed */
     unsigned max_pulls;         /* pull slots; 0: CRI_MAX_PULL_SLOTS */
