@@ -13,6 +13,7 @@
 
 #include "grpc_util.h"
 #include "keyholder.h"
+#include "runtime_facts.h"
 #include "nodecreds.h"
 #include "pull.h"
 #include "recorder.h"
@@ -34,6 +35,7 @@ typedef struct cri_intercept_options {
     pg_keyholder *keys;        /* hmacKeyFile, reloaded when it changes; NULL: not keyed */
     bool mac_required;         /* hmacKeyFile set (then a NULL key opens nothing) */
     cri_node_creds *node;      /* the node's docker config; used on the worker only; borrowed */
+    cri_runtime_facts *facts;  /* the runtime's own namespace credentials; NULL: none */
     unsigned max_slots;        /* 0: CRI_MAX_PULL_SLOTS */
     int slot_wait_ms;          /* waiting for a pull slot before refusing */
     int intent_budget_ms;      /* waiting for the intent before refusing */

@@ -18,6 +18,8 @@
 #include "metrics_server.h"
 #include "prune.h"
 #include "proxy.h"
+#include "runtime_auth.h"
+#include "runtime_facts.h"
 #include "runtime_mark.h"
 
 #include <grpc/grpc.h>
@@ -41,6 +43,7 @@
 #define RECORD_BUDGET_MS 2000 /* the answer waits this long for the pulled record */
 #define WORKER_STOP_MS 2000
 #define PRUNER_STOP_MS 2000
+#define RUNTIME_FACTS_WAIT_MS 2500
 #define NOTIFIER_TIMEOUT_MS 250
 #define RECORDER_STOP_MS 5000
 #define HOOK_SERVER_STOP_MS 2000
@@ -50,6 +53,7 @@ typedef struct args {
     const char *listen;
     const char *runtime;
     const char *hook_socket; /* NULL: PG_DEFAULT_HOOK_SOCKET; "none": no hook server */
+    const char *crio_config, *crio_config_dir; /* CRI-O's files (its namespaced auth) */
     int prune;               /* --prune: prune once and exit */
     int force;               /* --force: an empty image list prunes too */
 } args;
@@ -59,6 +63,8 @@ static void usage(FILE *out)
     fprintf(out, "usage: pullgate-cri [--config FILE] [--listen unix:///run/pullgate/cri.sock]\n"
                  "                    [--runtime-endpoint unix:///run/containerd/containerd.sock]\n"
                  "                    [--hook-socket " PG_DEFAULT_HOOK_SOCKET "|none]\n"
+                 "                    [--crio-config " CRI_CRIO_DEFAULT_CONFIG "]\n"
+                 "                    [--crio-config-dir " CRI_CRIO_DEFAULT_CONFIG_DIR "]\n"
                  "       pullgate-cri --prune [--force] [--config FILE] [--runtime-endpoint ...]\n"
                  "Serves CRI on --listen, forwards every call to --runtime-endpoint, and records\n"
                  "each PullImage in pullgate's record store; decides for pullgate-hook on\n"
@@ -73,6 +79,8 @@ static int parse_args(int argc, char **argv, args *a)
                                              {"listen", required_argument, NULL, 'l'},
                                              {"runtime-endpoint", required_argument, NULL, 'r'},
                                              {"hook-socket", required_argument, NULL, 'k'},
+                                             {"crio-config", required_argument, NULL, 'C'},
+                                             {"crio-config-dir", required_argument, NULL, 'D'},
                                              {"prune", no_argument, NULL, 'p'},
                                              {"force", no_argument, NULL, 'f'},
                                              {"help", no_argument, NULL, 'h'},
@@ -85,6 +93,8 @@ static int parse_args(int argc, char **argv, args *a)
         case 'l': a->listen = optarg; break;
         case 'r': a->runtime = optarg; break;
         case 'k': a->hook_socket = optarg; break;
+        case 'C': a->crio_config = optarg; break;
+        case 'D': a->crio_config_dir = optarg; break;
         case 'p': a->prune = 1; break;
         case 'f': a->force = 1; break;
         case 'h': usage(stdout); return 1;
@@ -223,6 +233,7 @@ typedef struct daemon_parts {
     pg_notifier *notifier;
     pg_store *store;
     pg_keyholder *mac_keys;
+    cri_runtime_facts *facts;
     cri_node_creds *node_creds;
     cri_worker *worker;
     cri_recorder *recorder;
@@ -248,9 +259,21 @@ static void node_creds_warning(const char *path, const char *why)
 }
 
 /* needs_decider: a hook server or verification pulls will decide (one store for both). */
-static int start(daemon_parts *d, bool needs_decider, pg_error *err)
+static int start(daemon_parts *d, const args *a, bool needs_decider, pg_error *err)
 {
     const pg_config *cfg = d->cfg;
+    d->facts = cri_runtime_facts_start(
+        pg_config_cri_runtime_endpoint(cfg), pg_config_runtime(cfg),
+        a->crio_config ? a->crio_config : CRI_CRIO_DEFAULT_CONFIG,
+        a->crio_config_dir ? a->crio_config_dir : CRI_CRIO_DEFAULT_CONFIG_DIR, err);
+    if (!d->facts)
+        return err->code;
+    /* Bounded: a runtime that is not up yet is asked again every second meanwhile. */
+    if (!cri_runtime_facts_wait(d->facts, RUNTIME_FACTS_WAIT_MS))
+        cri_log(CRI_LOG_WARNING,
+                "the runtime has not answered Version yet: pulls without credentials are "
+                "recorded for their namespace until it does",
+                NULL);
     d->notifier = pg_notifier_new(pg_config_dbus(cfg), NOTIFIER_TIMEOUT_MS, err);
     if (!d->notifier)
         return err->code;
@@ -297,6 +320,7 @@ static int start(daemon_parts *d, bool needs_decider, pg_error *err)
         .keys = d->mac_keys,
         .mac_required = pg_config_hmac_key_file(cfg)[0] != '\0',
         .node_creds = d->node_creds,
+        .facts = d->facts,
         .slot_wait_ms = SLOT_WAIT_MS,
         .intent_budget_ms = INTENT_BUDGET_MS,
         .record_budget_ms = RECORD_BUDGET_MS,
@@ -354,6 +378,9 @@ static int stop(daemon_parts *d)
         clean = cri_recorder_stop(d->recorder, RECORDER_STOP_MS);
     if (clean)
         clean = cri_worker_stop(d->worker, WORKER_STOP_MS);
+    /* After the worker: pulls ask it until then. Its Version call is bounded by 2 s. */
+    if (clean)
+        clean = cri_runtime_facts_stop(d->facts, 3000);
     if (!clean) {
         cri_log(CRI_LOG_WARNING, "exiting with work still running", NULL);
         return 0;
@@ -451,7 +478,7 @@ int main(int argc, char **argv)
     }
     cri_metrics_start(d.cfg); /* before anything counts; serves until exit */
     const char *hook_socket = a.hook_socket ? a.hook_socket : PG_DEFAULT_HOOK_SOCKET;
-    if (start(&d, strcmp(hook_socket, "none") != 0, &err) != PG_OK) {
+    if (start(&d, &a, strcmp(hook_socket, "none") != 0, &err) != PG_OK) {
         cri_log(CRI_LOG_ERROR, "cannot start", "error", err.message, NULL);
         return 1;
     }

@@ -705,6 +705,7 @@ static int bind_and_start(cri_proxy *px, pg_error *err)
         .keys = px->opts.keys,
         .mac_required = px->opts.mac_required,
         .node = px->opts.node_creds,
+        .facts = px->opts.facts,
         .max_slots = px->opts.max_pulls,
         .slot_wait_ms = px->opts.slot_wait_ms,
         .intent_budget_ms = px->opts.intent_budget_ms,

@@ -59,8 +59,16 @@ bool pg_pod_cred_is_placeholder(const pg_pod_cred *recorded)
                    sizeof PG_UNVERIFIED_NAME_PREFIX - 1) == 0;
 }
 
+bool pg_pod_cred_is_namespace_marker(const pg_pod_cred *recorded)
+{
+    return !recorded->credential_hash && strcmp(recorded->name, PG_NAMESPACE_MARKER_NAME) == 0;
+}
+
 bool pg_pod_cred_matches(const pg_pod_cred *presented, const pg_pod_cred *recorded)
 {
+    if (pg_pod_cred_is_namespace_marker(recorded))
+        return !presented->credential_hash &&
+               strcmp(presented->namespace_, recorded->namespace_) == 0;
     if (pg_pod_cred_is_placeholder(recorded))
         return presented->credential_hash && proving_hash(presented->auth_hash) &&
                strcmp(presented->namespace_, recorded->namespace_) == 0 &&

@@ -486,7 +486,7 @@ START_TEST(hmac_required_without_key_is_unverified)
                   .sandbox = true,
                   .ns = "team-a",
                   .annotation = a};
-    cri_attribution at = {NULL, true, NULL};
+    cri_attribution at = {.mac_required = true};
     cri_pull_request req;
     cri_pull_creds c;
     resolve_with(&s, &at, &req, &c);
@@ -541,7 +541,7 @@ START_TEST(sealed_annotation_opens_only_with_the_key_and_namespace)
                       .sandbox = true,
                       .ns = cases[i].pod_ns,
                       .annotation = team_a};
-        cri_attribution at = {cases[i].node_key, cases[i].node_key != NULL, NULL};
+        cri_attribution at = {.mac_key = cases[i].node_key, .mac_required = cases[i].node_key != NULL};
         cri_pull_request req;
         cri_pull_creds c;
         resolve_with(&s, &at, &req, &c);
@@ -593,7 +593,7 @@ START_TEST(node_docker_config_credentials_are_node_wide)
     cri_node_creds *nc = cri_node_creds_new(paths, &err);
     ck_assert_ptr_nonnull(nc);
     ck_assert_int_eq(cri_node_creds_refresh(nc, NULL, &err), PG_OK);
-    cri_attribution at = {NULL, false, nc};
+    cri_attribution at = {.node = nc};
     char *a = annotation_with("team-a", OTHER_HASH, false);
     struct {
         const char *user, *pass, *image;
@@ -946,7 +946,7 @@ START_TEST(hmac_signed_entry_verifies_only_for_its_namespace)
         uint8_t *buf = pack_request(&s, &len);
         cri_pull_request req;
         cri_pull_creds c;
-        cri_attribution at = {key, true, NULL};
+        cri_attribution at = {.mac_key = key, .mac_required = true};
         ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), CRI_DECODED);
         ck_assert_int_eq(cri_pull_credentials(&req, &at, &c, NULL), PG_OK);
         ck_assert_msg(c.source == expected[i], "signed for %s: %s (%s)", signed_for[i],

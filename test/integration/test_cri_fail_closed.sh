@@ -61,9 +61,13 @@ $PY "$HERE/cri_pull_recording.py" serve "$RT_SOCK" "$STATE" "$EVENTS" &
 RT_PID=$!
 pg_on_exit 'pg_kill_wait "$RT_PID" 5'
 pg_wait_file "$RT_SOCK" 15 || pg_fail "fake runtime did not start"
+# The config names CRI-O: its namespaced auth is off here (its own section turns it on).
+mkdir -p "$T/crio.conf.d"
+printf '[crio.image]\nnamespaced_auth_dir = ""\n' >"$T/crio.conf"
 start_proxy() {
     "$CRI" --config "$T/config.json" --listen "unix://$PROXY_SOCK" \
-        --runtime-endpoint "unix://$RT_SOCK" --hook-socket none 2>>"$T/proxy.log" &
+        --runtime-endpoint "unix://$RT_SOCK" --hook-socket none \
+        --crio-config "$T/crio.conf" --crio-config-dir "$T/crio.conf.d" 2>>"$T/proxy.log" &
     PROXY_PID=$!
     pg_wait_file "$PROXY_SOCK" 10 || { cat "$T/proxy.log" >&2; pg_fail "pullgate-cri did not start"; }
 }
@@ -240,6 +244,43 @@ done
 pg_section "no empty-credential hash anywhere"
 if grep -rqs "$E0" "$STATE"; then pg_check_fail "the empty-credential hash is in $(grep -rls "$E0" "$STATE" | head -3 | xargs)"
 else pg_check_ok "no record, index or intent holds sha256({})"; fi
+
+# ------------------------------------------------------------ CRI-O's namespaced auth
+pg_section "CRI-O's namespaced auth: a pull without credentials is bound to its namespace"
+# The runtime answers Version as CRI-O 1.35 (the config says cri-o too); its configuration
+# names namespaced_auth_dir, read by pullgate-cri at every such pull.
+printf 'cri-o\n' >"$T/runtime-name"
+printf '[crio.image]\nnamespaced_auth_dir = "/etc/crio/auth"\n' >"$T/crio.conf.d/10-auth.conf"
+show_json() { ctl show --image-ref "$1" --json | $PY -c 'import json, sys; print(json.dumps(json.load(sys.stdin), separators=(",", ":")))'; }
+NS_IMG=registry.example.com/team-n/private:1.0
+OUT=$($PY "$HERE/cri_pull_recording.py" pull "$PROXY_SOCK" v1 "$NS_IMG" team-n - "" "" "")
+pg_expect_contains "pulled without credentials for team-n" "$OUT" "OK "
+pg_expect_ok "recorded" show_json "${OUT#OK }"
+pg_expect_contains "for team-n: its namespace marker" "$PG_OUT" '"namespace":"team-n","name":"pullgate:runtime-namespace-auth"'
+[[ $PG_OUT != *'"nodePodsAccessible":true'* ]] && pg_check_ok "not node-accessible" ||
+    pg_check_fail "a pull the runtime may have made with team-n's credentials is node-accessible"
+sa() { printf '{"registry.example.com/team-n/private":{"kubernetesServiceAccounts":[{"namespace":"%s","name":"default","uid":"sa-%s"}]}}' "$1" "$1"; }
+pg_expect_ok "a pod of team-n (its service account) runs it" \
+    ctl --policy AlwaysVerify verify --image "$NS_IMG" --image-ref "${OUT#OK }" --namespace team-n --credentials "$(sa team-n)"
+pg_expect_fail "a pod of team-o does not" \
+    ctl --policy AlwaysVerify verify --image "$NS_IMG" --image-ref "${OUT#OK }" --namespace team-o --credentials "$(sa team-o)"
+pg_expect_fail "nor the default policy's other namespace without credentials" \
+    ctl verify --image "$NS_IMG" --image-ref "${OUT#OK }" --namespace team-o --credentials '{}'
+grep -q 'runtime-namespace' "$T/proxy.log" && pg_check_ok "logged with why (credentials=runtime-namespace)" ||
+    pg_check_fail "no pull log line naming the source"
+OUT=$($PY "$HERE/cri_pull_recording.py" pull "$PROXY_SOCK" v1 registry.example.com/public/nons:1.0 - - "" "" "")
+pg_expect_ok "no namespace in the request (CRI-O consults no namespace's file): recorded" show_json "${OUT#OK }"
+pg_expect_contains "node-accessible" "$PG_OUT" '"nodePodsAccessible":true'
+printf '[crio.image]\nnamespaced_auth_dir = ""\n' >"$T/crio.conf.d/10-auth.conf"
+OUT=$($PY "$HERE/cri_pull_recording.py" pull "$PROXY_SOCK" v1 registry.example.com/public/off:1.0 team-n - "" "" "")
+pg_expect_ok "turned off in CRI-O's files: recorded" show_json "${OUT#OK }"
+pg_expect_contains "node-accessible again (read at the next pull)" "$PG_OUT" '"nodePodsAccessible":true'
+printf '[crio.image\n' >"$T/crio.conf.d/10-auth.conf"
+OUT=$($PY "$HERE/cri_pull_recording.py" pull "$PROXY_SOCK" v1 registry.example.com/public/broken:1.0 team-n - "" "" "")
+pg_expect_ok "CRI-O's files unreadable: recorded" show_json "${OUT#OK }"
+[[ $PG_OUT != *'"nodePodsAccessible":true'* ]] && pg_check_ok "fails closed: bound to team-n" ||
+    pg_check_fail "an unreadable CRI-O configuration made the pull node-accessible"
+rm -f "$T/crio.conf.d/10-auth.conf" "$T/runtime-name"
 
 # ------------------------------------------------------------ prune
 pg_section "prune from the configured runtime only"

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "runtime_auth.h"
+
+#include "crio_toml.h"
+#include "internal.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cri_crio_auth_dir_of_text(const char *text, size_t len, char **value, char *why,
+                              size_t why_size)
+{
+    return cri_toml_string_at(text, len, "crio", "image", "namespaced_auth_dir", value, why,
+                              why_size);
+}
+
+bool cri_version_at_least(const char *version, int major, int minor)
+{
+    if (!version)
+        return false;
+    if (*version == 'v')
+        version++;
+    int ma = 0, mi = 0;
+    char dot = 0;
+    if (sscanf(version, "%d%c%d", &ma, &dot, &mi) != 3 || dot != '.' || ma < 0 || mi < 0)
+        return false;
+    return ma > major || (ma == major && mi >= minor);
+}
+
+/* One file: 1/0 as cri_crio_auth_dir_of_text; -1 with why (unreadable, untrusted, not TOML). */
+static int setting_of_file(const char *path, bool optional, char **value, char *why,
+                           size_t why_size)
+{
+    char *text = NULL;
+    size_t len = 0;
+    pg_error err = {0};
+    int rc = pg_read_file_at(AT_FDCWD, path, CRI_CRIO_CONFIG_MAX_BYTES,
+                             PG_READ_CHECK_OWNER | PG_READ_CHECK_MODE, &text, &len, &err);
+    if (rc == PG_ERR_NOT_FOUND && optional)
+        return 0;
+    if (rc != PG_OK) {
+        snprintf(why, why_size, "%.300s", err.message);
+        return -1;
+    }
+    char msg[300] = "";
+    int got = cri_crio_auth_dir_of_text(text, len, value, msg, sizeof msg);
+    free(text);
+    if (got < 0)
+        snprintf(why, why_size, "%.200s: %s", path, msg);
+    return got;
+}
+
+static int conf_file(const struct dirent *d)
+{
+    size_t n = strlen(d->d_name);
+    return d->d_name[0] != '.' && n > 5 && strcmp(d->d_name + n - 5, ".conf") == 0;
+}
+
+/* The last setting of crio.conf, then the .conf files of crio.conf.d in name order: 1/0/-1. */
+static int last_setting(const char *config, const char *config_dir, char **value, char *why,
+                        size_t why_size)
+{
+    int found = setting_of_file(config, true, value, why, why_size);
+    if (found < 0)
+        return -1;
+    struct dirent **list = NULL;
+    int n = config_dir ? scandir(config_dir, &list, conf_file, alphasort) : 0;
+    for (int i = 0; i < n; i++) {
+        char path[4096], *v = NULL;
+        snprintf(path, sizeof path, "%s/%s", config_dir, list[i]->d_name);
+        int got = found < 0 ? 0 : setting_of_file(path, false, &v, why, why_size);
+        if (got < 0)
+            found = -1;
+        if (got > 0) {
+            free(*value);
+            *value = v;
+            found = 1;
+        }
+        free(list[i]);
+    }
+    free(list);
+    if (found < 0) {
+        free(*value);
+        *value = NULL;
+    }
+    return found;
+}
+
+void cri_crio_auth_read(const char *config, const char *config_dir, const char *runtime_version,
+                        cri_crio_auth *out)
+{
+    memset(out, 0, sizeof *out);
+    char *value = NULL;
+    char why[400] = "";
+    int found = last_setting(config, config_dir, &value, why, sizeof why);
+    if (found < 0) {
+        out->namespaced = true;
+        snprintf(out->why, sizeof out->why,
+                 "CRI-O's configuration cannot be read (%s): taken as namespaced auth on", why);
+    } else if (found > 0 && !*value) {
+        snprintf(out->why, sizeof out->why, "namespaced_auth_dir = \"\" in CRI-O's configuration");
+    } else if (found > 0) {
+        out->namespaced = true;
+        snprintf(out->dir, sizeof out->dir, "%s", value);
+        snprintf(out->why, sizeof out->why, "namespaced_auth_dir = \"%.200s\"", value);
+    } else if (runtime_version && *runtime_version && !cri_version_at_least(runtime_version, 1, 35) &&
+               cri_version_at_least(runtime_version, 0, 0)) {
+        snprintf(out->why, sizeof out->why,
+                 "CRI-O %.40s predates namespaced_auth_dir (1.35) and the files do not set it",
+                 runtime_version);
+    } else {
+        out->namespaced = true;
+        snprintf(out->dir, sizeof out->dir, "%s", CRI_CRIO_DEFAULT_AUTH_DIR);
+        snprintf(out->why, sizeof out->why,
+                 "namespaced_auth_dir unset: CRI-O %.40s's default %s", 
+                 runtime_version && *runtime_version ? runtime_version : "(version unknown)",
+                 CRI_CRIO_DEFAULT_AUTH_DIR);
+    }
+    free(value);
+}
