@@ -18,7 +18,7 @@
 #include "metrics_server.h"
 #include "prune.h"
 #include "proxy.h"
-#include "runtime_auth.h"
+#include "crio_auth.h"
 #include "runtime_facts.h"
 #include "runtime_mark.h"
 

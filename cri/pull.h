@@ -122,7 +122,7 @@ typedef struct cri_attribution {
     bool mac_required;          /* hmacKeyFile set (then a NULL key opens nothing) */
     const cri_node_creds *node; /* the node's own docker config; NULL: none */
     /* The runtime may pull with credentials of its own for the pod's namespace when the
-     * request carries none (CRI-O's namespaced auth, runtime_auth.h); why says how that was
+     * request carries none (CRI-O's namespaced auth, common/crio_auth.h); why says how that was
      * decided. */
     bool runtime_namespace_auth;
     const char *runtime_auth_why;

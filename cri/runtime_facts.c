@@ -6,7 +6,7 @@
 #include "grpc_util.h"
 #include "log.h"
 #include "recorder.h" /* cri_now_ms */
-#include "runtime_auth.h"
+#include "crio_auth.h"
 
 #include <errno.h>
 #include <pthread.h>

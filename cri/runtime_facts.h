@@ -3,7 +3,7 @@
  * What pullgate-cri knows of the runtime it forwards to: its name and version, from CRI
  * RuntimeService/Version, asked on a thread of its own at start and again every second until
  * it answers; and from them whether an uncredentialed pull may have used credentials the
- * runtime holds for the pod's namespace (runtime_auth.h). Until the runtime answered, it may.
+ * runtime holds for the pod's namespace (common/crio_auth.h). Until the runtime answered, it may.
  */
 #ifndef PULLGATE_CRI_RUNTIME_FACTS_H
 #define PULLGATE_CRI_RUNTIME_FACTS_H

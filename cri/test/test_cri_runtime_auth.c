@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * CRI-O's namespaced auth (runtime_auth.h, docs/interfaces.md §10):
+ * CRI-O's namespaced auth (common/crio_auth.h, docs/interfaces.md §10):
  *  - the configuration read as CRI-O reads it: crio.conf, then crio.conf.d's .conf files in
  *    name order, the last setting of [crio.image] namespaced_auth_dir winning; "" turns it off;
  *    unset means CRI-O's default (on from 1.35, absent before); a file that cannot be read,
@@ -12,7 +12,7 @@
  */
 #include "cri_subset.pb-c.h"
 #include "pull.h"
-#include "runtime_auth.h"
+#include "crio_auth.h"
 
 #include <check.h>
 #include <stdio.h>

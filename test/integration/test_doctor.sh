@@ -164,8 +164,9 @@ pg_section "wired: every check passes"
 expect_all_ok "containerd node"
 "$PULLGATECTL" --config "$CFG" doctor "${DOCTOR_ARGS[@]}" >"$W/text.out" 2>&1
 pg_expect_contains "text output: one line per check with a check mark" "$(cat "$W/text.out")" "✔ hook-socket: pullgate-cri decides for $CFG"
-[[ "$(wc -l <"$W/text.out")" == 12 ]] && pg_check_ok "text output: 12 lines" || pg_check_fail "text output: $(wc -l <"$W/text.out") lines"
+[[ "$(wc -l <"$W/text.out")" == 13 ]] && pg_check_ok "text output: 13 lines" || pg_check_fail "text output: $(wc -l <"$W/text.out") lines"
 expect runtime ok "containerd"
+expect crio-namespaced-auth ok "the runtime is containerd"
 expect kubelet-policy ok "KubeletEnsureSecretPulledImages off"
 
 pg_section "configuration, state directory, key"
@@ -374,9 +375,21 @@ printf '[crio.runtime]\nhooks_dir = ["%s", "%s"]\n' "$HOOKS_B" "$HOOKS_A" >"$W/c
 CRIO_CONF=(--runtime cri-o --crio-config "$W/crio.conf" --crio-config-dir "$W/crio.conf.d")
 doctor "${CRIO_CONF[@]}"
 expect hook ok "hooks_dir: $HOOKS_B, $HOOKS_A"
+expect crio-namespaced-auth ok "CRI-O's namespaced auth is on (namespaced_auth_dir unset"
 rm "$W/crio.conf.d/10-pullgate.conf"
 doctor "${CRIO_CONF[@]}"
 expect hook fail "no hooks.d entry in CRI-O's hooks_dir runs pullgate-hook"
+# CRI-O's namespaced auth (crio.image.namespaced_auth_dir), as pullgate-cri reads it
+printf '[crio.image]\nnamespaced_auth_dir = "/srv/auth"\n' >"$W/crio.conf.d/20-auth.conf"
+doctor "${CRIO_CONF[@]}"
+expect crio-namespaced-auth ok "is on (namespaced_auth_dir = \"/srv/auth\""
+printf '[crio.image]\nnamespaced_auth_dir = ""\n' >"$W/crio.conf.d/30-off.conf"
+doctor "${CRIO_CONF[@]}"
+expect crio-namespaced-auth ok "is off"
+printf '[crio.image\n' >"$W/crio.conf.d/40-broken.conf"
+doctor "${CRIO_CONF[@]}"
+expect crio-namespaced-auth fail "cannot be read"
+rm "$W/crio.conf.d/"*.conf
 
 pg_section "usage"
 PG_CHECKS=$((PG_CHECKS + 1))

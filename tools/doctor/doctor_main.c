@@ -58,8 +58,9 @@ static void usage(FILE *out)
           "fix): the configuration, the state directory, the HMAC key, the runtime and\n"
           "pullgate-cri answering CRI Version, pullgate-cri's hook socket deciding for this\n"
           "configuration, the kubelet's endpoints and its own KEP-2535 check, the hook in\n"
-          "containerd's base_runtime_spec (with pod_annotations) or CRI-O's hooks.d, and one\n"
-          "configuration file on both sides. Exit 0 when all hold, 1 otherwise.\n"
+          "containerd's base_runtime_spec (with pod_annotations) or CRI-O's hooks.d, one\n"
+          "configuration file on both sides, and CRI-O's namespaced auth. Exit 0 when all\n"
+          "hold, 1 otherwise.\n"
           "The path options point it at another node's files (tests).\n",
           out);
 }
@@ -165,7 +166,8 @@ int main(int argc, char **argv)
     memset(r, 0, sizeof r);
     static const char *const names[] = {
         "config",      "state-dir", "record-dirs",    "hmac-key", "runtime",         "cri-proxy",
-        "hook-socket", "kubelet",   "kubelet-policy", "hook",     "pod-annotations", "same-config"};
+        "hook-socket", "kubelet",   "kubelet-policy", "hook",     "pod-annotations", "same-config",
+        "crio-namespaced-auth"};
     size_t n = sizeof names / sizeof names[0];
     for (size_t i = 0; i < n; i++)
         r[i].name = names[i];
@@ -180,6 +182,7 @@ int main(int argc, char **argv)
     pgd_check_kubelet(&node, &r[7], &r[8]);
     pgd_check_hook_wiring(&node, &r[9], &r[10]);
     pgd_check_same_config(&node, &r[11]);
+    pgd_check_crio_namespaced_auth(&node, &r[12]);
 
     bool all_ok = true;
     for (size_t i = 0; i < n; i++)

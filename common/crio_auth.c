@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "runtime_auth.h"
+#include "crio_auth.h"
 
 #include "crio_toml.h"
 #include "internal.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One string of a TOML text, [table.subtable] key (crio_toml.cc, toml++). */
-#ifndef PULLGATE_CRI_CRIO_TOML_H
-#define PULLGATE_CRI_CRIO_TOML_H
+#ifndef PULLGATE_COMMON_CRIO_TOML_H
+#define PULLGATE_COMMON_CRIO_TOML_H
 
 #include <stddef.h>
 

@@ -15,8 +15,8 @@
  * counts as "namespaced auth". A CRI-O command-line flag or environment variable overriding
  * the files is not seen (docs: set it in the files).
  */
-#ifndef PULLGATE_CRI_RUNTIME_AUTH_H
-#define PULLGATE_CRI_RUNTIME_AUTH_H
+#ifndef PULLGATE_COMMON_CRIO_AUTH_H
+#define PULLGATE_COMMON_CRIO_AUTH_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// One key of a CRI-O configuration file (TOML), for runtime_auth.c: Debian 12 packages no C
+// One key of a CRI-O configuration file (TOML), for crio_auth.c: Debian 12 packages no C
 // TOML parser, so toml++ (libtomlplusplus3, as pullgate-doctor uses it) reads the file and this
 // shim hands back the one string asked for. No exception crosses into C.
 #include <cstdlib>
