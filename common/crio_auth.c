@@ -106,7 +106,8 @@ void cri_crio_auth_read(const char *config, const char *config_dir, const char *
         out->namespaced = true;
         snprintf(out->dir, sizeof out->dir, "%s", value);
         snprintf(out->why, sizeof out->why, "namespaced_auth_dir = \"%.200s\"", value);
-    } else if (runtime_version && *runtime_version && !cri_version_at_least(runtime_version, 1, 35) &&
+    } else if (runtime_version && *runtime_version &&
+               !cri_version_at_least(runtime_version, 1, 35) &&
                cri_version_at_least(runtime_version, 0, 0)) {
         snprintf(out->why, sizeof out->why,
                  "CRI-O %.40s predates namespaced_auth_dir (1.35) and the files do not set it",
@@ -114,8 +115,7 @@ void cri_crio_auth_read(const char *config, const char *config_dir, const char *
     } else {
         out->namespaced = true;
         snprintf(out->dir, sizeof out->dir, "%s", CRI_CRIO_DEFAULT_AUTH_DIR);
-        snprintf(out->why, sizeof out->why,
-                 "namespaced_auth_dir unset: CRI-O %.40s's default %s", 
+        snprintf(out->why, sizeof out->why, "namespaced_auth_dir unset: CRI-O %.40s's default %s",
                  runtime_version && *runtime_version ? runtime_version : "(version unknown)",
                  CRI_CRIO_DEFAULT_AUTH_DIR);
     }

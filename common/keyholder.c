@@ -81,7 +81,8 @@ static void reload(pg_keyholder *h, const key_files_id *id, int first)
     h->id = *id;
     if (!fresh) {
         if (strcmp(msg, h->error) != 0 && h->log)
-            h->log("error", first ? "annotation key unusable" : "annotation key unusable after a change",
+            h->log("error",
+                   first ? "annotation key unusable" : "annotation key unusable after a change",
                    msg);
         snprintf(h->error, sizeof h->error, "%s", msg);
         return;

@@ -609,7 +609,8 @@ static void decode(pull_call *pc)
      * a rotation open the seals the webhook now makes. Unusable: nothing opens (unverified). */
     char key_msg[512] = "";
     pg_key_ref *key = x->o.keys ? pg_keyholder_get(x->o.keys, key_msg, sizeof key_msg) : NULL;
-    cri_attribution a = {.mac_key = pg_key_ref_key(key), .mac_required = x->o.mac_required, .node = x->o.node};
+    cri_attribution a = {
+        .mac_key = pg_key_ref_key(key), .mac_required = x->o.mac_required, .node = x->o.node};
     char auth_why[600];
     if (!pc->req.has_auth && pc->req.pod_namespace) { /* may CRI-O have used its own? */
         a.runtime_namespace_auth =

@@ -280,8 +280,8 @@ static int start(daemon_parts *d, const args *a, bool needs_decider, pg_error *e
     if (!(d->store = pg_store_open(cfg, d->notifier, err)))
         return err->code;
     /* Before any pull is recorded: what the records are made against, for --prune. */
-    int mrc = cri_runtime_mark_write(pg_config_state_dir(cfg), pg_config_cri_runtime_endpoint(cfg),
-                                     err);
+    int mrc =
+        cri_runtime_mark_write(pg_config_state_dir(cfg), pg_config_cri_runtime_endpoint(cfg), err);
     if (mrc != PG_OK) {
         pg_error_prefix(err, "recording the runtime endpoint in the state directory");
         return mrc;

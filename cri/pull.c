@@ -631,8 +631,8 @@ static int from_pod(const cri_pull_request *r, const cri_attribution *a, cri_pul
  * {namespace: the pod's, name: PG_NAMESPACE_MARKER_NAME, uid: ""} that every pod of that
  * namespace matches with its own service account (docs/interfaces.md §5, §10).
  */
-static int runtime_namespace(const cri_pull_request *r, const cri_attribution *a,
-                             cri_pull_creds *c, pg_error *err)
+static int runtime_namespace(const cri_pull_request *r, const cri_attribution *a, cri_pull_creds *c,
+                             pg_error *err)
 {
     pg_service_account *m = &c->namespace_marker;
     if (!(m->namespace_ = pg_strdup(r->pod_namespace)))

@@ -98,10 +98,10 @@ void cri_pull_request_clear(cri_pull_request *r);
 
 /* Why a pull is recorded with the credentials it is (for logs; never secret). */
 typedef enum cri_cred_source {
-    CRI_CREDS_NONE = 0,   /* no credentials: nodePodsAccessible */
-    CRI_CREDS_NODE,       /* the node's own docker config holds them: nodePodsAccessible */
-    CRI_CREDS_POD_SECRET, /* a secret of the pod's annotation, found by its auth hash */
-    CRI_CREDS_UNVERIFIED, /* anything else: the placeholder under the pod's namespace */
+    CRI_CREDS_NONE = 0,         /* no credentials: nodePodsAccessible */
+    CRI_CREDS_NODE,             /* the node's own docker config holds them: nodePodsAccessible */
+    CRI_CREDS_POD_SECRET,       /* a secret of the pod's annotation, found by its auth hash */
+    CRI_CREDS_UNVERIFIED,       /* anything else: the placeholder under the pod's namespace */
     CRI_CREDS_RUNTIME_NAMESPACE /* none, but the runtime may hold the namespace's (CRI-O):
                                    the namespace marker, every pod of that namespace */
 } cri_cred_source;

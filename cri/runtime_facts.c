@@ -46,8 +46,8 @@ static bool ask_version(cri_runtime_facts *f, char *name, char *version, size_t 
     grpc_slice answer;
     grpc_status_code st;
     char why[400];
-    if (pg_grpc_unary_call(f->channel, VERSION_METHOD, "", 0, VERSION_TIMEOUT_MS, &answer, &st,
-                           why, sizeof why))
+    if (pg_grpc_unary_call(f->channel, VERSION_METHOD, "", 0, VERSION_TIMEOUT_MS, &answer, &st, why,
+                           sizeof why))
         return false;
     Runtime__V1__VersionResponse *v = runtime__v1__version_response__unpack(
         NULL, GRPC_SLICE_LENGTH(answer), GRPC_SLICE_START_PTR(answer));

@@ -38,8 +38,8 @@ int cri_runtime_mark_read(const char *state_dir, char **endpoint, pg_error *err)
         return pg_fail(err, PG_ERR_INVALID, "state directory path too long");
     char *text = NULL;
     size_t len = 0;
-    int rc = pg_read_file_at(AT_FDCWD, path, CRI_RUNTIME_MARK_MAX, PG_READ_STRICT, &text, &len,
-                             err);
+    int rc =
+        pg_read_file_at(AT_FDCWD, path, CRI_RUNTIME_MARK_MAX, PG_READ_STRICT, &text, &len, err);
     if (rc != PG_OK)
         return rc;
     while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))

@@ -18,7 +18,7 @@
 
 typedef struct wh_server_config {
     const char *annotation_key;
-    pg_keyholder *keys;  /* NULL: unkeyed annotations (explicit opt-out) */
+    pg_keyholder *keys; /* NULL: unkeyed annotations (explicit opt-out) */
     wh_kubeapi *api;
     long deadline_ms; /* the whole review, from its headers to its answer */
     unsigned int max_connections;

@@ -541,7 +541,8 @@ START_TEST(sealed_annotation_opens_only_with_the_key_and_namespace)
                       .sandbox = true,
                       .ns = cases[i].pod_ns,
                       .annotation = team_a};
-        cri_attribution at = {.mac_key = cases[i].node_key, .mac_required = cases[i].node_key != NULL};
+        cri_attribution at = {.mac_key = cases[i].node_key,
+                              .mac_required = cases[i].node_key != NULL};
         cri_pull_request req;
         cri_pull_creds c;
         resolve_with(&s, &at, &req, &c);
@@ -668,8 +669,8 @@ START_TEST(node_credential_files_are_read_as_the_kubelet_reads_them)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     char bare[1200], auths[1300];
     snprintf(bare, sizeof bare,
-             "{\"registry.example.com\":{\"username\":\"%s\",\"password\":\"%s\"}}",
-             v->username, v->password);
+             "{\"registry.example.com\":{\"username\":\"%s\",\"password\":\"%s\"}}", v->username,
+             v->password);
     snprintf(auths, sizeof auths, "{\"auths\":%s}", bare);
     const char *u = v->username, *p = v->password;
     ck_assert_msg(!node_file_holds(dir, "config.json", bare, u, p), "bare map in config.json");

@@ -71,10 +71,10 @@ START_TEST(the_marker_admits_its_namespace_only)
     ck_assert_msg(!d.allow, "no service account presented: %s", d.text);
     d = decide(cfg, store, "team-a", NULL);
     ck_assert_msg(!d.allow, "no annotation: %s", d.text);
-    char *secret_only = tu_sprintf(
-        "{\"" NAME "\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"r\","
-        "\"uid\":\"u\",\"credentialHash\":\"%064d\"}]}}",
-        7);
+    char *secret_only =
+        tu_sprintf("{\"" NAME "\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"r\","
+                   "\"uid\":\"u\",\"credentialHash\":\"%064d\"}]}}",
+                   7);
     d = decide(cfg, store, "team-a", secret_only);
     ck_assert_msg(!d.allow, "a secret is not the namespace's service account: %s", d.text);
 

@@ -60,9 +60,9 @@ static char *annotation_of(const char *body)
     json_array_foreach(patch, i, op)
     {
         const json_t *v = json_object_get(op, "value");
-        const char *text = json_is_string(v) ? json_string_value(v)
-                                              : json_string_value(json_object_get(
-                                                    v, "pullgate.dev/credentials"));
+        const char *text = json_is_string(v)
+                               ? json_string_value(v)
+                               : json_string_value(json_object_get(v, "pullgate.dev/credentials"));
         if (text)
             value = strdup(text);
     }
@@ -118,8 +118,7 @@ END_TEST
 
 START_TEST(no_own_list_gets_the_service_accounts_secrets)
 {
-    static const char *const none[] = {"", "\"imagePullSecrets\":null",
-                                       "\"imagePullSecrets\":[]"};
+    static const char *const none[] = {"", "\"imagePullSecrets\":null", "\"imagePullSecrets\":[]"};
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
         asked a;
         char *value = review_pod(none[i], &a);
