@@ -32,8 +32,9 @@ struct cri_runtime_facts {
 
 static void copy_field(char *dst, size_t n, const ProtobufCBinaryData *f)
 {
-    size_t len = f->len < n - 1 ? f->len : n - 1;
-    memcpy(dst, f->data, len);
+    size_t len = f->data && f->len < n - 1 ? f->len : f->data ? n - 1 : 0;
+    if (len) /* an absent field has no data at all */
+        memcpy(dst, f->data, len);
     dst[len] = '\0';
     for (size_t i = 0; i < len; i++) /* a log value, never a control byte */
         if ((unsigned char)dst[i] < 0x20 || dst[i] == 0x7f)

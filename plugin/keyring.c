@@ -438,7 +438,7 @@ static int load_entries(json_t *root, pg_dockerconfig_form form, entries *e, pg_
         if (rc != PG_OK)
             return rc;
     }
-    return add_auth_map(e, auths, err);
+    return auths ? add_auth_map(e, auths, err) : PG_OK; /* no "auths": Go's nil map, no entry */
 }
 
 /*

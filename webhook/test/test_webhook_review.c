@@ -5,7 +5,9 @@
  *  - a pod that lists pull secrets gets none of its service account's, even when every name it
  *    lists is skipped (a name that cannot be an object name, an empty reference): the
  *    ServiceAccount admission plugin fills in only an empty list, so the kubelet pulls with none;
- *  - a pod that lists none (absent, null, empty list) gets the service account's.
+ *  - a pod that lists none (absent, null, empty list) gets the service account's;
+ *  - each secret type is read in its own form (the kubelet's): .dockerconfigjson's "auths" only,
+ *    .dockercfg's bare map.
  */
 #include "gocompat.h"
 #include "review.h"
@@ -21,6 +23,17 @@ static const char *const SECRET_JSON =
     "\"namespace\":\"team-a\",\"uid\":\"uid-1\"},\"type\":\"kubernetes.io/dockerconfigjson\","
     "\"data\":{\".dockerconfigjson\":\"eyJhdXRocyI6eyJyZWdpc3RyeS5leGFtcGxlLmNvbSI6eyJhdXRoIjoi"
     "WVd4cFkyVTZjek5qY21WMCJ9fX0=\"}}";
+/* The same entry in the other form of each type: the kubelet reads neither (no credentials). */
+static const char *const BARE_IN_DOCKERCONFIGJSON =
+    "{\"kind\":\"Secret\",\"metadata\":{\"name\":\"bare\",\"uid\":\"uid-bare\"},"
+    "\"type\":\"kubernetes.io/dockerconfigjson\",\"data\":{\".dockerconfigjson\":\"eyJyZWdpc3RyeS5leGFtcGxlLmNvbSI6eyJhdXRoIjoiWVd4cFkyVTZjek5qY21WMCJ9fQ==\"}}";
+static const char *const AUTHS_IN_DOCKERCFG =
+    "{\"kind\":\"Secret\",\"metadata\":{\"name\":\"auths\",\"uid\":\"uid-auths\"},"
+    "\"type\":\"kubernetes.io/dockercfg\",\"data\":{\".dockercfg\":\"eyJhdXRocyI6eyJyZWdpc3RyeS5leGFtcGxlLmNvbSI6eyJhdXRoIjoi"
+    "WVd4cFkyVTZjek5qY21WMCJ9fX0=\"}}";
+static const char *const BARE_IN_DOCKERCFG =
+    "{\"kind\":\"Secret\",\"metadata\":{\"name\":\"legacy\",\"uid\":\"uid-legacy\"},"
+    "\"type\":\"kubernetes.io/dockercfg\",\"data\":{\".dockercfg\":\"eyJyZWdpc3RyeS5leGFtcGxlLmNvbSI6eyJhdXRoIjoiWVd4cFkyVTZjek5qY21WMCJ9fQ==\"}}";
 static const char *const SA_JSON =
     "{\"kind\":\"ServiceAccount\",\"metadata\":{\"name\":\"default\",\"uid\":\"uid-sa\"},"
     "\"imagePullSecrets\":[{\"name\":\"regcred\"}]}";
@@ -37,7 +50,12 @@ static void stub_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, int6
         int sa = strcmp(reqs[i].resource, "serviceaccounts") == 0;
         a->service_accounts += sa;
         a->secrets += !sa;
-        reqs[i].obj = json_loads(sa ? SA_JSON : SECRET_JSON, 0, NULL);
+        const char *text = sa                                      ? SA_JSON
+                           : strcmp(reqs[i].name, "bare") == 0      ? BARE_IN_DOCKERCONFIGJSON
+                           : strcmp(reqs[i].name, "auths") == 0     ? AUTHS_IN_DOCKERCFG
+                           : strcmp(reqs[i].name, "legacy") == 0    ? BARE_IN_DOCKERCFG
+                                                                    : SECRET_JSON;
+        reqs[i].obj = json_loads(text, 0, NULL);
         reqs[i].result = reqs[i].obj ? WH_FOUND : WH_FAILED;
     }
 }
@@ -139,6 +157,20 @@ START_TEST(own_valid_name_is_read_and_the_service_accounts_are_not_added)
 }
 END_TEST
 
+/* The kubelet reads .dockerconfigjson for its "auths" only and .dockercfg as the bare map. */
+START_TEST(each_secret_type_is_read_in_its_own_form)
+{
+    asked a;
+    char *value = review_pod("\"imagePullSecrets\":[{\"name\":\"bare\"},{\"name\":\"auths\"}]", &a);
+    ck_assert_int_eq(a.secrets, 2);
+    ck_assert_msg(strstr(value, "\"kubernetesSecrets\":[]") != NULL, "%s", value);
+    free(value);
+    value = review_pod("\"imagePullSecrets\":[{\"name\":\"legacy\"}]", &a);
+    ck_assert_msg(strstr(value, "uid-legacy") != NULL, "the bare map of a dockercfg: %s", value);
+    free(value);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("webhook_review");
@@ -146,6 +178,7 @@ static Suite *suite(void)
     tcase_add_test(t, own_list_of_impossible_names_gets_no_service_account_secrets);
     tcase_add_test(t, no_own_list_gets_the_service_accounts_secrets);
     tcase_add_test(t, own_valid_name_is_read_and_the_service_accounts_are_not_added);
+    tcase_add_test(t, each_secret_type_is_read_in_its_own_form);
     suite_add_tcase(s, t);
     return s;
 }
