@@ -149,12 +149,12 @@ rm -f "$T/release"
 fc burst "$PROXY_SOCK" 100 registry.example.com/team-s/stall team-s "" "" 0.5 >"$T/stall.out" &
 BURST_PID=$!
 # Every slot taken (64 at the runtime), then the rest wait 2 s and are refused: wait for the 64
-# at the runtime (a deadline, not a fixed time), then past the 2 s.
+# at the runtime and the first refusal in pullgate-cri's log (deadlines, not a fixed time).
 for _ in $(seq 1 300); do
-    (($(grep -c '^pull registry.example.com/team-s/stall' "$EVENTS") >= 64)) && break
+    (($(grep -c '^pull registry.example.com/team-s/stall' "$EVENTS") >= 64)) &&
+        grep -q 'msg="pull refused".*team-s/stall.*RESOURCE_EXHAUSTED' "$T/proxy.log" && break
     sleep 0.1
 done
-sleep 3
 OUT=$($PY "$HERE/cri_pull_recording.py" pull "$PROXY_SOCK" v1 registry.example.com/team-t/app:1.0 team-t - "" "" "")
 case $OUT in
 "RESOURCE_EXHAUSTED pullgate: too many image pulls in flight"*) pg_check_ok "the tenant's pull is refused while the slots are full: $OUT" ;;
