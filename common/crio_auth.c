@@ -5,10 +5,12 @@
 #include "internal.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int cri_crio_auth_dir_of_text(const char *text, size_t len, char **value, char *why,
                               size_t why_size)
@@ -53,40 +55,92 @@ static int setting_of_file(const char *path, bool optional, char **value, char *
     return got;
 }
 
-static int conf_file(const struct dirent *d)
+static int not_dot(const struct dirent *d)
 {
-    size_t n = strlen(d->d_name);
-    return d->d_name[0] != '.' && n > 5 && strcmp(d->d_name + n - 5, ".conf") == 0;
+    return strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0;
 }
 
-/* The last setting of crio.conf, then the .conf files of crio.conf.d in name order: 1/0/-1. */
+/* The walk of CRI-O's drop-in directory: what was found so far (1/0/-1 as above). */
+typedef struct walk {
+    char **value;
+    char *why;
+    size_t why_size;
+    int found, files;
+} walk;
+
+#define WALK_MAX_DEPTH 8
+#define WALK_MAX_FILES 512
+
+static void walk_fail(walk *w, const char *what, const char *path)
+{
+    snprintf(w->why, w->why_size, "%s %.200s", what, path);
+    w->found = -1;
+}
+
+/* One file of the walk: its setting, if any, replaces the one before (the last wins). */
+static void walk_file(walk *w, const char *path)
+{
+    char *v = NULL;
+    if (++w->files > WALK_MAX_FILES) {
+        walk_fail(w, "more than 512 files, the last", path);
+        return;
+    }
+    int got = setting_of_file(path, false, &v, w->why, w->why_size);
+    if (got < 0)
+        w->found = -1;
+    if (got > 0) {
+        free(*w->value);
+        *w->value = v;
+        w->found = 1;
+    }
+}
+
+/*
+ * CRI-O's drop-ins as it reads them (pkg/config UpdateFromPath: filepath.Walk): every file
+ * below dir, whatever its name, in lexical order, depth first. An absent dir is none; one that
+ * cannot be listed fails (it may hold a setting).
+ */
+static void walk_dir(walk *w, const char *dir, int depth)
+{
+    struct dirent **list = NULL;
+    int n = scandir(dir, &list, not_dot, alphasort);
+    if (n < 0) {
+        if (errno != ENOENT || depth > 0)
+            walk_fail(w, "cannot list", dir);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+        if (w->found < 0)
+            ;
+        else if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && depth + 1 >= WALK_MAX_DEPTH)
+            walk_fail(w, "directories nested too deep below", dir);
+        else if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            walk_dir(w, path, depth + 1);
+        else
+            walk_file(w, path);
+        free(list[i]);
+    }
+    free(list);
+}
+
+/* The last setting of crio.conf, then of the drop-ins below crio.conf.d: 1/0/-1. */
 static int last_setting(const char *config, const char *config_dir, char **value, char *why,
                         size_t why_size)
 {
     int found = setting_of_file(config, true, value, why, why_size);
     if (found < 0)
         return -1;
-    struct dirent **list = NULL;
-    int n = config_dir ? scandir(config_dir, &list, conf_file, alphasort) : 0;
-    for (int i = 0; i < n; i++) {
-        char path[4096], *v = NULL;
-        snprintf(path, sizeof path, "%s/%s", config_dir, list[i]->d_name);
-        int got = found < 0 ? 0 : setting_of_file(path, false, &v, why, why_size);
-        if (got < 0)
-            found = -1;
-        if (got > 0) {
-            free(*value);
-            *value = v;
-            found = 1;
-        }
-        free(list[i]);
-    }
-    free(list);
-    if (found < 0) {
+    walk w = {.value = value, .why = why, .why_size = why_size, .found = found};
+    if (config_dir)
+        walk_dir(&w, config_dir, 0);
+    if (w.found < 0) {
         free(*value);
         *value = NULL;
     }
-    return found;
+    return w.found;
 }
 
 void cri_crio_auth_read(const char *config, const char *config_dir, const char *runtime_version,

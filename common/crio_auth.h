@@ -8,8 +8,9 @@
  * credentials. Such a pull proves nothing node-wide: pullgate-cri records it for the namespace.
  *
  * The answer fails closed: only a runtime known not to be CRI-O, or a CRI-O whose
- * configuration, read as CRI-O reads it (crio.conf, then the drop-ins of crio.conf.d in name
- * order, the last setting winning), turns the feature off (namespaced_auth_dir = "") or that
+ * configuration, read as CRI-O reads it (crio.conf, then every file below crio.conf.d in
+ * lexical order, depth first, as Go's filepath.Walk; the last setting winning), turns the
+ * feature off (namespaced_auth_dir = "") or that
  * predates it (runtime_version below 1.35 with the key unset), is "no namespaced auth". A file
  * that cannot be read, trusted (not root's, writable by group or others, a symlink) or parsed
  * counts as "namespaced auth". A CRI-O command-line flag or environment variable overriding

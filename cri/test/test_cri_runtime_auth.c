@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CRI-O's namespaced auth (common/crio_auth.h, docs/interfaces.md §10):
- *  - the configuration read as CRI-O reads it: crio.conf, then crio.conf.d's .conf files in
- *    name order, the last setting of [crio.image] namespaced_auth_dir winning; "" turns it off;
+ *  - the configuration read as CRI-O reads it: crio.conf, then every file below crio.conf.d in
+ *    lexical order (depth first, as Go's filepath.Walk), the last setting of
+ *    [crio.image] namespaced_auth_dir winning; "" turns it off;
  *    unset means CRI-O's default (on from 1.35, absent before); a file that cannot be read,
  *    trusted or parsed counts as on (fail closed);
  *  - the attribution: a pull without credentials for a pod namespace, when the runtime may
@@ -86,8 +87,14 @@ START_TEST(crio_configuration_as_crio_reads_it)
     ck_assert(!namespaced(&d, "1.35.0"));
     dropin(&d, "15-other.conf", "[crio.runtime]\nhooks_dir = [\"/x\"]\n", 0644);
     ck_assert(!namespaced(&d, "1.35.0"));
-    dropin(&d, "30-ignored.toml", "[crio.image]\nnamespaced_auth_dir = \"/x\"\n", 0644);
-    ck_assert(!namespaced(&d, "1.35.0")); /* only .conf files are drop-ins */
+    /* CRI-O walks every file below the directory, whatever its name, subdirectories too. */
+    dropin(&d, "30-any-name.toml", "[crio.image]\nnamespaced_auth_dir = \"/x\"\n", 0644);
+    ck_assert(namespaced(&d, "1.35.0"));
+    char sub[256];
+    snprintf(sub, sizeof sub, "%s/35-sub", d.dropins);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    dropin(&d, "35-sub/x", "[crio.image]\nnamespaced_auth_dir = \"\"\n", 0644);
+    ck_assert(!namespaced(&d, "1.35.0")); /* 35-sub/x comes after 30-any-name.toml */
     /* Anything that cannot be read, trusted or understood: on (fail closed). */
     dropin(&d, "40-writable.conf", "[crio.image]\nnamespaced_auth_dir = \"\"\n", 0666);
     ck_assert(namespaced(&d, "1.35.0"));
