@@ -72,8 +72,8 @@ const char *const cri_metric_codes[] = {"OK",
                                         "UNAUTHENTICATED",
                                         "other",
                                         NULL};
-const char *const cri_metric_credentials[] = {"none",       "node",  "secret",
-                                              "unverified", "other", NULL};
+const char *const cri_metric_credentials[] = {
+    "none", "node", "secret", "unverified", "runtime-namespace", "other", NULL};
 const char *const cri_metric_record_stages[] = {"intent", "record", "release",
                                                 "prune",  "other",  NULL};
 const char *const cri_metric_refusal_reasons[] = {"not-understood",

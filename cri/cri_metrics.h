@@ -44,7 +44,8 @@
 /* Label values (NULL-terminated; the last is the catch-all). */
 extern const char *const cri_metric_methods[];          /* CRI v1 methods, "other" */
 extern const char *const cri_metric_codes[];            /* gRPC status code names, "other" */
-extern const char *const cri_metric_credentials[];      /* none node secret unverified other */
+extern const char *const cri_metric_credentials[]; /* none node secret unverified
+                                                       runtime-namespace other */
 extern const char *const cri_metric_record_stages[];    /* intent record release prune */
 extern const char *const cri_metric_refusal_reasons[];  /* see cri_metric_refusal_reason */
 extern const char *const cri_metric_hook_results[];     /* see cri_metric_hook_request */

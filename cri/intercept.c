@@ -634,9 +634,25 @@ static void decode(pull_call *pc)
     if (pc->decoded != CRI_DECODED)
         return;
     pg_error e = {0};
-    cri_attribution a = {x->o.mac_key, x->o.mac_required, x->o.node};
-    if ((pc->req.has_auth && cri_node_creds_refresh(x->o.node, node_creds_warning, &e) != PG_OK) ||
-        cri_pull_credentials(&pc->req, &a, &pc->creds, &e) != PG_OK) {
+    /* The key as it is now: a rotated hmacKeyFile is read again (keyholder.h), so pulls after
+     * a rotation open the seals the webhook now makes. Unusable: nothing opens (unverified). */
+    char key_msg[512] = "";
+    pg_key_ref *key = x->o.keys ? pg_keyholder_get(x->o.keys, key_msg, sizeof key_msg) : NULL;
+    cri_attribution a = {
+        .mac_key = pg_key_ref_key(key), .mac_required = x->o.mac_required, .node = x->o.node};
+    char auth_why[600];
+    if (!pc->req.has_auth && pc->req.pod_namespace) { /* may CRI-O have used its own? */
+        a.runtime_namespace_auth =
+            cri_runtime_facts_namespaced_auth(x->o.facts, auth_why, sizeof auth_why);
+        a.runtime_auth_why = auth_why;
+    }
+    int rc = PG_OK;
+    if (pc->req.has_auth)
+        rc = cri_node_creds_refresh(x->o.node, node_creds_warning, &e);
+    if (rc == PG_OK)
+        rc = cri_pull_credentials(&pc->req, &a, &pc->creds, &e);
+    pg_key_ref_release(key);
+    if (rc != PG_OK) {
         pc->decoded = CRI_DECODE_NO_RESOURCE;
         pc->why = "out of memory";
         return;

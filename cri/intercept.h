@@ -12,6 +12,8 @@
 #define PULLGATE_CRI_INTERCEPT_H
 
 #include "grpc_util.h"
+#include "keyholder.h"
+#include "runtime_facts.h"
 #include "nodecreds.h"
 #include "pull.h"
 #include "recorder.h"
@@ -30,9 +32,10 @@ typedef struct cri_intercept_options {
     cri_worker *worker;        /* borrowed */
     cri_recorder *recorder;    /* borrowed */
     const char *annotation_key;
-    const pg_mac_key *mac_key; /* NULL when annotations are not keyed; borrowed */
+    pg_keyholder *keys;        /* hmacKeyFile, reloaded when it changes; NULL: not keyed */
     bool mac_required;         /* hmacKeyFile set (then a NULL key opens nothing) */
     cri_node_creds *node;      /* the node's docker config; used on the worker only; borrowed */
+    cri_runtime_facts *facts;  /* the runtime's own namespace credentials; NULL: none */
     unsigned max_slots;        /* 0: CRI_MAX_PULL_SLOTS */
     int slot_wait_ms;          /* waiting for a pull slot before refusing */
     int intent_budget_ms;      /* waiting for the intent before refusing */

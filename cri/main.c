@@ -18,6 +18,9 @@
 #include "metrics_server.h"
 #include "prune.h"
 #include "proxy.h"
+#include "crio_auth.h"
+#include "runtime_facts.h"
+#include "runtime_mark.h"
 
 #include <grpc/grpc.h>
 
@@ -40,6 +43,7 @@
 #define RECORD_BUDGET_MS 2000 /* the answer waits this long for the pulled record */
 #define WORKER_STOP_MS 2000
 #define PRUNER_STOP_MS 2000
+#define RUNTIME_FACTS_WAIT_MS 2500
 #define NOTIFIER_TIMEOUT_MS 250
 #define RECORDER_STOP_MS 5000
 #define HOOK_SERVER_STOP_MS 2000
@@ -49,6 +53,7 @@ typedef struct args {
     const char *listen;
     const char *runtime;
     const char *hook_socket; /* NULL: PG_DEFAULT_HOOK_SOCKET; "none": no hook server */
+    const char *crio_config, *crio_config_dir; /* CRI-O's files (its namespaced auth) */
     int prune;               /* --prune: prune once and exit */
     int force;               /* --force: an empty image list prunes too */
 } args;
@@ -58,6 +63,8 @@ static void usage(FILE *out)
     fprintf(out, "usage: pullgate-cri [--config FILE] [--listen unix:///run/pullgate/cri.sock]\n"
                  "                    [--runtime-endpoint unix:///run/containerd/containerd.sock]\n"
                  "                    [--hook-socket " PG_DEFAULT_HOOK_SOCKET "|none]\n"
+                 "                    [--crio-config " CRI_CRIO_DEFAULT_CONFIG "]\n"
+                 "                    [--crio-config-dir " CRI_CRIO_DEFAULT_CONFIG_DIR "]\n"
                  "       pullgate-cri --prune [--force] [--config FILE] [--runtime-endpoint ...]\n"
                  "Serves CRI on --listen, forwards every call to --runtime-endpoint, and records\n"
                  "each PullImage in pullgate's record store; decides for pullgate-hook on\n"
@@ -72,6 +79,8 @@ static int parse_args(int argc, char **argv, args *a)
                                              {"listen", required_argument, NULL, 'l'},
                                              {"runtime-endpoint", required_argument, NULL, 'r'},
                                              {"hook-socket", required_argument, NULL, 'k'},
+                                             {"crio-config", required_argument, NULL, 'C'},
+                                             {"crio-config-dir", required_argument, NULL, 'D'},
                                              {"prune", no_argument, NULL, 'p'},
                                              {"force", no_argument, NULL, 'f'},
                                              {"help", no_argument, NULL, 'h'},
@@ -84,6 +93,8 @@ static int parse_args(int argc, char **argv, args *a)
         case 'l': a->listen = optarg; break;
         case 'r': a->runtime = optarg; break;
         case 'k': a->hook_socket = optarg; break;
+        case 'C': a->crio_config = optarg; break;
+        case 'D': a->crio_config_dir = optarg; break;
         case 'p': a->prune = 1; break;
         case 'f': a->force = 1; break;
         case 'h': usage(stdout); return 1;
@@ -180,17 +191,24 @@ static int restrict_socket(const char *endpoint, pg_error *err)
     return PG_OK;
 }
 
-/* The annotation key for HMAC checks; NULL (and logged) when configured but unusable. */
-static pg_mac_key *load_mac_key(const pg_config *cfg)
+/* The annotation key, read as the hook reads it (strict, with PATH.previous). */
+static int load_mac_key(const char *path, pg_mac_key **out, char *msg, size_t msg_size)
 {
-    const char *path = pg_config_hmac_key_file(cfg);
-    pg_mac_key *key = NULL;
     pg_error e = {0};
-    if (path[0] && pg_mac_key_load(path, &key, &e) != PG_OK)
-        cri_log(CRI_LOG_ERROR,
-                "hmacKeyFile unusable: pulls with credentials are recorded unverified", "error",
-                e.message, NULL);
-    return key;
+    if (pg_mac_key_load(path, out, &e) == PG_OK)
+        return 0;
+    snprintf(msg, msg_size, "%s", e.message);
+    return -1;
+}
+
+static void log_mac_key(const char *level, const char *what, const char *detail)
+{
+    bool error = strcmp(level, "error") == 0;
+    cri_log(error ? CRI_LOG_ERROR : CRI_LOG_INFO, what, error ? "error" : "hmacKeyFile", detail,
+            "effect",
+            error ? "pulls with credentials are recorded unverified (bound to their namespace)"
+                  : "pulls are attributed with the key now in the file",
+            NULL);
 }
 
 /* SIGTERM/SIGINT end the wait; SIGUSR1 asks the pruner for a prune now. */
@@ -216,7 +234,8 @@ typedef struct daemon_parts {
     pg_config *cfg;
     pg_notifier *notifier;
     pg_store *store;
-    pg_mac_key *mac_key;
+    pg_keyholder *mac_keys;
+    cri_runtime_facts *facts;
     cri_node_creds *node_creds;
     cri_worker *worker;
     cri_recorder *recorder;
@@ -226,20 +245,49 @@ typedef struct daemon_parts {
     cri_hook_server *hook_server;
 } daemon_parts;
 
+/* The annotation key for HMAC checks, reloaded when its file changes; NULL when not keyed. */
+static int open_mac_keys(daemon_parts *d, pg_error *err)
+{
+    const char *path = pg_config_hmac_key_file(d->cfg);
+    if (!path[0])
+        return PG_OK;
+    d->mac_keys = pg_keyholder_new(path, load_mac_key, log_mac_key);
+    return d->mac_keys ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+}
+
 static void node_creds_warning(const char *path, const char *why)
 {
     cri_log(CRI_LOG_WARNING, "node credential file not used", "path", path, "error", why, NULL);
 }
 
 /* needs_decider: a hook server or verification pulls will decide (one store for both). */
-static int start(daemon_parts *d, bool needs_decider, pg_error *err)
+static int start(daemon_parts *d, const args *a, bool needs_decider, pg_error *err)
 {
     const pg_config *cfg = d->cfg;
+    d->facts = cri_runtime_facts_start(
+        pg_config_cri_runtime_endpoint(cfg), pg_config_runtime(cfg),
+        a->crio_config ? a->crio_config : CRI_CRIO_DEFAULT_CONFIG,
+        a->crio_config_dir ? a->crio_config_dir : CRI_CRIO_DEFAULT_CONFIG_DIR, err);
+    if (!d->facts)
+        return err->code;
+    /* Bounded: a runtime that is not up yet is asked again every second meanwhile. */
+    if (!cri_runtime_facts_wait(d->facts, RUNTIME_FACTS_WAIT_MS))
+        cri_log(CRI_LOG_WARNING,
+                "the runtime has not answered Version yet: pulls without credentials are "
+                "recorded for their namespace until it does",
+                NULL);
     d->notifier = pg_notifier_new(pg_config_dbus(cfg), NOTIFIER_TIMEOUT_MS, err);
     if (!d->notifier)
         return err->code;
     if (!(d->store = pg_store_open(cfg, d->notifier, err)))
         return err->code;
+    /* Before any pull is recorded: what the records are made against, for --prune. */
+    int mrc =
+        cri_runtime_mark_write(pg_config_state_dir(cfg), pg_config_cri_runtime_endpoint(cfg), err);
+    if (mrc != PG_OK) {
+        pg_error_prefix(err, "recording the runtime endpoint in the state directory");
+        return mrc;
+    }
     if (!(d->worker = cri_worker_new(err)))
         return err->code;
     if (!(d->recorder = cri_recorder_new(d->store, err)))
@@ -250,7 +298,9 @@ static int start(daemon_parts *d, bool needs_decider, pg_error *err)
     int rc = cri_node_creds_refresh(d->node_creds, node_creds_warning, err);
     if (rc != PG_OK)
         return rc;
-    d->mac_key = load_mac_key(cfg);
+    rc = open_mac_keys(d, err);
+    if (rc != PG_OK)
+        return rc;
     rc = prepare_socket_dir(pg_config_cri_listen(cfg), err);
     if (rc != PG_OK)
         return rc;
@@ -269,9 +319,10 @@ static int start(daemon_parts *d, bool needs_decider, pg_error *err)
         .worker = d->worker,
         .recorder = d->recorder,
         .annotation_key = pg_config_annotation(cfg),
-        .mac_key = d->mac_key,
+        .keys = d->mac_keys,
         .mac_required = pg_config_hmac_key_file(cfg)[0] != '\0',
         .node_creds = d->node_creds,
+        .facts = d->facts,
         .slot_wait_ms = SLOT_WAIT_MS,
         .intent_budget_ms = INTENT_BUDGET_MS,
         .record_budget_ms = RECORD_BUDGET_MS,
@@ -331,6 +382,9 @@ static int stop(daemon_parts *d)
         clean = cri_recorder_stop(d->recorder, RECORDER_STOP_MS);
     if (clean)
         clean = cri_worker_stop(d->worker, WORKER_STOP_MS);
+    /* After the worker: pulls ask it until then. Its Version call is bounded by 2 s. */
+    if (clean)
+        clean = cri_runtime_facts_stop(d->facts, 3000);
     if (!clean) {
         cri_log(CRI_LOG_WARNING, "exiting with work still running", NULL);
         return 0;
@@ -339,19 +393,26 @@ static int stop(daemon_parts *d)
     cri_decider_free(d->decider);
     pg_store_free(d->store);
     pg_notifier_free(d->notifier);
-    pg_mac_key_free(d->mac_key);
+    pg_keyholder_free(d->mac_keys);
     pg_config_free(d->cfg);
     return 1;
 }
 
 /*
- * --prune: once, against the configured runtime's own list, then exit. The
- * daemon may run at the same time: the store's lock orders the two.
+ * --prune: once, against the configured runtime's own list, then exit, and only
+ * when that runtime is the one the daemon serves (runtime_mark.h). The daemon
+ * may run at the same time: the store's lock orders the two.
  */
 static int prune_command(const args *a, pg_config *cfg)
 {
     pg_error err = {0};
     const char *runtime = pg_config_cri_runtime_endpoint(cfg);
+    char why_not[1024];
+    if (cri_runtime_mark_check(pg_config_state_dir(cfg), runtime, a->runtime != NULL, why_not,
+                               sizeof why_not) != PG_OK) {
+        fprintf(stderr, "pullgate-cri: not pruning: %s\n", why_not);
+        return 1;
+    }
     grpc_channel *ch = cri_runtime_channel(runtime);
     char **in_use = NULL;
     size_t n_images = 0;
@@ -422,7 +483,7 @@ int main(int argc, char **argv)
     }
     cri_metrics_start(d.cfg); /* before anything counts; serves until exit */
     const char *hook_socket = a.hook_socket ? a.hook_socket : PG_DEFAULT_HOOK_SOCKET;
-    if (start(&d, strcmp(hook_socket, "none") != 0, &err) != PG_OK) {
+    if (start(&d, &a, strcmp(hook_socket, "none") != 0, &err) != PG_OK) {
         cri_log(CRI_LOG_ERROR, "cannot start", "error", err.message, NULL);
         return 1;
     }

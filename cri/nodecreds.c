@@ -70,7 +70,9 @@ static int load_file(node_file *f, cri_node_creds_warn warn, pg_error *err)
     int rc = pg_read_file_at(AT_FDCWD, f->path, PG_MAX_DOCKERCONFIG_BYTES,
                              PG_READ_CHECK_OWNER | PG_READ_CHECK_MODE, &text, &len, &why);
     if (rc == PG_OK) {
-        rc = pg_dockerconfig_parse(text, len, &f->dc, &why);
+        /* The form by the file's name, as the kubelet reads it (keyring.h). */
+        rc = pg_dockerconfig_parse_as(text, len, pg_dockerconfig_form_of_file(f->path), &f->dc,
+                                      &why);
         OPENSSL_cleanse(text, len);
         free(text);
     }

@@ -21,9 +21,10 @@ typedef struct cri_proxy_options {
     cri_worker *worker;         /* runs the intercepted calls; borrowed */
     cri_recorder *recorder;     /* borrowed */
     const char *annotation_key; /* config credentialsAnnotation; copied */
-    const pg_mac_key *mac_key;  /* NULL when annotations are not keyed; borrowed */
+    pg_keyholder *keys;         /* hmacKeyFile, reloaded when it changes; NULL: not keyed */
     bool mac_required;          /* hmacKeyFile set (then a NULL key verifies nothing) */
     cri_node_creds *node_creds; /* the node's docker config files; worker only; borrowed */
+    cri_runtime_facts *facts;   /* what the runtime is (CRI-O's namespaced auth); borrowed */
     unsigned max_pulls;         /* pull slots; 0: CRI_MAX_PULL_SLOTS */
     int slot_wait_ms;           /* waiting for a pull slot before refusing */
     int intent_budget_ms;       /* waiting for the intent before refusing a pull */

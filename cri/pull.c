@@ -507,6 +507,7 @@ const char *cri_cred_source_name(cri_cred_source s)
     case CRI_CREDS_NODE: return "node";
     case CRI_CREDS_POD_SECRET: return "secret";
     case CRI_CREDS_UNVERIFIED: return "unverified";
+    case CRI_CREDS_RUNTIME_NAMESPACE: return "runtime-namespace";
     }
     return "unknown";
 }
@@ -522,6 +523,7 @@ void cri_pull_creds_clear(cri_pull_creds *c)
         free((char *)c->secrets[i].credential_hash);
     }
     free(c->secrets);
+    free((char *)c->namespace_marker.namespace_);
     memset(c, 0, sizeof *c);
 }
 
@@ -641,9 +643,34 @@ static int from_pod(const cri_pull_request *r, const cri_attribution *a, cri_pul
     return rc;
 }
 
+/*
+ * No credentials in the request, but the runtime may have pulled with the namespace's own
+ * (CRI-O's namespaced auth): not node-wide. Recorded as the namespace marker, a service account
+ * {namespace: the pod's, name: PG_NAMESPACE_MARKER_NAME, uid: ""} that every pod of that
+ * namespace matches with its own service account (docs/interfaces.md §5, §10).
+ */
+static int runtime_namespace(const cri_pull_request *r, const cri_attribution *a, cri_pull_creds *c,
+                             pg_error *err)
+{
+    pg_service_account *m = &c->namespace_marker;
+    if (!(m->namespace_ = pg_strdup(r->pod_namespace)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    m->name = PG_NAMESPACE_MARKER_NAME;
+    m->uid = "";
+    c->creds.service_accounts = m;
+    c->creds.n_service_accounts = 1;
+    c->source = CRI_CREDS_RUNTIME_NAMESPACE;
+    snprintf(c->detail, sizeof c->detail, "no credentials, %s",
+             a->runtime_auth_why ? a->runtime_auth_why : "the runtime may hold the namespace's");
+    return PG_OK;
+}
+
 static int resolve_creds(const cri_pull_request *r, const cri_attribution *a, cri_pull_creds *c,
                          pg_error *err)
 {
+    /* CRI-O consults its namespaced auth only for a pull naming a namespace. */
+    if (!r->has_auth && a->runtime_namespace_auth && r->pod_namespace)
+        return runtime_namespace(r, a, c, err);
     if (!r->has_auth)
         return node_accessible(CRI_CREDS_NONE, "no credentials", c);
     if (!pg_is_hex64(r->auth_hash) || strcmp(r->auth_hash, PG_EMPTY_CREDENTIAL_HASH) == 0)
@@ -661,7 +688,7 @@ int cri_pull_credentials(const cri_pull_request *r, const cri_attribution *a, cr
                          pg_error *err)
 {
     memset(out, 0, sizeof *out);
-    static const cri_attribution none = {NULL, false, NULL};
+    static const cri_attribution none = {.mac_key = NULL};
     if (!r || !r->image)
         return pg_fail(err, PG_ERR_INTERNAL, "cri_pull_credentials: no request");
     int rc = resolve_creds(r, a ? a : &none, out, err);

@@ -98,16 +98,20 @@ void cri_pull_request_clear(cri_pull_request *r);
 
 /* Why a pull is recorded with the credentials it is (for logs; never secret). */
 typedef enum cri_cred_source {
-    CRI_CREDS_NONE = 0,   /* no credentials: nodePodsAccessible */
-    CRI_CREDS_NODE,       /* the node's own docker config holds them: nodePodsAccessible */
-    CRI_CREDS_POD_SECRET, /* a secret of the pod's annotation, found by its auth hash */
-    CRI_CREDS_UNVERIFIED  /* anything else: the placeholder under the pod's namespace */
+    CRI_CREDS_NONE = 0,         /* no credentials: nodePodsAccessible */
+    CRI_CREDS_NODE,             /* the node's own docker config holds them: nodePodsAccessible */
+    CRI_CREDS_POD_SECRET,       /* a secret of the pod's annotation, found by its auth hash */
+    CRI_CREDS_UNVERIFIED,       /* anything else: the placeholder under the pod's namespace */
+    CRI_CREDS_RUNTIME_NAMESPACE /* none, but the runtime may hold the namespace's (CRI-O):
+                                   the namespace marker, every pod of that namespace */
 } cri_cred_source;
 
 /* The credentials to record for one pull; owns every string it points to. */
 typedef struct cri_pull_creds {
     pg_pull_credentials creds; /* view for pg_store_record_pulled */
     pg_secret *secrets;        /* creds.secrets; strings below are owned */
+    pg_service_account namespace_marker; /* creds.service_accounts when the source is
+                                            CRI_CREDS_RUNTIME_NAMESPACE; namespace_ owned */
     cri_cred_source source;
     char detail[256]; /* e.g. "no annotation", "secret team-a/regcred" */
 } cri_pull_creds;
@@ -117,6 +121,11 @@ typedef struct cri_attribution {
     const pg_mac_key *mac_key;  /* NULL when annotations are not keyed */
     bool mac_required;          /* hmacKeyFile set (then a NULL key opens nothing) */
     const cri_node_creds *node; /* the node's own docker config; NULL: none */
+    /* The runtime may pull with credentials of its own for the pod's namespace when the
+     * request carries none (CRI-O's namespaced auth, common/crio_auth.h); why says how that was
+     * decided. */
+    bool runtime_namespace_auth;
+    const char *runtime_auth_why;
 } cri_attribution;
 
 /*

@@ -242,6 +242,8 @@ int cri_record_pulled(cri_recorder *r, const char *image, const char *image_ref,
     j->aliases = aliases;
     j->creds = *creds;
     j->creds.creds.secrets = j->creds.secrets; /* the view follows the moved array */
+    if (j->creds.creds.n_service_accounts)     /* and the moved namespace marker */
+        j->creds.creds.service_accounts = &j->creds.namespace_marker;
     memset(creds, 0, sizeof *creds);
     return submit(r, j);
 }

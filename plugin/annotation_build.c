@@ -189,12 +189,20 @@ int pg_annotation_add_dockerconfig(pg_annotation *a, const char *ns, const char 
                                    const char *uid, const char *dockerconfig, size_t len,
                                    pg_error *err)
 {
+    return pg_annotation_add_dockerconfig_as(a, ns, name, uid, dockerconfig, len,
+                                             PG_DOCKERCONFIG_SNIFF, err);
+}
+
+int pg_annotation_add_dockerconfig_as(pg_annotation *a, const char *ns, const char *name,
+                                      const char *uid, const char *dockerconfig, size_t len,
+                                      pg_dockerconfig_form form, pg_error *err)
+{
     if (!a || !dockerconfig)
         return pg_fail(err, PG_ERR_INVALID, "annotation: no dockerconfig");
     int rc = check_credential(a, ns, name, uid, err);
     pg_dockerconfig *dc = NULL;
     if (rc == PG_OK) /* parsed once for every image */
-        rc = pg_dockerconfig_parse(dockerconfig, len, &dc, err);
+        rc = pg_dockerconfig_parse_as(dockerconfig, len, form, &dc, err);
     const char *image;
     json_t *entry;
     json_object_foreach(a->value, image, entry)

@@ -15,6 +15,7 @@
 #define PULLGATE_ANNOTATION_BUILD_H
 
 #include "annotation_mac.h"
+#include "keyring.h" /* pg_dockerconfig_form */
 
 /* The value under construction: image name -> entry. Free with pg_annotation_free. */
 typedef struct pg_annotation pg_annotation;
@@ -53,6 +54,15 @@ int pg_annotation_add_secret_hashes(pg_annotation *a, const char *image, const c
 int pg_annotation_add_dockerconfig(pg_annotation *a, const char *ns, const char *name,
                                    const char *uid, const char *dockerconfig, size_t len,
                                    pg_error *err);
+/*
+ * The same, reading the text in the form the secret's type gives it, as the kubelet does
+ * (pkg/credentialprovider/secrets): kubernetes.io/dockerconfigjson's .dockerconfigjson for its
+ * "auths" only (PG_DOCKERCONFIG_AUTHS), kubernetes.io/dockercfg's .dockercfg as the bare map
+ * (PG_DOCKERCONFIG_BARE): an entry the kubelet never uses is never presented.
+ */
+int pg_annotation_add_dockerconfig_as(pg_annotation *a, const char *ns, const char *name,
+                                      const char *uid, const char *dockerconfig, size_t len,
+                                      pg_dockerconfig_form form, pg_error *err);
 
 /* Adds a service account to the entry of image (NULL: to every image added so far). */
 int pg_annotation_add_service_account(pg_annotation *a, const char *image, const char *ns,

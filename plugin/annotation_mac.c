@@ -14,6 +14,8 @@
 #include <openssl/core_names.h>
 #include <openssl/hmac.h>
 #include <openssl/kdf.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,6 +26,7 @@ struct pg_mac_key {
     unsigned char bytes[PG_MAC_KEY_MAX_BYTES];
     unsigned char seal[PG_SEAL_KEY_BYTES]; /* HKDF-derived: the MAC key is never an AES key */
     EVP_CIPHER *siv;                       /* fetched once per key; shared read-only */
+    pg_mac_key *previous; /* the key retired by the last rotation (PATH.previous), or NULL */
 };
 
 /* ------------------------------------------------------------------ keys */
@@ -72,11 +75,13 @@ void pg_mac_key_free(pg_mac_key *key)
     if (!key)
         return;
     EVP_CIPHER_free(key->siv);
+    pg_mac_key_free(key->previous);
     OPENSSL_cleanse(key, sizeof *key); /* the key must not outlive its use in freed memory */
     free(key);
 }
 
 const unsigned char *pg_mac_key_seal_bytes(const pg_mac_key *key) { return key->seal; }
+const pg_mac_key *pg_mac_key_previous(const pg_mac_key *key) { return key ? key->previous : NULL; }
 EVP_CIPHER *pg_mac_key_siv(const pg_mac_key *key) { return key->siv; }
 
 /*
@@ -100,7 +105,36 @@ static int check_key_permissions(const char *path, pg_error *err)
     return PG_OK;
 }
 
+static int load_one(const char *path, pg_mac_key **out, pg_error *err);
+
+/* PATH.previous, when present: read with the same checks; absent is no error. */
+static int load_previous(const char *path, pg_mac_key *key, pg_error *err)
+{
+    char previous[PATH_MAX];
+    if ((size_t)snprintf(previous, sizeof previous, "%s%s", path, PG_MAC_PREVIOUS_SUFFIX) >=
+        sizeof previous)
+        return pg_fail(err, PG_ERR_CONFIG, "hmacKeyFile: path too long");
+    int rc = load_one(previous, &key->previous, err);
+    if (rc == PG_ERR_NOT_FOUND) /* no rotation in progress */
+        return PG_OK;
+    if (rc != PG_OK)
+        pg_error_prefix(err, "previous key");
+    return rc;
+}
+
 int pg_mac_key_load(const char *path, pg_mac_key **out, pg_error *err)
+{
+    int rc = load_one(path, out, err);
+    if (rc == PG_OK)
+        rc = load_previous(path, *out, err);
+    if (rc != PG_OK && *out) {
+        pg_mac_key_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+static int load_one(const char *path, pg_mac_key **out, pg_error *err)
 {
     *out = NULL;
     if (!path || !*path)

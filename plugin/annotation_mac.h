@@ -43,6 +43,14 @@ int pg_mac_key_load(const char *path, pg_mac_key **out, pg_error *err);
  * (PG_ERR_NOT_FOUND missing, PG_ERR_UNSAFE readable by others or not root's, ...).
  */
 int pg_mac_key_file_check(const char *path, pg_error *err);
+/*
+ * pg_mac_key_load also reads PATH.previous when it exists, with the same checks (one that
+ * exists and cannot be used fails the load): the key a rotation retired, which readers
+ * still accept for entries the producer signed before it (docs/annotation-hmac.md,
+ * "Rotation"). Producers sign with the key itself only. NULL when there is none.
+ */
+#define PG_MAC_PREVIOUS_SUFFIX ".previous"
+const pg_mac_key *pg_mac_key_previous(const pg_mac_key *key);
 /* A key from memory (tests, tools); same length bounds. */
 int pg_mac_key_from_bytes(const void *bytes, size_t len, pg_mac_key **out, pg_error *err);
 void pg_mac_key_free(pg_mac_key *key);

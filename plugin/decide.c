@@ -689,6 +689,9 @@ static bool judge_time(decide_ctx *c, match_state *m, size_t r, size_t j, bool s
 
 static const char *match_kind(const pg_pod_cred *p, const pg_pod_cred *r, bool secret)
 {
+    if (!secret && pg_pod_cred_is_namespace_marker(r))
+        return "service account (of the namespace the runtime pulled for with its own "
+               "credentials)";
     if (!secret)
         return "service account";
     if (pg_pod_cred_is_placeholder(r))

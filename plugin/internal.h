@@ -105,6 +105,14 @@ typedef struct pg_pod_cred {
  */
 #define PG_UNVERIFIED_NAME_PREFIX "pullgate:unverified-"
 #define PG_UNKNOWN_NAMESPACE "pullgate:unknown-namespace"
+/*
+ * The service account name pullgate-cri records for a pull that carried no credentials while
+ * the runtime may have used its own for the pod's namespace (CRI-O's namespaced auth,
+ * docs/interfaces.md §10): {namespace: the pod's, name: this, uid: ""}. It matches every
+ * presented service account of that namespace, and nothing else; a reader that does not know
+ * it (1.0.0) matches it with nothing (no service account is named so), which denies.
+ */
+#define PG_NAMESPACE_MARKER_NAME "pullgate:runtime-namespace-auth"
 
 /*
  * The pod binding pullgate-cri records beside the placeholder (docs/interfaces.md
@@ -125,6 +133,8 @@ void pg_pod_creds_free(pg_pod_cred **v, size_t *n);
 bool pg_pod_cred_same_hash(const pg_pod_cred *a, const pg_pod_cred *b);
 /* recorded is pullgate-cri's placeholder for credentials it could not attribute. */
 bool pg_pod_cred_is_placeholder(const pg_pod_cred *recorded);
+/* recorded is pullgate-cri's namespace marker (a service account, PG_NAMESPACE_MARKER_NAME). */
+bool pg_pod_cred_is_namespace_marker(const pg_pod_cred *recorded);
 /*
  * The match of a presented credential against a recorded one, the one place
  * that decides it, for secrets and service accounts (no hash) alike:
@@ -132,7 +142,10 @@ bool pg_pod_cred_is_placeholder(const pg_pod_cred *recorded);
  *    empty-credential hash), or the same namespace/name/uid;
  *  - a placeholder (pg_pod_cred_is_placeholder) matches only a presented
  *    secret of the same namespace whose auth hash is the placeholder's hash:
- *    an unattributed pull is bound to the pulling pod's namespace.
+ *    an unattributed pull is bound to the pulling pod's namespace;
+ *  - the namespace marker (pg_pod_cred_is_namespace_marker) matches any
+ *    presented service account of its namespace: a pull made with the
+ *    runtime's credentials for that namespace is bound to the namespace.
  */
 bool pg_pod_cred_matches(const pg_pod_cred *presented, const pg_pod_cred *recorded);
 /* a and b are secrets of pods (not placeholders or pod bindings) of one namespace

@@ -408,14 +408,19 @@ static bool has_auths_key(json_t *root)
     return false;
 }
 
-/* {"auths":{...}} (kubernetes.io/dockerconfigjson) or a bare map (.dockercfg). */
-static int load_entries(json_t *root, entries *e, pg_error *err)
+/*
+ * {"auths":{...}} (kubernetes.io/dockerconfigjson, config.json) or a bare map
+ * (.dockercfg), as form says; PG_DOCKERCONFIG_SNIFF picks by the content. In
+ * the "auths" form every other member is ignored, as Go's Unmarshal into the
+ * kubelet's DockerConfigJSON ignores it: a bare map read that way holds nothing.
+ */
+static int load_entries(json_t *root, pg_dockerconfig_form form, entries *e, pg_error *err)
 {
     if (json_is_null(root))
         return PG_OK; /* Go unmarshals null into an empty config */
     if (!json_is_object(root))
         return pg_fail(err, PG_ERR_INVALID, "dockerconfig: not a JSON object");
-    if (!has_auths_key(root))
+    if (form == PG_DOCKERCONFIG_BARE || (form == PG_DOCKERCONFIG_SNIFF && !has_auths_key(root)))
         return add_auth_map(e, root, err);
     const char *k;
     json_t *v;
@@ -433,7 +438,7 @@ static int load_entries(json_t *root, entries *e, pg_error *err)
         if (rc != PG_OK)
             return rc;
     }
-    return add_auth_map(e, auths, err);
+    return auths ? add_auth_map(e, auths, err) : PG_OK; /* no "auths": Go's nil map, no entry */
 }
 
 /*
@@ -477,7 +482,20 @@ static json_t *parse_secret_json(const char *json, size_t len, pg_error *err)
     return root;
 }
 
+pg_dockerconfig_form pg_dockerconfig_form_of_file(const char *path)
+{
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    const char *base = slash ? slash + 1 : path;
+    return base && strcmp(base, ".dockercfg") == 0 ? PG_DOCKERCONFIG_BARE : PG_DOCKERCONFIG_AUTHS;
+}
+
 int pg_dockerconfig_parse(const char *json, size_t len, pg_dockerconfig **out, pg_error *err)
+{
+    return pg_dockerconfig_parse_as(json, len, PG_DOCKERCONFIG_SNIFF, out, err);
+}
+
+int pg_dockerconfig_parse_as(const char *json, size_t len, pg_dockerconfig_form form,
+                             pg_dockerconfig **out, pg_error *err)
 {
     *out = NULL;
     if (!json)
@@ -489,7 +507,8 @@ int pg_dockerconfig_parse(const char *json, size_t len, pg_dockerconfig **out, p
     if (!root)
         return PG_ERR_INVALID;
     pg_dockerconfig *dc = calloc(1, sizeof *dc);
-    int rc = dc ? load_entries(root, &dc->e, err) : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    int rc =
+        dc ? load_entries(root, form, &dc->e, err) : pg_fail(err, PG_ERR_NOMEM, "out of memory");
     wipe_strings(root, 0);
     json_decref(root);
     if (rc != PG_OK) {

@@ -26,6 +26,27 @@ typedef struct pg_dockerconfig pg_dockerconfig;
  * strings are wiped before they are freed. The caller still owns and wipes json.
  */
 int pg_dockerconfig_parse(const char *json, size_t len, pg_dockerconfig **out, pg_error *err);
+
+/* Which of the two forms a document is read as. */
+typedef enum pg_dockerconfig_form {
+    PG_DOCKERCONFIG_SNIFF, /* by the content: an "auths" member picks the first form */
+    PG_DOCKERCONFIG_AUTHS, /* {"auths":{...}} only; any other member is ignored */
+    PG_DOCKERCONFIG_BARE   /* the bare map of .dockercfg / kubernetes.io/dockercfg */
+} pg_dockerconfig_form;
+
+/* pg_dockerconfig_parse reading the document in the given form. */
+int pg_dockerconfig_parse_as(const char *json, size_t len, pg_dockerconfig_form form,
+                             pg_dockerconfig **out, pg_error *err);
+
+/*
+ * The form the kubelet reads a node credential file in, by its name
+ * (kubernetes pkg/credentialprovider/config.go): a file named .dockercfg is the
+ * bare map (ReadDockercfgFile, readDockerConfigFileFromBytes), config.json only
+ * its "auths" (ReadDockerConfigJSONFile, readDockerConfigJSONFileFromBytes).
+ * The kubelet reads no other name; pullgate reads any other name as config.json,
+ * the form that never turns a bare map into credentials.
+ */
+pg_dockerconfig_form pg_dockerconfig_form_of_file(const char *path);
 void pg_dockerconfig_free(pg_dockerconfig *dc);
 
 /*

@@ -269,13 +269,25 @@ static bool has_auth_hash(const json_t *val)
  * into another namespace then presents nothing. Verified per entry, before
  * entries with equal normalised names are folded together.
  */
-static int check_mac(const json_t *val, const char *pod_namespace, const pg_mac_key *key,
+static int check_mac(const json_t *val, const char *pod_namespace, const pg_mac_key **keyp,
                      pres_entry *e, pg_error *err)
 {
+    const pg_mac_key *key = *keyp;
     if (!key)
         return PG_OK;
     pg_error why = {0};
     int rc = pg_annotation_mac_verify_entry(key, pod_namespace, e->image_name, val, &why);
+    /* The key retired by the last rotation (annotation-hmac.md, "Rotation"): an entry the
+     * webhook signed before it still verifies, and its seals open with the same key. */
+    const pg_mac_key *previous = pg_mac_key_previous(key);
+    if (rc == PG_ERR_UNSAFE && previous) {
+        pg_error why_previous = {0};
+        if (pg_annotation_mac_verify_entry(previous, pod_namespace, e->image_name, val,
+                                           &why_previous) == PG_OK) {
+            rc = PG_OK;
+            *keyp = previous;
+        }
+    }
     if (rc == PG_OK && pg_annotation_entry_version(val) == 1 && has_auth_hash(val))
         rc = PG_ERR_UNSAFE;
     if (rc == PG_ERR_UNSAFE) {
@@ -369,7 +381,7 @@ static int parse_entry(const char *key, const json_t *val, const char *pod_names
     if (rc == PG_OK)
         rc = check_one_version(val, what, err);
     if (rc == PG_OK)
-        rc = check_mac(val, pod_namespace, mac_key, e, err);
+        rc = check_mac(val, pod_namespace, &mac_key, e, err);
     if (rc == PG_OK)
         rc = open_sealed(mac_key, e, err);
     free_sealed(e); /* opened, dropped or failed: the texts are no longer needed */

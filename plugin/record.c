@@ -88,11 +88,19 @@ bool pg_pod_binding_matches(const char *pod_namespace, const char *pod_uid,
            strcmp(recorded->name + sizeof PG_POD_BINDING_PREFIX - 1, pod_uid) == 0;
 }
 
+bool pg_pod_cred_is_namespace_marker(const pg_pod_cred *recorded)
+{
+    return !recorded->credential_hash && strcmp(recorded->name, PG_NAMESPACE_MARKER_NAME) == 0;
+}
+
 bool pg_pod_cred_matches(const pg_pod_cred *presented, const pg_pod_cred *recorded)
 {
     /* A pod binding is the runtime's pod identity, never something a pod presents. */
     if (pg_pod_cred_is_pod_binding(recorded))
         return false;
+    if (pg_pod_cred_is_namespace_marker(recorded))
+        return !presented->credential_hash &&
+               strcmp(presented->namespace_, recorded->namespace_) == 0;
     if (pg_pod_cred_is_placeholder(recorded))
         return presented->credential_hash && proving_hash(presented->auth_hash) &&
                strcmp(presented->namespace_, recorded->namespace_) == 0 &&

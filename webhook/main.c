@@ -274,7 +274,7 @@ static void block_signals(void)
 }
 
 /* The annotation key, or none with the explicit opt-out (loudly). 0, or the exit status. */
-static int open_keys(const options *o, const char *key_file, wh_keyholder **keys, char *msg,
+static int open_keys(const options *o, const char *key_file, pg_keyholder **keys, char *msg,
                      size_t msg_size)
 {
     *keys = NULL;
@@ -296,7 +296,19 @@ static int open_keys(const options *o, const char *key_file, wh_keyholder **keys
                  "--config), or opt out with --unkeyed-annotations");
         return EXIT_USAGE;
     }
-    return (*keys = wh_keyholder_new(key_file, msg, msg_size)) ? 0 : 1;
+    if (!(*keys = pg_keyholder_new(key_file, wh_load_key, wh_log_key))) {
+        snprintf(msg, msg_size, "out of memory");
+        return 1;
+    }
+    /* Unusable at start: refuse to start (later changes refuse reviews instead). */
+    pg_key_ref *first = pg_keyholder_get(*keys, msg, msg_size);
+    pg_key_ref_release(first);
+    if (!first) {
+        pg_keyholder_free(*keys);
+        *keys = NULL;
+        return 1;
+    }
+    return 0;
 }
 
 /* The reserve applies when someone can be known as the API server. */
@@ -336,7 +348,7 @@ static void log_serving(const options *o, const char *server_url, const char *an
 }
 
 static int serve(const options *o, const char *server_url, const char *annotation,
-                 wh_keyholder *keys, wh_kubeapi *api, wh_metrics *metrics, char *msg,
+                 pg_keyholder *keys, wh_kubeapi *api, wh_metrics *metrics, char *msg,
                  size_t msg_size)
 {
     struct sockaddr_storage addr = {0}, health = {0};
@@ -370,7 +382,7 @@ static int serve(const options *o, const char *server_url, const char *annotatio
 
 /* TLS, the API client, then serve until a signal: 0, or 1 with msg. */
 static int start(const options *o, const char *server_url, const char *ca, const char *token,
-                 const char *annotation, wh_keyholder *keys, char *msg, size_t msg_size)
+                 const char *annotation, pg_keyholder *keys, char *msg, size_t msg_size)
 {
     wh_tls *tls = wh_tls_new(o->tls_cert, o->tls_key, log_tls, msg, msg_size);
     wh_kubeapi *api = NULL;
@@ -390,7 +402,7 @@ static int run(const options *o, const char *server_url, const char *ca, const c
 {
     char msg[WH_MESSAGE_MAX] = "";
     char *annotation = NULL, *key_file = NULL;
-    wh_keyholder *keys = NULL;
+    pg_keyholder *keys = NULL;
     int status = 1;
     if (read_config(o, &annotation, &key_file) != 0)
         snprintf(msg, sizeof msg, "configuration unusable");
@@ -398,7 +410,7 @@ static int run(const options *o, const char *server_url, const char *ca, const c
         status = start(o, server_url, ca, token, annotation, keys, msg, sizeof msg);
     if (status != 0)
         wh_log("error", "cannot start", msg);
-    wh_keyholder_free(keys);
+    pg_keyholder_free(keys);
     free(annotation);
     free(key_file);
     return status;

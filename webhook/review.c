@@ -500,6 +500,17 @@ static void plan_secrets(fetch_plan *plan, const json_t *names)
 }
 
 /*
+ * Whether the pod lists pull secrets of its own, judged on the list as written,
+ * before any name is skipped: the ServiceAccount admission plugin fills in the
+ * service account's only when the pod's list is empty, so a pod listing names
+ * that cannot exist pulls with none, never with the service account's.
+ */
+static int pod_lists_pull_secrets(const json_t *refs)
+{
+    return json_is_array(refs) && json_array_size(refs) > 0;
+}
+
+/*
  * Reads the service account and the pull secrets. When the pod lists its own
  * pull secrets everything is fetched in one concurrent round; otherwise the
  * service account comes first, because its imagePullSecrets are the list.
@@ -510,8 +521,9 @@ static int read_credentials(review *r, pg_annotation *a, service_account *sa, js
     const json_t *spec = json_object_get(r->pod, "spec");
     plan->reqs[0] = (wh_get_req){.resource = "serviceaccounts", .name = sa->name};
     plan->n = 1;
-    int rc = collect_secret_names(r, json_object_get(spec, "imagePullSecrets"), "pod", names);
-    int own = json_array_size(names) > 0;
+    const json_t *own_refs = json_object_get(spec, "imagePullSecrets");
+    int rc = collect_secret_names(r, own_refs, "pod", names);
+    int own = pod_lists_pull_secrets(own_refs);
     if (rc == 0 && own)
         plan_secrets(plan, names);
     if (rc == 0)

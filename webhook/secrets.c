@@ -100,7 +100,8 @@ static void learn_cost(size_t matching, long long elapsed_ns)
 /* The library call that parses and matches, bounded: by the review's matching
  * budget and deadline, and by the memory budget for its parse. */
 static int add_dockerconfig(pg_annotation *a, const char *ns, const char *name, const char *uid,
-                            const char *text, size_t len, wh_matching *m)
+                            const char *text, size_t len, pg_dockerconfig_form form,
+                            wh_matching *m)
 {
     wh_json_stats st;
     wh_json_skim(text, len, &st);
@@ -115,7 +116,7 @@ static int add_dockerconfig(pg_annotation *a, const char *ns, const char *name, 
         return PG_ERR_NOMEM;
     pg_error err = {0};
     long long t0 = now_ns();
-    int rc = pg_annotation_add_dockerconfig(a, ns, name, uid, text, len, &err);
+    int rc = pg_annotation_add_dockerconfig_as(a, ns, name, uid, text, len, form, &err);
     learn_cost(matching, now_ns() - t0);
     wh_parse_end();
     OPENSSL_cleanse(err.message, sizeof err.message); /* never shown: see builder_failure */
@@ -170,7 +171,10 @@ wh_secret_outcome wh_secret_add(pg_annotation *a, const char *ns, const char *na
     size_t len = 0;
     if (base64_decode(json_string_value(data), json_string_length(data), &text, &len) != 0)
         return fail(msg, msg_size, ns, name, field, "is not base64");
-    int rc = add_dockerconfig(a, ns, name, uid, (const char *)text, len, m);
+    /* The form by the type, as the kubelet reads it: .dockerconfigjson's "auths" only. */
+    pg_dockerconfig_form form =
+        strcmp(field, ".dockercfg") == 0 ? PG_DOCKERCONFIG_BARE : PG_DOCKERCONFIG_AUTHS;
+    int rc = add_dockerconfig(a, ns, name, uid, (const char *)text, len, form, m);
     OPENSSL_cleanse(text, len);
     free(text);
     if (rc != PG_OK)

@@ -342,9 +342,9 @@ static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_r
     if (!q->cut && pg_monotonic_ms() >= q->deadline_ms) /* no time left to parse it */
         q->cut = "time limit exceeded receiving the AdmissionReview";
     char key_msg[WH_MESSAGE_MAX] = "";
-    wh_key_ref *key = s->cfg.keys ? wh_keyholder_get(s->cfg.keys, key_msg, sizeof key_msg) : NULL;
+    pg_key_ref *key = s->cfg.keys ? pg_keyholder_get(s->cfg.keys, key_msg, sizeof key_msg) : NULL;
     wh_review_config rc = {.annotation_key = s->cfg.annotation_key,
-                           .key = wh_key_ref_key(key),
+                           .key = pg_key_ref_key(key),
                            .key_error = key_msg[0] ? key_msg : NULL,
                            .get = counted_get,
                            .get_ctx = s,
@@ -358,7 +358,7 @@ static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_r
         wh_review_handle(&rc, q->prefix, q->prefix_len, &res);
     else
         wh_review_handle(&rc, q->body.data ? q->body.data : "", q->body.len, &res);
-    wh_key_ref_release(key);
+    pg_key_ref_release(key);
     wh_buf_wipe(&q->body);
     log_review(c, q, &res);
     wh_metrics_review(s->cfg.metrics, res.outcome, res.refusal_code,

@@ -3,7 +3,7 @@
 #ifndef PULLGATE_WEBHOOK_SERVER_H
 #define PULLGATE_WEBHOOK_SERVER_H
 
-#include "keyholder.h"
+#include "keyfile.h"
 #include "kubeapi.h"
 #include "peers.h"
 #include "whmetrics.h"
@@ -19,7 +19,7 @@
 
 typedef struct wh_server_config {
     const char *annotation_key;
-    wh_keyholder *keys; /* NULL: unkeyed annotations (explicit opt-out) */
+    pg_keyholder *keys; /* NULL: unkeyed annotations (explicit opt-out) */
     wh_kubeapi *api;
     long deadline_ms; /* the whole review, from its headers to its answer */
     unsigned int max_connections;

@@ -6,9 +6,11 @@
  * with an image may be forwarded, its credentials are hashed (never the
  * empty-credential hash), and a pull is node-accessible only without
  * credentials. The same bytes are read as the method path and as the answers
- * the proxy decodes. No network.
+ * the proxy decodes, and as a CRI-O configuration file (common/crio_auth.h: the TOML
+ * shim must return 1 with a string, 0, or -1 with a reason, never throw). No network.
  */
 #include "pull.h"
+#include "crio_auth.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -66,5 +68,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)cri_list_images_refs(data, size, &refs, &n_images, NULL);
     (void)cri_list_containers_refs(data, size, &refs, NULL);
     pg_strv_clear(&refs);
+    char *dir = NULL, why[256] = "";
+    int got = cri_crio_auth_dir_of_text((const char *)data, size, &dir, why, sizeof why);
+    if ((got == 1) != (dir != NULL) || (got < 0 && !why[0]) || got < -1 || got > 1)
+        abort();
+    free(dir);
     return 0;
 }

@@ -521,7 +521,7 @@ START_TEST(hmac_required_without_key_is_unverified)
                   .sandbox = true,
                   .ns = "team-a",
                   .annotation = a};
-    cri_attribution at = {NULL, true, NULL};
+    cri_attribution at = {.mac_required = true};
     cri_pull_request req;
     cri_pull_creds c;
     resolve_with(&s, &at, &req, &c);
@@ -576,7 +576,8 @@ START_TEST(sealed_annotation_opens_only_with_the_key_and_namespace)
                       .sandbox = true,
                       .ns = cases[i].pod_ns,
                       .annotation = team_a};
-        cri_attribution at = {cases[i].node_key, cases[i].node_key != NULL, NULL};
+        cri_attribution at = {.mac_key = cases[i].node_key,
+                              .mac_required = cases[i].node_key != NULL};
         cri_pull_request req;
         cri_pull_creds c;
         resolve_with(&s, &at, &req, &c);
@@ -628,7 +629,7 @@ START_TEST(node_docker_config_credentials_are_node_wide)
     cri_node_creds *nc = cri_node_creds_new(paths, &err);
     ck_assert_ptr_nonnull(nc);
     ck_assert_int_eq(cri_node_creds_refresh(nc, NULL, &err), PG_OK);
-    cri_attribution at = {NULL, false, nc};
+    cri_attribution at = {.node = nc};
     char *a = annotation_with("team-a", OTHER_HASH, false);
     struct {
         const char *user, *pass, *image;
@@ -667,6 +668,55 @@ START_TEST(node_docker_config_credentials_are_node_wide)
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* Whether the node's files, read from dir/name, hold user:pass for IMAGE. */
+static bool node_file_holds(const char *dir, const char *name, const char *doc, const char *user,
+                            const char *pass)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    write_file(path, doc, 0600);
+    const char *paths[] = {path, NULL};
+    pg_error err = {0};
+    cri_node_creds *nc = cri_node_creds_new(paths, &err);
+    ck_assert_ptr_nonnull(nc);
+    ck_assert_int_eq(cri_node_creds_refresh(nc, NULL, &err), PG_OK);
+    char auth[PG_HASH_HEX_LEN + 1];
+    auth_hash_of(user, pass, auth);
+    bool holds = false;
+    ck_assert_int_eq(cri_node_creds_holds(nc, IMAGE, auth, &holds, &err), PG_OK);
+    cri_node_creds_free(nc);
+    ck_assert_int_eq(unlink(path), 0);
+    return holds;
+}
+
+/*
+ * The kubelet picks a node file's form by its name (pkg/credentialprovider/config.go):
+ * config.json is read for its "auths" only, .dockercfg as the bare map. Credentials the
+ * kubelet would never use are not node credentials, whatever the content looks like.
+ */
+START_TEST(node_credential_files_are_read_as_the_kubelet_reads_them)
+{
+    const vector *v = plain_vector();
+    char dir[] = "/tmp/pg-cri-node-form.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char bare[1200], auths[1300];
+    snprintf(bare, sizeof bare,
+             "{\"registry.example.com\":{\"username\":\"%s\",\"password\":\"%s\"}}", v->username,
+             v->password);
+    snprintf(auths, sizeof auths, "{\"auths\":%s}", bare);
+    const char *u = v->username, *p = v->password;
+    ck_assert_msg(!node_file_holds(dir, "config.json", bare, u, p), "bare map in config.json");
+    ck_assert_msg(node_file_holds(dir, ".dockercfg", bare, u, p), "bare map in .dockercfg");
+    ck_assert_msg(node_file_holds(dir, "config.json", auths, u, p), "auths in config.json");
+    ck_assert_msg(!node_file_holds(dir, ".dockercfg", auths, u, p), "auths in .dockercfg");
+    /* Another name (the kubelet reads none): read as config.json, never as a bare map. */
+    ck_assert_msg(!node_file_holds(dir, "node.json", bare, u, p), "bare map in node.json");
+    ck_assert_msg(node_file_holds(dir, "node.json", auths, u, p), "auths in node.json");
+    ck_assert_msg(!node_file_holds(dir, "x.dockercfg", bare, u, p), "bare map in x.dockercfg");
+    ck_assert_int_eq(rmdir(dir), 0);
 }
 END_TEST
 
@@ -932,7 +982,7 @@ START_TEST(hmac_signed_entry_verifies_only_for_its_namespace)
         uint8_t *buf = pack_request(&s, &len);
         cri_pull_request req;
         cri_pull_creds c;
-        cri_attribution at = {key, true, NULL};
+        cri_attribution at = {.mac_key = key, .mac_required = true};
         ck_assert_int_eq(cri_pull_request_decode(buf, len, KEY, &req, NULL), CRI_DECODED);
         ck_assert_int_eq(cri_pull_credentials(&req, &at, &c, NULL), PG_OK);
         ck_assert_msg(c.source == expected[i], "signed for %s: %s (%s)", signed_for[i],
@@ -1157,6 +1207,7 @@ static Suite *suite(void)
     tcase_add_test(tc, unlisted_credentials_are_namespace_bound);
     tcase_add_test(tc, sealed_annotation_opens_only_with_the_key_and_namespace);
     tcase_add_test(tc, node_docker_config_credentials_are_node_wide);
+    tcase_add_test(tc, node_credential_files_are_read_as_the_kubelet_reads_them);
     tcase_add_test(tc, methods_as_grpc_go_routes_them);
     tcase_add_test(tc, admission_forwards_only_decoded_slotted_durable);
     tcase_add_test(tc, list_images_and_image_presence);

@@ -14,6 +14,7 @@ stored; "flaky" -> the image is stored, then UNAVAILABLE; "stall" -> waits until
 file STATE_DIR/../release exists (at most 60 s); "slow" -> 3 s. ImageStatus of an image
 it does not hold answers an empty response, as containerd and CRI-O do. ListImages
 follows STATE_DIR/../list-mode: "empty" lists nothing, "fail" answers UNAVAILABLE;
+Version answers STATE_DIR/../runtime-name and runtime-version (default fake-runtime 1.35.0);
 STATE_DIR/../forget names images (one per line) it no longer holds.
 
 Messages are encoded with Python classes generated at run time (grpc_tools.protoc)
@@ -80,7 +81,17 @@ class FakeImageService(grpc.GenericRpcHandler):
             return grpc.unary_unary_rpc_method_handler(self.list_images)
         if m.endswith("RuntimeService/ListContainers"):
             return grpc.unary_unary_rpc_method_handler(lambda raw, ctx: b"")
+        if m.endswith("RuntimeService/Version"):
+            return grpc.unary_unary_rpc_method_handler(self.version)
         return None
+
+    def version(self, raw, context):
+        # STATE_DIR/../runtime-name and runtime-version say which runtime this one plays.
+        return pb.VersionResponse(
+            version=b"0.1.0",
+            runtime_name=(self.control("runtime-name").strip() or "fake-runtime").encode(),
+            runtime_version=(self.control("runtime-version").strip() or "1.35.0").encode(),
+            runtime_api_version=b"v1").SerializeToString()
 
     def control(self, name):
         path = os.path.join(os.path.dirname(self.state_dir), name)

@@ -112,15 +112,18 @@ class Bus:
                                          "interface='dev.pullgate.PullGate1'"],
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         hs.helpers.add(self.monitor.pid)
-        time.sleep(0.5)  # let the monitor register its match rule
+        self.watched = hs.MonitorOutput(self.monitor, self.address)
+        self.watched.wait_ready()
 
-    def signals(self):
-        """Stops both; returns [(member, [string args])] in order."""
-        time.sleep(0.5)
+    def signals(self, ids=()):
+        """Waits (with a deadline) until every id was signalled twice, stops both; returns
+        [(member, [string args])] in order."""
+        self.watched.wait_for(lambda t: all(t.count('"%s"' % i) >= 2 for i in ids))
         for proc in (self.monitor, self.daemon):
             proc.terminate()
             proc.wait(timeout=5)
-        out = self.monitor.stdout.read().decode("utf-8", "replace")
+        self.watched.thread.join(timeout=5)
+        out = self.watched.text()
         found = []
         for block in re.split(r"\n(?=signal )", out):
             m = re.match(r"signal .*member=(\w+)", block)
@@ -333,7 +336,7 @@ def main():
         for mode in ("enforce", "audit"):
             ids += equivalence(root, env, mode, bus)
         if bus:
-            compare_signals(bus.signals(), ids)
+            compare_signals(bus.signals(ids), ids)
         else:
             print("skip D-Bus comparison: dbus-daemon or dbus-monitor not installed", flush=True)
         fallback(root, env)

@@ -487,6 +487,46 @@ def syslog_cases(env):
     sock.close()
 
 
+class MonitorOutput:
+    """dbus-monitor's output, read on a thread, so a check waits for what it expects with a
+    deadline instead of sleeping a fixed time (signals travel through the bus asynchronously)."""
+
+    def __init__(self, monitor, address):
+        import threading
+        self.monitor, self.address, self.chunks = monitor, address, []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in iter(self.monitor.stdout.readline, b""):
+            with self.lock:
+                self.chunks.append(line.decode("utf-8", "replace"))
+
+    def text(self):
+        with self.lock:
+            return "".join(self.chunks)
+
+    def wait_for(self, predicate, seconds=30.0):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if predicate(self.text()):
+                return True
+            time.sleep(0.05)
+        return predicate(self.text())
+
+    def wait_ready(self, seconds=30.0):
+        """Until the monitor's match rule is in place: a probe signal of the interface is seen."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            subprocess.run(["/usr/bin/dbus-send", "--address=" + self.address, "--type=signal",
+                            "/dev/pullgate/PullGate1", "dev.pullgate.PullGate1.MonitorProbe"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if self.wait_for(lambda t: "member=MonitorProbe" in t, 0.5):
+                return True
+        return False
+
+
 def dbus_cases(env):
     """Every decision is signalled on the configured bus (a private dbus-daemon here)."""
     global checks
@@ -504,19 +544,21 @@ def dbus_cases(env):
                                     "interface='dev.pullgate.PullGate1'"],
                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         helpers.add(monitor.pid)
-        time.sleep(0.5)  # let the monitor register its match rule
+        watched = MonitorOutput(monitor, address)
+        watched.wait_ready()
         cfg = env.config(dbus=address)
         expect_deny("dbus-deny", env, env.bundle(crio_annotations("team-a", IMG_APP, REF_APP)),
                     cfg=cfg, cid="ctr-dbus-deny")
         good = crio_annotations("team-a", IMG_APP, REF_APP, pod={ANNOTATION: creds("team-a")})
         expect_allow("dbus-allow", env, env.bundle(good), cfg=cfg)
-        time.sleep(0.5)
+        watched.wait_for(lambda t: "ctr-dbus-deny" in t and "ctr-dbus-allow" in t)
     finally:
         for proc in (monitor, daemon):
             if proc:
                 proc.terminate()
                 proc.wait(timeout=5)
-    out = monitor.stdout.read().decode("utf-8", "replace")
+    watched.thread.join(timeout=5)
+    out = watched.text()
     checks += 1
     if "member=ContainerDenied" not in out or "ctr-dbus-deny" not in out:
         fail("dbus-signals", f"no ContainerDenied for ctr-dbus-deny in {out[:2000]!r}")

@@ -27,6 +27,9 @@
 #    pod runs;
 #  - containerd takes a PullImage whose tag is a non-minimal varint; pullgate-cri refuses
 #    it; a method path without '/' is recorded like the canonical one;
+#  - the annotation key rotated while pullgate-cri runs: pulls after it are attributed to their
+#    secrets; a pod sealed with the retired key runs (and is attributed) only while that key is
+#    the key file's PATH.previous;
 #  - prune against the configured runtime (containerd's ListImages), with podman, crictl and
 #    ctr stand-ins on PATH that list nothing: records of images containerd still holds (or
 #    runs a container of) are kept, the record of an image removed from containerd is deleted.
@@ -307,6 +310,36 @@ OUT="$(raw "$PG_PROXY_SOCK" runtime.v1.ImageService/PullImage "$(wire_req "$IMG_
 REF_WIRE2="$(cri_direct image-status --image "$IMG_WIRE2" | "$PG_PY" -c 'import json,sys; print(json.load(sys.stdin)["id"])')"
 expect_mapping "a method path without '/': recorded like the canonical one" \
     "$REF_WIRE2" "$(pg_image_name "$IMG_WIRE2")" "" true
+
+# ---------------------------------------------------------- key rotation
+pg_section "the annotation key rotated while pullgate-cri runs"
+# team-g's first pod was admitted before the rotation (sealed with the old key), its second
+# after it (sealed with the new one, as the webhook then seals).
+A_A="$(printf %s "$PASS_A" | "$PULLGATECTL" hash --username tenant-a --password-stdin)"
+UID_G_OLD="$(cat /proc/sys/kernel/random/uuid)" UID_G_NEW="$(cat /proc/sys/kernel/random/uuid)"
+ANN_G_OLD="$(annotation team-g "$IMG_EMAIL" regcred "$UID_G_OLD" tenant-a "$PASS_A")" || pg_fail "annotate"
+cp -p "$KEY" "$ETC/hmac.key.old"
+head -c 48 /dev/urandom >"$KEY.new" && chmod 0600 "$KEY.new" && mv "$KEY.new" "$KEY"
+ANN_G_NEW="$(annotation team-g "$IMG_EMAIL" regcred "$UID_G_NEW" tenant-a "$PASS_A")" || pg_fail "annotate"
+pg_node_run_pod team-g "$ANN_G_NEW" || pg_fail "RunPodSandbox (team-g, new key)"
+REF_G="$(pull_as tenant-a "$PASS_A" "$IMG_EMAIL" "$POD_CFG")" || pg_fail "PullImage (team-g, new key)"
+GOT="$(secrets_of "$REF_G" "$(pg_image_name "$IMG_EMAIL")")"
+[[ " $GOT " == *" team-g/regcred/$UID_G_NEW:$A_A "* && "$GOT" != *unverified* ]] &&
+    pg_check_ok "a pull after the rotation is attributed to its secret (the key was reloaded)" ||
+    pg_check_fail "after the rotation: recorded '$GOT', want team-g/regcred/$UID_G_NEW:$A_A"
+expect_runs "the pod sealed with the new key runs" "$IMG_EMAIL"
+pg_node_run_pod team-g "$ANN_G_OLD" || pg_fail "RunPodSandbox (team-g, old key)"
+expect_denied "sealed with the retired key, no $KEY.previous: denied" "$IMG_EMAIL"
+pg_expect_contains "as a bad signature" "$PG_OUT" "annotation"
+cp -p "$ETC/hmac.key.old" "$KEY.previous"
+expect_runs "with the retired key as $KEY.previous (the grace): a pod admitted before runs" "$IMG_EMAIL"
+pull_as tenant-a "$PASS_A" "$IMG_EMAIL" "$POD_CFG" >/dev/null || pg_fail "PullImage (team-g, old key)"
+GOT="$(secrets_of "$REF_G" "$(pg_image_name "$IMG_EMAIL")")"
+[[ " $GOT " == *" team-g/regcred/$UID_G_OLD:$A_A "* ]] &&
+    pg_check_ok "and its pulls are attributed to its secret (pullgate-cri reads $KEY.previous too)" ||
+    pg_check_fail "with the previous key: recorded '$GOT', want team-g/regcred/$UID_G_OLD:$A_A"
+rm -f "$KEY.previous"
+expect_denied "the grace ends when $KEY.previous is removed" "$IMG_EMAIL"
 
 # ---------------------------------------------------------- prune
 pg_section "prune from the configured runtime (containerd), never from another tool"

@@ -49,7 +49,7 @@ ctl() { "$PULLGATECTL" --config "$CFG" "$@"; }
 signal_seen() {
     local sig="$1"
     shift
-    for _ in $(seq 1 30); do
+    for _ in $(seq 1 200); do
         "$PG_PY" - "$MON_LOG" "$sig" "$@" <<'EOF' && return 0
 import json, sys
 log, sig, want = sys.argv[1], sys.argv[2], dict(a.split("=", 1) for a in sys.argv[3:])
@@ -188,8 +188,13 @@ expect_signal "ContainerDenied signal" ContainerDenied "namespace=team-b" "image
 pg_node_run_pod team-b "$ANN_A" || pg_fail "RunPodSandbox (team-b, copied annotation)"
 expect_denied "team-b presenting team-a's annotation" "$IMG_APP"
 # The hook in containerd's base spec is the thin client: pullgate-cri decided (its log says so).
-N_HOOK="$(grep -c 'msg="hook decision" container=.* allowed="false"' "$PG_CD_DIR/pullgate-cri.log" || true)"
-N_ALLOW="$(grep -c 'msg="hook decision" container=.* allowed="true"' "$PG_CD_DIR/pullgate-cri.log" || true)"
+# The server logs a decision after it replied: poll the log with a deadline.
+for ((i = 0; i < 300; i++)); do
+    N_HOOK="$(grep -c 'msg="hook decision" container=.* allowed="false"' "$PG_CD_DIR/pullgate-cri.log" || true)"
+    N_ALLOW="$(grep -c 'msg="hook decision" container=.* allowed="true"' "$PG_CD_DIR/pullgate-cri.log" || true)"
+    ((N_HOOK >= 2 && N_ALLOW >= 1)) && break
+    sleep 0.1
+done
 ((N_HOOK >= 2 && N_ALLOW >= 1)) &&
     pg_check_ok "pullgate-cri's hook server decided ($N_ALLOW allowed, $N_HOOK denied)" ||
     pg_check_fail "pullgate-cri's hook server decided $N_ALLOW allowed / $N_HOOK denied (expected the resident path)"

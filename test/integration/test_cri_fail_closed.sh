@@ -61,9 +61,13 @@ $PY "$HERE/cri_pull_recording.py" serve "$RT_SOCK" "$STATE" "$EVENTS" &
 RT_PID=$!
 pg_on_exit 'pg_kill_wait "$RT_PID" 5'
 pg_wait_file "$RT_SOCK" 15 || pg_fail "fake runtime did not start"
+# The config names CRI-O: its namespaced auth is off here (its own section turns it on).
+mkdir -p "$T/crio.conf.d"
+printf '[crio.image]\nnamespaced_auth_dir = ""\n' >"$T/crio.conf"
 start_proxy() {
     "$CRI" --config "$T/config.json" --listen "unix://$PROXY_SOCK" \
-        --runtime-endpoint "unix://$RT_SOCK" --hook-socket none 2>>"$T/proxy.log" &
+        --runtime-endpoint "unix://$RT_SOCK" --hook-socket none \
+        --crio-config "$T/crio.conf" --crio-config-dir "$T/crio.conf.d" 2>>"$T/proxy.log" &
     PROXY_PID=$!
     pg_wait_file "$PROXY_SOCK" 10 || { cat "$T/proxy.log" >&2; pg_fail "pullgate-cri did not start"; }
 }
@@ -144,7 +148,13 @@ pg_section "100 concurrent stalled pulls, then a tenant's pull"
 rm -f "$T/release"
 fc burst "$PROXY_SOCK" 100 registry.example.com/team-s/stall team-s "" "" 0.5 >"$T/stall.out" &
 BURST_PID=$!
-sleep 4 # every slot taken (64 at the runtime), the rest waited 2 s and were refused
+# Every slot taken (64 at the runtime), then the rest wait 2 s and are refused: wait for the 64
+# at the runtime and the first refusal in pullgate-cri's log (deadlines, not a fixed time).
+for _ in $(seq 1 300); do
+    (($(grep -c '^pull registry.example.com/team-s/stall' "$EVENTS") >= 64)) &&
+        grep -q 'msg="pull refused".*team-s/stall.*RESOURCE_EXHAUSTED' "$T/proxy.log" && break
+    sleep 0.1
+done
 OUT=$($PY "$HERE/cri_pull_recording.py" pull "$PROXY_SOCK" v1 registry.example.com/team-t/app:1.0 team-t - "" "" "")
 case $OUT in
 "RESOURCE_EXHAUSTED pullgate: too many image pulls in flight"*) pg_check_ok "the tenant's pull is refused while the slots are full: $OUT" ;;
@@ -175,7 +185,7 @@ touch "$STATE/.pullgate.lock" && chmod 0600 "$STATE/.pullgate.lock"
 flock "$STATE/.pullgate.lock" sleep 10 &
 LOCK_PID=$!
 pg_on_exit 'pg_kill_wait "$LOCK_PID" 2'
-sleep 0.2
+pg_wait_locked "$STATE/.pullgate.lock" 30 || pg_fail "flock did not take the store's lock"
 fc watch "$STATE" "$CTL" "$T/config.json" "$EVENTS" 13 registry.example.com/team-l/ >"$T/watch.out" &
 WATCH_PID=$!
 fc burst "$PROXY_SOCK" 400 registry.example.com/team-l/app team-l alice "lock-pass-$RANDOM" 12 >"$T/lock.out"
@@ -188,7 +198,7 @@ N_EXH=$(grep -c 'RESOURCE_EXHAUSTED pullgate: ' "$T/lock.out")
     pg_check_ok "400 pulls: $N_OK recorded after the lock went, $N_UNAV refused (UNAVAILABLE), $N_EXH refused (RESOURCE_EXHAUSTED)" ||
     pg_check_fail "400 pulls: OK $N_OK, UNAVAILABLE $N_UNAV, RESOURCE_EXHAUSTED $N_EXH: $(grep -v -e ' OK ' -e 'pullgate: ' "$T/lock.out" | head -3 | xargs)"
 BAD=0
-for _ in $(seq 1 100); do [[ -z "$(ls -A "$STATE/pulling" 2>/dev/null | grep -v stall)" ]] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [[ -z "$(ls -A "$STATE/pulling" 2>/dev/null | grep -v stall)" ]] && break; sleep 0.1; done
 pulled_file() { printf '%s/pulled/sha256-%s' "$STATE" "$(printf %s "$1" | sha256sum | cut -d' ' -f1)"; }
 while read -r image code ref; do
     if [[ $code == OK ]]; then
@@ -221,14 +231,56 @@ for i in $(seq 1 20); do
         NEEDLES+=("$pw" "$b64")
     fi
 done
-sleep 0.5
-SCAN=$(fc memscan "$PROXY_PID" "${NEEDLES[@]}")
+# The buffers are overwritten once the calls are done, on the daemon's threads: scan until
+# clean, with a deadline, never once after a fixed sleep.
+for _ in $(seq 1 20); do
+    SCAN=$(fc memscan "$PROXY_PID" "${NEEDLES[@]}")
+    [[ $SCAN == clean ]] && break
+    sleep 0.5
+done
 [[ $SCAN == clean ]] && pg_check_ok "no copy of the 20 passwords or 10 auth fields in pullgate-cri's memory" ||
     pg_check_fail "credential bytes found in memory: $(head -5 <<<"$SCAN" | xargs)"
 
 pg_section "no empty-credential hash anywhere"
 if grep -rqs "$E0" "$STATE"; then pg_check_fail "the empty-credential hash is in $(grep -rls "$E0" "$STATE" | head -3 | xargs)"
 else pg_check_ok "no record, index or intent holds sha256({})"; fi
+
+# ------------------------------------------------------------ CRI-O's namespaced auth
+pg_section "CRI-O's namespaced auth: a pull without credentials is bound to its namespace"
+# The runtime answers Version as CRI-O 1.35 (the config says cri-o too); its configuration
+# names namespaced_auth_dir, read by pullgate-cri at every such pull.
+printf 'cri-o\n' >"$T/runtime-name"
+printf '[crio.image]\nnamespaced_auth_dir = "/etc/crio/auth"\n' >"$T/crio.conf.d/10-auth.conf"
+show_json() { ctl show --image-ref "$1" --json | $PY -c 'import json, sys; print(json.dumps(json.load(sys.stdin), separators=(",", ":")))'; }
+NS_IMG=registry.example.com/team-n/private:1.0
+OUT=$($PY "$HERE/cri_pull_recording.py" pull "$PROXY_SOCK" v1 "$NS_IMG" team-n - "" "" "")
+pg_expect_contains "pulled without credentials for team-n" "$OUT" "OK "
+pg_expect_ok "recorded" show_json "${OUT#OK }"
+pg_expect_contains "for team-n: its namespace marker" "$PG_OUT" '"namespace":"team-n","name":"pullgate:runtime-namespace-auth"'
+[[ $PG_OUT != *'"nodePodsAccessible":true'* ]] && pg_check_ok "not node-accessible" ||
+    pg_check_fail "a pull the runtime may have made with team-n's credentials is node-accessible"
+sa() { printf '{"registry.example.com/team-n/private":{"kubernetesServiceAccounts":[{"namespace":"%s","name":"default","uid":"sa-%s"}]}}' "$1" "$1"; }
+pg_expect_ok "a pod of team-n (its service account) runs it" \
+    ctl --policy AlwaysVerify verify --image "$NS_IMG" --image-ref "${OUT#OK }" --namespace team-n --credentials "$(sa team-n)"
+pg_expect_fail "a pod of team-o does not" \
+    ctl --policy AlwaysVerify verify --image "$NS_IMG" --image-ref "${OUT#OK }" --namespace team-o --credentials "$(sa team-o)"
+pg_expect_fail "nor the default policy's other namespace without credentials" \
+    ctl verify --image "$NS_IMG" --image-ref "${OUT#OK }" --namespace team-o --credentials '{}'
+grep -q 'runtime-namespace' "$T/proxy.log" && pg_check_ok "logged with why (credentials=runtime-namespace)" ||
+    pg_check_fail "no pull log line naming the source"
+OUT=$($PY "$HERE/cri_pull_recording.py" pull "$PROXY_SOCK" v1 registry.example.com/public/nons:1.0 - - "" "" "")
+pg_expect_ok "no namespace in the request (CRI-O consults no namespace's file): recorded" show_json "${OUT#OK }"
+pg_expect_contains "node-accessible" "$PG_OUT" '"nodePodsAccessible":true'
+printf '[crio.image]\nnamespaced_auth_dir = ""\n' >"$T/crio.conf.d/10-auth.conf"
+OUT=$($PY "$HERE/cri_pull_recording.py" pull "$PROXY_SOCK" v1 registry.example.com/public/off:1.0 team-n - "" "" "")
+pg_expect_ok "turned off in CRI-O's files: recorded" show_json "${OUT#OK }"
+pg_expect_contains "node-accessible again (read at the next pull)" "$PG_OUT" '"nodePodsAccessible":true'
+printf '[crio.image\n' >"$T/crio.conf.d/10-auth.conf"
+OUT=$($PY "$HERE/cri_pull_recording.py" pull "$PROXY_SOCK" v1 registry.example.com/public/broken:1.0 team-n - "" "" "")
+pg_expect_ok "CRI-O's files unreadable: recorded" show_json "${OUT#OK }"
+[[ $PG_OUT != *'"nodePodsAccessible":true'* ]] && pg_check_ok "fails closed: bound to team-n" ||
+    pg_check_fail "an unreadable CRI-O configuration made the pull node-accessible"
+rm -f "$T/crio.conf.d/10-auth.conf" "$T/runtime-name"
 
 # ------------------------------------------------------------ prune
 pg_section "prune from the configured runtime only"
@@ -252,7 +304,41 @@ pg_expect_fail "pullgate-prune with podman/crictl/ctr on PATH and an empty runti
     pg_check_fail "pullgate-prune asked $(cat "$T/tools-asked")"
 N_AFTER=$(ls "$STATE/pulled" | wc -l)
 ((N_AFTER == N_BEFORE)) && pg_check_ok "no record deleted ($N_AFTER records)" || pg_check_fail "$N_BEFORE records before, $N_AFTER after"
+
+# The daemon serves runtime B ($RT_SOCK, given on its command line as a drop-in would), the
+# configuration names runtime A, which holds another image: the timer's prune must not
+# delete B's live records (each would make its image look preloaded to every namespace).
+pg_section "prune asks the daemon's own runtime"
+TA="$(pg_mktemp_dir rt-a)"
+mkdir -p "$TA/state" && : >"$TA/events"
+$PY "$HERE/cri_pull_recording.py" serve "$TA/rt.sock" "$TA/state" "$TA/events" &
+RTA_PID=$!
+pg_on_exit 'pg_kill_wait "$RTA_PID" 5'
+pg_wait_file "$TA/rt.sock" 15 || pg_fail "runtime A did not start"
+$PY "$HERE/cri_pull_recording.py" pull "$TA/rt.sock" v1 registry.example.com/other/only-on-a:1.0 \
+    team-o - "" "" "" >/dev/null || pg_fail "pull on runtime A"
+$PY - "$T/config.json" "unix://$TA/rt.sock" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c["criRuntimeEndpoint"] = sys.argv[2]
+json.dump(c, open(sys.argv[1], "w"))
+EOF
 printf 'normal\n' >"$T/list-mode"
+N_BEFORE=$(ls "$STATE/pulled" | wc -l)
+pg_expect_fail "daemon serving B, config naming A: the timer's prune refuses" \
+    env PATH="$T/bin:$PATH" PULLGATE_CRI="$CRI" PULLGATE_CONFIG="$T/config.json" \
+    sh "$PG_SOURCE_DIR/packaging/systemd/pullgate-prune"
+pg_expect_contains "it names the daemon's runtime" "$PG_OUT" "made against unix://$RT_SOCK"
+pg_expect_contains "and the one it would have listed" "$PG_OUT" "would list unix://$TA/rt.sock"
+pg_expect_fail "--runtime-endpoint naming A: refused too" \
+    "$CRI" --prune --config "$T/config.json" --runtime-endpoint "unix://$TA/rt.sock"
+N_AFTER=$(ls "$STATE/pulled" | wc -l)
+((N_AFTER == N_BEFORE)) && pg_check_ok "no record deleted ($N_AFTER records)" ||
+    pg_check_fail "$N_BEFORE records before, $N_AFTER after the prune against runtime A"
+pg_expect_ok "a live record of runtime B is kept" ctl show --image-ref "$KEEP_REF"
+grep -q '^list' "$TA/events" && pg_check_fail "runtime A was asked for its images" ||
+    pg_check_ok "runtime A was never asked for its images"
+pg_kill_wait "$RTA_PID" 5
+
 printf '%s\n' registry.example.com/team-m/app1:1.0 registry.example.com/team-m/app2:1.0 >"$T/forget"
 # The configured runtime in the config file (criRuntimeEndpoint), as the packaged unit runs it.
 $PY - "$T/config.json" "unix://$RT_SOCK" <<'EOF'
@@ -268,12 +354,14 @@ pg_expect_fail "a forgotten image's record is deleted" ctl show --image-ref "$(i
 pg_expect_ok "a listed image's record is kept" ctl show --image-ref "$KEEP_REF"
 printf '%s\n' registry.example.com/team-m/app3:1.0 >"$T/forget"
 printf 'empty\n' >"$T/list-mode"
+N_LOGGED=$(pg_grep_count "$T/proxy.log" 'prune skipped')
 kill -USR1 "$PROXY_PID"
-for _ in $(seq 1 50); do grep -q 'prune skipped' "$T/proxy.log" && break; sleep 0.1; done
+pg_wait_grep_more "$T/proxy.log" 'prune skipped' "$N_LOGGED" 30 || pg_check_fail "the daemon's prune did not run"
 pg_expect_ok "the daemon's own prune (SIGUSR1), empty listing: the record stays" ctl show --image-ref "$(image_id registry.example.com/team-m/app3:1.0)"
 printf 'normal\n' >"$T/list-mode"
+N_LOGGED=$(pg_grep_count "$T/proxy.log" 'msg="records pruned"')
 kill -USR1 "$PROXY_PID"
-for _ in $(seq 1 50); do grep -q 'msg="records pruned"' "$T/proxy.log" && break; sleep 0.1; done
+pg_wait_grep_more "$T/proxy.log" 'msg="records pruned"' "$N_LOGGED" 30 || pg_check_fail "the daemon's prune did not run"
 pg_expect_fail "the daemon's own prune on its runtime channel deletes the forgotten image's record" \
     ctl show --image-ref "$(image_id registry.example.com/team-m/app3:1.0)"
 

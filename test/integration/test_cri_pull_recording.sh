@@ -125,7 +125,7 @@ touch "$STATE/.pullgate.lock" && chmod 0600 "$STATE/.pullgate.lock"
 flock "$STATE/.pullgate.lock" sleep 5 &
 LOCK_PID=$!
 pg_on_exit 'pg_kill_wait "$LOCK_PID" 2'
-sleep 0.3
+pg_wait_locked "$STATE/.pullgate.lock" 30 || pg_fail "flock did not take the store's lock"
 LOCKED=registry.example.com/team-a/locked:1.0
 t0=$(date +%s%N)
 OUT=$(drive pull "$PROXY_SOCK" v1 "$LOCKED" team-a "$(annotation team-a regcred uid-a "$HASH_A" registry.example.com/team-a/locked)" alice s3cret "")
@@ -136,7 +136,7 @@ grep -q "pull $LOCKED" "$EVENTS" && pg_check_fail "the runtime got the pull" ||
     pg_check_ok "the runtime never got the pull"
 wait "$LOCK_PID" 2>/dev/null
 INTENT_LOCKED="$STATE/pulling/sha256-$(printf %s "$LOCKED" | sha256sum | cut -d' ' -f1)"
-for _ in $(seq 1 50); do [[ -e $INTENT_LOCKED ]] || break; sleep 0.1; done
+for _ in $(seq 1 300); do [[ -e $INTENT_LOCKED ]] || break; sleep 0.1; done
 [[ ! -e $INTENT_LOCKED ]] && pg_check_ok "once the lock is free the late intent is released again" ||
     pg_check_fail "the refused pull's intent stayed"
 DESC="the kubelet's retry"
@@ -148,7 +148,7 @@ pg_section "proxy killed during a pull"
 SLOW=registry.example.com/team-a/slow:1.0
 drive pull "$PROXY_SOCK" v1 "$SLOW" team-a "$ANN_A" alice s3cret "" >"$T/slow.out" 2>&1 &
 PULL_PID=$!
-for _ in $(seq 1 50); do grep -q "pull $SLOW" "$EVENTS" && break; sleep 0.1; done
+for _ in $(seq 1 300); do grep -q "pull $SLOW" "$EVENTS" && break; sleep 0.1; done
 kill -KILL "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null; PROXY_PID=""
 wait "$PULL_PID"
 pg_expect_contains "the kubelet sees the call fail" "$(cat "$T/slow.out")" "UNAVAILABLE"

@@ -77,7 +77,7 @@ same_bytes() { # DESC [POD_CFG]: ImageStatus through the proxy == containerd's, 
 expect_signal() {
     local desc="$1"
     shift
-    for _ in $(seq 1 30); do
+    for _ in $(seq 1 200); do
         "$PG_PY" - "$MON_LOG" "$@" <<'EOF' && { pg_check_ok "$desc"; return; }
 import json, sys
 log, sig, want = sys.argv[1], sys.argv[2], dict(a.split("=", 1) for a in sys.argv[3:])
@@ -166,6 +166,8 @@ expect_outcome "told not present, pulls with its own credentials" pulled tenant-
     pg_check_fail "secrets: $(secrets_of "$REF" "$NAME")"
 expect_runs "team-b runs it" "$IMG"
 expect_outcome "the same pod's next container hears" present tenant-b "$PASS_B" IfNotPresent
+# Logged after the answer went out: wait for the line, never grep once.
+pg_wait_grep "$PG_CD_DIR/pullgate-cri.log" 'image not present for this pod' 30
 LINE="$(grep 'image not present for this pod' "$PG_CD_DIR/pullgate-cri.log" | head -n1)"
 pg_expect_contains "one log line: namespace" "$LINE" 'namespace="team-b"'
 pg_expect_contains "one log line: reason" "$LINE" 'reason="credentials-mismatch"'
@@ -192,7 +194,7 @@ pg_section "no pull loop: a secret added after admission"
 pg_node_run_pod team-g "$(annotation team-g old-cred tenant-a "rotated-$RANDOM")" || pg_fail "RunPodSandbox (team-g)"
 expect_outcome "first ImageStatus: a verification pull" pulled tenant-b "$PASS_B" IfNotPresent
 expect_outcome "still not verified after it: the runtime's answer" present tenant-b "$PASS_B" IfNotPresent
-pg_expect_contains "logged" "$(cat "$PG_CD_DIR/pullgate-cri.log")" "pod pulled and is still not verified"
+pg_expect_file_contains "logged" "$PG_CD_DIR/pullgate-cri.log" "pod pulled and is still not verified"
 # The pull is also bound to the pod that made it (issue 28): that pod runs it; another pod of
 # team-g presenting the same annotation did not pull, and is refused.
 expect_runs "the pod that pulled runs it (its pod binding)" "$IMG"
@@ -257,7 +259,7 @@ not_present_then_pulls() { # DESC
     esac
 }
 not_present_then_pulls "told not present, pulls with its own credentials"
-pg_wait_text "$PG_CD_DIR/pullgate-cri.log" "pull not fully recorded" 30 &&
+pg_wait_grep "$PG_CD_DIR/pullgate-cri.log" "pull not fully recorded" 30 &&
     pg_check_ok "the record was not written" || pg_check_fail "no 'pull not fully recorded' in the log"
 not_present_then_pulls "not remembered: asked to pull again"
 # Both failed writes done (each logs once; an 8 MiB write may outlast its answer), then the
@@ -311,8 +313,8 @@ REF="$(cri_direct image-status --image "$IMG" | "$PG_PY" -c 'import json,sys; pr
 expect_runs "tenant A runs it" "$IMG"
 pg_node_run_pod team-b "$(annotation team-b regcred tenant-b "$PASS_B")" || pg_fail "RunPodSandbox (team-b, mirror)"
 expect_outcome "tenant B: told not present, pulls through the mirror" pulled tenant-b "$PASS_B" IfNotPresent
-grep 'image not present for this pod' "$PG_CD_DIR/pullgate-cri.log" | grep -q "image=\"$IMG\"" &&
-    pg_check_ok "the verification pull was asked under the logical name" || pg_check_fail "no log line for $IMG"
+pg_expect_file_contains "the verification pull was asked under the logical name" \
+    "$PG_CD_DIR/pullgate-cri.log" "image not present for this pod: verification pull (a pod with imagePullPolicy Never reports ErrImageNeverPull)\" image=\"$IMG\""
 [[ "$(n_secrets)" == 2 ]] && pg_check_ok "the record (logical name) keeps both tenants' secrets" ||
     pg_check_fail "secrets: $(secrets_of "$REF" "$NAME")"
 expect_runs "tenant B runs it" "$IMG"

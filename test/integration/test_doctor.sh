@@ -350,14 +350,15 @@ PY
 "$PULLGATECTL" --config "$CFG" doctor "${DOCTOR_ARGS[@]}" >"$W/text.out" 2>&1
 TEXT="$(cat "$W/text.out")"
 pg_expect_contains "text: a check mark per check" "$TEXT" "  ✔ hook-socket: pullgate-cri decides for $CFG"
-[[ "$(grep -c '^  [✔‼✘] ' "$W/text.out")" == 12 ]] && pg_check_ok "text: 12 check lines" ||
+[[ "$(grep -c '^  [✔‼✘] ' "$W/text.out")" == 13 ]] && pg_check_ok "text: 13 check lines" ||
     pg_check_fail "text: $(grep -c '^  [✔‼✘] ' "$W/text.out") check lines"
 [[ "$(grep -E '^(configuration|store|runtime wiring|pullgate-cri|kubelet|key)$' "$W/text.out" | tr '\n' ,)" == "configuration,store,runtime wiring,pullgate-cri,kubelet,key," ]] &&
     pg_check_ok "text: six groups, in order" || pg_check_fail "text: groups: $(grep -vE '^ ' "$W/text.out" | tr '\n' ,)"
-pg_expect_contains "text: a summary line" "$TEXT" "12 checks: 12 ✔, 0 ‼, 0 ✘; exit 0"
+pg_expect_contains "text: a summary line" "$TEXT" "13 checks: 13 ✔, 0 ‼, 0 ✘; exit 0"
 pg_expect_contains "text: the status section" "$TEXT" "status (pullgate-cri, http://127.0.0.1:$METRICS_PORT/metrics)"
 pg_expect_contains "text: records on disk" "$TEXT" "on disk: 0 pulled records, 0 pull intents"
 expect runtime ok "containerd"
+expect crio-namespaced-auth ok "the runtime is containerd"
 expect kubelet ok "RuntimeService direct to unix://$PG_CD_SOCK"
 expect kubelet-policy ok "KubeletEnsureSecretPulledImages off"
 # Every check's anchor exists in docs/lifecycle.md (GitHub's slug of "#### doctor: NAME").
@@ -675,9 +676,21 @@ printf '[crio.runtime]\nhooks_dir = ["%s", "%s"]\n' "$HOOKS_B" "$HOOKS_A" >"$W/c
 CRIO_CONF=(--runtime cri-o --crio-config "$W/crio.conf" --crio-config-dir "$W/crio.conf.d")
 doctor "${CRIO_CONF[@]}"
 expect hook ok "hooks_dir: $HOOKS_B, $HOOKS_A"
+expect crio-namespaced-auth ok "CRI-O's namespaced auth is on (namespaced_auth_dir unset"
 rm "$W/crio.conf.d/10-pullgate.conf"
 doctor "${CRIO_CONF[@]}"
 expect hook fail "no hooks.d entry in CRI-O's hooks_dir runs pullgate-hook"
+# CRI-O's namespaced auth (crio.image.namespaced_auth_dir), as pullgate-cri reads it
+printf '[crio.image]\nnamespaced_auth_dir = "/srv/auth"\n' >"$W/crio.conf.d/20-auth.conf"
+doctor "${CRIO_CONF[@]}"
+expect crio-namespaced-auth ok "is on (namespaced_auth_dir = \"/srv/auth\""
+printf '[crio.image]\nnamespaced_auth_dir = ""\n' >"$W/crio.conf.d/30-off.conf"
+doctor "${CRIO_CONF[@]}"
+expect crio-namespaced-auth ok "is off"
+printf '[crio.image\n' >"$W/crio.conf.d/40-broken.conf"
+doctor "${CRIO_CONF[@]}"
+expect crio-namespaced-auth fail "cannot be read"
+rm "$W/crio.conf.d/"*.conf
 
 pg_section "status without metrics"
 "$PG_PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["criMetricsListen"]="none"; json.dump(c, open(sys.argv[2], "w"))' "$CFG" "$W/no-metrics.json"

@@ -349,6 +349,22 @@ def case_service_account_pull_secrets_and_no_annotations():
     check(all("hmac" not in e for e in (ann or {}).values()), "no key: entries unsigned")
 
 
+def case_own_list_of_impossible_names():
+    # The pod lists pull secrets, all of which the webhook skips (no such object can exist):
+    # the ServiceAccount admission plugin fills in only an empty list, so the kubelet pulls with
+    # none, and the annotation must present none (never the service account's sa-regcred).
+    for names in (["../../team-b/secrets/regcred"], ["Not_A_Name", "a/b"]):
+        p = pod(containers=["registry.example.com/team-a/app:2.0"], pull_secrets=names)
+        status, resp = admit(E["WH_PLAIN"], review(p))
+        ann = annotation_of(resp) if resp else None
+        entry = (ann or {}).get("registry.example.com/team-a/app", {})
+        check(ann is not None and not entry.get("kubernetesSecrets") and
+              "sa-regcred" not in json.dumps(ann) and
+              entry.get("kubernetesServiceAccounts") == [sa_entry("default", "uid-sa-default")],
+              f"a pod listing only impossible names {names}: no service-account secrets",
+              json.dumps(ann))
+
+
 def case_forged_annotation_overwritten():
     forged = json.dumps({"registry.example.com/team-a/app": {"kubernetesSecrets": [
         {"namespace": "team-a", "name": "stolen", "uid": "x", "credentialHash": "f" * 64}]}})
@@ -551,7 +567,7 @@ def main():
     save_state()
     write_atomic(E["WH_TOKEN"], TOKEN_1 + "\n", 0o600)
     cases = [case_pull_secrets_all_container_kinds,
-             case_service_account_pull_secrets_and_no_annotations,
+             case_service_account_pull_secrets_and_no_annotations, case_own_list_of_impossible_names,
              case_forged_annotation_overwritten, case_update_changed_image, case_skipped_secrets,
              case_docker_hub, case_failures, case_malformed_reviews, case_ephemeral_subresource,
              case_ignored_and_deterministic, case_namespace_isolation, case_token_rotation,

@@ -9,6 +9,7 @@
  *    unsigned authHash is rejected when a key is set; the empty-credential hash is dropped;
  *  - matching: the empty-credential hash never matches; pullgate-cri's placeholder matches
  *    only a presented secret of its namespace by auth hash;
+ *  - rotation: the key file's PATH.previous opens what it sealed, while it is there;
  *  - the builder: entries without username and password are not presented, an email entry
  *    carries its auth hash, signing seals every hash, and a malformed dockerconfig's error
  *    quotes none of its bytes.
@@ -21,6 +22,7 @@
 
 #include <check.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #define A64 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -169,6 +171,76 @@ START_TEST(v2_entry_opens_after_its_mac)
     json_decref(ann);
     pg_mac_key_free(other);
     pg_mac_key_free(key);
+    json_decref(v);
+}
+END_TEST
+
+/* Writes the vector's key to path (0600). */
+static void write_vector_key(const json_t *v, const char *path, unsigned mode)
+{
+    const char *hex = json_string_value(json_object_get(v, "keyHex"));
+    char bytes[64];
+    size_t n = strlen(hex) / 2;
+    for (size_t i = 0; i < n; i++)
+        bytes[i] = (char)(pg_hex_value((unsigned char)hex[2 * i]) << 4 |
+                          pg_hex_value((unsigned char)hex[2 * i + 1]));
+    tu_write_file(path, bytes, (long)n, mode);
+}
+
+/*
+ * Rotation (docs/annotation-hmac.md): the key file holds the new key, PATH.previous the one
+ * it replaced. An entry sealed before the rotation verifies and opens with the previous key
+ * while that file is there, and with nothing once it is gone; a previous key that cannot be
+ * trusted fails the load (fail closed).
+ */
+START_TEST(the_previous_key_opens_what_it_sealed)
+{
+    json_t *v = vectors();
+    const json_t *e = json_object_get(v, "entry");
+    json_t *ann = json_pack("{s:O}", IMAGE, json_object_get(e, "value"));
+    char *text = json_dumps(ann, JSON_COMPACT);
+    char *dir = tu_mkdtemp();
+    char *path = tu_sprintf("%s/annotation.key", dir);
+    char *previous = tu_sprintf("%s/annotation.key.previous", dir);
+    char other[32];
+    memset(other, 0x42, sizeof other);
+    tu_write_file(path, other, sizeof other, 0600); /* the new key */
+    const pg_pod_cred *s = NULL;
+    pg_mac_key *key = NULL;
+    pg_error err = {0};
+
+    ck_assert_int_eq(pg_mac_key_load(path, &key, &err), PG_OK); /* no rotation in progress */
+    ck_assert_ptr_null(pg_mac_key_previous(key));
+    pg_presented *p = parse(text, "team-a", key, PG_OK);
+    ck_assert_uint_eq(pg_presented_secrets(p, IMAGE, &s), 0);
+    ck_assert_uint_eq(pg_presented_rejected(p, IMAGE), 1);
+    pg_presented_free(p);
+    pg_mac_key_free(key);
+
+    write_vector_key(v, previous, 0600); /* the key the entry was sealed with */
+    ck_assert_int_eq(pg_mac_key_load(path, &key, &err), PG_OK);
+    ck_assert_ptr_nonnull(pg_mac_key_previous(key));
+    p = parse(text, "team-a", key, PG_OK);
+    ck_assert_uint_eq(pg_presented_secrets(p, IMAGE, &s), 1);
+    ck_assert_str_eq(s[0].credential_hash, A64);
+    ck_assert_uint_eq(pg_presented_rejected(p, IMAGE), 0);
+    pg_presented_free(p);
+    p = parse(text, "team-b", key, PG_OK); /* still bound to its namespace */
+    ck_assert_uint_eq(pg_presented_secrets(p, IMAGE, &s), 0);
+    pg_presented_free(p);
+    pg_mac_key_free(key);
+
+    ck_assert_int_eq(chmod(previous, 0644), 0); /* readable by others: not a key */
+    ck_assert_int_eq(pg_mac_key_load(path, &key, &err), PG_ERR_UNSAFE);
+    ck_assert_ptr_null(key);
+    ck_assert_ptr_nonnull(strstr(err.message, "previous"));
+
+    tu_rmrf(dir);
+    free(previous);
+    free(path);
+    free(dir);
+    free(text);
+    json_decref(ann);
     json_decref(v);
 }
 END_TEST
@@ -359,6 +431,7 @@ static Suite *suite(void)
     tcase_add_test(tc, seals_like_the_independent_implementation);
     tcase_add_test(tc, opens_only_for_its_item_key_and_bytes);
     tcase_add_test(tc, v2_entry_opens_after_its_mac);
+    tcase_add_test(tc, the_previous_key_opens_what_it_sealed);
     tcase_add_test(tc, malformed_items_are_refused);
     tcase_add_test(tc, v1_items_and_the_empty_hash);
     tcase_add_test(tc, matching_rules);

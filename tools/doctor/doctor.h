@@ -110,6 +110,8 @@ void pgd_check_hook_socket(pgd_node *n, pgd_result *r);
 void pgd_check_kubelet(pgd_node *n, pgd_result *r, pgd_result *policy);
 void pgd_check_hook_wiring(pgd_node *n, pgd_result *r, pgd_result *annotations);
 void pgd_check_same_config(pgd_node *n, pgd_result *r);
+/* doctor_crio_auth.c: CRI-O's namespaced auth, as pullgate-cri reads it (after check_runtime). */
+void pgd_check_crio_namespaced_auth(pgd_node *n, pgd_result *r);
 
 /* -------------------------------------------------------------- helpers */
 

@@ -74,7 +74,8 @@ static void usage(FILE *out)
           "key, the runtime and pullgate-cri answering CRI Version, pullgate-cri's hook\n"
           "socket deciding for this configuration, the kubelet's image service endpoint and\n"
           "its own KEP-2535 check, the hook in containerd's base_runtime_spec (with\n"
-          "pod_annotations) or CRI-O's hooks.d, and one configuration file on both sides.\n"
+          "pod_annotations) or CRI-O's hooks.d, one configuration file on both sides, and\n"
+          "CRI-O's namespaced auth.\n"
           "Only the node's own files count: root's, not writable by others, no symlink; a\n"
           "process's relative paths are resolved in its own working directory.\n"
           "Exit 0 when no check fails (warnings allowed), 1 otherwise.\n"
@@ -289,7 +290,8 @@ static size_t run_checks(pgd_node *node, pgd_result *r)
                   {"kubelet-policy", "kubelet"},
                   {"hook", "runtime wiring"},
                   {"pod-annotations", "runtime wiring"},
-                  {"same-config", "runtime wiring"}};
+                  {"same-config", "runtime wiring"},
+                  {"crio-namespaced-auth", "runtime wiring"}};
     size_t n = sizeof checks / sizeof checks[0];
     for (size_t i = 0; i < n; i++)
         r[i].name = checks[i].name, r[i].group = checks[i].group;
@@ -304,6 +306,7 @@ static size_t run_checks(pgd_node *node, pgd_result *r)
     pgd_check_kubelet(node, &r[7], &r[8]);
     pgd_check_hook_wiring(node, &r[9], &r[10]);
     pgd_check_same_config(node, &r[11]);
+    pgd_check_crio_namespaced_auth(node, &r[12]);
     return n;
 }
 

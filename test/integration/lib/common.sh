@@ -10,7 +10,7 @@
 #   pg_free_port              print a free TCP port on 127.0.0.1
 #   pg_wait_port PORT [SECS]  wait until 127.0.0.1:PORT accepts connections
 #   pg_wait_file PATH [SECS]  wait until PATH exists
-#   pg_wait_text FILE TEXT [SECS]  wait until FILE contains TEXT
+#   pg_wait_grep FILE TEXT [SECS]  wait until FILE contains TEXT (a log line written after an answer)
 #   pg_kill_wait PID [SECS]   TERM, wait, then KILL a process we started
 #   pg_require_root / pg_require_cmd CMD...
 #   pg_expect_ok / pg_expect_fail  assertions that keep a tally (see pg_summary)
@@ -146,17 +146,6 @@ pg_wait_file() {
     return 1
 }
 
-# pg_wait_text FILE TEXT [SECS]: wait until FILE contains TEXT (a fixed string), e.g. a log
-# line written after an answer.
-pg_wait_text() {
-    local f="$1" text="$2" secs="${3:-30}" i
-    for ((i = 0; i < secs * 10; i++)); do
-        grep -qF -- "$text" "$f" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 # pg_kill_wait PID [SECS]: stop one process we started, by its id.
 pg_kill_wait() {
     local pid="$1" secs="${2:-10}" i
@@ -225,6 +214,55 @@ pg_expect_contains() {
     PG_FAILURES=$((PG_FAILURES + 1))
     pg_log "FAIL - $1: output does not contain '$3'"
     printf '%s\n' "$2" | sed 's/^/       | /' >&2
+    return 1
+}
+# pg_expect_file_contains DESC FILE NEEDLE [SECS]: FILE must come to contain NEEDLE within SECS
+# (default 30). For what another process writes asynchronously (a daemon's log line, a metric
+# file): never grep such a file once right after the action.
+pg_expect_file_contains() {
+    local desc="$1" file="$2" needle="$3" secs="${4:-30}" i
+    PG_CHECKS=$((PG_CHECKS + 1))
+    for ((i = 0; i < secs * 10; i++)); do
+        if [[ -r "$file" ]] && grep -qF -- "$needle" "$file"; then
+            pg_log "ok   - $desc"
+            return 0
+        fi
+        sleep 0.1
+    done
+    PG_FAILURES=$((PG_FAILURES + 1))
+    pg_log "FAIL - $desc: $file does not contain '$needle' after ${secs}s"
+    tail -n 20 "$file" 2>/dev/null | sed 's/^/       | /' >&2
+    return 1
+}
+# pg_wait_grep FILE NEEDLE [SECS]: wait until FILE contains NEEDLE (fixed string); 1 on timeout.
+pg_wait_grep() {
+    local file="$1" needle="$2" secs="${3:-30}" i
+    for ((i = 0; i < secs * 10; i++)); do
+        [[ -r "$file" ]] && grep -qF -- "$needle" "$file" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# pg_grep_count FILE NEEDLE: how many lines of FILE hold NEEDLE (fixed string); 0 when none.
+pg_grep_count() { grep -cF -- "$2" "$1" 2>/dev/null || true; }
+# pg_wait_grep_more FILE NEEDLE BEFORE [SECS]: wait until more than BEFORE lines of FILE hold
+# NEEDLE, for a line an action logs again (count before the action, wait after it).
+pg_wait_grep_more() {
+    local file="$1" needle="$2" before="$3" secs="${4:-30}" i
+    for ((i = 0; i < secs * 10; i++)); do
+        (($(pg_grep_count "$file" "$needle") > before)) && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# pg_wait_locked FILE [SECS]: wait until another process holds flock(FILE) (started in the
+# background just before); 1 on timeout.
+pg_wait_locked() {
+    local file="$1" secs="${2:-30}" i
+    for ((i = 0; i < secs * 10; i++)); do
+        flock -n "$file" true 2>/dev/null || return 0
+        sleep 0.1
+    done
     return 1
 }
 pg_check_fail() {

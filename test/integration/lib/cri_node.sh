@@ -293,8 +293,8 @@ expect_runs() { # DESC IMAGE
     local desc="$1" mark="ran-$RANDOM$RANDOM" exit_code
     if create_and_start "$2" "$mark"; then
         exit_code="$(cri wait --id "$CID" --wait-timeout 30)"
-        pg_wait_file "$POD_LOGDIR/$CTR_NAME.log" 5
-        if [[ "$exit_code" == 0 ]] && grep -q "$mark" "$POD_LOGDIR/$CTR_NAME.log" 2>/dev/null; then
+        # containerd's shim writes the log asynchronously: wait for the marker, with a deadline.
+        if [[ "$exit_code" == 0 ]] && pg_wait_grep "$POD_LOGDIR/$CTR_NAME.log" "$mark" 30; then
             pg_check_ok "$desc: the container started and ran"
         else
             pg_check_fail "$desc: exit code '${exit_code:-?}', marker missing from its log"

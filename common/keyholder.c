@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "keyholder.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct pg_key_ref {
+    pg_mac_key *key;
+    int refs;             /* the holder's own reference while current, plus one per user */
+    pg_keyholder *holder; /* whose lock guards refs */
+};
+
+/* Which files a key was read from: the key file and PATH.previous (absent: all zero). */
+typedef struct key_files_id {
+    struct {
+        dev_t dev;
+        ino_t ino;
+        off_t size;
+        struct timespec mtime, ctime;
+        int present;
+    } f[2];
+} key_files_id;
+
+struct pg_keyholder {
+    char *path, *previous_path;
+    pg_key_loader load;
+    pg_key_logger log;
+    pthread_mutex_t lock;
+    pg_key_ref *current; /* NULL until a load succeeded */
+    key_files_id id;     /* of the files current was read from (or the last failed load) */
+    char error[512];     /* non-empty: the last load failed */
+};
+
+/* Symlinks followed: Secret volumes publish through them (a rotation swaps one). */
+static void identify(const pg_keyholder *h, key_files_id *id)
+{
+    memset(id, 0, sizeof *id);
+    const char *paths[2] = {h->path, h->previous_path};
+    for (int i = 0; i < 2; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) != 0)
+            continue;
+        id->f[i].present = 1;
+        id->f[i].dev = st.st_dev;
+        id->f[i].ino = st.st_ino;
+        id->f[i].size = st.st_size;
+        id->f[i].mtime = st.st_mtim;
+        id->f[i].ctime = st.st_ctim;
+    }
+}
+
+static int same_files(const key_files_id *a, const key_files_id *b)
+{
+    return memcmp(a, b, sizeof *a) == 0; /* zeroed first: no padding differs */
+}
+
+static void unref(pg_key_ref *r)
+{
+    if (r && --r->refs == 0) {
+        pg_mac_key_free(r->key);
+        free(r);
+    }
+}
+
+/* Called with the lock held (or before the holder is shared). */
+static void reload(pg_keyholder *h, const key_files_id *id, int first)
+{
+    char msg[sizeof h->error] = "";
+    pg_mac_key *key = NULL;
+    pg_key_ref *fresh = NULL;
+    if (h->load(h->path, &key, msg, sizeof msg) != 0) {
+        if (!msg[0])
+            snprintf(msg, sizeof msg, "%.200s: cannot be loaded", h->path);
+    } else if (!(fresh = calloc(1, sizeof *fresh))) {
+        pg_mac_key_free(key);
+        snprintf(msg, sizeof msg, "out of memory");
+    }
+    h->id = *id;
+    if (!fresh) {
+        if (strcmp(msg, h->error) != 0 && h->log)
+            h->log("error",
+                   first ? "annotation key unusable" : "annotation key unusable after a change",
+                   msg);
+        snprintf(h->error, sizeof h->error, "%s", msg);
+        return;
+    }
+    *fresh = (pg_key_ref){.key = key, .refs = 1, .holder = h};
+    unref(h->current);
+    h->current = fresh;
+    if (!first && h->log)
+        h->log("info", h->error[0] ? "annotation key usable again" : "annotation key reloaded",
+               h->path);
+    h->error[0] = '\0';
+}
+
+pg_keyholder *pg_keyholder_new(const char *path, pg_key_loader load, pg_key_logger log)
+{
+    pg_keyholder *h = calloc(1, sizeof *h);
+    size_t n = strlen(path);
+    if (h) {
+        h->path = strdup(path);
+        h->previous_path = malloc(n + sizeof PG_MAC_PREVIOUS_SUFFIX);
+    }
+    if (!h || !h->path || !h->previous_path) {
+        if (h)
+            free(h->path);
+        free(h);
+        return NULL;
+    }
+    memcpy(h->previous_path, path, n);
+    memcpy(h->previous_path + n, PG_MAC_PREVIOUS_SUFFIX, sizeof PG_MAC_PREVIOUS_SUFFIX);
+    h->load = load;
+    h->log = log;
+    pthread_mutex_init(&h->lock, NULL);
+    key_files_id id;
+    identify(h, &id);
+    reload(h, &id, 1);
+    return h;
+}
+
+void pg_keyholder_free(pg_keyholder *h)
+{
+    if (!h)
+        return;
+    unref(h->current);
+    free(h->path);
+    free(h->previous_path);
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+pg_key_ref *pg_keyholder_get(pg_keyholder *h, char *msg, size_t msg_size)
+{
+    pg_key_ref *r = NULL;
+    key_files_id id;
+    identify(h, &id); /* outside the lock: two stat()s */
+    pthread_mutex_lock(&h->lock);
+    if (!same_files(&id, &h->id))
+        reload(h, &id, 0);
+    if (h->error[0] || !h->current)
+        snprintf(msg, msg_size, "%s", h->error[0] ? h->error : "no key");
+    else {
+        r = h->current;
+        r->refs++;
+    }
+    pthread_mutex_unlock(&h->lock);
+    return r;
+}
+
+const pg_mac_key *pg_key_ref_key(const pg_key_ref *r) { return r ? r->key : NULL; }
+
+void pg_key_ref_release(pg_key_ref *r)
+{
+    if (!r)
+        return;
+    pg_keyholder *h = r->holder;
+    pthread_mutex_lock(&h->lock);
+    unref(r);
+    pthread_mutex_unlock(&h->lock);
+}

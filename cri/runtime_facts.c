@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "runtime_facts.h"
+
+#include "cri_subset.pb-c.h"
+#include "grpc_unary.h"
+#include "grpc_util.h"
+#include "log.h"
+#include "recorder.h" /* cri_now_ms */
+#include "crio_auth.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define VERSION_METHOD "/runtime.v1.RuntimeService/Version"
+#define VERSION_TIMEOUT_MS 2000
+#define RETRY_MS 1000
+
+struct cri_runtime_facts {
+    grpc_channel *channel;
+    pg_runtime configured;
+    char *crio_config, *crio_config_dir;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool known, crio, stopping, exited; /* under lock */
+    char name[64], version[64];         /* under lock, once known */
+};
+
+static void copy_field(char *dst, size_t n, const ProtobufCBinaryData *f)
+{
+    size_t len = f->data && f->len < n - 1 ? f->len : f->data ? n - 1 : 0;
+    if (len) /* an absent field has no data at all */
+        memcpy(dst, f->data, len);
+    dst[len] = '\0';
+    for (size_t i = 0; i < len; i++) /* a log value, never a control byte */
+        if ((unsigned char)dst[i] < 0x20 || dst[i] == 0x7f)
+            dst[i] = '?';
+}
+
+/* One Version call: true once the runtime answered with a decodable VersionResponse. */
+static bool ask_version(cri_runtime_facts *f, char *name, char *version, size_t n)
+{
+    grpc_slice answer;
+    grpc_status_code st;
+    char why[400];
+    if (pg_grpc_unary_call(f->channel, VERSION_METHOD, "", 0, VERSION_TIMEOUT_MS, &answer, &st, why,
+                           sizeof why))
+        return false;
+    Runtime__V1__VersionResponse *v = runtime__v1__version_response__unpack(
+        NULL, GRPC_SLICE_LENGTH(answer), GRPC_SLICE_START_PTR(answer));
+    grpc_slice_unref(answer);
+    if (!v)
+        return false;
+    copy_field(name, n, &v->runtime_name);
+    copy_field(version, n, &v->runtime_version);
+    runtime__v1__version_response__free_unpacked(v, NULL);
+    return true;
+}
+
+static void *facts_main(void *arg)
+{
+    cri_runtime_facts *f = arg;
+    char name[64], version[64];
+    pthread_mutex_lock(&f->lock);
+    while (!f->stopping) {
+        pthread_mutex_unlock(&f->lock);
+        bool answered = ask_version(f, name, version, sizeof name);
+        pthread_mutex_lock(&f->lock);
+        if (answered) {
+            f->known = true;
+            f->crio = f->configured == PG_RUNTIME_CRIO || strcmp(name, "cri-o") == 0;
+            memcpy(f->name, name, sizeof name);
+            memcpy(f->version, version, sizeof version);
+            cri_log(CRI_LOG_INFO, "runtime identified", "runtimeName", name, "runtimeVersion",
+                    version, NULL);
+            pthread_cond_broadcast(&f->cond);
+            break;
+        }
+        int64_t next = cri_now_ms() + RETRY_MS;
+        struct timespec until = {(time_t)(next / 1000), (long)(next % 1000) * 1000000L};
+        while (!f->stopping && cri_now_ms() < next)
+            pthread_cond_timedwait(&f->cond, &f->lock, &until);
+    }
+    f->exited = true;
+    pthread_cond_broadcast(&f->cond);
+    pthread_mutex_unlock(&f->lock);
+    return NULL;
+}
+
+static void facts_free(cri_runtime_facts *f)
+{
+    if (f->channel)
+        grpc_channel_destroy(f->channel);
+    pthread_cond_destroy(&f->cond);
+    pthread_mutex_destroy(&f->lock);
+    free(f->crio_config);
+    free(f->crio_config_dir);
+    free(f);
+}
+
+cri_runtime_facts *cri_runtime_facts_start(const char *endpoint, pg_runtime configured,
+                                           const char *crio_config, const char *crio_config_dir,
+                                           pg_error *err)
+{
+    cri_runtime_facts *f = calloc(1, sizeof *f);
+    if (!f) {
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_cond_init(&f->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    f->configured = configured;
+    f->crio_config = pg_strdup(crio_config);
+    f->crio_config_dir = pg_strdup(crio_config_dir);
+    f->channel = cri_runtime_channel(endpoint);
+    int e = f->channel && f->crio_config && f->crio_config_dir
+                ? pthread_create(&f->thread, NULL, facts_main, f)
+                : ENOMEM;
+    if (e != 0) {
+        facts_free(f);
+        pg_fail_errno(err, e, "runtime facts thread");
+        return NULL;
+    }
+    return f;
+}
+
+bool cri_runtime_facts_namespaced_auth(cri_runtime_facts *f, char *why, size_t why_size)
+{
+    if (!f) {
+        snprintf(why, why_size, "no runtime facts");
+        return false;
+    }
+    pthread_mutex_lock(&f->lock);
+    bool known = f->known, crio = f->crio || f->configured == PG_RUNTIME_CRIO;
+    char name[64], version[64];
+    memcpy(name, f->name, sizeof name);
+    memcpy(version, f->version, sizeof version);
+    pthread_mutex_unlock(&f->lock);
+    if (!known && !crio) {
+        snprintf(why, why_size, "the runtime has not answered Version yet: it may be CRI-O");
+        return true;
+    }
+    if (!crio) {
+        snprintf(why, why_size, "runtime %s holds no credentials per namespace", name);
+        return false;
+    }
+    cri_crio_auth a;
+    cri_crio_auth_read(f->crio_config, f->crio_config_dir, known ? version : NULL, &a);
+    snprintf(why, why_size, "CRI-O: %s", a.why);
+    return a.namespaced;
+}
+
+bool cri_runtime_facts_wait(cri_runtime_facts *f, int timeout_ms)
+{
+    int64_t until_ms = cri_now_ms() + timeout_ms;
+    struct timespec until = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
+    pthread_mutex_lock(&f->lock);
+    int e = 0;
+    while (!f->known && !f->exited && e != ETIMEDOUT)
+        e = pthread_cond_timedwait(&f->cond, &f->lock, &until);
+    bool known = f->known;
+    pthread_mutex_unlock(&f->lock);
+    return known;
+}
+
+int cri_runtime_facts_stop(cri_runtime_facts *f, int timeout_ms)
+{
+    if (!f)
+        return 1;
+    int64_t until_ms = cri_now_ms() + timeout_ms;
+    struct timespec until = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
+    pthread_mutex_lock(&f->lock);
+    f->stopping = true;
+    pthread_cond_broadcast(&f->cond);
+    int e = 0;
+    while (!f->exited && e != ETIMEDOUT)
+        e = pthread_cond_timedwait(&f->cond, &f->lock, &until);
+    bool exited = f->exited;
+    pthread_mutex_unlock(&f->lock);
+    if (!exited)
+        return 0;
+    pthread_join(f->thread, NULL);
+    facts_free(f);
+    return 1;
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "runtime_mark.h"
+
+#include "store_fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cri_runtime_mark_write(const char *state_dir, const char *endpoint, pg_error *err)
+{
+    if (!endpoint || !*endpoint || strchr(endpoint, '\n'))
+        return pg_fail(err, PG_ERR_INVALID, "no usable runtime endpoint to record");
+    int dirfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dirfd < 0)
+        return pg_fail_errno(err, errno, "open %s", state_dir);
+    size_t n = strlen(endpoint);
+    char *text = malloc(n + 2);
+    int rc = text ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (rc == PG_OK) {
+        memcpy(text, endpoint, n);
+        text[n] = '\n';
+        rc = pg_st_write_file_atomic(dirfd, state_dir, ".", CRI_RUNTIME_MARK, text, n + 1, err);
+    }
+    free(text);
+    close(dirfd);
+    return rc;
+}
+
+int cri_runtime_mark_read(const char *state_dir, char **endpoint, pg_error *err)
+{
+    *endpoint = NULL;
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", state_dir, CRI_RUNTIME_MARK) >= sizeof path)
+        return pg_fail(err, PG_ERR_INVALID, "state directory path too long");
+    char *text = NULL;
+    size_t len = 0;
+    int rc =
+        pg_read_file_at(AT_FDCWD, path, CRI_RUNTIME_MARK_MAX, PG_READ_STRICT, &text, &len, err);
+    if (rc != PG_OK)
+        return rc;
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        text[--len] = '\0';
+    if (len == 0 || memchr(text, '\0', len) || memchr(text, '\n', len)) {
+        free(text);
+        return pg_fail(err, PG_ERR_INVALID, "%s: not one runtime endpoint", path);
+    }
+    *endpoint = text;
+    return PG_OK;
+}
+
+static const char *endpoint_path(const char *e)
+{
+    return strncmp(e, "unix://", 7) == 0 ? e + 7 : e;
+}
+
+bool cri_same_endpoint(const char *a, const char *b)
+{
+    return a && b && strcmp(endpoint_path(a), endpoint_path(b)) == 0;
+}
+
+int cri_runtime_mark_check(const char *state_dir, const char *endpoint, bool explicit_endpoint,
+                           char *why, size_t why_size)
+{
+    char *recorded = NULL;
+    pg_error err = {0};
+    int rc = cri_runtime_mark_read(state_dir, &recorded, &err);
+    if (rc == PG_ERR_NOT_FOUND && explicit_endpoint)
+        return PG_OK; /* no daemon recorded one: the operator named the runtime */
+    if (rc == PG_ERR_NOT_FOUND) {
+        snprintf(why, why_size,
+                 "no runtime recorded in %s/%s: pullgate-cri records the runtime it serves "
+                 "when it starts, and the records are pruned only against that one (start "
+                 "pullgate-cri, or name the runtime with --runtime-endpoint)",
+                 state_dir, CRI_RUNTIME_MARK);
+        return rc;
+    }
+    if (rc != PG_OK) {
+        snprintf(why, why_size, "the recorded runtime cannot be read: %s", err.message);
+        return rc;
+    }
+    if (!cri_same_endpoint(recorded, endpoint)) {
+        snprintf(why, why_size,
+                 "the records were made against %s, the runtime pullgate-cri serves (recorded in "
+                 "%s/%s), and this prune would list %s: every record of an image only the first "
+                 "holds would be deleted; give pullgate-cri and the prune one endpoint "
+                 "(criRuntimeEndpoint in the configuration file, not a drop-in)",
+                 recorded, state_dir, CRI_RUNTIME_MARK, endpoint);
+        rc = PG_ERR_CONFIG;
+    }
+    free(recorded);
+    return rc;
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The runtime the records were made against: pullgate-cri writes the runtime endpoint it
+ * forwards to into its state directory when it starts (CRI_RUNTIME_MARK), and
+ * `pullgate-cri --prune` (the packaged hourly pullgate-prune) prunes only against that same
+ * runtime. One source of truth for the endpoint: a prune that would list another runtime
+ * (the config naming one, a drop-in giving the daemon another) refuses, since every record
+ * of an image the other runtime lacks would be deleted while the image is still in the
+ * daemon's runtime, where it would then count as preloaded (docs/interfaces.md §10).
+ */
+#ifndef PULLGATE_CRI_RUNTIME_MARK_H
+#define PULLGATE_CRI_RUNTIME_MARK_H
+
+#include "internal.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define CRI_RUNTIME_MARK "pullgate-cri-runtime" /* in stateDir; never read by a kubelet */
+#define CRI_RUNTIME_MARK_MAX 4096
+
+/* Writes endpoint into state_dir/CRI_RUNTIME_MARK, atomically and durably (0600). */
+int cri_runtime_mark_write(const char *state_dir, const char *endpoint, pg_error *err);
+
+/*
+ * The endpoint recorded in state_dir (*endpoint: caller frees). PG_ERR_NOT_FOUND when no
+ * daemon recorded one; any other error when the file cannot be trusted (a symlink, not
+ * root's, writable by others, too large, holding a NUL or no endpoint).
+ */
+int cri_runtime_mark_read(const char *state_dir, char **endpoint, pg_error *err);
+
+/* Whether two endpoints name one runtime ("unix://" is optional before an absolute path). */
+bool cri_same_endpoint(const char *a, const char *b);
+
+/*
+ * Whether a prune listing `endpoint` may prune the records of state_dir: PG_OK, or a code
+ * with why (never empty) saying both endpoints. explicit_endpoint: the endpoint was given on
+ * the command line (--runtime-endpoint), which is taken when no daemon recorded one.
+ */
+int cri_runtime_mark_check(const char *state_dir, const char *endpoint, bool explicit_endpoint,
+                           char *why, size_t why_size);
+
+#endif
