@@ -7,7 +7,7 @@ Synthetic CRI-O-shaped bundles (as in hook_synthetic.py) with a known expected d
   deny   team-b pod presenting a team-b secret (never recorded);
   deny   team-a pod presenting a wrong secret;
   deny   team-a pod whose image was never recorded (policy AlwaysVerify).
-Meanwhile writers keep merging new secrets into the same records (which never changes an
+Meanwhile writers keep merging new secrets of their own namespaces into the same records (which never changes an
 expected decision). Every run is checked: exit status and the deny line, no death by signal,
 no sanitizer report (ASan/UBSan/LSan builds) and, for a sample run under valgrind, no memory
 error and no definite leak. Finally every acknowledged write must be in its record.
@@ -109,9 +109,13 @@ class Soak:
     def start_write(self, n):
         i = n % (IMAGES - 1)
         secret = "w%d" % n
+        # Writers spread over namespaces of their own: one namespace may hold at most 100
+        # entries of a record (its fair share, interfaces.md section 2); 50 writes in a row
+        # put about 7 entries in each of the records.
+        ns = "soak-w%d" % (n // 50)
         p = subprocess.Popen(self.ctl_base + ["record-pulled", "--image", image(i), "--image-ref",
                                               "sha256:" + ref_hex(i), "--secret",
-                                              "team-a/%s/uid-%s:" % (secret, secret)],
+                                              "%s/%s/uid-%s:" % (ns, secret, secret)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=self.env)
         return ("write", p, (i, secret))
 
