@@ -12,7 +12,7 @@
 #ifndef PULLGATE_CRI_RECORDER_H
 #define PULLGATE_CRI_RECORDER_H
 
-#include "pull.h"
+#include "attribution.h"
 
 #include <stdint.h>
 

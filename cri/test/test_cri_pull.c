@@ -5,6 +5,7 @@
  * expected hashes come from test/data/credential-hash-vectors.json, never
  * from the code under test.
  */
+#include "attribution.h"
 #include "pull.h"
 #include "verify_memory.h"
 
