@@ -208,7 +208,4 @@ int cri_list_images_refs(const uint8_t *buf, size_t len, pg_strv *refs, size_t *
 /* The same for ListContainersResponse: each container's image_ref and image.image. */
 int cri_list_containers_refs(const uint8_t *buf, size_t len, pg_strv *refs, pg_error *err);
 
-/* 1 when s is "sha256:<64 hex>" or 64 hex, or parses as an image reference. */
-int cri_is_image_identity(const char *s);
-
 #endif

@@ -410,7 +410,8 @@ int cri_image_status_request_encode(const char *image, uint8_t **buf, size_t *le
     return PG_OK;
 }
 
-int cri_is_image_identity(const char *s)
+/* 1 when s is "sha256:<64 hex>" or 64 hex, or parses as an image reference. */
+static int is_image_identity(const char *s)
 {
     if (!s || !*s || strlen(s) > PG_MAX_IMAGE_LEN)
         return 0;
@@ -426,7 +427,7 @@ int cri_is_image_identity(const char *s)
 /* Appends a copy of s when it is an identity not yet listed; quietly skips others. */
 static int strv_add_identity(pg_strv *l, const char *s, pg_error *err)
 {
-    if (!cri_is_image_identity(s) || l->n >= CRI_MAX_ALIASES)
+    if (!is_image_identity(s) || l->n >= CRI_MAX_ALIASES)
         return PG_OK;
     for (size_t i = 0; i < l->n; i++)
         if (strcmp(l->v[i], s) == 0)

@@ -7,6 +7,7 @@
  */
 #include "attribution.h"
 #include "pull.h"
+#include "cri_testing.h"
 #include "verify_memory.h"
 
 #include "annotation_build.h"
