@@ -15,6 +15,7 @@ static void *thread_main(void *arg)
     t->body(t->owner);
     t->exited = true;
     pthread_cond_broadcast(&t->exited_cond);
+    pthread_cond_broadcast(&t->wake); /* others waiting on the owner's state */
     pthread_mutex_unlock(&t->lock);
     return NULL;
 }

@@ -20,10 +20,10 @@ typedef struct cri_thread {
     pthread_mutex_t lock; /* the owner's state lock */
     pthread_cond_t wake;  /* the thread waits on it: work, a kick, or stopping */
     bool stopping;        /* under lock: cri_thread_stop was called */
+    bool exited;          /* under lock: the body returned (wake is broadcast then) */
     /* private */
     pthread_cond_t exited_cond;
     pthread_t thread;
-    bool exited;
     void (*body)(void *owner);
     void *owner;
 } cri_thread;
