@@ -68,19 +68,12 @@ void cri_call_init(cri_call *c, void *owner, const cri_call_kind *kind, cri_work
     memcpy(c->method_text, GRPC_SLICE_START_PTR(details->method), mlen);
     c->method_text[mlen] = '\0';
     c->name = kind->name ? kind->name : c->method_text;
-    c->down = incoming;
-    c->details = *details;
-    c->client_md = *md;
-    c->status_details = grpc_empty_slice();
+    cri_relay_init(&c->r, incoming, details, md);
     c->answer_details = grpc_empty_slice();
-    grpc_metadata_array_init(&c->up_initial_md);
-    grpc_metadata_array_init(&c->up_trailing_md);
     cri_call_set_event(c, &c->ev_recv, kind->received);
     cri_call_set_event(c, &c->ev_closed, kind->closed);
     cri_call_set_event(c, &c->ev_up, kind->upstream);
     cri_call_set_event(c, &c->ev_final, kind->answered);
-    memset(details, 0, sizeof *details);
-    memset(md, 0, sizeof *md);
 }
 
 void cri_call_drop_request(cri_call *c)
@@ -95,19 +88,8 @@ void cri_call_release(cri_call *c)
     cri_call_drop_request(c);
     if (c->response)
         grpc_byte_buffer_destroy(c->response);
-    free(c->fwd_md);
-    free(c->fwd_initial);
-    free(c->fwd_trailing);
-    grpc_metadata_array_destroy(&c->client_md);
-    grpc_metadata_array_destroy(&c->up_initial_md);
-    grpc_metadata_array_destroy(&c->up_trailing_md);
-    grpc_slice_unref(c->status_details);
+    cri_relay_release(&c->r);
     grpc_slice_unref(c->answer_details);
-    if (c->up)
-        grpc_call_unref(c->up);
-    if (c->down)
-        grpc_call_unref(c->down);
-    grpc_call_details_destroy(&c->details);
 }
 
 /* ------------------------------------------------------------ receiving */
@@ -116,15 +98,14 @@ bool cri_call_receive_next(cri_call *c)
 {
     grpc_op o = cri_op(GRPC_OP_RECV_MESSAGE);
     o.data.recv_message.recv_message = &c->recv_bb;
-    return cri_call_start_batch(c, c->down, &o, 1, &c->ev_recv);
+    return cri_call_start_batch(c, c->r.down, &o, 1, &c->ev_recv);
 }
 
 bool cri_call_start_receiving(cri_call *c)
 {
-    cri_filter_md(&c->client_md, &c->fwd_md, &c->n_fwd_md);
     grpc_op o = cri_op(GRPC_OP_RECV_CLOSE_ON_SERVER);
-    o.data.recv_close_on_server.cancelled = &c->down_cancelled;
-    cri_call_start_batch(c, c->down, &o, 1, &c->ev_closed);
+    o.data.recv_close_on_server.cancelled = &c->r.down_cancelled;
+    cri_call_start_batch(c, c->r.down, &o, 1, &c->ev_closed);
     return cri_call_receive_next(c);
 }
 
@@ -149,25 +130,22 @@ cri_call_receipt cri_call_received(cri_call *c, int ok)
 
 bool cri_call_forward(cri_call *c, grpc_channel *channel, grpc_completion_queue *cq)
 {
-    const grpc_slice *host = GRPC_SLICE_LENGTH(c->details.host) ? &c->details.host : NULL;
-    c->up = grpc_channel_create_call(channel, c->down, GRPC_PROPAGATE_DEFAULTS, cq,
-                                     c->details.method, host, c->details.deadline, NULL);
-    if (!c->up)
+    if (!cri_relay_start_up(&c->r, channel, cq))
         return false;
     grpc_op ops[6];
-    pg_grpc_unary_answer into = {&c->up_initial_md, &c->response, &c->up_trailing_md, &c->status,
-                                 &c->status_details};
-    pg_grpc_unary_ops(ops, c->fwd_md, c->n_fwd_md, c->request, &into);
-    return cri_call_start_batch(c, c->up, ops, 6, &c->ev_up);
+    pg_grpc_unary_answer into = {&c->r.up_initial_md, &c->response, &c->r.up_trailing_md, &c->r.status,
+                                 &c->r.status_details};
+    pg_grpc_unary_ops(ops, c->r.fwd_md, c->r.n_fwd_md, c->request, &into);
+    return cri_call_start_batch(c, c->r.up, ops, 6, &c->ev_up);
 }
 
 void cri_call_upstream_done(cri_call *c, int ok)
 {
     c->outstanding--;
-    cri_filter_md(&c->up_initial_md, &c->fwd_initial, &c->n_fwd_initial);
-    cri_filter_md(&c->up_trailing_md, &c->fwd_trailing, &c->n_fwd_trailing);
-    if (!ok && c->status == GRPC_STATUS_OK)
-        c->status = GRPC_STATUS_UNKNOWN;
+    cri_filter_md(&c->r.up_initial_md, &c->r.fwd_initial, &c->r.n_fwd_initial);
+    cri_filter_md(&c->r.up_trailing_md, &c->r.fwd_trailing, &c->r.n_fwd_trailing);
+    if (!ok && c->r.status == GRPC_STATUS_OK)
+        c->r.status = GRPC_STATUS_UNKNOWN;
 }
 
 /* ------------------------------------------------------------ answers */
@@ -181,16 +159,16 @@ static void send_final(cri_call *c, grpc_status_code code, grpc_slice *details,
     grpc_op ops[3];
     size_t n =
         cri_answer_ops(ops, code, details, initial, n_initial, trailing, n_trailing, message);
-    if (!cri_call_start_batch(c, c->down, ops, n, &c->ev_final))
+    if (!cri_call_start_batch(c, c->r.down, ops, n, &c->ev_final))
         c->answered_ok = true; /* nothing more will come for it */
 }
 
-void cri_call_relay(cri_call *c) { cri_call_relay_as(c, c->status, c->response); }
+void cri_call_relay(cri_call *c) { cri_call_relay_as(c, c->r.status, c->response); }
 
 void cri_call_relay_as(cri_call *c, grpc_status_code code, grpc_byte_buffer *message)
 {
-    send_final(c, code, &c->status_details, c->fwd_initial, c->n_fwd_initial, c->fwd_trailing,
-               c->n_fwd_trailing, message);
+    send_final(c, code, &c->r.status_details, c->r.fwd_initial, c->r.n_fwd_initial, c->r.fwd_trailing,
+               c->r.n_fwd_trailing, message);
 }
 
 void cri_call_answer_status(cri_call *c, grpc_status_code code, const char *text)

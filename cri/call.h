@@ -42,23 +42,12 @@ typedef struct cri_call {
     long long start_us;   /* the calls metric: microseconds, a proxied call takes < 1 ms */
     int outstanding; /* gRPC batches in flight */
     bool answering, answered_ok;
-    grpc_call *down, *up;
-    grpc_call_details details;
-    grpc_metadata_array client_md;
-    grpc_metadata *fwd_md;
-    size_t n_fwd_md;
-    int down_cancelled;
+    cri_relay r; /* both ends, the metadata and the runtime's status */
     /* receiving */
     grpc_byte_buffer *recv_bb;
     grpc_byte_buffer *request; /* the one request message */
     unsigned n_messages;
-    /* the runtime's answer */
-    grpc_metadata_array up_initial_md, up_trailing_md;
-    grpc_metadata *fwd_initial, *fwd_trailing;
-    size_t n_fwd_initial, n_fwd_trailing;
-    grpc_status_code status;
-    grpc_slice status_details;
-    grpc_byte_buffer *response;
+    grpc_byte_buffer *response; /* the runtime's answer */
     /* our own answer's status message */
     grpc_slice answer_details;
     cri_call_event ev_recv, ev_closed, ev_up, ev_final;
@@ -90,8 +79,8 @@ void cri_call_batch_done(cri_call *c);
 /* ------------------------------------------------------------ receiving */
 
 /*
- * Filters the metadata to forward, waits for the call's end (down_cancelled)
- * and receives the first message; false when that receive cannot start.
+ * Waits for the call's end (r.down_cancelled) and receives the first message;
+ * false when that receive cannot start.
  */
 bool cri_call_start_receiving(cri_call *c);
 /* The next message, or the half-close; false when it cannot start. */

@@ -155,3 +155,41 @@ grpc_channel *cri_runtime_channel(const char *target)
     grpc_channel_credentials_release(creds);
     return ch;
 }
+
+void cri_relay_init(cri_relay *r, grpc_call *incoming, grpc_call_details *details,
+                    grpc_metadata_array *md)
+{
+    r->down = incoming;
+    r->details = *details;
+    r->client_md = *md;
+    r->status_details = grpc_empty_slice();
+    grpc_metadata_array_init(&r->up_initial_md);
+    grpc_metadata_array_init(&r->up_trailing_md);
+    memset(details, 0, sizeof *details);
+    memset(md, 0, sizeof *md);
+    cri_filter_md(&r->client_md, &r->fwd_md, &r->n_fwd_md);
+}
+
+grpc_call *cri_relay_start_up(cri_relay *r, grpc_channel *channel, grpc_completion_queue *cq)
+{
+    const grpc_slice *host = GRPC_SLICE_LENGTH(r->details.host) ? &r->details.host : NULL;
+    r->up = grpc_channel_create_call(channel, r->down, GRPC_PROPAGATE_DEFAULTS, cq,
+                                     r->details.method, host, r->details.deadline, NULL);
+    return r->up;
+}
+
+void cri_relay_release(cri_relay *r)
+{
+    free(r->fwd_md);
+    free(r->fwd_initial);
+    free(r->fwd_trailing);
+    grpc_metadata_array_destroy(&r->client_md);
+    grpc_metadata_array_destroy(&r->up_initial_md);
+    grpc_metadata_array_destroy(&r->up_trailing_md);
+    grpc_slice_unref(r->status_details);
+    if (r->up)
+        grpc_call_unref(r->up);
+    if (r->down)
+        grpc_call_unref(r->down);
+    grpc_call_details_destroy(&r->details);
+}

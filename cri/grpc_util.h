@@ -51,6 +51,33 @@ void cri_slice_wipe(grpc_slice s);
  * received slices may be the transport's own read buffers, wiped in place. */
 void cri_byte_buffer_wipe_destroy(grpc_byte_buffer *bb);
 
+/*
+ * What every relayed call holds, the plain proxy's (proxy.c) and the intercepted ones'
+ * (call.h): both ends, the incoming details and metadata, the runtime's metadata and
+ * status, and the filtered views of each that are forwarded (cri_filter_md).
+ */
+typedef struct cri_relay {
+    grpc_call *down; /* kubelet -> proxy */
+    grpc_call *up;   /* proxy -> runtime, NULL until started */
+    grpc_call_details details;
+    grpc_metadata_array client_md, up_initial_md, up_trailing_md;
+    grpc_metadata *fwd_md, *fwd_initial, *fwd_trailing;
+    size_t n_fwd_md, n_fwd_initial, n_fwd_trailing;
+    grpc_status_code status;
+    grpc_slice status_details;
+    int down_cancelled;
+} cri_relay;
+
+/* Takes over an incoming call, its details and metadata (moved: the caller's are zeroed)
+ * and filters the metadata to forward. */
+void cri_relay_init(cri_relay *r, grpc_call *incoming, grpc_call_details *details,
+                    grpc_metadata_array *md);
+/* The call to the runtime: the incoming method, host and deadline, the incoming call its
+ * parent (deadline and cancellation propagate). r->up, NULL when gRPC refuses. */
+grpc_call *cri_relay_start_up(cri_relay *r, grpc_channel *channel, grpc_completion_queue *cq);
+/* Every gRPC object r holds. */
+void cri_relay_release(cri_relay *r);
+
 grpc_arg cri_int_arg(const char *key, int value);
 /*
  * The channel to the runtime (unix:///path): 16 MiB messages, reconnect

@@ -249,7 +249,7 @@ static void log_pull(pull_call *pc, cri_log_level level, const char *msg)
         return;
     char ms[24];
     snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - pc->c.start_ms));
-    grpc_status_code code = pc->refused ? pc->answer_code : pc->c.status;
+    grpc_status_code code = pc->refused ? pc->answer_code : pc->c.r.status;
     cri_log(level, msg, "method", pc->c.method_text, "image", pc->req.image, "imageRef",
             pc->image_ref, "status", cri_status_name(code), "outcome", pc->outcome, "credentials",
             pc->decode_done && pc->decoded == CRI_DECODED ? cri_cred_source_name(pc->cred_source)
@@ -538,7 +538,7 @@ static void on_up(cri_task *t)
     wipe_request(pc);
     cri_intercept *x = pc->x;
     int64_t due = cri_now_ms() + x->o.record_budget_ms;
-    grpc_status_code status = pc->c.status;
+    grpc_status_code status = pc->c.r.status;
     if (status == GRPC_STATUS_OK && pc->c.response) {
         pg_error e = {0};
         grpc_slice body = cri_flatten(pc->c.response);
@@ -664,14 +664,14 @@ static void decode(pull_call *pc)
 static void advance(pull_call *pc)
 {
     if (pc->phase == PH_RECEIVING) {
-        if (!pc->half_closed && pc->decoded == CRI_DECODED && !pc->c.down_cancelled)
+        if (!pc->half_closed && pc->decoded == CRI_DECODED && !pc->c.r.down_cancelled)
             return; /* the half-close is still to come */
         pc->phase = PH_ADMITTING;
         decode(pc);
     }
     if (pc->phase != PH_ADMITTING)
         return;
-    if (pc->decoded == CRI_DECODED && pc->c.down_cancelled) {
+    if (pc->decoded == CRI_DECODED && pc->c.r.down_cancelled) {
         /* Nobody to answer: nothing goes up (a queued intent is released). */
         pc->why = "the caller went away";
         refuse(pc, GRPC_STATUS_CANCELLED, "pullgate: pull not forwarded");
@@ -755,7 +755,7 @@ static void on_closed(cri_task *t)
     pull_call *pc = t->owner;
     cri_call_batch_done(&pc->c);
     /* down_cancelled was written by gRPC; a cancelled call also fails its pending batches. */
-    if (pc->phase == PH_ADMITTING && pc->c.down_cancelled)
+    if (pc->phase == PH_ADMITTING && pc->c.r.down_cancelled)
         advance(pc);
     maybe_done(pc);
 }

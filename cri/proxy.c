@@ -14,7 +14,6 @@
  * thread; the loop only posts their completions. See cri/README.md for why.
  */
 #include "proxy.h"
-#include "proxy.h"
 
 #include "cri_metrics.h"
 #include "grpc_util.h"
@@ -84,21 +83,7 @@ typedef struct msg_queue {
 typedef struct call {
     cri_proxy *px;
     atomic_int refs;
-    grpc_call *down; /* kubelet -> proxy */
-    grpc_call *up;   /* proxy -> runtime */
-    grpc_call_details details;
-    grpc_metadata_array client_md;
-    grpc_metadata *fwd_md;
-    size_t n_fwd_md;
-    grpc_metadata_array up_initial_md;
-    grpc_metadata *fwd_initial;
-    size_t n_fwd_initial;
-    grpc_metadata_array up_trailing_md;
-    grpc_metadata *fwd_trailing;
-    size_t n_fwd_trailing;
-    grpc_status_code status;
-    grpc_slice status_details;
-    int down_cancelled;
+    cri_relay r; /* both ends, the metadata and the runtime's status */
     grpc_byte_buffer *down_msg; /* from the kubelet, on its way up */
     grpc_byte_buffer *up_msg;   /* from the runtime, on its way down */
     bool down_md_sent, up_status_received, final_started;
@@ -147,18 +132,7 @@ static void call_free(call *c)
         grpc_byte_buffer_destroy(c->down_msg);
     if (c->up_msg)
         grpc_byte_buffer_destroy(c->up_msg);
-    free(c->fwd_md);
-    free(c->fwd_initial);
-    free(c->fwd_trailing);
-    grpc_metadata_array_destroy(&c->client_md);
-    grpc_metadata_array_destroy(&c->up_initial_md);
-    grpc_metadata_array_destroy(&c->up_trailing_md);
-    grpc_slice_unref(c->status_details);
-    if (c->up)
-        grpc_call_unref(c->up);
-    if (c->down)
-        grpc_call_unref(c->down);
-    grpc_call_details_destroy(&c->details);
+    cri_relay_release(&c->r);
     free(c);
 }
 
@@ -198,16 +172,16 @@ static void start_batch(call *c, grpc_call *gc, const grpc_op *ops, size_t n, ta
 static void on_down_sent_final(void *arg, int ok)
 {
     call *c = arg;
-    cri_metric_call(c->method, (int)c->status, (double)(pg_metrics_now_us() - c->start_us) / 1e6);
+    cri_metric_call(c->method, (int)c->r.status, (double)(pg_metrics_now_us() - c->start_us) / 1e6);
     if (!cri_log_enabled(CRI_LOG_DEBUG)) { /* every call ends here: no formatting for nothing */
         call_unref(c);
         return;
     }
     char status[16], ms[24];
-    snprintf(status, sizeof status, "%d", (int)c->status);
+    snprintf(status, sizeof status, "%d", (int)c->r.status);
     snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - c->start_ms));
     cri_log(CRI_LOG_DEBUG, "call", "method", c->method, "code", status, "status",
-            cri_status_name(c->status), "delivered", ok ? "yes" : "no", "durationMs", ms, NULL);
+            cri_status_name(c->r.status), "delivered", ok ? "yes" : "no", "durationMs", ms, NULL);
     call_unref(c);
 }
 
@@ -216,7 +190,7 @@ static void plain_recv_up(call *c);
 static void on_up_recv_md(void *arg, int ok)
 {
     call *c = arg;
-    cri_filter_md(&c->up_initial_md, &c->fwd_initial, &c->n_fwd_initial);
+    cri_filter_md(&c->r.up_initial_md, &c->r.fwd_initial, &c->r.n_fwd_initial);
     c->up_md_received = true;
     if (ok)
         plain_recv_up(c);
@@ -230,7 +204,7 @@ static void on_up_status(void *arg, int ok)
 {
     call *c = arg;
     (void)ok; /* RECV_STATUS_ON_CLIENT always delivers a status */
-    cri_filter_md(&c->up_trailing_md, &c->fwd_trailing, &c->n_fwd_trailing);
+    cri_filter_md(&c->r.up_trailing_md, &c->r.fwd_trailing, &c->r.n_fwd_trailing);
     c->up_status_received = true;
     mark_dirty(c);
     call_unref(c);
@@ -240,8 +214,8 @@ static void on_down_closed(void *arg, int ok)
 {
     call *c = arg;
     (void)ok;
-    if (c->down_cancelled)
-        grpc_call_cancel(c->up, NULL);
+    if (c->r.down_cancelled)
+        grpc_call_cancel(c->r.up, NULL);
     call_unref(c);
 }
 
@@ -281,7 +255,7 @@ static void plain_recv_down(call *c)
     c->down_recv_inflight = true;
     grpc_op o = op(GRPC_OP_RECV_MESSAGE);
     o.data.recv_message.recv_message = &c->down_msg;
-    start_batch(c, c->down, &o, 1, &c->t_plain_down_msg);
+    start_batch(c, c->r.down, &o, 1, &c->t_plain_down_msg);
 }
 
 static void plain_recv_up(call *c)
@@ -291,7 +265,7 @@ static void plain_recv_up(call *c)
     c->up_recv_inflight = true;
     grpc_op o = op(GRPC_OP_RECV_MESSAGE);
     o.data.recv_message.recv_message = &c->up_msg;
-    start_batch(c, c->up, &o, 1, &c->t_plain_up_msg);
+    start_batch(c, c->r.up, &o, 1, &c->t_plain_up_msg);
 }
 
 static void on_plain_down_msg(void *arg, int ok)
@@ -372,8 +346,8 @@ static void flush_up(call *c)
     size_t n = 0;
     if (!c->up_md_sent) {
         ops[n] = op(GRPC_OP_SEND_INITIAL_METADATA);
-        ops[n].data.send_initial_metadata.count = c->n_fwd_md;
-        ops[n].data.send_initial_metadata.metadata = c->fwd_md;
+        ops[n].data.send_initial_metadata.count = c->r.n_fwd_md;
+        ops[n].data.send_initial_metadata.metadata = c->r.fwd_md;
         n++;
         c->up_md_sent = true;
     }
@@ -390,7 +364,7 @@ static void flush_up(call *c)
     if (n == 0)
         return;
     q->batch_inflight = true;
-    start_batch(c, c->up, ops, n, &c->t_plain_up_sent);
+    start_batch(c, c->r.up, ops, n, &c->t_plain_up_sent);
     plain_recv_down(c);
 }
 
@@ -402,15 +376,15 @@ static void flush_down(call *c)
         return;
     bool message = q->count > 0;
     bool final = c->up_eos && c->up_status_received && q->count <= 1;
-    bool headers = c->up_md_received && c->n_fwd_initial > 0;
+    bool headers = c->up_md_received && c->r.n_fwd_initial > 0;
     if (!message && !final && (c->down_md_sent || !headers))
         return;
     grpc_op ops[3];
     size_t n = 0;
     if (!c->down_md_sent) {
         ops[n] = op(GRPC_OP_SEND_INITIAL_METADATA);
-        ops[n].data.send_initial_metadata.count = c->n_fwd_initial;
-        ops[n].data.send_initial_metadata.metadata = c->fwd_initial;
+        ops[n].data.send_initial_metadata.count = c->r.n_fwd_initial;
+        ops[n].data.send_initial_metadata.metadata = c->r.fwd_initial;
         n++;
         c->down_md_sent = true;
     }
@@ -422,17 +396,17 @@ static void flush_down(call *c)
     }
     if (final) {
         ops[n] = op(GRPC_OP_SEND_STATUS_FROM_SERVER);
-        ops[n].data.send_status_from_server.status = c->status;
-        ops[n].data.send_status_from_server.status_details = &c->status_details;
-        ops[n].data.send_status_from_server.trailing_metadata_count = c->n_fwd_trailing;
-        ops[n].data.send_status_from_server.trailing_metadata = c->fwd_trailing;
+        ops[n].data.send_status_from_server.status = c->r.status;
+        ops[n].data.send_status_from_server.status_details = &c->r.status_details;
+        ops[n].data.send_status_from_server.trailing_metadata_count = c->r.n_fwd_trailing;
+        ops[n].data.send_status_from_server.trailing_metadata = c->r.fwd_trailing;
         n++;
         c->final_started = true;
-        start_batch(c, c->down, ops, n, &c->t_down_sent_final);
+        start_batch(c, c->r.down, ops, n, &c->t_down_sent_final);
         return;
     }
     q->batch_inflight = true;
-    start_batch(c, c->down, ops, n, &c->t_plain_down_sent);
+    start_batch(c, c->r.down, ops, n, &c->t_plain_down_sent);
     plain_recv_up(c);
 }
 
@@ -462,30 +436,26 @@ static void request_call(cri_proxy *px);
 /* The headers go up with the first flush, with the request when it is already there. */
 static void start_plain_call(cri_proxy *px, call *c)
 {
-    size_t mlen = GRPC_SLICE_LENGTH(c->details.method);
+    size_t mlen = GRPC_SLICE_LENGTH(c->r.details.method);
     if (mlen >= sizeof c->method)
         mlen = sizeof c->method - 1;
-    memcpy(c->method, GRPC_SLICE_START_PTR(c->details.method), mlen);
+    memcpy(c->method, GRPC_SLICE_START_PTR(c->r.details.method), mlen);
     c->method[mlen] = '\0';
-    const grpc_slice *host = GRPC_SLICE_LENGTH(c->details.host) ? &c->details.host : NULL;
-    /* The incoming call is the parent: its deadline and cancellation propagate. */
-    c->up = grpc_channel_create_call(px->channel, c->down, GRPC_PROPAGATE_DEFAULTS, px->cq,
-                                     c->details.method, host, c->details.deadline, NULL);
-    cri_filter_md(&c->client_md, &c->fwd_md, &c->n_fwd_md);
+    cri_relay_start_up(&c->r, px->channel, px->cq);
 
     grpc_op o = op(GRPC_OP_RECV_INITIAL_METADATA);
-    o.data.recv_initial_metadata.recv_initial_metadata = &c->up_initial_md;
-    start_batch(c, c->up, &o, 1, &c->t_up_recv_md);
+    o.data.recv_initial_metadata.recv_initial_metadata = &c->r.up_initial_md;
+    start_batch(c, c->r.up, &o, 1, &c->t_up_recv_md);
 
     o = op(GRPC_OP_RECV_STATUS_ON_CLIENT);
-    o.data.recv_status_on_client.trailing_metadata = &c->up_trailing_md;
-    o.data.recv_status_on_client.status = &c->status;
-    o.data.recv_status_on_client.status_details = &c->status_details;
-    start_batch(c, c->up, &o, 1, &c->t_up_status);
+    o.data.recv_status_on_client.trailing_metadata = &c->r.up_trailing_md;
+    o.data.recv_status_on_client.status = &c->r.status;
+    o.data.recv_status_on_client.status_details = &c->r.status_details;
+    start_batch(c, c->r.up, &o, 1, &c->t_up_status);
 
     o = op(GRPC_OP_RECV_CLOSE_ON_SERVER);
-    o.data.recv_close_on_server.cancelled = &c->down_cancelled;
-    start_batch(c, c->down, &o, 1, &c->t_down_closed);
+    o.data.recv_close_on_server.cancelled = &c->r.down_cancelled;
+    start_batch(c, c->r.down, &o, 1, &c->t_down_closed);
 
     plain_recv_down(c);
     mark_dirty(c);
@@ -500,9 +470,6 @@ static call *call_new(cri_proxy *px)
     atomic_init(&c->refs, 1);
     c->start_ms = cri_now_ms();
     c->start_us = pg_metrics_now_us();
-    c->status_details = grpc_empty_slice();
-    grpc_metadata_array_init(&c->up_initial_md);
-    grpc_metadata_array_init(&c->up_trailing_md);
     set_tag(&c->t_up_recv_md, on_up_recv_md, c);
     set_tag(&c->t_up_status, on_up_status, c);
     set_tag(&c->t_down_closed, on_down_closed, c);
@@ -549,9 +516,7 @@ static void on_new_call(void *arg, int ok)
         grpc_metadata_array_destroy(&md);
         return;
     }
-    c->down = incoming;
-    c->details = details;
-    c->client_md = md;
+    cri_relay_init(&c->r, incoming, &details, &md);
     start_plain_call(px, c);
     call_unref(c); /* the batches hold the call from here */
 }

@@ -5,13 +5,11 @@
 #include "grpc_unary.h"
 #include "log.h"
 #include "store_lookup.h"
+#include "thread.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
 
 typedef struct cri_version {
     const char *list_images, *list_containers;
@@ -95,10 +93,8 @@ struct cri_pruner {
     grpc_channel *channel;
     pg_store *store;
     int64_t interval_ms;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool kicked, stopping, exited;
+    cri_thread t;
+    bool kicked; /* under t.lock */
 };
 
 static void prune_once(cri_pruner *p)
@@ -133,31 +129,22 @@ static void prune_once(cri_pruner *p)
         cri_log(CRI_LOG_ERROR, "prune failed", "error", err.message, NULL);
 }
 
-static void *pruner_main(void *arg)
+/* The pruner's body (cri_thread): entered and left with the lock held. */
+static void pruner_run(void *arg)
 {
     cri_pruner *p = arg;
-    pthread_mutex_lock(&p->lock);
     int64_t next = p->interval_ms > 0 ? cri_now_ms() + p->interval_ms : -1;
-    while (!p->stopping) {
+    while (!p->t.stopping) {
         if (!p->kicked && (next < 0 || cri_now_ms() < next)) {
-            if (next < 0) {
-                pthread_cond_wait(&p->cond, &p->lock);
-            } else {
-                struct timespec until = {(time_t)(next / 1000), (long)(next % 1000) * 1000000L};
-                pthread_cond_timedwait(&p->cond, &p->lock, &until);
-            }
+            cri_thread_wait(&p->t, next);
             continue;
         }
         p->kicked = false;
-        pthread_mutex_unlock(&p->lock);
+        pthread_mutex_unlock(&p->t.lock);
         prune_once(p);
-        pthread_mutex_lock(&p->lock);
+        pthread_mutex_lock(&p->t.lock);
         next = p->interval_ms > 0 ? cri_now_ms() + p->interval_ms : -1;
     }
-    p->exited = true;
-    pthread_cond_broadcast(&p->cond);
-    pthread_mutex_unlock(&p->lock);
-    return NULL;
 }
 
 cri_pruner *cri_pruner_start(const char *runtime_endpoint, pg_store *store, int64_t interval_s,
@@ -171,19 +158,9 @@ cri_pruner *cri_pruner_start(const char *runtime_endpoint, pg_store *store, int6
     }
     p->store = store;
     p->interval_ms = interval_s * 1000;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->cond, &ca);
-    pthread_condattr_destroy(&ca);
-    int e = pthread_create(&p->thread, NULL, pruner_main, p);
-    if (e != 0) {
+    if (cri_thread_start(&p->t, pruner_run, p, "pruner", err) != PG_OK) {
         grpc_channel_destroy(p->channel);
-        pthread_cond_destroy(&p->cond);
-        pthread_mutex_destroy(&p->lock);
         free(p);
-        pg_fail_errno(err, e, "pruner thread");
         return NULL;
     }
     return p;
@@ -193,32 +170,19 @@ void cri_pruner_kick(cri_pruner *p)
 {
     if (!p)
         return;
-    pthread_mutex_lock(&p->lock);
+    pthread_mutex_lock(&p->t.lock);
     p->kicked = true;
-    pthread_cond_broadcast(&p->cond);
-    pthread_mutex_unlock(&p->lock);
+    pthread_cond_broadcast(&p->t.wake);
+    pthread_mutex_unlock(&p->t.lock);
 }
 
 int cri_pruner_stop(cri_pruner *p, int timeout_ms)
 {
     if (!p)
         return 1;
-    int64_t until_ms = cri_now_ms() + timeout_ms;
-    struct timespec until = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
-    pthread_mutex_lock(&p->lock);
-    p->stopping = true;
-    pthread_cond_broadcast(&p->cond);
-    int e = 0;
-    while (!p->exited && e != ETIMEDOUT)
-        e = pthread_cond_timedwait(&p->cond, &p->lock, &until);
-    bool exited = p->exited;
-    pthread_mutex_unlock(&p->lock);
-    if (!exited)
+    if (!cri_thread_stop(&p->t, timeout_ms))
         return 0;
-    pthread_join(p->thread, NULL);
     grpc_channel_destroy(p->channel);
-    pthread_cond_destroy(&p->cond);
-    pthread_mutex_destroy(&p->lock);
     free(p);
     return 1;
 }

@@ -1,17 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What pullgate-cri reads from the CRI messages it understands (PullImage,
- * ImageStatus, ListImages, ListContainers), the kubelet's credential semantics
- * for recording a pull (cri/README.md "Which credentials a pull records"), and
- * the admission rule of a pull (docs/interfaces.md §10). Pure functions over
- * bytes: no network, no store, so they can be unit tested and fuzzed.
+ * ImageStatus, ListImages, ListContainers: pull_wire.c), the calls it intercepts
+ * and the admission rule of a pull (docs/interfaces.md §10: pull.c). Pure
+ * functions over bytes: no network, no store, so they can be unit tested and
+ * fuzzed. Which credentials a pull records: attribution.h.
  */
 #ifndef PULLGATE_CRI_PULL_H
 #define PULLGATE_CRI_PULL_H
 
-#include "annotation_mac.h"
 #include "internal.h"
-#include "nodecreds.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -95,59 +93,6 @@ cri_decode_result cri_pull_request_decode(const uint8_t *buf, size_t len,
                                           const char *annotation_key, cri_pull_request *out,
                                           const char **why);
 void cri_pull_request_clear(cri_pull_request *r);
-
-/* Why a pull is recorded with the credentials it is (for logs; never secret). */
-typedef enum cri_cred_source {
-    CRI_CREDS_NONE = 0,         /* no credentials: nodePodsAccessible */
-    CRI_CREDS_NODE,             /* the node's own docker config holds them: nodePodsAccessible */
-    CRI_CREDS_POD_SECRET,       /* a secret of the pod's annotation, found by its auth hash */
-    CRI_CREDS_UNVERIFIED,       /* anything else: the placeholder under the pod's namespace */
-    CRI_CREDS_RUNTIME_NAMESPACE /* none, but the runtime may hold the namespace's (CRI-O):
-                                   the namespace marker, every pod of that namespace */
-} cri_cred_source;
-
-/* The credentials to record for one pull; owns every string it points to. */
-typedef struct cri_pull_creds {
-    pg_pull_credentials creds; /* view for pg_store_record_pulled */
-    pg_secret *secrets;        /* creds.secrets; strings below are owned */
-    pg_service_account namespace_marker; /* creds.service_accounts when the source is
-                                            CRI_CREDS_RUNTIME_NAMESPACE; namespace_ owned */
-    cri_cred_source source;
-    char detail[256]; /* e.g. "no annotation", "secret team-a/regcred" */
-} cri_pull_creds;
-
-/* What the attribution may consult besides the request. */
-typedef struct cri_attribution {
-    const pg_mac_key *mac_key;  /* NULL when annotations are not keyed */
-    bool mac_required;          /* hmacKeyFile set (then a NULL key opens nothing) */
-    const cri_node_creds *node; /* the node's own docker config; NULL: none */
-    /* The runtime may pull with credentials of its own for the pod's namespace when the
-     * request carries none (CRI-O's namespaced auth, common/crio_auth.h); why says how that was
-     * decided. */
-    bool runtime_namespace_auth;
-    const char *runtime_auth_why;
-} cri_attribution;
-
-/*
- * The attribution rule (docs/interfaces.md §10) for a decoded request:
- *  - no credentials -> nodePodsAccessible;
- *  - credentials whose auth hash A an entry of the node's own docker config
- *    files has for the image -> nodePodsAccessible;
- *  - every secret of the pod's namespace that the pod's credentials
- *    annotation presents for the pulled image with auth hash A -> that secret
- *    {namespace, name, uid, credentialHash: its kubelet hash H};
- *  - anything else (no annotation, no entry, an entry that does not verify,
- *    unlisted credentials: a secret added after admission, a credential
- *    provider) -> the placeholder {pod's namespace (or
- *    PG_UNKNOWN_NAMESPACE), PG_UNVERIFIED_NAME_PREFIX + A, "", A}, which
- *    matches only a secret presented with auth hash A in that namespace.
- * Never node-accessible by inference. Fails only for PG_ERR_NOMEM /
- * PG_ERR_INTERNAL.
- */
-int cri_pull_credentials(const cri_pull_request *r, const cri_attribution *a, cri_pull_creds *out,
-                         pg_error *err);
-void cri_pull_creds_clear(cri_pull_creds *c);
-const char *cri_cred_source_name(cri_cred_source s);
 
 /* ------------------------------------------------------------ ImageStatus */
 
@@ -262,8 +207,5 @@ int cri_list_images_refs(const uint8_t *buf, size_t len, pg_strv *refs, size_t *
                          pg_error *err);
 /* The same for ListContainersResponse: each container's image_ref and image.image. */
 int cri_list_containers_refs(const uint8_t *buf, size_t len, pg_strv *refs, pg_error *err);
-
-/* 1 when s is "sha256:<64 hex>" or 64 hex, or parses as an image reference. */
-int cri_is_image_identity(const char *s);
 
 #endif

@@ -2,13 +2,12 @@
 #include "recorder.h"
 
 #include "cri_metrics.h"
+#include "thread.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef enum job_kind { JOB_INTENT, JOB_PULLED, JOB_FAILED } job_kind;
 /* The metrics' stage label of each kind (cri_metric_record_stages). */
@@ -28,15 +27,10 @@ typedef struct job {
 
 struct cri_recorder {
     pg_store *store;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t work; /* queue not empty, or stopping */
-    pthread_cond_t idle; /* the writer exited */
+    cri_thread t; /* t.wake: the queue is not empty, or stopping */
     job *head, *tail;
     size_t queued;   /* jobs in the queue */
     size_t reserved; /* units reserved and not yet used */
-    bool stopping;
-    bool exited;
 };
 
 int64_t cri_now_ms(void) { return pg_monotonic_ms(); }
@@ -78,20 +72,20 @@ static int run_job(pg_store *store, job *j, pg_error *err)
     return pg_fail(err, PG_ERR_INTERNAL, "unknown record job");
 }
 
-static void *writer_main(void *arg)
+/* The writer's body (cri_thread): entered and left with the lock held. */
+static void writer_run(void *arg)
 {
     cri_recorder *r = arg;
-    pthread_mutex_lock(&r->lock);
     for (;;) {
-        while (!r->head && !r->stopping)
-            pthread_cond_wait(&r->work, &r->lock);
+        while (!r->head && !r->t.stopping)
+            cri_thread_wait(&r->t, -1);
         if (!r->head)
-            break; /* stopping and drained */
+            return; /* stopping and drained */
         job *j = r->head;
         r->head = j->next;
         if (!r->head)
             r->tail = NULL;
-        pthread_mutex_unlock(&r->lock);
+        pthread_mutex_unlock(&r->t.lock);
         pg_error err = {0};
         int rc = run_job(r->store, j, &err); /* the only place that may block on flock */
         cri_metric_record_done(job_stages[j->kind], rc == PG_OK,
@@ -100,13 +94,9 @@ static void *writer_main(void *arg)
         if (j->done)
             j->done(j->arg, rc, &err);
         job_free(j);
-        pthread_mutex_lock(&r->lock);
+        pthread_mutex_lock(&r->t.lock);
         r->queued--; /* counted until it ran: room is freed only by work done */
     }
-    r->exited = true;
-    pthread_cond_broadcast(&r->idle);
-    pthread_mutex_unlock(&r->lock);
-    return NULL;
 }
 
 cri_recorder *cri_recorder_new(pg_store *store, pg_error *err)
@@ -117,63 +107,31 @@ cri_recorder *cri_recorder_new(pg_store *store, pg_error *err)
         return NULL;
     }
     r->store = store;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&r->lock, NULL);
-    pthread_cond_init(&r->work, &ca);
-    pthread_cond_init(&r->idle, &ca);
-    pthread_condattr_destroy(&ca);
-    int e = pthread_create(&r->thread, NULL, writer_main, r);
-    if (e != 0) {
-        pthread_cond_destroy(&r->work);
-        pthread_cond_destroy(&r->idle);
-        pthread_mutex_destroy(&r->lock);
+    if (cri_thread_start(&r->t, writer_run, r, "record writer", err) != PG_OK) {
         free(r);
-        pg_fail_errno(err, e, "record writer thread");
         return NULL;
     }
     return r;
-}
-
-static void abs_time(int64_t deadline_ms, struct timespec *ts)
-{
-    ts->tv_sec = (time_t)(deadline_ms / 1000);
-    ts->tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
 }
 
 int cri_recorder_stop(cri_recorder *r, int timeout_ms)
 {
     if (!r)
         return 1;
-    struct timespec until;
-    abs_time(cri_now_ms() + timeout_ms, &until);
-    pthread_mutex_lock(&r->lock);
-    r->stopping = true;
-    pthread_cond_signal(&r->work);
-    int e = 0;
-    while (!r->exited && e != ETIMEDOUT)
-        e = pthread_cond_timedwait(&r->idle, &r->lock, &until);
-    bool exited = r->exited;
-    pthread_mutex_unlock(&r->lock);
-    if (!exited)
+    if (!cri_thread_stop(&r->t, timeout_ms))
         return 0;
-    pthread_join(r->thread, NULL);
-    pthread_cond_destroy(&r->work);
-    pthread_cond_destroy(&r->idle);
-    pthread_mutex_destroy(&r->lock);
     free(r);
     return 1;
 }
 
 int cri_recorder_reserve(cri_recorder *r, unsigned n, pg_error *err)
 {
-    pthread_mutex_lock(&r->lock);
-    bool room = !r->stopping && r->queued + r->reserved + n <= CRI_RECORDER_QUEUE_MAX;
+    pthread_mutex_lock(&r->t.lock);
+    bool room = !r->t.stopping && r->queued + r->reserved + n <= CRI_RECORDER_QUEUE_MAX;
     if (room)
         r->reserved += n;
-    bool stopping = r->stopping;
-    pthread_mutex_unlock(&r->lock);
+    bool stopping = r->t.stopping;
+    pthread_mutex_unlock(&r->t.lock);
     if (room)
         return PG_OK;
     return pg_fail(err, PG_ERR_LIMIT, "record queue %s",
@@ -182,15 +140,15 @@ int cri_recorder_reserve(cri_recorder *r, unsigned n, pg_error *err)
 
 void cri_recorder_unreserve(cri_recorder *r, unsigned n)
 {
-    pthread_mutex_lock(&r->lock);
+    pthread_mutex_lock(&r->t.lock);
     r->reserved = r->reserved >= n ? r->reserved - n : 0;
-    pthread_mutex_unlock(&r->lock);
+    pthread_mutex_unlock(&r->t.lock);
 }
 
 /* Queues j on one reserved unit. Queued jobs always run, even while stopping. */
 static int submit(cri_recorder *r, job *j)
 {
-    pthread_mutex_lock(&r->lock);
+    pthread_mutex_lock(&r->t.lock);
     if (r->reserved > 0)
         r->reserved--;
     r->queued++;
@@ -199,8 +157,8 @@ static int submit(cri_recorder *r, job *j)
     else
         r->head = j;
     r->tail = j;
-    pthread_cond_signal(&r->work);
-    pthread_mutex_unlock(&r->lock);
+    pthread_cond_signal(&r->t.wake);
+    pthread_mutex_unlock(&r->t.lock);
     return PG_OK;
 }
 
@@ -254,74 +212,3 @@ int cri_record_failed(cri_recorder *r, const char *image, cri_record_done done, 
     job *j = new_job(JOB_FAILED, image, NULL, done, arg, err);
     return j ? submit(r, j) : PG_ERR_NOMEM;
 }
-
-/* ------------------------------------------------------------ blocking waiters */
-
-struct cri_record_waiter {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int refs; /* the caller's and the operation's */
-    bool done;
-    int rc;
-    pg_error err;
-};
-
-cri_record_waiter *cri_record_waiter_new(void)
-{
-    cri_record_waiter *w = calloc(1, sizeof *w);
-    if (!w)
-        return NULL;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->cond, &ca);
-    pthread_condattr_destroy(&ca);
-    w->refs = 2;
-    return w;
-}
-
-static void waiter_unref(cri_record_waiter *w)
-{
-    pthread_mutex_lock(&w->lock);
-    bool last = --w->refs == 0;
-    pthread_mutex_unlock(&w->lock);
-    if (last) {
-        pthread_cond_destroy(&w->cond);
-        pthread_mutex_destroy(&w->lock);
-        free(w);
-    }
-}
-
-void cri_record_wait_done(void *waiter, int rc, const pg_error *err)
-{
-    cri_record_waiter *w = waiter;
-    pthread_mutex_lock(&w->lock);
-    w->done = true;
-    w->rc = rc;
-    if (err)
-        w->err = *err;
-    pthread_cond_broadcast(&w->cond);
-    pthread_mutex_unlock(&w->lock);
-    waiter_unref(w);
-}
-
-int cri_record_waiter_wait(cri_record_waiter *w, int64_t deadline_ms, int *rc, pg_error *err)
-{
-    struct timespec until;
-    abs_time(deadline_ms, &until);
-    pthread_mutex_lock(&w->lock);
-    int e = 0;
-    while (!w->done && e != ETIMEDOUT)
-        e = pthread_cond_timedwait(&w->cond, &w->lock, &until);
-    bool done = w->done;
-    if (done) {
-        *rc = w->rc;
-        if (err && w->rc != PG_OK)
-            *err = w->err;
-    }
-    pthread_mutex_unlock(&w->lock);
-    return done ? 1 : 0;
-}
-
-void cri_record_waiter_unref(cri_record_waiter *w) { waiter_unref(w); }

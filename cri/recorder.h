@@ -12,7 +12,7 @@
 #ifndef PULLGATE_CRI_RECORDER_H
 #define PULLGATE_CRI_RECORDER_H
 
-#include "pull.h"
+#include "attribution.h"
 
 #include <stdint.h>
 
@@ -66,20 +66,4 @@ int cri_record_pulled(cri_recorder *r, const char *image, const char *image_ref,
 /* Releases one intent reference of image (pg_store_record_failed). */
 int cri_record_failed(cri_recorder *r, const char *image, cri_record_done done, void *arg,
                       pg_error *err);
-/*
- * A caller that may block (the tests): waits for an
- * operation submitted with cri_record_wait_done / its cri_record_waiter as arg
- * until deadline_ms. 1 when it ran (rc and err set), 0 when the deadline passed
- * (the operation stays queued; the waiter must then stay valid: allocate it
- * with cri_record_waiter_new and release it with cri_record_waiter_unref).
- * When the submission itself fails, call cri_record_wait_done(w, rc, &err)
- * in place of the operation.
- */
-typedef struct cri_record_waiter cri_record_waiter;
-cri_record_waiter *cri_record_waiter_new(void);
-void cri_record_wait_done(void *waiter, int rc, const pg_error *err);
-int cri_record_waiter_wait(cri_record_waiter *w, int64_t deadline_ms, int *rc, pg_error *err);
-/* Drops the caller's reference; the operation's own is dropped when it ran. */
-void cri_record_waiter_unref(cri_record_waiter *w);
-
 #endif

@@ -7,13 +7,12 @@
 #include "log.h"
 #include "recorder.h" /* cri_now_ms */
 #include "crio_auth.h"
+#include "thread.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define VERSION_METHOD "/runtime.v1.RuntimeService/Version"
 #define VERSION_TIMEOUT_MS 2000
@@ -23,11 +22,9 @@ struct cri_runtime_facts {
     grpc_channel *channel;
     pg_runtime configured;
     char *crio_config, *crio_config_dir;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool known, crio, stopping, exited; /* under lock */
-    char name[64], version[64];         /* under lock, once known */
+    cri_thread t; /* t.wake is also broadcast once the runtime is known */
+    bool known, crio;           /* under t.lock */
+    char name[64], version[64]; /* under t.lock, once known */
 };
 
 static void copy_field(char *dst, size_t n, const ProtobufCBinaryData *f)
@@ -61,15 +58,15 @@ static bool ask_version(cri_runtime_facts *f, char *name, char *version, size_t 
     return true;
 }
 
-static void *facts_main(void *arg)
+/* The facts thread's body (cri_thread): entered and left with the lock held. */
+static void facts_run(void *arg)
 {
     cri_runtime_facts *f = arg;
     char name[64], version[64];
-    pthread_mutex_lock(&f->lock);
-    while (!f->stopping) {
-        pthread_mutex_unlock(&f->lock);
+    while (!f->t.stopping) {
+        pthread_mutex_unlock(&f->t.lock);
         bool answered = ask_version(f, name, version, sizeof name);
-        pthread_mutex_lock(&f->lock);
+        pthread_mutex_lock(&f->t.lock);
         if (answered) {
             f->known = true;
             f->crio = f->configured == PG_RUNTIME_CRIO || strcmp(name, "cri-o") == 0;
@@ -77,26 +74,18 @@ static void *facts_main(void *arg)
             memcpy(f->version, version, sizeof version);
             cri_log(CRI_LOG_INFO, "runtime identified", "runtimeName", name, "runtimeVersion",
                     version, NULL);
-            pthread_cond_broadcast(&f->cond);
-            break;
+            return; /* exiting wakes the waiters */
         }
         int64_t next = cri_now_ms() + RETRY_MS;
-        struct timespec until = {(time_t)(next / 1000), (long)(next % 1000) * 1000000L};
-        while (!f->stopping && cri_now_ms() < next)
-            pthread_cond_timedwait(&f->cond, &f->lock, &until);
+        while (!f->t.stopping && cri_now_ms() < next)
+            cri_thread_wait(&f->t, next);
     }
-    f->exited = true;
-    pthread_cond_broadcast(&f->cond);
-    pthread_mutex_unlock(&f->lock);
-    return NULL;
 }
 
 static void facts_free(cri_runtime_facts *f)
 {
     if (f->channel)
         grpc_channel_destroy(f->channel);
-    pthread_cond_destroy(&f->cond);
-    pthread_mutex_destroy(&f->lock);
     free(f->crio_config);
     free(f->crio_config_dir);
     free(f);
@@ -111,22 +100,15 @@ cri_runtime_facts *cri_runtime_facts_start(const char *endpoint, pg_runtime conf
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&f->lock, NULL);
-    pthread_cond_init(&f->cond, &ca);
-    pthread_condattr_destroy(&ca);
     f->configured = configured;
     f->crio_config = pg_strdup(crio_config);
     f->crio_config_dir = pg_strdup(crio_config_dir);
     f->channel = cri_runtime_channel(endpoint);
-    int e = f->channel && f->crio_config && f->crio_config_dir
-                ? pthread_create(&f->thread, NULL, facts_main, f)
-                : ENOMEM;
-    if (e != 0) {
+    int rc = f->channel && f->crio_config && f->crio_config_dir
+                 ? cri_thread_start(&f->t, facts_run, f, "runtime facts", err)
+                 : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (rc != PG_OK) {
         facts_free(f);
-        pg_fail_errno(err, e, "runtime facts thread");
         return NULL;
     }
     return f;
@@ -138,12 +120,12 @@ bool cri_runtime_facts_namespaced_auth(cri_runtime_facts *f, char *why, size_t w
         snprintf(why, why_size, "no runtime facts");
         return false;
     }
-    pthread_mutex_lock(&f->lock);
+    pthread_mutex_lock(&f->t.lock);
     bool known = f->known, crio = f->crio || f->configured == PG_RUNTIME_CRIO;
     char name[64], version[64];
     memcpy(name, f->name, sizeof name);
     memcpy(version, f->version, sizeof version);
-    pthread_mutex_unlock(&f->lock);
+    pthread_mutex_unlock(&f->t.lock);
     if (!known && !crio) {
         snprintf(why, why_size, "the runtime has not answered Version yet: it may be CRI-O");
         return true;
@@ -160,14 +142,13 @@ bool cri_runtime_facts_namespaced_auth(cri_runtime_facts *f, char *why, size_t w
 
 bool cri_runtime_facts_wait(cri_runtime_facts *f, int timeout_ms)
 {
-    int64_t until_ms = cri_now_ms() + timeout_ms;
-    struct timespec until = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
-    pthread_mutex_lock(&f->lock);
+    struct timespec until = cri_timespec_at(cri_now_ms() + timeout_ms);
+    pthread_mutex_lock(&f->t.lock);
     int e = 0;
-    while (!f->known && !f->exited && e != ETIMEDOUT)
-        e = pthread_cond_timedwait(&f->cond, &f->lock, &until);
+    while (!f->known && !f->t.exited && e != ETIMEDOUT)
+        e = pthread_cond_timedwait(&f->t.wake, &f->t.lock, &until);
     bool known = f->known;
-    pthread_mutex_unlock(&f->lock);
+    pthread_mutex_unlock(&f->t.lock);
     return known;
 }
 
@@ -175,19 +156,8 @@ int cri_runtime_facts_stop(cri_runtime_facts *f, int timeout_ms)
 {
     if (!f)
         return 1;
-    int64_t until_ms = cri_now_ms() + timeout_ms;
-    struct timespec until = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
-    pthread_mutex_lock(&f->lock);
-    f->stopping = true;
-    pthread_cond_broadcast(&f->cond);
-    int e = 0;
-    while (!f->exited && e != ETIMEDOUT)
-        e = pthread_cond_timedwait(&f->cond, &f->lock, &until);
-    bool exited = f->exited;
-    pthread_mutex_unlock(&f->lock);
-    if (!exited)
+    if (!cri_thread_stop(&f->t, timeout_ms))
         return 0;
-    pthread_join(f->thread, NULL);
     facts_free(f);
     return 1;
 }

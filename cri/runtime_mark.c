@@ -30,7 +30,12 @@ int cri_runtime_mark_write(const char *state_dir, const char *endpoint, pg_error
     return rc;
 }
 
-int cri_runtime_mark_read(const char *state_dir, char **endpoint, pg_error *err)
+/*
+ * The endpoint recorded in state_dir (*endpoint: caller frees). PG_ERR_NOT_FOUND when no
+ * daemon recorded one; any other error when the file cannot be trusted (a symlink, not
+ * root's, writable by others, too large, holding a NUL or no endpoint).
+ */
+static int runtime_mark_read(const char *state_dir, char **endpoint, pg_error *err)
 {
     *endpoint = NULL;
     char path[4096];
@@ -57,7 +62,8 @@ static const char *endpoint_path(const char *e)
     return strncmp(e, "unix://", 7) == 0 ? e + 7 : e;
 }
 
-bool cri_same_endpoint(const char *a, const char *b)
+/* Whether two endpoints name one runtime ("unix://" is optional before an absolute path). */
+static bool same_endpoint(const char *a, const char *b)
 {
     return a && b && strcmp(endpoint_path(a), endpoint_path(b)) == 0;
 }
@@ -67,7 +73,7 @@ int cri_runtime_mark_check(const char *state_dir, const char *endpoint, bool exp
 {
     char *recorded = NULL;
     pg_error err = {0};
-    int rc = cri_runtime_mark_read(state_dir, &recorded, &err);
+    int rc = runtime_mark_read(state_dir, &recorded, &err);
     if (rc == PG_ERR_NOT_FOUND && explicit_endpoint)
         return PG_OK; /* no daemon recorded one: the operator named the runtime */
     if (rc == PG_ERR_NOT_FOUND) {
@@ -82,7 +88,7 @@ int cri_runtime_mark_check(const char *state_dir, const char *endpoint, bool exp
         snprintf(why, why_size, "the recorded runtime cannot be read: %s", err.message);
         return rc;
     }
-    if (!cri_same_endpoint(recorded, endpoint)) {
+    if (!same_endpoint(recorded, endpoint)) {
         snprintf(why, why_size,
                  "the records were made against %s, the runtime pullgate-cri serves (recorded in "
                  "%s/%s), and this prune would list %s: every record of an image only the first "

@@ -23,16 +23,6 @@
 int cri_runtime_mark_write(const char *state_dir, const char *endpoint, pg_error *err);
 
 /*
- * The endpoint recorded in state_dir (*endpoint: caller frees). PG_ERR_NOT_FOUND when no
- * daemon recorded one; any other error when the file cannot be trusted (a symlink, not
- * root's, writable by others, too large, holding a NUL or no endpoint).
- */
-int cri_runtime_mark_read(const char *state_dir, char **endpoint, pg_error *err);
-
-/* Whether two endpoints name one runtime ("unix://" is optional before an absolute path). */
-bool cri_same_endpoint(const char *a, const char *b);
-
-/*
  * Whether a prune listing `endpoint` may prune the records of state_dir: PG_OK, or a code
  * with why (never empty) saying both endpoints. explicit_endpoint: the endpoint was given on
  * the command line (--runtime-endpoint), which is taken when no daemon recorded one.

@@ -164,7 +164,7 @@ static void judge(status_call *sc, const cri_status_request *r, bool decoded, ve
         out->why = "no pod annotations";
         return;
     }
-    if (sc->c.status != GRPC_STATUS_OK || !sc->c.response) {
+    if (sc->c.r.status != GRPC_STATUS_OK || !sc->c.response) {
         out->why = "the runtime answered an error";
         return;
     }
@@ -203,7 +203,7 @@ static void log_verdict(const status_call *sc, const cri_status_request *r, cons
                 "image", r->image, "namespace", vd->namespace_, "reason", reason, NULL);
     else if (cri_log_enabled(CRI_LOG_DEBUG))
         cri_log(CRI_LOG_DEBUG, "ImageStatus", "image", r->image, "status",
-                cri_status_name(sc->c.status), "detail", vd->why, "reason", reason, "durationMs",
+                cri_status_name(sc->c.r.status), "detail", vd->why, "reason", reason, "durationMs",
                 ms, NULL);
 }
 

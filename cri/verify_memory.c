@@ -2,6 +2,8 @@
 /* The verification pulls' loop bound (verify_memory.h): a small table, scanned. */
 #include "verify_memory.h"
 
+#include "cri_testing.h" /* cri_verify_memory_size */
+
 #include <stdlib.h>
 #include <string.h>
 

@@ -36,7 +36,4 @@ bool cri_verify_memory_ask(cri_verify_memory *m, const uint8_t key[32], int64_t 
 /* A PullImage for key succeeded: a pod asked to pull has pulled. False when no pod was asked. */
 bool cri_verify_memory_pulled(cri_verify_memory *m, const uint8_t key[32], int64_t now_ms);
 
-/* Entries held now (tests). */
-size_t cri_verify_memory_size(const cri_verify_memory *m);
-
 #endif

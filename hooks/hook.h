@@ -53,13 +53,11 @@ typedef struct hook_state {
     char *bundle;
 } hook_state;
 
-/* Reads at most max bytes from fd until EOF or until deadline_ms elapsed. */
-int hook_read_fd_deadline(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
-                          pg_error *err);
 /*
- * As hook_read_fd_deadline, but on failure *buf and *len still hold what was read
- * (never NULL, NUL-terminated; the caller frees it) and *timed_out says
- * whether the deadline passed: the thin hook hands that to the local hook.
+ * Reads at most max bytes from fd until EOF or until deadline_ms elapsed; on failure
+ * *buf and *len still hold what was read (never NULL, NUL-terminated; the caller
+ * frees it) and *timed_out says whether the deadline passed: the thin hook hands
+ * that to the local hook.
  */
 int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
                          bool *timed_out, pg_error *err);
@@ -127,7 +125,6 @@ int hook_identify(pg_runtime configured, const json_t *annotations, hook_identit
 void hook_identity_clear(hook_identity *id);
 /* 1 when s is an image ID (64 hex digits, optionally "sha256:"-prefixed), not a name. */
 int hook_is_image_id(const char *s);
-const char *hook_runtime_name(pg_runtime runtime);
 
 /* ------------------------------------------------------------- deadline.c */
 

@@ -39,18 +39,6 @@
 #define TYPE_SANDBOX "sandbox"
 #define TYPE_CONTAINER "container"
 
-const char *hook_runtime_name(pg_runtime runtime)
-{
-    switch (runtime) {
-    case PG_RUNTIME_CRIO:
-        return "cri-o";
-    case PG_RUNTIME_CONTAINERD:
-        return "containerd";
-    default:
-        return "auto";
-    }
-}
-
 int hook_is_image_id(const char *s) { return pg_image_id_hex(s) != NULL; }
 
 static int nonempty(const char *s) { return s && *s; }

@@ -99,28 +99,6 @@ int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char *
     return rc;
 }
 
-/*
- * A runtime that never closes our stdin must not make the container start
- * wait for the hooks.d timeout (and then SIGKILL), so reading has its own
- * deadline; reading one byte past max detects oversize input without
- * consuming an unbounded stream.
- */
-int hook_read_fd_deadline(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
-                          pg_error *err)
-{
-    bool timed_out;
-    char *b = NULL;
-    size_t n = 0;
-    int rc = hook_read_fd_partial(fd, max, deadline_ms, &b, &n, &timed_out, err);
-    if (rc != PG_OK) {
-        free(b);
-        return rc;
-    }
-    *buf = b;
-    *len = n;
-    return PG_OK;
-}
-
 static int take_string(const json_t *obj, const char *key, char **out, pg_error *err)
 {
     const json_t *v = json_object_get(obj, key);

@@ -276,16 +276,7 @@ static int check_all(const char *namespace_, const char *image_name, const pg_ma
     return rc;
 }
 
-int pg_annotation_mac_message(const char *namespace_, const char *image_name,
-                              const pg_mac_cred *secrets, size_t n_secrets,
-                              const pg_mac_cred *sas, size_t n_sas, char **out, size_t *len,
-                              pg_error *err)
-{
-    return pg_annotation_mac_message_v(1, namespace_, image_name, secrets, n_secrets, sas, n_sas,
-                                       out, len, err);
-}
-
-int pg_annotation_mac_message_v(int version, const char *namespace_, const char *image_name,
+int pg_annotation_mac_message(int version, const char *namespace_, const char *image_name,
                                 const pg_mac_cred *secrets, size_t n_secrets,
                                 const pg_mac_cred *sas, size_t n_sas, char **out, size_t *len,
                                 pg_error *err)
@@ -343,7 +334,8 @@ int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len
 
 /* ------------------------------------------------------- annotation entries */
 
-/* 2 when any secret item carries sealed hashes (annotation v2), else 1. */
+/* 2 when any secret item carries sealed hashes, else 1: the header of an entry that
+ * holds no hash at all (service accounts, coordinates only), as release 1.0.0 signs it. */
 int pg_annotation_entry_version(const json_t *entry)
 {
     size_t i;
@@ -357,8 +349,10 @@ int pg_annotation_entry_version(const json_t *entry)
 }
 
 /* Borrowed views of a credential list; items must be objects of strings. A secret's
- * signed value is its credentialHash (v1) or its sealedHashes text (v2). */
-static int creds_of(const json_t *list, bool secrets, int version, pg_mac_cred **out, size_t *n,
+ * signed value is its sealedHashes text, "" when it has none (coordinates only): a clear
+ * credentialHash or authHash is never signed, so a keyed reader never takes one (the
+ * keyed form seals them; docs/annotation-hmac.md). */
+static int creds_of(const json_t *list, bool secrets, pg_mac_cred **out, size_t *n,
                     pg_error *err)
 {
     *out = NULL;
@@ -370,22 +364,27 @@ static int creds_of(const json_t *list, bool secrets, int version, pg_mac_cred *
     size_t count = json_array_size(list);
     if (count && !(*out = calloc(count, sizeof **out)))
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < count; i++) {
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < count; i++) {
         const json_t *item = json_array_get(list, i);
         pg_mac_cred *c = &(*out)[i];
         c->namespace_ = json_string_value(json_object_get(item, "namespace"));
         c->name = json_string_value(json_object_get(item, "name"));
         c->uid = json_string_value(json_object_get(item, "uid"));
-        /* An absent value signs as empty, the same as "" (both mean "no hash"). */
-        const char *field = version == 2 ? PG_SEALED_FIELD : "credentialHash";
-        c->hash = secrets ? json_string_value(json_object_get(item, field)) : NULL;
+        c->hash = secrets ? json_string_value(json_object_get(item, PG_SEALED_FIELD)) : NULL;
         if (secrets && !c->hash)
             c->hash = "";
-        if (!c->namespace_ || !c->name || !c->uid) {
-            free(*out);
-            *out = NULL;
-            return pg_fail(err, PG_ERR_INVALID, "HMAC: credential %zu lacks a string field", i);
-        }
+        if (!c->namespace_ || !c->name || !c->uid)
+            rc = pg_fail(err, PG_ERR_INVALID, "HMAC: credential %zu lacks a string field", i);
+        else if (secrets && (json_object_get(item, "credentialHash") ||
+                             json_object_get(item, "authHash")))
+            rc = pg_fail(err, PG_ERR_INVALID,
+                         "HMAC: credential %zu carries a clear hash (a keyed entry seals it)", i);
+    }
+    if (rc != PG_OK) {
+        free(*out);
+        *out = NULL;
+        return rc;
     }
     *n = count;
     return PG_OK;
@@ -402,13 +401,13 @@ int pg_annotation_mac_of_entry(const pg_mac_key *key, const char *namespace_,
     char *message = NULL;
     size_t len = 0;
     int version = pg_annotation_entry_version(entry);
-    int rc = creds_of(json_object_get(entry, "kubernetesSecrets"), true, version, &secrets,
-                      &n_secrets, err);
+    int rc = creds_of(json_object_get(entry, "kubernetesSecrets"), true, &secrets, &n_secrets,
+                      err);
     if (rc == PG_OK)
-        rc = creds_of(json_object_get(entry, "kubernetesServiceAccounts"), false, version, &sas,
-                      &n_sas, err);
+        rc = creds_of(json_object_get(entry, "kubernetesServiceAccounts"), false, &sas, &n_sas,
+                      err);
     if (rc == PG_OK)
-        rc = pg_annotation_mac_message_v(version, namespace_, image_name, secrets, n_secrets, sas,
+        rc = pg_annotation_mac_message(version, namespace_, image_name, secrets, n_secrets, sas,
                                          n_sas, &message, &len, err);
     if (rc == PG_OK)
         rc = pg_annotation_mac_hex(key, message, len, out, err);

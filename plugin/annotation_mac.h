@@ -19,7 +19,7 @@
 #define PG_MAC_KEY_MAX_BYTES 1024
 #define PG_MAC_HEX_LEN 64 /* HMAC-SHA-256, lowercase hex */
 #define PG_MAC_FIELD "hmac"
-#define PG_MAC_MESSAGE_HEADER "pullgate-annotation-v1\n"
+#define PG_MAC_MESSAGE_HEADER "pullgate-annotation-v1\n"    /* entries holding no hash */
 #define PG_MAC_MESSAGE_HEADER_V2 "pullgate-annotation-v2\n" /* entries with sealed hashes */
 #define PG_SEALED_FIELD "sealedHashes"                      /* annotation v2 secret items */
 #define PG_SEAL_KEY_INFO "pullgate-annotation-seal-v2"      /* HKDF info of the sealing key */
@@ -65,25 +65,20 @@ typedef struct pg_mac_cred {
 } pg_mac_cred;
 
 /*
- * The signed text: header, namespace, image name, then one line per secret
- * "secret\t<ns>\t<name>\t<uid>\t<hash>\n" sorted by (ns, name, uid, hash), then
- * one per service account "sa\t<ns>\t<name>\t<uid>\n" sorted by (ns, name, uid).
- * A field containing a tab or a newline could shift the framing: refused
- * (PG_ERR_INVALID). *out is NUL-terminated, caller frees.
+ * The signed text: header (version 2: PG_MAC_MESSAGE_HEADER_V2, 1: PG_MAC_MESSAGE_HEADER),
+ * namespace, image name, then one line per secret "secret\t<ns>\t<name>\t<uid>\t<sealed>\n"
+ * sorted by (ns, name, uid, sealed), then one per service account "sa\t<ns>\t<name>\t<uid>\n"
+ * sorted by (ns, name, uid); a secret's hash is its sealedHashes text or "". A field
+ * containing a tab or a newline could shift the framing: refused (PG_ERR_INVALID).
+ * *out is NUL-terminated, caller frees.
  */
-int pg_annotation_mac_message(const char *namespace_, const char *image_name,
+int pg_annotation_mac_message(int version, const char *namespace_, const char *image_name,
                               const pg_mac_cred *secrets, size_t n_secrets,
                               const pg_mac_cred *sas, size_t n_sas, char **out, size_t *len,
                               pg_error *err);
 
-/* The same with the v2 header (version 2: the secret lines carry the items'
- * sealedHashes text where v1 carries credentialHash). */
-int pg_annotation_mac_message_v(int version, const char *namespace_, const char *image_name,
-                                const pg_mac_cred *secrets, size_t n_secrets,
-                                const pg_mac_cred *sas, size_t n_sas, char **out, size_t *len,
-                                pg_error *err);
-
-/* 2 when any kubernetesSecrets item of entry carries sealedHashes, else 1. */
+/* The message version of entry: 2 when any kubernetesSecrets item carries sealedHashes,
+ * else 1 (an entry holding no hash: the keyed producer signs it so since release 1.0.0). */
 int pg_annotation_entry_version(const json_t *entry);
 
 /* Lowercase hex HMAC-SHA-256 of message under key. */
@@ -94,7 +89,7 @@ int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len
  * The MAC of one annotation entry object (its kubernetesSecrets and
  * kubernetesServiceAccounts as written, "hmac" ignored) for image_name (the
  * normalised key) and namespace_. The entry must be well-formed (the strict
- * parser's job); anything else is PG_ERR_INVALID.
+ * parser's job) and hold no clear hash; anything else is PG_ERR_INVALID.
  */
 int pg_annotation_mac_of_entry(const pg_mac_key *key, const char *namespace_,
                                const char *image_name, const json_t *entry,
@@ -114,8 +109,8 @@ int pg_annotation_mac_verify_entry(const pg_mac_key *key, const char *namespace_
  * an entry that does not verify for pod_namespace presents no credentials. */
 int pg_presented_parse_keyed(const char *json, size_t len, const char *pod_namespace,
                              const pg_mac_key *key, pg_presented **out, pg_error *err);
-/* Entries for image_name dropped because their "hmac" did not verify (or, v2,
- * their sealed hashes did not open; v1 with a key: they carried authHash). */
+/* Entries for image_name dropped because their "hmac" did not verify (a clear hash never
+ * does) or their sealed hashes did not open. */
 size_t pg_presented_rejected(const pg_presented *p, const char *image_name);
 /* v2 entries for image_name dropped because no key was given to open them. */
 size_t pg_presented_unopened(const pg_presented *p, const char *image_name);

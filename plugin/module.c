@@ -1,26 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The loadable-module entry point: static, immutable function tables, one per ABI. */
+/* The loadable-module entry point: one static, immutable function table (ABI 2). */
 #include "internal.h"
-
-#include <stddef.h>
-
-/* The members ABI 1 defined: every table starts with them, in this order. */
-#define PG_MODULE_V1_MEMBERS                                                                       \
-    .version = pg_version, .config_new = pg_config_new, .config_load_file = pg_config_load_file,   \
-    .config_set = pg_config_set, .config_free = pg_config_free, .store_open = pg_store_open,       \
-    .store_free = pg_store_free, .decide = pg_decide, .record_pulled = pg_store_record_pulled,     \
-    .credential_hash = pg_credential_hash
-
-static const pg_module_v1 module_v1 = {
-    .abi = PG_MODULE_ABI_V1,
-    .size = sizeof(pg_module_v1),
-    PG_MODULE_V1_MEMBERS,
-};
 
 static const pg_module_v2 module_v2 = {
     .abi = PG_MODULE_ABI_V2,
     .size = sizeof(pg_module_v2),
-    PG_MODULE_V1_MEMBERS,
+    .version = pg_version,
+    .config_new = pg_config_new,
+    .config_load_file = pg_config_load_file,
+    .config_set = pg_config_set,
+    .config_free = pg_config_free,
+    .store_open = pg_store_open,
+    .store_free = pg_store_free,
+    .decide = pg_decide,
+    .record_pulled = pg_store_record_pulled,
+    .credential_hash = pg_credential_hash,
     .error_clear = pg_error_clear,
     .code_name = pg_code_name,
     .mem_free = pg_free,
@@ -58,29 +52,8 @@ static const pg_module_v2 module_v2 = {
     .decide_identity = pg_decide_identity,
 };
 
-/* A v2 table is handed out as a v1 pointer: its prefix must be v1's, member for member. */
-#define PG_SAME_MEMBER(m)                                                                          \
-    _Static_assert(offsetof(pg_module_v1, m) == offsetof(pg_module_v2, m), "v2 prefix: " #m)
-PG_SAME_MEMBER(abi);
-PG_SAME_MEMBER(size);
-PG_SAME_MEMBER(version);
-PG_SAME_MEMBER(config_new);
-PG_SAME_MEMBER(config_load_file);
-PG_SAME_MEMBER(config_set);
-PG_SAME_MEMBER(config_free);
-PG_SAME_MEMBER(store_open);
-PG_SAME_MEMBER(store_free);
-PG_SAME_MEMBER(decide);
-PG_SAME_MEMBER(record_pulled);
-PG_SAME_MEMBER(credential_hash);
-_Static_assert(sizeof(pg_module_v2) > sizeof(pg_module_v1), "v2 extends v1");
-
-/* Hosts ask for the ABI they were built against; later ABIs get new tables. */
-PG_API const pg_module_v1 *pg_module_get(uint32_t abi)
+/* Hosts ask for the ABI they were built against; ABI 1 is gone (pullgate.h). */
+PG_API const pg_module_v2 *pg_module_get(uint32_t abi)
 {
-    switch (abi) {
-    case PG_MODULE_ABI_V1: return &module_v1;
-    case PG_MODULE_ABI_V2: return (const pg_module_v1 *)(const void *)&module_v2;
-    default: return NULL;
-    }
+    return abi == PG_MODULE_ABI_V2 ? &module_v2 : NULL;
 }

@@ -7,10 +7,10 @@
  * parsed strictly (the value is attacker-reachable: anyone who can create a
  * pod can try to set it), keys normalised like record mapping keys, and every
  * credential outside the pod's namespace dropped: a pod can only use secrets
- * and service accounts of its own namespace. v2 items carry their hashes sealed
- * (annotation_seal.h); they are opened here, after the entry's "hmac" verified,
- * so every consumer sees the same {credential_hash, auth_hash} whatever the
- * version.
+ * and service accounts of its own namespace. One form per key state: with a key
+ * every entry is signed and its hashes sealed (annotation_seal.h), opened here after
+ * the entry's "hmac" verified; without one the hashes are clear and "hmac" is
+ * ignored. Every consumer sees the same {credential_hash, auth_hash} either way.
  */
 #include "annotation_mac.h"
 #include "annotation_seal.h"
@@ -28,16 +28,13 @@ typedef struct pres_entry {
     char **sealed;    /* per secret: its sealedHashes text until opened, else NULL */
     size_t n_ignored; /* credentials dropped for naming another namespace */
     size_t n_rejected; /* entries dropped because their "hmac" did not verify */
-    size_t n_unopened; /* v2 entries dropped because this node has no key to open them */
+    size_t n_unopened; /* sealed entries dropped: this node has no key to open them */
 } pres_entry;
 
 struct pg_presented {
     pres_entry *entries; /* sorted by image_name, names unique */
     size_t n;
 };
-
-/* Not in internal.h yet: how many credentials for image_name were ignored
- * because they name another namespace (for the decision's reason text). */
 
 /* ------------------------------------------------------------------ freeing */
 
@@ -90,9 +87,9 @@ static int get_string(const json_t *obj, const char *field, const char *what, bo
 
 typedef struct coords {
     const char *namespace_, *name, *uid;
-    const char *hash;   /* v1 credentialHash ("" or 64 hex), NULL when absent */
-    const char *auth;   /* v1 authHash (64 hex), NULL when absent */
-    const char *sealed; /* v2 sealedHashes, NULL when absent */
+    const char *hash;   /* clear credentialHash ("" or 64 hex), NULL when absent */
+    const char *auth;   /* clear authHash (64 hex), NULL when absent */
+    const char *sealed; /* sealedHashes (keyed form), NULL when absent */
 } coords;
 
 static int check_hex64(const char *v, const char *field, const char *what, pg_error *err)
@@ -102,7 +99,7 @@ static int check_hex64(const char *v, const char *field, const char *what, pg_er
     return PG_OK;
 }
 
-/* The hash fields of a secret item: clear (v1) or sealed (v2), never both. */
+/* The hash fields of a secret item: clear (unkeyed form) or sealed (keyed), never both. */
 static int parse_hashes(const json_t *obj, const char *what, coords *c, pg_error *err)
 {
     int rc = get_string(obj, "credentialHash", what, false, &c->hash, err);
@@ -156,7 +153,7 @@ static char *proving_copy(const char *h)
 }
 
 /* Appends a copy of c to v[0..*n); a secret gets "" for a missing hash, and its
- * auth hash defaults to its credentialHash (a v1 entry without an email). */
+ * auth hash defaults to its credentialHash (a clear entry without an email). */
 static int add_cred(pg_pod_cred **v, size_t *n, const coords *c, bool secret, pg_error *err)
 {
     pg_pod_cred *nv = realloc(*v, (*n + 1) * sizeof *nv);
@@ -250,23 +247,11 @@ static void drop_credentials(pres_entry *e)
     pg_pod_creds_free(&e->sas, &e->n_sas);
 }
 
-/* With a key, a v1 entry may not carry authHash: the v1 MAC does not cover it. */
-static bool has_auth_hash(const json_t *val)
-{
-    size_t i;
-    const json_t *item;
-    json_array_foreach(json_object_get(val, "kubernetesSecrets"), i, item)
-    {
-        if (json_object_get(item, "authHash"))
-            return true;
-    }
-    return false;
-}
-
 /*
  * With an HMAC key (config hmacKeyFile) an entry counts only if its "hmac"
  * verifies for the pod's namespace (docs/annotation-hmac.md): a copy replayed
- * into another namespace then presents nothing. Verified per entry, before
+ * into another namespace then presents nothing. An entry holding a clear hash never
+ * verifies: the keyed form seals every hash. Verified per entry, before
  * entries with equal normalised names are folded together.
  */
 static int check_mac(const json_t *val, const char *pod_namespace, const pg_mac_key **keyp,
@@ -288,8 +273,6 @@ static int check_mac(const json_t *val, const char *pod_namespace, const pg_mac_
             *keyp = previous;
         }
     }
-    if (rc == PG_OK && pg_annotation_entry_version(val) == 1 && has_auth_hash(val))
-        rc = PG_ERR_UNSAFE;
     if (rc == PG_ERR_UNSAFE) {
         drop_credentials(e);
         e->n_rejected++;
@@ -299,7 +282,7 @@ static int check_mac(const json_t *val, const char *pod_namespace, const pg_mac_
 }
 
 /*
- * A v2 entry's sealed hashes, opened once its MAC verified. Without a key
+ * An entry's sealed hashes, opened once its MAC verified. Without a key
  * nothing can be opened: the entry presents nothing (n_unopened). A value that
  * does not open rejects the whole entry, as a bad MAC does.
  */
@@ -341,7 +324,7 @@ static int open_sealed(const pg_mac_key *key, pres_entry *e, pg_error *err)
     return PG_OK;
 }
 
-/* An entry is v1 (clear hashes) or v2 (sealed), never both. */
+/* An entry holds clear hashes (unkeyed form) or sealed ones (keyed), never both. */
 static int check_one_version(const json_t *val, const char *what, pg_error *err)
 {
     if (pg_annotation_entry_version(val) != 2)

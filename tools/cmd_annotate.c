@@ -101,16 +101,16 @@ static int add_service_account(annotate_options *o, char *arg)
     return append_cred(o->sas, sa.namespace_, sa.name, sa.uid, NULL, NULL);
 }
 
-static int parse_option(annotate_options *o, int c, char **argv)
+static int set_option(void *ctx, int c, char *arg)
 {
+    annotate_options *o = ctx;
     switch (c) {
-    case OPT_NAMESPACE: o->namespace_ = optarg; return PGCTL_OK;
-    case OPT_IMAGE: o->image = optarg; return PGCTL_OK;
-    case OPT_HMAC_KEY_FILE: o->key_file = optarg; return PGCTL_OK;
-    case OPT_SECRET: return add_secret(o, optarg);
-    case OPT_SERVICE_ACCOUNT: return add_service_account(o, optarg);
-    case 'h': o->help = 1; return PGCTL_OK;
-    default: return pgctl_option_error(CMD, c, argv);
+    case OPT_NAMESPACE: o->namespace_ = arg; return PGCTL_OK;
+    case OPT_IMAGE: o->image = arg; return PGCTL_OK;
+    case OPT_HMAC_KEY_FILE: o->key_file = arg; return PGCTL_OK;
+    case OPT_SECRET: return add_secret(o, arg);
+    case OPT_SERVICE_ACCOUNT: return add_service_account(o, arg);
+    default: return PGCTL_NOT_MINE;
     }
 }
 
@@ -135,12 +135,8 @@ static int check_namespaces(const annotate_options *o)
 
 static int parse_options(int argc, char **argv, annotate_options *o)
 {
-    pgctl_getopt_reset();
-    int c, status;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1)
-        if ((status = parse_option(o, c, argv)) != PGCTL_OK)
-            return status;
-    if ((status = pgctl_no_operands(CMD, argc, argv)) != PGCTL_OK || o->help)
+    int status = pgctl_parse_options(argc, argv, options, set_option, o, &o->help);
+    if (status != PGCTL_OK || o->help)
         return status;
     if (!o->namespace_ || !*o->namespace_)
         return pgctl_usage_error(CMD, "--namespace NS is required");

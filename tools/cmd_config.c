@@ -16,16 +16,10 @@
 
 static const struct option options[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 
-static int parse_options(int argc, char **argv, int *help)
+static int no_option(void *ctx, int c, char *arg)
 {
-    pgctl_getopt_reset();
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (c != 'h')
-            return pgctl_option_error(CMD, c, argv);
-        *help = 1;
-    }
-    return pgctl_no_operands(CMD, argc, argv);
+    (void)ctx, (void)c, (void)arg;
+    return PGCTL_NOT_MINE;
 }
 
 static int check_allowlist(const pg_config *cfg)
@@ -69,7 +63,7 @@ static int print_config(const pg_config *cfg)
 static int run_check_config(const pg_config *cfg, int argc, char **argv)
 {
     int help = 0;
-    int status = parse_options(argc, argv, &help);
+    int status = pgctl_parse_options(argc, argv, options, no_option, NULL, &help);
     if (status != PGCTL_OK)
         return status;
     if (help) {

@@ -43,23 +43,19 @@ static void usage(void)
          "(nothing when no entry applies). FILE '-' is standard input.");
 }
 
-static int parse_options(int argc, char **argv, hash_options *o)
+static int set_option(void *ctx, int c, char *arg)
 {
-    pgctl_getopt_reset();
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case OPT_USERNAME: o->username = optarg; break;
-        case OPT_EMAIL: o->email = optarg; break;
-        case OPT_PASSWORD_STDIN: o->password_stdin = 1; break;
-        case OPT_PASSWORD_FILE: o->password_file = optarg; break;
-        case OPT_DOCKERCONFIG: o->dockerconfig = optarg; break;
-        case OPT_IMAGE: o->image = optarg; break;
-        case 'h': o->help = 1; break;
-        default: return pgctl_option_error(CMD, c, argv);
-        }
+    hash_options *o = ctx;
+    switch (c) {
+    case OPT_USERNAME: o->username = arg; break;
+    case OPT_EMAIL: o->email = arg; break;
+    case OPT_PASSWORD_STDIN: o->password_stdin = 1; break;
+    case OPT_PASSWORD_FILE: o->password_file = arg; break;
+    case OPT_DOCKERCONFIG: o->dockerconfig = arg; break;
+    case OPT_IMAGE: o->image = arg; break;
+    default: return PGCTL_NOT_MINE;
     }
-    return pgctl_no_operands(CMD, argc, argv);
+    return PGCTL_OK;
 }
 
 static int check_options(const hash_options *o)
@@ -149,7 +145,7 @@ static int run_hash(const pg_config *cfg, int argc, char **argv)
 {
     (void)cfg;
     hash_options o = {0};
-    int status = parse_options(argc, argv, &o);
+    int status = pgctl_parse_options(argc, argv, options, set_option, &o, &o.help);
     if (status != PGCTL_OK)
         return status;
     if (o.help) {

@@ -24,20 +24,15 @@ typedef struct view_options {
     int json, help;
 } view_options;
 
-static int parse_view_options(const char *cmd, const struct option *table, int argc, char **argv,
-                              view_options *o)
+static int set_view_option(void *ctx, int c, char *arg)
 {
-    pgctl_getopt_reset();
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", table, NULL)) != -1) {
-        switch (c) {
-        case OPT_JSON: o->json = 1; break;
-        case OPT_IMAGE_REF: o->image_ref = optarg; break;
-        case 'h': o->help = 1; break;
-        default: return pgctl_option_error(cmd, c, argv);
-        }
+    view_options *o = ctx;
+    switch (c) {
+    case OPT_JSON: o->json = 1; break;
+    case OPT_IMAGE_REF: o->image_ref = arg; break;
+    default: return PGCTL_NOT_MINE;
     }
-    return pgctl_no_operands(cmd, argc, argv);
+    return PGCTL_OK;
 }
 
 /* The record as kubelet JSON plus "dir"; NULL (message printed) on failure. */
@@ -149,7 +144,7 @@ static int list_records(const pg_config *cfg, int json)
 static int run_list(const pg_config *cfg, int argc, char **argv)
 {
     view_options o = {0};
-    int status = parse_view_options("list", list_options, argc, argv, &o);
+    int status = pgctl_parse_options(argc, argv, list_options, set_view_option, &o, &o.help);
     if (status != PGCTL_OK)
         return status;
     if (o.help) {
@@ -243,7 +238,7 @@ static int show_record(const pg_config *cfg, const view_options *o)
 static int run_show(const pg_config *cfg, int argc, char **argv)
 {
     view_options o = {0};
-    int status = parse_view_options("show", show_options, argc, argv, &o);
+    int status = pgctl_parse_options(argc, argv, show_options, set_view_option, &o, &o.help);
     if (status != PGCTL_OK)
         return status;
     if (o.help) {

@@ -36,20 +36,16 @@ static void usage(void)
          "--allow-empty is given (deleting a record makes its image count as preloaded).");
 }
 
-static int parse_options(int argc, char **argv, prune_options *o)
+static int set_option(void *ctx, int c, char *arg)
 {
-    pgctl_getopt_reset();
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case OPT_IN_USE: o->in_use = optarg; break;
-        case OPT_BEFORE: o->before = optarg; break;
-        case OPT_ALLOW_EMPTY: o->allow_empty = 1; break;
-        case 'h': o->help = 1; break;
-        default: return pgctl_option_error(CMD, c, argv);
-        }
+    prune_options *o = ctx;
+    switch (c) {
+    case OPT_IN_USE: o->in_use = arg; break;
+    case OPT_BEFORE: o->before = arg; break;
+    case OPT_ALLOW_EMPTY: o->allow_empty = 1; break;
+    default: return PGCTL_NOT_MINE;
     }
-    return pgctl_no_operands(CMD, argc, argv);
+    return PGCTL_OK;
 }
 
 /* TIME: RFC 3339, or a Go duration meaning "now minus that". */
@@ -123,34 +119,31 @@ static int read_in_use(const prune_options *o, char **text, char ***refs)
     return PGCTL_OK;
 }
 
-static int prune(const pg_config *cfg, const char *const *in_use, time_t before)
+typedef struct prune_args {
+    const char *const *in_use;
+    time_t before;
+} prune_args;
+
+static int prune(pg_store *store, void *ctx)
 {
-    int status = PGCTL_OK;
-    pg_notifier *notifier;
-    pg_store *store = pgctl_store_open(cfg, &notifier, &status);
-    if (!store)
-        return status;
-    pg_error err;
-    pg_error_clear(&err);
+    const prune_args *a = ctx;
+    pg_error err = {0};
     unsigned pruned = 0;
-    if (pg_store_prune(store, in_use, before, &pruned, &err) != PG_OK)
-        status = pgctl_fail(&err, "prune");
-    else if (printf("%u\n", pruned) < 0)
-        status = PGCTL_INTERNAL;
+    if (pg_store_prune(store, a->in_use, a->before, &pruned, &err) != PG_OK)
+        return pgctl_fail(&err, "prune");
+    if (printf("%u\n", pruned) < 0)
+        return PGCTL_INTERNAL;
     /* Best effort (a stale cache is rebuilt by the next decision that needs
      * it): the read-only directories' names caches made current here, so the
      * hook finds them so instead of building one in the container-start path. */
-    pg_error ignored = {0};
-    if (status == PGCTL_OK)
-        (void)pg_store_refresh_name_caches(store, &ignored);
-    pgctl_store_close(store, notifier);
-    return status;
+    (void)pg_store_refresh_name_caches(store, &err);
+    return PGCTL_OK;
 }
 
 static int run_prune(const pg_config *cfg, int argc, char **argv)
 {
     prune_options o = {0};
-    int status = parse_options(argc, argv, &o);
+    int status = pgctl_parse_options(argc, argv, options, set_option, &o, &o.help);
     if (status != PGCTL_OK)
         return status;
     if (o.help) {
@@ -166,7 +159,7 @@ static int run_prune(const pg_config *cfg, int argc, char **argv)
     char **refs = NULL;
     status = read_in_use(&o, &text, &refs);
     if (status == PGCTL_OK)
-        status = prune(cfg, (const char *const *)refs, before);
+        status = pgctl_with_store(cfg, prune, &(prune_args){(const char *const *)refs, before});
     free(refs);
     free(text);
     return status;

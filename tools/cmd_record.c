@@ -26,48 +26,41 @@ static const struct option pulled_options[] = {
 
 /* ------------------------------------------------ intent and failure */
 
-typedef int (*image_op_fn)(pg_store *store, const char *image, pg_error *err);
+typedef struct image_op {
+    int (*fn)(pg_store *store, const char *image, pg_error *err);
+    const char *image;
+} image_op;
 
-static int parse_image_options(const char *cmd, int argc, char **argv, const char **image,
-                               int *help)
+static int set_image(void *ctx, int c, char *arg)
 {
-    pgctl_getopt_reset();
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", image_options, NULL)) != -1) {
-        if (c == OPT_IMAGE)
-            *image = optarg;
-        else if (c == 'h')
-            *help = 1;
-        else
-            return pgctl_option_error(cmd, c, argv);
-    }
-    return pgctl_no_operands(cmd, argc, argv);
+    if (c != OPT_IMAGE)
+        return PGCTL_NOT_MINE;
+    ((image_op *)ctx)->image = arg;
+    return PGCTL_OK;
+}
+
+static int run_op(pg_store *store, void *ctx)
+{
+    const image_op *op = ctx;
+    pg_error err = {0};
+    return op->fn(store, op->image, &err) == PG_OK ? PGCTL_OK : pgctl_store_fail(&err, op->image);
 }
 
 static int run_image_op(const pg_config *cfg, int argc, char **argv, const char *help_text,
-                        image_op_fn op)
+                        image_op op)
 {
-    const char *cmd = argv[0], *image = NULL;
+    const char *cmd = argv[0];
     int help = 0;
-    int status = parse_image_options(cmd, argc, argv, &image, &help);
+    int status = pgctl_parse_options(argc, argv, image_options, set_image, &op, &help);
     if (status != PGCTL_OK)
         return status;
     if (help) {
         printf("Usage: " PGCTL_PROG " %s --image IMAGE\n\n%s\n", cmd, help_text);
         return PGCTL_OK;
     }
-    if (!image || !*image)
+    if (!op.image || !*op.image)
         return pgctl_usage_error(cmd, "--image IMAGE is required");
-    pg_notifier *notifier;
-    pg_store *store = pgctl_store_open(cfg, &notifier, &status);
-    if (!store)
-        return status;
-    pg_error err;
-    pg_error_clear(&err);
-    if (op(store, image, &err) != PG_OK)
-        status = pgctl_store_fail(&err, image);
-    pgctl_store_close(store, notifier);
-    return status;
+    return pgctl_with_store(cfg, run_op, &op);
 }
 
 static int run_record_intent(const pg_config *cfg, int argc, char **argv)
@@ -75,14 +68,14 @@ static int run_record_intent(const pg_config *cfg, int argc, char **argv)
     return run_image_op(cfg, argc, argv,
                         "Records that a pull of IMAGE started (a pull intent). Until the pull\n"
                         "is recorded as pulled or failed, IMAGE counts as pulled by pullgate.",
-                        pg_store_record_intent);
+                        (image_op){pg_store_record_intent, NULL});
 }
 
 static int run_record_failed(const pg_config *cfg, int argc, char **argv)
 {
     return run_image_op(cfg, argc, argv,
                         "Records that a pull of IMAGE failed: releases one pull intent.",
-                        pg_store_record_failed);
+                        (image_op){pg_store_record_failed, NULL});
 }
 
 /* ------------------------------------------------------ record-pulled */
@@ -107,28 +100,24 @@ static void print_pulled_usage(void)
          "--node-accessible: any pod on the node may use the image.");
 }
 
-static int parse_pulled_option(pulled_options_set *o, int c, char **argv)
+static int set_pulled_option(void *ctx, int c, char *arg)
 {
+    pulled_options_set *o = ctx;
     switch (c) {
-    case OPT_IMAGE: o->image = optarg; return PGCTL_OK;
-    case OPT_IMAGE_REF: o->image_ref = optarg; return PGCTL_OK;
+    case OPT_IMAGE: o->image = arg; return PGCTL_OK;
+    case OPT_IMAGE_REF: o->image_ref = arg; return PGCTL_OK;
     case OPT_NODE_ACCESSIBLE: o->node_accessible = 1; return PGCTL_OK;
-    case 'h': o->help = 1; return PGCTL_OK;
-    case OPT_SECRET: return pgctl_parse_secret(CMD_PULLED, optarg, &o->secrets[o->n_secrets++]);
+    case OPT_SECRET: return pgctl_parse_secret(CMD_PULLED, arg, &o->secrets[o->n_secrets++]);
     case OPT_SERVICE_ACCOUNT:
-        return pgctl_parse_service_account(CMD_PULLED, optarg, &o->sas[o->n_sas++]);
-    default: return pgctl_option_error(CMD_PULLED, c, argv);
+        return pgctl_parse_service_account(CMD_PULLED, arg, &o->sas[o->n_sas++]);
+    default: return PGCTL_NOT_MINE;
     }
 }
 
 static int parse_pulled_options(int argc, char **argv, pulled_options_set *o)
 {
-    pgctl_getopt_reset();
-    int c, status;
-    while ((c = getopt_long(argc, argv, ":h", pulled_options, NULL)) != -1)
-        if ((status = parse_pulled_option(o, c, argv)) != PGCTL_OK)
-            return status;
-    if ((status = pgctl_no_operands(CMD_PULLED, argc, argv)) != PGCTL_OK || o->help)
+    int status = pgctl_parse_options(argc, argv, pulled_options, set_pulled_option, o, &o->help);
+    if (status != PGCTL_OK || o->help)
         return status;
     if (!o->image || !*o->image)
         return pgctl_usage_error(CMD_PULLED, "--image IMAGE is required");
@@ -141,24 +130,18 @@ static int parse_pulled_options(int argc, char **argv, pulled_options_set *o)
     return PGCTL_OK;
 }
 
-static int record_pulled(const pg_config *cfg, const pulled_options_set *o)
+static int record_pulled(pg_store *store, void *ctx)
 {
+    const pulled_options_set *o = ctx;
     pg_pull_credentials creds = {.secrets = o->secrets,
                                  .n_secrets = o->n_secrets,
                                  .service_accounts = o->sas,
                                  .n_service_accounts = o->n_sas,
                                  .node_pods_accessible = o->node_accessible};
-    int status = PGCTL_OK;
-    pg_notifier *notifier;
-    pg_store *store = pgctl_store_open(cfg, &notifier, &status);
-    if (!store)
-        return status;
-    pg_error err;
-    pg_error_clear(&err);
+    pg_error err = {0};
     if (pg_store_record_pulled(store, o->image, o->image_ref, &creds, &err) != PG_OK)
-        status = pgctl_store_fail(&err, o->image);
-    pgctl_store_close(store, notifier);
-    return status;
+        return pgctl_store_fail(&err, o->image);
+    return PGCTL_OK;
 }
 
 static int run_record_pulled(const pg_config *cfg, int argc, char **argv)
@@ -175,7 +158,7 @@ static int run_record_pulled(const pg_config *cfg, int argc, char **argv)
         if (o.help)
             print_pulled_usage();
         else
-            status = record_pulled(cfg, &o);
+            status = pgctl_with_store(cfg, record_pulled, &o);
     }
     free(o.secrets);
     free(o.sas);

@@ -51,26 +51,22 @@ static void usage(void)
          "{\"allow\":BOOL,\"reason\":\"<code>\",\"message\":\"<text>\"}.");
 }
 
-static int parse_options(int argc, char **argv, verify_options *o)
+static int set_option(void *ctx, int c, char *arg)
 {
-    pgctl_getopt_reset();
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case OPT_IMAGE: o->image = optarg; break;
-        case OPT_IMAGE_REF: o->image_ref = optarg; break;
-        case OPT_NAMESPACE: o->namespace_ = optarg; break;
-        case OPT_CREDENTIALS: o->credentials = optarg; break;
-        case OPT_CREDENTIALS_FILE: o->credentials_file = optarg; break;
-        case OPT_JSON: o->json = 1; break;
-        case OPT_ALIAS: o->aliases[o->n_aliases++] = optarg; break;
-        case OPT_HINT: o->hints[o->n_hints++] = optarg; break;
-        case OPT_POD_UID: o->pod_uid = optarg; break;
-        case 'h': o->help = 1; break;
-        default: return pgctl_option_error(CMD, c, argv);
-        }
+    verify_options *o = ctx;
+    switch (c) {
+    case OPT_IMAGE: o->image = arg; break;
+    case OPT_IMAGE_REF: o->image_ref = arg; break;
+    case OPT_NAMESPACE: o->namespace_ = arg; break;
+    case OPT_CREDENTIALS: o->credentials = arg; break;
+    case OPT_CREDENTIALS_FILE: o->credentials_file = arg; break;
+    case OPT_JSON: o->json = 1; break;
+    case OPT_ALIAS: o->aliases[o->n_aliases++] = arg; break;
+    case OPT_HINT: o->hints[o->n_hints++] = arg; break;
+    case OPT_POD_UID: o->pod_uid = arg; break;
+    default: return PGCTL_NOT_MINE;
     }
-    return pgctl_no_operands(CMD, argc, argv);
+    return PGCTL_OK;
 }
 
 static int check_options(const verify_options *o)
@@ -134,7 +130,8 @@ static int run_verify(const pg_config *cfg, int argc, char **argv)
     verify_options o = {0};
     o.aliases = calloc((size_t)argc + 1, sizeof *o.aliases);
     o.hints = calloc((size_t)argc + 1, sizeof *o.hints);
-    int status = o.aliases && o.hints ? parse_options(argc, argv, &o) : PGCTL_INTERNAL;
+    int status = o.aliases && o.hints ? pgctl_parse_options(argc, argv, options, set_option, &o, &o.help)
+                                           : PGCTL_INTERNAL;
     if (status == PGCTL_OK)
         status = run_parsed(cfg, &o);
     free(o.aliases);

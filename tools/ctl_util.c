@@ -97,6 +97,22 @@ int pgctl_no_operands(const char *command, int argc, char **argv)
     return PGCTL_OK;
 }
 
+int pgctl_parse_options(int argc, char **argv, const struct option *options, pgctl_option_fn set,
+                        void *ctx, int *help)
+{
+    pgctl_getopt_reset();
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        int status = c == 'h' ? (*help = 1, PGCTL_OK) : c == '?' || c == ':' ? PGCTL_NOT_MINE
+                                                                          : set(ctx, c, optarg);
+        if (status == PGCTL_NOT_MINE)
+            return pgctl_option_error(argv[0], c, argv);
+        if (status != PGCTL_OK)
+            return status;
+    }
+    return pgctl_no_operands(argv[0], argc, argv);
+}
+
 static int open_input_file(const char *path, int *fd_out, pg_error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
@@ -135,19 +151,17 @@ int pgctl_read_input(const char *path, size_t max, char **buf, size_t *len, pg_e
     return rc;
 }
 
-pg_store *pgctl_store_open(const pg_config *cfg, pg_notifier **notifier, int *status)
+int pgctl_with_store(const pg_config *cfg, pgctl_store_fn fn, void *ctx)
 {
     pg_error err;
     pg_error_clear(&err);
-    *notifier = pg_notifier_new(pg_config_dbus(cfg), PGCTL_NOTIFY_TIMEOUT_MS, &err);
+    pg_notifier *notifier = pg_notifier_new(pg_config_dbus(cfg), PGCTL_NOTIFY_TIMEOUT_MS, &err);
     pg_error_clear(&err);
-    pg_store *store = pg_store_open(cfg, *notifier, &err);
-    if (!store) {
-        *status = pgctl_fail(&err, "cannot open the record store");
-        pg_notifier_free(*notifier);
-        *notifier = NULL;
-    }
-    return store;
+    pg_store *store = pg_store_open(cfg, notifier, &err);
+    int status = store ? fn(store, ctx) : pgctl_fail(&err, "cannot open the record store");
+    pg_store_free(store); /* before the notifier it borrows */
+    pg_notifier_free(notifier);
+    return status;
 }
 
 pg_store *pgctl_store_open_reading(const pg_config *cfg, pg_error *err)
@@ -159,12 +173,6 @@ pg_store *pgctl_store_open_reading(const pg_config *cfg, pg_error *err)
     if (state_dir && lstat(state_dir, &st) != 0 && errno == ENOENT)
         return pg_store_open_readonly(cfg, err);
     return pg_store_open(cfg, NULL, err);
-}
-
-void pgctl_store_close(pg_store *store, pg_notifier *notifier)
-{
-    pg_store_free(store); /* before the notifier it borrows */
-    pg_notifier_free(notifier);
 }
 
 int pgctl_print_json(json_t *json, int indent)

@@ -95,22 +95,14 @@ static int parse_count(const char *text, unsigned long *out)
     return PGCTL_OK;
 }
 
-static int parse_options(int argc, char **argv, monitor_options *o)
+static int set_option(void *ctx, int c, char *arg)
 {
-    pgctl_getopt_reset();
-    int c, status;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case 'j': o->json = 1; break;
-        case OPT_COUNT:
-            if ((status = parse_count(optarg, &o->count)) != PGCTL_OK)
-                return status;
-            break;
-        case 'h': o->help = 1; break;
-        default: return pgctl_option_error(CMD, c, argv);
-        }
+    monitor_options *o = ctx;
+    switch (c) {
+    case 'j': o->json = 1; return PGCTL_OK;
+    case OPT_COUNT: return parse_count(arg, &o->count);
+    default: return PGCTL_NOT_MINE;
     }
-    return pgctl_no_operands(CMD, argc, argv);
 }
 
 /* ------------------------------------------------------------ the bus */
@@ -371,7 +363,7 @@ static void catch_stop_signals(void)
 int pgctl_monitor(const pg_config *cfg, int argc, char **argv)
 {
     monitor_options o = {0};
-    int status = parse_options(argc, argv, &o);
+    int status = pgctl_parse_options(argc, argv, options, set_option, &o, &o.help);
     if (status != PGCTL_OK)
         return status;
     if (o.help) {

@@ -102,6 +102,18 @@ int pgctl_option_error(const char *command, int c, char **argv);
 /* Rejects positional arguments left after option parsing. */
 int pgctl_no_operands(const char *command, int argc, char **argv);
 
+/* What a command does with one of its options: PGCTL_OK, a usage error's status, or
+ * PGCTL_NOT_MINE for an option it does not take. */
+#define PGCTL_NOT_MINE (-1)
+typedef int (*pgctl_option_fn)(void *ctx, int c, char *arg);
+/*
+ * Parses a command's options (argv[0] is its name): -h/--help sets *help, every other option
+ * goes to set(ctx, c, optarg); an unknown or incomplete option and a positional argument are
+ * usage errors naming the command. Returns PGCTL_OK or the first error's status.
+ */
+int pgctl_parse_options(int argc, char **argv, const struct option *options, pgctl_option_fn set,
+                        void *ctx, int *help);
+
 /*
  * Reads a whole input named by the user: "-" is stdin, anything else a file
  * (symlinks followed, directories refused). At most max bytes; *buf is
@@ -109,10 +121,11 @@ int pgctl_no_operands(const char *command, int argc, char **argv);
  */
 int pgctl_read_input(const char *path, size_t max, char **buf, size_t *len, pg_error *err);
 
-/* Opens the store with a notifier from cfg's dbus key (NULL if that fails).
- * On failure prints the error, sets *status and returns NULL. */
-pg_store *pgctl_store_open(const pg_config *cfg, pg_notifier **notifier, int *status);
-void pgctl_store_close(pg_store *store, pg_notifier *notifier);
+/* Runs fn on the store, opened with a notifier from cfg's dbus key (none if that fails),
+ * then closes both; fn returns an exit status. A store that cannot be opened is reported
+ * and its status returned. */
+typedef int (*pgctl_store_fn)(pg_store *store, void *ctx);
+int pgctl_with_store(const pg_config *cfg, pgctl_store_fn fn, void *ctx);
 /* For the commands that only read (list, show, verify): opens the store without
  * creating anything; a missing stateDir is skipped (it holds no records). */
 pg_store *pgctl_store_open_reading(const pg_config *cfg, pg_error *err);

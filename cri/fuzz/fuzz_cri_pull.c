@@ -9,6 +9,7 @@
  * the proxy decodes, and as a CRI-O configuration file (common/crio_auth.h: the TOML
  * shim must return 1 with a string, 0, or -1 with a reason, never throw). No network.
  */
+#include "attribution.h"
 #include "pull.h"
 #include "crio_auth.h"
 

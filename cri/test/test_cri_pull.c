@@ -5,10 +5,13 @@
  * expected hashes come from test/data/credential-hash-vectors.json, never
  * from the code under test.
  */
+#include "attribution.h"
 #include "pull.h"
+#include "cri_testing.h"
 #include "verify_memory.h"
 
 #include "annotation_build.h"
+#include "annotation_seal.h"
 
 #include "cri_subset.pb-c.h"
 
@@ -952,6 +955,20 @@ static char *signed_annotation(const pg_mac_key *key, const char *sign_ns, const
     free(plain);
     ck_assert_ptr_nonnull(root);
     json_t *entry = json_object_get(root, IMAGE_NAME);
+    size_t i;
+    json_t *item;
+    json_array_foreach(json_object_get(entry, "kubernetesSecrets"), i, item)
+    { /* the keyed form: hashes sealed for the item */
+        char sealed[PG_SEALED_LEN + 1];
+        const char *h = json_string_value(json_object_get(item, "credentialHash"));
+        ck_assert_int_eq(pg_seal_hashes(key, json_string_value(json_object_get(item, "namespace")),
+                                        json_string_value(json_object_get(item, "name")),
+                                        json_string_value(json_object_get(item, "uid")), h, h,
+                                        sealed, NULL),
+                         PG_OK);
+        json_object_set_new(item, PG_SEALED_FIELD, json_string(sealed));
+        json_object_del(item, "credentialHash");
+    }
     char mac[PG_MAC_HEX_LEN + 1];
     pg_error err = {0};
     ck_assert_msg(pg_annotation_mac_of_entry(key, sign_ns, IMAGE_NAME, entry, mac, &err) == PG_OK,

@@ -7,8 +7,11 @@
  * Also the configuration keys of pullgate-cri.
  */
 #include "recorder.h"
+#include "thread.h"
 
 #include <check.h>
+#include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +78,81 @@ static cri_pull_creds secret_creds(const char *ns, const char *hash)
     return c;
 }
 
+/* ------------------------------------------------------------ blocking waiters */
+
+/*
+ * The test blocks where the daemon never does: it waits for an operation submitted with
+ * wait_done / its waiter as arg until deadline_ms. 1 when it ran (rc and err set), 0 when
+ * the deadline passed (the operation stays queued and the waiter stays valid: it holds
+ * two references, the test's and the operation's).
+ */
+
+typedef struct cri_record_waiter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int refs; /* the caller's and the operation's */
+    bool done;
+    int rc;
+    pg_error err;
+} cri_record_waiter;
+
+static cri_record_waiter *cri_record_waiter_new(void)
+{
+    cri_record_waiter *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    w->refs = 2;
+    return w;
+}
+
+static void waiter_unref(cri_record_waiter *w)
+{
+    pthread_mutex_lock(&w->lock);
+    bool last = --w->refs == 0;
+    pthread_mutex_unlock(&w->lock);
+    if (last) {
+        pthread_cond_destroy(&w->cond);
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+    }
+}
+
+static void cri_record_wait_done(void *waiter, int rc, const pg_error *err)
+{
+    cri_record_waiter *w = waiter;
+    pthread_mutex_lock(&w->lock);
+    w->done = true;
+    w->rc = rc;
+    if (err)
+        w->err = *err;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    waiter_unref(w);
+}
+
+static int cri_record_waiter_wait(cri_record_waiter *w, int64_t deadline_ms, int *rc, pg_error *err)
+{
+    struct timespec until = cri_timespec_at(deadline_ms);
+    pthread_mutex_lock(&w->lock);
+    int e = 0;
+    while (!w->done && e != ETIMEDOUT)
+        e = pthread_cond_timedwait(&w->cond, &w->lock, &until);
+    bool done = w->done;
+    if (done) {
+        *rc = w->rc;
+        if (err && w->rc != PG_OK)
+            *err = w->err;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return done ? 1 : 0;
+}
+
 /* One reserved unit and a waiter for an operation submitted on it. */ static cri_record_waiter *
 new_waiter(env *e)
 {
@@ -90,7 +168,7 @@ static int wait_op(cri_record_waiter *w, int64_t deadline, int *rc)
 {
     pg_error err = {0};
     int done = cri_record_waiter_wait(w, deadline, rc, &err);
-    cri_record_waiter_unref(w);
+    waiter_unref(w);
     return done;
 }
 

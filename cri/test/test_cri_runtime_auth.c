@@ -12,6 +12,7 @@
  *    stays node-accessible.
  */
 #include "cri_subset.pb-c.h"
+#include "attribution.h"
 #include "pull.h"
 #include "crio_auth.h"
 

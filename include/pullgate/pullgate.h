@@ -430,43 +430,26 @@ void pg_notify_records_pruned(pg_notifier *n, uint32_t count);
 
 /*
  * For hosts that dlopen("libpullgate.so.1") instead of linking:
- *   const pg_module_v1 *(*get)(uint32_t) = dlsym(h, PG_MODULE_SYMBOL);
- *   const pg_module_v2 *m = PG_MODULE_V2(get(PG_MODULE_ABI_V2));
+ *   const pg_module_v2 *(*get)(uint32_t) = dlsym(h, PG_MODULE_SYMBOL);
+ *   const pg_module_v2 *m = get(PG_MODULE_ABI_V2);
  * The table has static storage. A host must check m->abi equals the ABI it
- * asked for and m->size >= the size it was compiled with; later minor
+ * asked for and m->size >= the size it was compiled with (or, for a member
+ * appended later, the offset of that member plus its size); later minor
  * versions only append members. An unknown ABI gives NULL.
  *
- * PG_MODULE_ABI_V1 (10 functions) is kept answering as before for hosts
- * built against it. PG_MODULE_ABI_V2 carries the whole lifecycle (config,
- * store, records, decision, notifier, releasing what the library returns);
- * pg_module_v2 begins with pg_module_v1's members in the same order.
+ * One ABI, 2 (the module interface's major number; its minor number counts the
+ * rounds of appended members: 2.0 up to notify_container, 2.1 store_enable_cache,
+ * 2.2 decide_identity). ABI 1, ten functions that began the v2 table, was removed
+ * in release 1.1.0 (module interface 2.2): a host asking for it gets NULL, as for
+ * any unknown ABI, and uses the same members of the v2 table instead.
  */
 #define PG_MODULE_SYMBOL "pg_module_get"
-#define PG_MODULE_ABI_V1 1u
 #define PG_MODULE_ABI_V2 2u
 
-typedef struct pg_module_v1 {
-    uint32_t abi;
-    uint32_t size;
-    const char *(*version)(void);
-    pg_config *(*config_new)(pg_error *err);
-    int (*config_load_file)(pg_config *cfg, const char *path, pg_error *err);
-    int (*config_set)(pg_config *cfg, const char *key, const char *value, pg_error *err);
-    void (*config_free)(pg_config *cfg);
-    pg_store *(*store_open)(const pg_config *cfg, pg_notifier *n, pg_error *err);
-    void (*store_free)(pg_store *store);
-    int (*decide)(const pg_config *cfg, const pg_store *store, const pg_request *req,
-                  pg_decision *out);
-    int (*record_pulled)(pg_store *store, const char *image, const char *image_ref,
-                         const pg_pull_credentials *creds, pg_error *err);
-    int (*credential_hash)(const char *username, const char *password, const char *email,
-                           char out[PG_HASH_HEX_LEN + 1], pg_error *err);
-} pg_module_v1;
-
 typedef struct pg_module_v2 {
-    /* --- the pg_module_v1 members, same order */
     uint32_t abi;
     uint32_t size;
+    /* --- 2.0: the configuration, the store, recording a pull and the decision */
     const char *(*version)(void);
     pg_config *(*config_new)(pg_error *err);
     int (*config_load_file)(pg_config *cfg, const char *path, pg_error *err);
@@ -527,21 +510,20 @@ typedef struct pg_module_v2 {
     void (*notify_container)(pg_notifier *n, int allowed, const char *container_id,
                              const char *namespace_, const char *image, const char *image_ref,
                              const char *reason);
-    /* --- appended: check size >= offsetof(pg_module_v2, store_enable_cache) + sizeof(void *) */
+    /* --- 2.1, appended: check size >= offsetof(pg_module_v2, store_enable_cache) + sizeof(void *) */
     int (*store_enable_cache)(pg_store *store, size_t max_entries, size_t max_bytes,
                               pg_error *err);
-    /* --- appended: check size >= offsetof(pg_module_v2, decide_identity) + sizeof(void *) */
+    /* --- 2.2, appended: check size >= offsetof(pg_module_v2, decide_identity) + sizeof(void *) */
     int (*decide_identity)(const pg_config *cfg, const pg_store *store, const pg_request *req,
                            const char *const *aliases, const char *const *hints,
                            pg_decision *out);
 } pg_module_v2;
 
-/* The table for PG_MODULE_ABI_V2, from pg_module_get's result. */
+/* Hosts written against release 1.0.0's header wrap pg_module_get's result in it. */
 #define PG_MODULE_V2(table) ((const pg_module_v2 *)(const void *)(table))
 
-/* The table of ABI `abi` (PG_MODULE_ABI_V1 or PG_MODULE_ABI_V2), or NULL.
- * The result's type is the v1 table; cast an ABI 2 result with PG_MODULE_V2. */
-const pg_module_v1 *pg_module_get(uint32_t abi);
+/* The table of ABI `abi` (PG_MODULE_ABI_V2), or NULL. */
+const pg_module_v2 *pg_module_get(uint32_t abi);
 
 #ifdef __cplusplus
 }

@@ -6,8 +6,9 @@
 #   verify allows it in its namespace; the same annotation in another namespace, verbatim
 #   or with its namespace fields rewritten, is denied with the annotation-signature reason;
 #   an unsigned (v1) annotation is denied once hmacKeyFile is set and allowed without it;
-#   a node without the key opens nothing (no replay works there either); old (v1) signed
-#   annotations are still read; the hash of empty credentials is refused by the producer
+#   a node without the key opens nothing (no replay works there either); an entry holding
+#   no hash signed as release 1.0.0 signs it is read, a clear hash under a MAC is not; the
+#   hash of empty credentials is refused by the producer
 #   and never matches; the same through pullgate-hook with synthetic CRI-O bundles.
 set -euo pipefail
 
@@ -121,16 +122,20 @@ verify_expect "$NOKEY_CONFIG" team-b "$REPLAYED" deny "" "sealed replay, node wi
 verify_expect "$NOKEY_CONFIG" team-b "${UNSIGNED//\"team-a\"/\"team-b\"}" allow "" \
     "unkeyed replay on a node without a key (the documented opt-out weakness)"
 
-# Old (v1) signed annotations, from a webhook before the upgrade, are still read with the key.
+# An entry holding no hash, signed with the v1 header as release 1.0.0's keyed webhook signs
+# an image's entry that its secrets do not match (the pod's service account, or a secret's
+# coordinates): still read with the key, matching the record by coordinates.
+mac_of() { openssl dgst -sha256 -mac HMAC -macopt "hexkey:$(od -An -v -tx1 "$KEY" | tr -d ' \n')" | sed 's/.*= //'; }
+HASHLESS_MAC=$(printf 'pullgate-annotation-v1\nteam-a\n%s\nsecret\tteam-a\tregcred\tuid-a\t\n' \
+    "$(name_of 1)" | mac_of)
+HASHLESS="{\"$(name_of 1)\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"uid-a\"}],\"hmac\":\"$HASHLESS_MAC\"}}"
+verify_expect "$CONFIG" team-a "$HASHLESS" allow secret-match "1.0.0's keyed entry holding no hash, key configured"
+# A clear hash under a MAC (a signed form no release wrote) is not the keyed form: rejected.
 V1_MAC=$(printf 'pullgate-annotation-v1\nteam-a\n%s\nsecret\tteam-a\tregcred\tuid-a\t%s\n' \
-    "$(name_of 1)" "$HASH_A" |
-    openssl dgst -sha256 -mac HMAC -macopt "hexkey:$(od -An -v -tx1 "$KEY" | tr -d ' \n')" |
-    sed 's/.*= //')
+    "$(name_of 1)" "$HASH_A" | mac_of)
 V1_SIGNED="{\"$(name_of 1)\":{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"uid-a\",\"credentialHash\":\"$HASH_A\"}],\"hmac\":\"$V1_MAC\"}}"
-verify_expect "$CONFIG" team-a "$V1_SIGNED" allow secret-match "old v1 signed annotation, key configured"
-# With the key, a v1 entry may not carry authHash (the v1 MAC does not cover it).
-V1_AUTH="${V1_SIGNED/\"credentialHash\":\"$HASH_A\"/\"credentialHash\":\"$HASH_A\",\"authHash\":\"$AUTH_E\"}"
-verify_expect "$CONFIG" team-a "$V1_AUTH" deny annotation-signature "v1 entry with an unsigned authHash"
+verify_expect "$CONFIG" team-a "$V1_SIGNED" deny annotation-signature "a clear hash under a MAC, key configured"
+verify_expect "$NOKEY_CONFIG" team-a "$V1_SIGNED" allow secret-match "a clear hash under a MAC, no key: the clear form"
 
 # The empty-credential hash never matches, even where a record holds it.
 run_status 0 "record a pull under the empty-credential hash" -- "${CTL[@]}" --config "$NOKEY_CONFIG" \

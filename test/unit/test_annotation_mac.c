@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Namespace-bound annotations (docs/annotation-hmac.md): a known-answer test whose expected
- * MAC is computed here, independently, with OpenSSL's HMAC() over the documented text;
- * tampering with each field breaks it; a wrong key breaks it; key file rules; and through
- * pg_decide: a signed annotation allows in its namespace, a replay into another namespace
- * (namespace fields rewritten) is denied with PG_REASON_ANNOTATION_SIGNATURE, and without
- * hmacKeyFile nothing changes.
+ * Namespace-bound annotations (docs/annotation-hmac.md): known-answer tests whose expected
+ * MACs are computed here, independently, with OpenSSL's HMAC() over the documented texts
+ * (an entry with sealed hashes, and one holding no hash as release 1.0.0 signs it);
+ * tampering with each field breaks it; a wrong key breaks it; a clear hash is never
+ * signed; key file rules; and through pg_decide: a keyed annotation allows in its
+ * namespace, a replay into another namespace (namespace fields rewritten) is denied with
+ * PG_REASON_ANNOTATION_SIGNATURE, and without hmacKeyFile the clear form is read.
  */
 #include "annotation_mac.h"
+#include "annotation_seal.h"
 #include "internal.h"
 #include "testutil.h"
 
@@ -22,6 +24,9 @@
 
 #define HASH_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define HASH_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+/* sealedHashes texts as the MAC sees them: any string (opening them is annotation_seal's). */
+#define SEAL_A "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+#define SEAL_B "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
 #define APP "registry.example.com/team-a/app"
 #define IMAGE APP ":1.0"
 #define REF "sha256:1111111111111111111111111111111111111111111111111111111111111111"
@@ -59,20 +64,29 @@ static void reference_mac(const unsigned char *key, size_t key_len, const char *
 /* Two secrets and two service accounts, deliberately out of order. */
 #define ENTRY_JSON                                                                             \
     "{\"kubernetesSecrets\":["                                                                 \
-    "{\"namespace\":\"team-a\",\"name\":\"zeta\",\"uid\":\"u2\",\"credentialHash\":\"" HASH_B  \
+    "{\"namespace\":\"team-a\",\"name\":\"zeta\",\"uid\":\"u2\",\"sealedHashes\":\"" SEAL_B    \
     "\"},"                                                                                     \
-    "{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u1\",\"credentialHash\":\"" HASH_A \
+    "{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u1\",\"sealedHashes\":\"" SEAL_A \
     "\"}],"                                                                                    \
     "\"kubernetesServiceAccounts\":["                                                          \
     "{\"namespace\":\"team-a\",\"name\":\"default\",\"uid\":\"s2\"},"                          \
     "{\"namespace\":\"team-a\",\"name\":\"builder\",\"uid\":\"s1\"}]}"
 
 #define DOCUMENTED_TEXT                                                                        \
-    "pullgate-annotation-v1\n"                                                                 \
+    "pullgate-annotation-v2\n"                                                                 \
     "team-a\n" APP "\n"                                                                        \
-    "secret\tteam-a\tregcred\tu1\t" HASH_A "\n"                                                \
-    "secret\tteam-a\tzeta\tu2\t" HASH_B "\n"                                                   \
+    "secret\tteam-a\tregcred\tu1\t" SEAL_A "\n"                                                \
+    "secret\tteam-a\tzeta\tu2\t" SEAL_B "\n"                                                   \
     "sa\tteam-a\tbuilder\ts1\n"                                                                \
+    "sa\tteam-a\tdefault\ts2\n"
+
+/* An entry holding no hash (the pod's service account, a secret's coordinates): the
+ * header release 1.0.0's keyed producer signs it with, which a node still reads. */
+#define HASHLESS_JSON                                                                          \
+    "{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u1\"}],"   \
+    "\"kubernetesServiceAccounts\":[{\"namespace\":\"team-a\",\"name\":\"default\",\"uid\":\"s2\"}]}"
+#define HASHLESS_TEXT                                                                          \
+    "pullgate-annotation-v1\nteam-a\n" APP "\nsecret\tteam-a\tregcred\tu1\t\n"                 \
     "sa\tteam-a\tdefault\ts2\n"
 
 static json_t *parse(const char *text)
@@ -91,27 +105,71 @@ static void mac_of(const pg_mac_key *key, const char *ns, const char *name, cons
                   err.message);
 }
 
-START_TEST(known_answer)
+static void expect_known_answer(const char *entry_json, const char *text)
 {
     unsigned char bytes[32];
     example_key_bytes(bytes);
     char expected[65], got[65];
-    reference_mac(bytes, sizeof bytes, DOCUMENTED_TEXT, expected);
+    reference_mac(bytes, sizeof bytes, text, expected);
     pg_mac_key *key = example_key();
-    json_t *entry = parse(ENTRY_JSON);
+    json_t *entry = parse(entry_json);
     mac_of(key, "team-a", APP, entry, got);
     ck_assert_str_eq(got, expected);
+    json_decref(entry);
+    pg_mac_key_free(key);
+}
+
+START_TEST(known_answer)
+{
+    expect_known_answer(ENTRY_JSON, DOCUMENTED_TEXT);
+    expect_known_answer(HASHLESS_JSON, HASHLESS_TEXT);
     /* The message builder produces the documented text byte for byte. */
     char *msg = NULL;
     size_t len = 0;
-    pg_mac_cred s[] = {{"team-a", "zeta", "u2", HASH_B}, {"team-a", "regcred", "u1", HASH_A}};
+    pg_mac_cred s[] = {{"team-a", "zeta", "u2", SEAL_B}, {"team-a", "regcred", "u1", SEAL_A}};
     pg_mac_cred sa[] = {{"team-a", "default", "s2", NULL}, {"team-a", "builder", "s1", NULL}};
-    ck_assert_int_eq(pg_annotation_mac_message("team-a", APP, s, 2, sa, 2, &msg, &len, NULL),
+    ck_assert_int_eq(pg_annotation_mac_message(2, "team-a", APP, s, 2, sa, 2, &msg, &len, NULL),
                      PG_OK);
     ck_assert_str_eq(msg, DOCUMENTED_TEXT);
     ck_assert_uint_eq(len, strlen(DOCUMENTED_TEXT));
     free(msg);
-    json_decref(entry);
+}
+END_TEST
+
+/* The keyed form seals every hash: an entry holding a clear one has no MAC and never
+ * verifies, whatever "hmac" it carries (a pre-1.0.0 signed value, a forgery). */
+START_TEST(clear_hashes_are_never_signed)
+{
+    pg_mac_key *key = example_key();
+    static const char *const clear[] = {
+        "{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u1\","
+        "\"credentialHash\":\"" HASH_A "\"}]}",
+        "{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u1\","
+        "\"credentialHash\":\"" HASH_A "\",\"authHash\":\"" HASH_B "\"}]}",
+        "{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u1\","
+        "\"sealedHashes\":\"" SEAL_A "\"},{\"namespace\":\"team-a\",\"name\":\"z\",\"uid\":"
+        "\"u2\",\"credentialHash\":\"" HASH_B "\"}]}",
+    };
+    /* The MAC a producer of the retired clear-hash form computed (v1 header, clear hash). */
+    unsigned char bytes[32];
+    example_key_bytes(bytes);
+    char old_mac[65];
+    reference_mac(bytes, sizeof bytes,
+                  "pullgate-annotation-v1\nteam-a\n" APP "\nsecret\tteam-a\tregcred\tu1\t" HASH_A
+                  "\n",
+                  old_mac);
+    for (size_t i = 0; i < sizeof clear / sizeof *clear; i++) {
+        json_t *entry = parse(clear[i]);
+        char mac[65];
+        pg_error err = {0};
+        ck_assert_int_eq(pg_annotation_mac_of_entry(key, "team-a", APP, entry, mac, &err),
+                         PG_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(err.message, "clear hash"));
+        json_object_set_new(entry, "hmac", json_string(old_mac));
+        ck_assert_int_eq(pg_annotation_mac_verify_entry(key, "team-a", APP, entry, NULL),
+                         PG_ERR_UNSAFE);
+        json_decref(entry);
+    }
     pg_mac_key_free(key);
 }
 END_TEST
@@ -119,25 +177,25 @@ END_TEST
 /* Each mutation of the signed entry must change the MAC. */
 static const char *const tampered_entries[] = {
     "{\"kubernetesSecrets\":[{\"namespace\":\"team-b\",\"name\":\"regcred\",\"uid\":\"u1\","
-    "\"credentialHash\":\"" HASH_A "\"}]}",
+    "\"sealedHashes\":\"" SEAL_A "\"}]}",
     "{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcreD\",\"uid\":\"u1\","
-    "\"credentialHash\":\"" HASH_A "\"}]}",
+    "\"sealedHashes\":\"" SEAL_A "\"}]}",
     "{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u9\","
-    "\"credentialHash\":\"" HASH_A "\"}]}",
+    "\"sealedHashes\":\"" SEAL_A "\"}]}",
     "{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u1\","
-    "\"credentialHash\":\"" HASH_B "\"}]}",
+    "\"sealedHashes\":\"" SEAL_B "\"}]}",
     "{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u1\"}]}",
     "{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u1\","
-    "\"credentialHash\":\"" HASH_A "\"}],\"kubernetesServiceAccounts\":[{\"namespace\":"
+    "\"sealedHashes\":\"" SEAL_A "\"}],\"kubernetesServiceAccounts\":[{\"namespace\":"
     "\"team-a\",\"name\":\"default\",\"uid\":\"s1\"}]}",
     "{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u1\","
-    "\"credentialHash\":\"" HASH_A "\"},{\"namespace\":\"team-a\",\"name\":\"regcred\","
-    "\"uid\":\"u1\",\"credentialHash\":\"" HASH_A "\"}]}",
+    "\"sealedHashes\":\"" SEAL_A "\"},{\"namespace\":\"team-a\",\"name\":\"regcred\","
+    "\"uid\":\"u1\",\"sealedHashes\":\"" SEAL_A "\"}]}",
     "{}",
 };
 #define SIGNED_ENTRY                                                                           \
     "{\"kubernetesSecrets\":[{\"namespace\":\"team-a\",\"name\":\"regcred\",\"uid\":\"u1\","   \
-    "\"credentialHash\":\"" HASH_A "\"}]}"
+    "\"sealedHashes\":\"" SEAL_A "\"}]}"
 
 START_TEST(tampering_breaks_the_mac)
 {
@@ -210,10 +268,12 @@ START_TEST(framing_characters_are_refused)
 {
     char *msg = NULL;
     pg_mac_cred tabbed[] = {{"team-a", "reg\tcred", "u1", ""}};
-    ck_assert_int_eq(pg_annotation_mac_message("team-a", APP, tabbed, 1, NULL, 0, &msg, NULL, NULL),
-                     PG_ERR_INVALID);
-    ck_assert_int_eq(pg_annotation_mac_message("team-a\n", APP, NULL, 0, NULL, 0, &msg, NULL, NULL),
-                     PG_ERR_INVALID);
+    ck_assert_int_eq(
+        pg_annotation_mac_message(2, "team-a", APP, tabbed, 1, NULL, 0, &msg, NULL, NULL),
+        PG_ERR_INVALID);
+    ck_assert_int_eq(
+        pg_annotation_mac_message(1, "team-a\n", APP, NULL, 0, NULL, 0, &msg, NULL, NULL),
+        PG_ERR_INVALID);
     ck_assert_ptr_null(msg);
 }
 END_TEST
@@ -309,14 +369,20 @@ static void env_free(env *e)
     free(e->key_path);
 }
 
-/* The annotation value {"<key>":<entry>} with the entry signed for sign_ns (NULL: unsigned). */
+/* The annotation value {"<key>":<entry>}: with sign_ns, the keyed form (the hash sealed for
+ * cred_ns's item, the entry signed for sign_ns); without, the unkeyed form (clear hash). */
 static char *annotation(const env *e, const char *key_name, const char *cred_ns,
                         const char *sign_ns)
 {
+    char sealed[PG_SEALED_LEN + 1];
+    if (sign_ns)
+        ck_assert_int_eq(
+            pg_seal_hashes(e->key, cred_ns, "regcred", "uid-a", HASH_A, HASH_A, sealed, NULL),
+            PG_OK);
     char *entry_text = tu_sprintf("{\"kubernetesSecrets\":[{\"namespace\":\"%s\",\"name\":"
-                                  "\"regcred\",\"uid\":\"uid-a\",\"credentialHash\":\"" HASH_A
-                                  "\"}]}",
-                                  cred_ns);
+                                  "\"regcred\",\"uid\":\"uid-a\",\"%s\":\"%s\"}]}",
+                                  cred_ns, sign_ns ? "sealedHashes" : "credentialHash",
+                                  sign_ns ? sealed : HASH_A);
     json_t *entry = parse(entry_text);
     free(entry_text);
     if (sign_ns) {
@@ -389,9 +455,16 @@ START_TEST(without_key_behaviour_is_unchanged)
     ck_assert_msg(d.allow, "%s", d.text);
     free(a);
     /* An hmac field is accepted (and not checked) when no key is configured. */
+    char *clear = annotation(&e, APP, "team-a", NULL);
+    a = tu_sprintf("%.*s,\"hmac\":\"%064d\"}}", (int)strlen(clear) - 2, clear, 0);
+    d = decide(&e, "team-a", a);
+    ck_assert_msg(d.allow, "%s: %s", a, d.text);
+    free(a);
+    free(clear);
+    /* The keyed form cannot be opened without the key: it presents nothing, and says why. */
     a = annotation(&e, APP, "team-a", "team-a");
     d = decide(&e, "team-a", a);
-    ck_assert_msg(d.allow, "%s", d.text);
+    ck_assert_msg(!d.allow && d.reason == PG_REASON_ANNOTATION_SIGNATURE, "%s", d.text);
     free(a);
     /* The replay the MAC exists for: without a key, the credentialHash matches. */
     a = annotation(&e, APP, "team-b", NULL);
@@ -465,6 +538,7 @@ static Suite *annotation_mac_suite(void)
     Suite *s = suite_create("annotation_mac");
     TCase *tc = tcase_create("mac");
     tcase_add_test(tc, known_answer);
+    tcase_add_test(tc, clear_hashes_are_never_signed);
     tcase_add_test(tc, tampering_breaks_the_mac);
     tcase_add_test(tc, wrong_key_and_malformed_mac);
     tcase_add_test(tc, framing_characters_are_refused);

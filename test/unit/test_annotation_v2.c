@@ -5,8 +5,9 @@
  *    test/data/annotation-v2-vectors.json): the C code seals to the same bytes and opens them;
  *  - a sealed value opens only for its own item, under its own key, untampered;
  *  - the parser: v2 items open to {credentialHash, auth hash} after the entry MAC; without a
- *    key they present nothing; mixed or malformed items are refused; a v1 entry with an
- *    unsigned authHash is rejected when a key is set; the empty-credential hash is dropped;
+ *    key they present nothing; mixed or malformed items are refused; clear hashes (the
+ *    unkeyed form) are rejected when a key is set, signed or not; the empty-credential hash
+ *    is dropped;
  *  - matching: the empty-credential hash never matches; pullgate-cri's placeholder matches
  *    only a presented secret of its namespace by auth hash;
  *  - rotation: the key file's PATH.previous opens what it sealed, while it is there;
@@ -266,10 +267,10 @@ START_TEST(malformed_items_are_refused)
 }
 END_TEST
 
-START_TEST(v1_items_and_the_empty_hash)
+START_TEST(clear_items_and_the_empty_hash)
 {
     const pg_pod_cred *s = NULL;
-    /* v1 with authHash (an email secret, unkeyed): both hashes kept. */
+    /* Clear, with authHash (an email secret, unkeyed): both hashes kept. */
     pg_presented *p = parse("{\"r.io/a\":{\"kubernetesSecrets\":[{\"namespace\":\"n\",\"name\":"
                             "\"s\",\"uid\":\"u\",\"credentialHash\":\"" A64 "\",\"authHash\":\"" B64
                             "\"}]}}",
@@ -278,21 +279,24 @@ START_TEST(v1_items_and_the_empty_hash)
     ck_assert_str_eq(s[0].credential_hash, A64);
     ck_assert_str_eq(s[0].auth_hash, B64);
     pg_presented_free(p);
-    /* The same with a key: the v1 MAC does not cover authHash, so the entry is rejected. */
+    /* With a key, clear hashes are not the keyed form: no MAC covers them (test_annotation_mac
+     * checks the MAC a pre-1.0.0 producer computed), the entry is rejected, with or without
+     * authHash. */
     pg_mac_key *key = other_key();
     pg_annotation *a = pg_annotation_new("n", NULL);
     ck_assert_int_eq(pg_annotation_add_secret_hash(a, "r.io/a", "n", "s", "u", A64, NULL), PG_OK);
-    char *v1 = pg_annotation_dump(a, NULL);
+    char *clear = pg_annotation_dump(a, NULL);
     pg_annotation_free(a);
-    /* sign as a v1 producer would (clear hash), then add an authHash the MAC does not cover */
-    json_t *j = json_loads(v1, 0, NULL);
+    json_t *j = json_loads(clear, 0, NULL);
     json_t *entry = json_object_get(j, "r.io/a");
     char mac[PG_MAC_HEX_LEN + 1];
-    ck_assert_int_eq(pg_annotation_mac_of_entry(key, "n", "r.io/a", entry, mac, NULL), PG_OK);
-    json_object_set_new(entry, "hmac", json_string(mac));
+    ck_assert_int_eq(pg_annotation_mac_of_entry(key, "n", "r.io/a", entry, mac, NULL),
+                     PG_ERR_INVALID);
+    json_object_set_new(entry, "hmac", json_string(A64));
     char *signed_v1 = json_dumps(j, JSON_COMPACT);
     p = parse(signed_v1, "n", key, PG_OK);
-    ck_assert_uint_eq(pg_presented_secrets(p, "r.io/a", &s), 1); /* legacy v1: still read */
+    ck_assert_uint_eq(pg_presented_secrets(p, "r.io/a", &s), 0);
+    ck_assert_uint_eq(pg_presented_rejected(p, "r.io/a"), 1);
     pg_presented_free(p);
     json_object_set_new(json_array_get(json_object_get(entry, "kubernetesSecrets"), 0), "authHash",
                         json_string(B64));
@@ -308,7 +312,7 @@ START_TEST(v1_items_and_the_empty_hash)
     ck_assert_uint_eq(pg_presented_secrets(p, "r.io/a", &s), 1);
     ck_assert_str_eq(s[0].credential_hash, "");
     pg_presented_free(p);
-    free(v1);
+    free(clear);
     free(signed_v1);
     free(with_auth);
     json_decref(j);
@@ -433,7 +437,7 @@ static Suite *suite(void)
     tcase_add_test(tc, v2_entry_opens_after_its_mac);
     tcase_add_test(tc, the_previous_key_opens_what_it_sealed);
     tcase_add_test(tc, malformed_items_are_refused);
-    tcase_add_test(tc, v1_items_and_the_empty_hash);
+    tcase_add_test(tc, clear_items_and_the_empty_hash);
     tcase_add_test(tc, matching_rules);
     tcase_add_test(tc, builder_presents_only_usable_entries);
     tcase_add_test(tc, dockerconfig_errors_quote_no_secret_bytes);
