@@ -10,8 +10,9 @@
  */
 #include "metrics.h"
 
+#include "internal.h"
+
 #include <math.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,18 +76,6 @@ static void atomic_add_double(_Atomic uint64_t *slot, double delta)
 }
 
 /* ------------------------------------------------------------ definitions */
-
-static void fail(char *msg, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail(char *msg, size_t size, const char *fmt, ...)
-{
-    if (!msg || !size)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, size, fmt, ap);
-    va_end(ap);
-}
 
 /* Prometheus' metric and label name rules ([a-zA-Z_:][a-zA-Z0-9_:]*, labels without ':'). */
 static int valid_name(const char *s, int colon_ok)
@@ -181,12 +170,12 @@ static int copy_labels(pg_metric *m, const pg_metric_def *def)
     return 0;
 }
 
-pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, char *msg, size_t msg_size)
+pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, pg_error *err)
 {
     size_t nseries = 0;
     const char *bad = reg && def ? check_def(reg, def, &nseries) : "no registry or definition";
     if (bad) {
-        fail(msg, msg_size, "metric %.100s: %s", def && def->name ? def->name : "?", bad);
+        pg_fail(err, PG_ERR_INVALID, "metric %.100s: %s", def && def->name ? def->name : "?", bad);
         return NULL;
     }
     pg_metric *m = calloc(1, sizeof *m);
@@ -205,7 +194,7 @@ pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, char *msg, 
     }
     if (!ok) {
         free_metric(m);
-        fail(msg, msg_size, "out of memory");
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
     if (m->nbuckets)
@@ -224,6 +213,34 @@ pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, char *msg, 
 }
 
 pg_metrics *pg_metrics_new(void) { return calloc(1, sizeof(pg_metrics)); }
+
+int pg_metrics_define(const char *version, const char *component, const pg_metric_def *defs,
+                      pg_metric **const *slots, size_t n, pg_metrics **out, pg_error *err)
+{
+    const char *const versions[] = {version, NULL}, *const components[] = {component, NULL};
+    const pg_metric_def build_info = {.name = "pullgate_build_info",
+                                      .type = PG_METRIC_GAUGE,
+                                      .help =
+                                          "Always 1; the labels say which pullgate build serves.",
+                                      .nlabels = 2,
+                                      .labels = {{"version", versions}, {"component", components}}};
+    *out = NULL;
+    pg_metrics *reg = pg_metrics_new();
+    if (!reg)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    pg_error local = {0}, *e = err ? err : &local; /* the code is returned either way */
+    pg_metric *info = pg_metrics_add(reg, &build_info, e);
+    for (size_t i = 0; info && i < n; i++)
+        if (!(*slots[i] = pg_metrics_add(reg, &defs[i], e)))
+            info = NULL;
+    if (!info) {
+        pg_metrics_free(reg);
+        return e->code;
+    }
+    pg_metric_set(info, version, component, 1);
+    *out = reg;
+    return PG_OK;
+}
 
 void pg_metrics_free(pg_metrics *reg)
 {

@@ -21,6 +21,8 @@
 #ifndef PULLGATE_COMMON_METRICS_H
 #define PULLGATE_COMMON_METRICS_H
 
+#include "pullgate/pullgate.h"
+
 #include <stddef.h>
 
 #define PG_METRICS_MAX_LABELS 3
@@ -69,11 +71,18 @@ void pg_metrics_free(pg_metrics *reg);
 
 /*
  * Defines a metric; the registry owns it (valid until pg_metrics_free). NULL with
- * msg when the definition is invalid (name, labels, buckets, a counter without
- * _total, a name defined twice, too many series) or memory runs out. Not
- * concurrent with renders: define everything before serving.
+ * err when the definition is invalid (PG_ERR_INVALID: name, labels, buckets, a
+ * counter without _total, a name defined twice, too many series) or memory runs
+ * out. Not concurrent with renders: define everything before serving.
  */
-pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, char *msg, size_t msg_size);
+pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, pg_error *err);
+/*
+ * A daemon's registry into *out (the caller frees it): pullgate_build_info{version,
+ * component} (always 1) first, then defs[0..n) in order, each metric into *slots[i].
+ * Fails as pg_metrics_add does, nothing kept.
+ */
+int pg_metrics_define(const char *version, const char *component, const pg_metric_def *defs,
+                      pg_metric **const *slots, size_t n, pg_metrics **out, pg_error *err);
 /* The metric of that name, or NULL. */
 pg_metric *pg_metrics_find(pg_metrics *reg, const char *name);
 /* Sets the collect callback (one per registry; NULL removes it). */

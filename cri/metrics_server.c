@@ -115,9 +115,9 @@ static struct MHD_Daemon *listen_on(const struct sockaddr_storage *ss)
 
 void cri_metrics_start(const pg_config *cfg)
 {
-    char msg[256] = "";
-    if (!cri_metrics_registry() && cri_metrics_init(pg_config_state_dir(cfg), msg, sizeof msg)) {
-        cri_log(CRI_LOG_ERROR, "metrics not started", "error", msg, NULL);
+    pg_error err = {0};
+    if (!cri_metrics_registry() && cri_metrics_init(pg_config_state_dir(cfg), &err) != PG_OK) {
+        cri_log(CRI_LOG_ERROR, "metrics not started", "error", err.message, NULL);
         return;
     }
     const char *address = pg_config_cri_metrics_listen(cfg);

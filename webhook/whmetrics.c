@@ -20,8 +20,6 @@ const char *const wh_metric_api_errors[] = {
 static const char *const resources[] = {"secrets", "serviceaccounts", "other", NULL};
 static const char *const api_results[] = {"found", "not-found", "failed", NULL};
 static const char *const conn_reasons[] = {"per-peer", "share", "total", NULL};
-static const char *const versions[] = {PG_WEBHOOK_VERSION, NULL};
-static const char *const components[] = {"webhook", NULL};
 
 static const double review_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                         0.1,   0.25,   0.5,   1,    2.5,   5};
@@ -34,16 +32,11 @@ static void collect(void *ctx)
         pg_metric_set(m->cert_expiry, NULL, NULL, (double)not_after);
 }
 
-int wh_metrics_init(wh_metrics *m, wh_tls *tls, char *msg, size_t msg_size)
+int wh_metrics_init(wh_metrics *m, wh_tls *tls, pg_error *err)
 {
     memset(m, 0, sizeof *m);
     m->tls = tls;
     const pg_metric_def defs[] = {
-        {.name = "pullgate_build_info",
-         .type = PG_METRIC_GAUGE,
-         .help = "Always 1; the labels say which pullgate build serves.",
-         .nlabels = 2,
-         .labels = {{"version", versions}, {"component", components}}},
         {.name = "pullgate_webhook_reviews_total",
          .type = PG_METRIC_COUNTER,
          .help = "AdmissionReviews answered, by outcome (refused: the pod is refused; "
@@ -92,21 +85,16 @@ int wh_metrics_init(wh_metrics *m, wh_tls *tls, char *msg, size_t msg_size)
          .nlabels = 1,
          .labels = {{"reason", conn_reasons}}},
     };
-    pg_metric **slots[] = {&m->build_info,  &m->reviews,       &m->review_seconds,
-                           &m->refusals,    &m->api_reads,     &m->api_errors,
-                           &m->cert_expiry, &m->conns_refused, &m->conns_evicted};
-    if (!(m->reg = pg_metrics_new())) {
-        snprintf(msg, msg_size, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
-        if (!(*slots[i] = pg_metrics_add(m->reg, &defs[i], msg, msg_size))) {
-            wh_metrics_free(m);
-            return -1;
-        }
-    pg_metric_set(m->build_info, PG_WEBHOOK_VERSION, "webhook", 1);
-    pg_metrics_on_collect(m->reg, collect, m);
-    return 0;
+    pg_metric **slots[] = {&m->reviews,       &m->review_seconds, &m->refusals,
+                           &m->api_reads,     &m->api_errors,     &m->cert_expiry,
+                           &m->conns_refused, &m->conns_evicted};
+    _Static_assert(sizeof defs / sizeof defs[0] == sizeof slots / sizeof slots[0],
+                   "one slot per definition");
+    int rc = pg_metrics_define(PG_WEBHOOK_VERSION, "webhook", defs, slots,
+                               sizeof defs / sizeof defs[0], &m->reg, err);
+    if (rc == PG_OK)
+        pg_metrics_on_collect(m->reg, collect, m);
+    return rc;
 }
 
 void wh_metrics_free(wh_metrics *m)

@@ -194,9 +194,8 @@ void pgd_read_status(const pgd_node *n, pgd_status *st);
 int pgd_prom_sample(const char *text, size_t len, const char *name, const char *label,
                     char *label_out, size_t label_n, double *value);
 
-/* CRI RuntimeService/Version on a unix:// endpoint within timeout_ms: 0 with the
- * runtime's name and version ("containerd 1.6.20, CRI v1"), or -1 with why. */
-int pgd_cri_version(const char *endpoint, int timeout_ms, char *out, size_t n, char *why,
-                    size_t why_n);
+/* CRI RuntimeService/Version on a unix:// endpoint within timeout_ms: PG_OK with the
+ * runtime's name and version ("containerd 1.6.20, CRI v1"). */
+int pgd_cri_version(const char *endpoint, int timeout_ms, char *out, size_t n, pg_error *err);
 
 #endif

@@ -64,9 +64,10 @@ void pgd_find_cri_process(pgd_node *n)
 
 void pgd_check_runtime(pgd_node *n, pgd_result *r)
 {
-    char version[256], why[512];
-    if (pgd_cri_version(n->cri_runtime, n->opt->timeout_ms, version, sizeof version, why,
-                        sizeof why) == 0) {
+    char version[256];
+    pg_error why = {0};
+    if (pgd_cri_version(n->cri_runtime, n->opt->timeout_ms, version, sizeof version, &why) ==
+        PG_OK) {
         pgd_pass(r, "%s answers on %s", version, n->cri_runtime);
         return;
     }
@@ -75,14 +76,15 @@ void pgd_check_runtime(pgd_node *n, pgd_result *r)
              "(pullgate-cri --runtime-endpoint) to its socket",
              "the runtime does not answer CRI Version on %s (%s): pullgate-cri answers every "
              "call UNAVAILABLE",
-             n->cri_runtime, why);
+             n->cri_runtime, why.message);
 }
 
 void pgd_check_cri_proxy(pgd_node *n, pgd_result *r)
 {
-    char version[256], why[512];
-    if (pgd_cri_version(n->cri_listen, n->opt->timeout_ms, version, sizeof version, why,
-                        sizeof why) == 0) {
+    char version[256];
+    pg_error why = {0};
+    if (pgd_cri_version(n->cri_listen, n->opt->timeout_ms, version, sizeof version, &why) ==
+        PG_OK) {
         pgd_pass(r, "pullgate-cri answers on %s and forwards to %s", n->cri_listen, version);
         return;
     }
@@ -92,7 +94,7 @@ void pgd_check_cri_proxy(pgd_node *n, pgd_result *r)
                             : "start pullgate-cri and have it start at boot",
              "no CRI answer on %s (%s)%s: the kubelet's pulls are not recorded and, with its "
              "image service endpoint at the proxy, no image can be pulled",
-             n->cri_listen, why, n->cri_process ? "" : "; no pullgate-cri process runs");
+             n->cri_listen, why.message, n->cri_process ? "" : "; no pullgate-cri process runs");
     if (!n->cri_process)
         pgd_command(r, "systemctl enable --now pullgate-cri");
 }
