@@ -398,10 +398,9 @@ static int prune_command(const args *a, pg_config *cfg)
 {
     pg_error err = {0};
     const char *runtime = pg_config_cri_runtime_endpoint(cfg);
-    char why_not[1024];
-    if (cri_runtime_mark_check(pg_config_state_dir(cfg), runtime, a->runtime != NULL, why_not,
-                               sizeof why_not) != PG_OK) {
-        fprintf(stderr, "pullgate-cri: not pruning: %s\n", why_not);
+    if (cri_runtime_mark_check(pg_config_state_dir(cfg), runtime, a->runtime != NULL, &err) !=
+        PG_OK) {
+        fprintf(stderr, "pullgate-cri: not pruning: %s\n", err.message);
         return 1;
     }
     grpc_channel *ch = cri_runtime_channel(runtime);

@@ -23,15 +23,16 @@ static void see_cri_config(pgd_node *n)
 {
     char shown[4200];
     int fd = -1;
+    pg_error why = {0};
     if (n->cri_process)
         fd = pgd_proc_open(n->opt->proc_root, n->cri_pid, n->cri_config, O_RDONLY | O_NONBLOCK,
-                           shown, sizeof shown, n->cri_config_why, sizeof n->cri_config_why);
+                           shown, sizeof shown, &why);
     else if (n->cri_config[0] == '/')
         fd = open(n->cri_config, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     n->cri_config_seen = fd >= 0 && fstat(fd, &n->cri_config_st) == 0;
-    if (fd < 0 && !n->cri_config_why[0])
-        snprintf(n->cri_config_why, sizeof n->cri_config_why, "%s: %s", n->cri_config,
-                 strerror(errno));
+    if (fd < 0 && !why.code)
+        pg_fail_errno(&why, errno, "%s", n->cri_config);
+    snprintf(n->cri_config_why, sizeof n->cri_config_why, "%s", why.message);
     if (fd >= 0)
         close(fd);
 }
