@@ -515,21 +515,18 @@ static struct MHD_Daemon *start_endpoint(endpoint *ep, const struct sockaddr *ad
                          MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                          (addr->sa_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
                          (ep->health_only ? 0 : MHD_USE_TLS);
+    /* TLS for the review port only (an array ends at its first MHD_OPTION_END). */
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)wh_tls_retrieve},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
+        {MHD_OPTION_END, 0, NULL}};
     /* The logger first: libmicrohttpd uses its own until it has seen this option. */
-    if (ep->health_only)
-        return MHD_start_daemon(
-            flags, 0, accept_policy, ep, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, ep,
-            MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
-            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-            ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
     return MHD_start_daemon(
         flags, 0, accept_policy, ep, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, ep,
-        MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_HTTPS_CERT_CALLBACK, wh_tls_retrieve,
-        MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_NOTIFY_COMPLETED, on_completed, ep,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
+        MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_ARRAY, tls + (ep->health_only ? 2 : 0),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT,
+        max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
 }
 
 static void free_server(wh_server *s)

@@ -9,13 +9,13 @@
 #endif
 
 /* review.c's outcomes (its log's "outcome"). */
-const char *const wh_metric_outcomes[] = {"allowed",  "patched",  "warned",  "ignored",
+static const char *const outcomes[] = {"allowed",  "patched",  "warned",  "ignored",
                                           "restored", "stripped", "refused", "bad-request",
                                           "error",    "other",    NULL};
-const char *const wh_metric_refusal_reasons[] = {"invalid-request", "too-large", "server-error",
+static const char *const refusal_reasons[] = {"invalid-request", "too-large", "server-error",
                                                  "timeout",         "other",     NULL};
 /* wh_get_req.fail_kind (kubeapi.c). */
-const char *const wh_metric_api_errors[] = {
+static const char *const api_errors[] = {
     "timeout", "connection", "http-error", "invalid-response", "too-large", "token", "other", NULL};
 static const char *const resources[] = {"secrets", "serviceaccounts", "other", NULL};
 static const char *const api_results[] = {"found", "not-found", "failed", NULL};
@@ -42,19 +42,19 @@ int wh_metrics_init(wh_metrics *m, wh_tls *tls, pg_error *err)
          .help = "AdmissionReviews answered, by outcome (refused: the pod is refused; "
                  "bad-request/error: no AdmissionReview answer could be made).",
          .nlabels = 1,
-         .labels = {{"outcome", wh_metric_outcomes}}},
+         .labels = {{"outcome", outcomes}}},
         {.name = "pullgate_webhook_review_duration_seconds",
          .type = PG_METRIC_HISTOGRAM,
          .help = "Time from a review's headers to its answer, by outcome.",
          .nlabels = 1,
-         .labels = {{"outcome", wh_metric_outcomes}},
+         .labels = {{"outcome", outcomes}},
          .buckets = review_buckets,
          .nbuckets = sizeof review_buckets / sizeof review_buckets[0]},
         {.name = "pullgate_webhook_refusals_total",
          .type = PG_METRIC_COUNTER,
          .help = "Pods refused (allowed: false), by reason.",
          .nlabels = 1,
-         .labels = {{"reason", wh_metric_refusal_reasons}}},
+         .labels = {{"reason", refusal_reasons}}},
         {.name = "pullgate_webhook_api_reads_total",
          .type = PG_METRIC_COUNTER,
          .help = "Kubernetes API reads (Secrets, ServiceAccounts), by resource and result.",
@@ -64,7 +64,7 @@ int wh_metrics_init(wh_metrics *m, wh_tls *tls, pg_error *err)
          .type = PG_METRIC_COUNTER,
          .help = "Kubernetes API reads that failed (the pod is refused), by kind.",
          .nlabels = 1,
-         .labels = {{"kind", wh_metric_api_errors}}},
+         .labels = {{"kind", api_errors}}},
         {.name = "pullgate_webhook_certificate_expiry_timestamp_seconds",
          .type = PG_METRIC_GAUGE,
          .help = "When the serving certificate in use expires (notAfter, Unix time).",
@@ -105,7 +105,9 @@ void wh_metrics_free(wh_metrics *m)
     memset(m, 0, sizeof *m);
 }
 
-const char *wh_metrics_refusal_reason(int code)
+/* The refusal reason label for a refusal's HTTP status (500: an API read failed, the key is
+ * unusable, out of memory). */
+static const char *refusal_reason(int code)
 {
     switch (code) {
     case 400: return "invalid-request";
@@ -123,7 +125,7 @@ void wh_metrics_review(wh_metrics *m, const char *outcome, int refusal_code, dou
     pg_metric_inc(m->reviews, outcome, NULL);
     pg_metric_observe(m->review_seconds, outcome, NULL, seconds);
     if (outcome && strcmp(outcome, "refused") == 0)
-        pg_metric_inc(m->refusals, wh_metrics_refusal_reason(refusal_code), NULL);
+        pg_metric_inc(m->refusals, refusal_reason(refusal_code), NULL);
 }
 
 void wh_metrics_api_reads(wh_metrics *m, const wh_get_req *reqs, size_t n)

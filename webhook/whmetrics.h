@@ -24,11 +24,6 @@ typedef struct wh_metrics {
     wh_tls *tls;               /* read at each scrape for the expiry; may be NULL */
 } wh_metrics;
 
-/* The label values (NULL-terminated; the last is the catch-all). */
-extern const char *const wh_metric_outcomes[];
-extern const char *const wh_metric_refusal_reasons[];
-extern const char *const wh_metric_api_errors[];
-
 /* Defines every metric (pullgate_build_info{component="webhook"} too). tls may be NULL (no
  * expiry gauge value). */
 int wh_metrics_init(wh_metrics *m, wh_tls *tls, pg_error *err);
@@ -44,8 +39,5 @@ void wh_metrics_api_reads(wh_metrics *m, const wh_get_req *reqs, size_t n);
 void wh_metrics_connection_refused(wh_metrics *m, const char *reason);
 /* A connection shut to give its slot to a new one, by the bound reached (same labels). */
 void wh_metrics_connection_evicted(wh_metrics *m, const char *reason);
-/* The refusal reason label for a refusal code (400 invalid-request, 413 too-large,
- * 500 server-error: API read failed, key unusable, out of memory; 504 timeout; else other). */
-const char *wh_metrics_refusal_reason(int code);
 
 #endif
