@@ -4,6 +4,7 @@
  * credentials annotation (docs/webhook.md, pullgate-webhook(8)).
  */
 #include "files.h"
+#include "http_respond.h"
 #include "memory.h"
 #include "peers.h"
 #include "secrets.h"
@@ -15,7 +16,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
-#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,31 +192,6 @@ static int parse_options(int argc, char **argv, options *o)
     return check_options(o);
 }
 
-/* ADDR:PORT or [V6ADDR]:PORT, numeric only. */
-static int parse_listen(const char *text, struct sockaddr_storage *ss)
-{
-    char host[128];
-    const char *colon = strrchr(text, ':');
-    if (!colon || (size_t)(colon - text) >= sizeof host || !colon[1])
-        return -1;
-    size_t n = (size_t)(colon - text);
-    memcpy(host, text, n);
-    host[n] = '\0';
-    char *h = host;
-    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
-        host[n - 1] = '\0';
-        h++;
-    }
-    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-                             .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    if (getaddrinfo(h, colon + 1, &hints, &ai) != 0 || !ai)
-        return -1;
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    freeaddrinfo(ai);
-    return 0;
-}
-
 /* The in-cluster API server URL from the service environment. */
 static int in_cluster_server(char *url, size_t size)
 {
@@ -344,8 +319,8 @@ static int serve(const options *o, const char *server_url, const char *annotatio
                  pg_keyholder *keys, wh_kubeapi *api, wh_metrics *metrics, pg_error *err)
 {
     struct sockaddr_storage addr = {0}, health = {0};
-    if (parse_listen(o->listen, &addr) != 0 ||
-        (o->health_listen && parse_listen(o->health_listen, &health) != 0))
+    if (pg_http_parse_address(o->listen, &addr) != 0 ||
+        (o->health_listen && pg_http_parse_address(o->health_listen, &health) != 0))
         return pg_fail(err, PG_ERR_CONFIG, "--listen/--health-listen: expected ADDR:PORT");
     wh_server_config cfg = {.annotation_key = annotation,
                             .keys = keys,

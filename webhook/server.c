@@ -262,12 +262,6 @@ static enum MHD_Result serve_ready(wh_server *s, struct MHD_Connection *c)
     return pg_http_respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", text);
 }
 
-static enum MHD_Result serve_metrics(wh_server *s, struct MHD_Connection *c)
-{
-    return pg_http_respond(c, MHD_HTTP_OK, PG_METRICS_CONTENT_TYPE,
-                           pg_metrics_render(s->cfg.metrics->reg, NULL));
-}
-
 static enum MHD_Result route_other(endpoint *ep, struct MHD_Connection *c, const char *url,
                                    const char *method)
 {
@@ -284,7 +278,7 @@ static enum MHD_Result route_other(endpoint *ep, struct MHD_Connection *c, const
     if (strcmp(url, "/readyz") == 0)
         return serve_ready(ep->server, c);
     if (metrics)
-        return serve_metrics(ep->server, c);
+        return pg_http_respond_metrics(c, ep->server->cfg.metrics->reg);
     return respond_text(c, MHD_HTTP_OK, "ok\n");
 }
 
@@ -479,9 +473,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     mark_conn(ep->server, c, 0, 0, pg_monotonic_ms() + IDLE_MS);
 }
 
-/* libmicrohttpd's own format strings: the pragma is scoped to this adapter. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     endpoint *ep = cls;
@@ -489,13 +480,9 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     if (ep && strncmp(fmt, "Server reached connection limit", 31) == 0)
         wh_metrics_connection_refused(ep->server->cfg.metrics, "total");
     char text[512];
-    vsnprintf(text, sizeof text, fmt, ap);
-    size_t n = strlen(text);
-    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r'))
-        text[--n] = '\0';
+    pg_http_log_text(text, sizeof text, fmt, ap);
     wh_log("warning", "http server", text);
 }
-#pragma GCC diagnostic pop
 
 /* ------------------------------------------------------------ start, stop */
 
