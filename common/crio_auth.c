@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "crio_auth.h"
 
+#include "cleanup.h"
 #include "crio_toml.h"
 #include "internal.h"
 
@@ -33,7 +34,7 @@ bool cri_version_at_least(const char *version, int major, int minor)
 /* One file's setting, as cri_crio_auth_dir_of_text; unreadable or untrusted fails too. */
 static int setting_of_file(const char *path, bool optional, char **value, pg_error *err)
 {
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     *value = NULL;
     int rc = pg_read_file_at(AT_FDCWD, path, CRI_CRIO_CONFIG_MAX_BYTES,
@@ -43,7 +44,6 @@ static int setting_of_file(const char *path, bool optional, char **value, pg_err
     if (rc != PG_OK)
         return rc;
     rc = cri_crio_auth_dir_of_text(text, len, value, err);
-    free(text);
     if (rc != PG_OK)
         pg_error_prefix(err, "%.200s", path);
     return rc;

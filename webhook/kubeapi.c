@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "kubeapi.h"
 
+#include "cleanup.h"
 #include "files.h"
 #include "internal.h"
 #include "memory.h"
@@ -438,7 +439,7 @@ void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, int64
             (wh_get_req){.resource = reqs[i].resource, .name = reqs[i].name, .result = WH_FAILED};
     struct curl_slist *headers = auth_headers(api, &err);
     CURLM *m = headers ? take_client(api, deadline_ms, &err) : NULL;
-    transfer *t = m ? calloc(n, sizeof *t) : NULL;
+    pg_autofree transfer *t = m ? calloc(n, sizeof *t) : NULL;
     if (!t) /* no token, no free client before the deadline, or no memory */
         fail_all(reqs, n, &err, !headers ? "token" : !m ? "timeout" : "other");
     else if (start_gets(api, m, ns, reqs, n, t, headers, deadline_ms) == 0) {
@@ -448,7 +449,6 @@ void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, int64
     }
     if (t)
         end_transfers(m, t, n);
-    free(t);
     if (m)
         return_client(api, m);
     free_headers(headers);

@@ -3,6 +3,7 @@
  * pullgate-webhook: the mutating admission webhook that writes the pod
  * credentials annotation (docs/webhook.md, pullgate-webhook(8)).
  */
+#include "cleanup.h"
 #include "files.h"
 #include "http_respond.h"
 #include "memory.h"
@@ -370,7 +371,8 @@ static int start(const options *o, const char *server_url, const char *ca, const
 static int run(const options *o, const char *server_url, const char *ca, const char *token)
 {
     pg_error err = {0};
-    char *annotation = NULL, *key_file = NULL;
+    pg_autofree char *annotation = NULL;
+    pg_autofree char *key_file = NULL;
     pg_keyholder *keys = NULL;
     int status = 1;
     if (read_config(o, &annotation, &key_file) != 0)
@@ -382,8 +384,6 @@ static int run(const options *o, const char *server_url, const char *ca, const c
     if (status != 0)
         wh_log("error", "cannot start", err.message);
     pg_keyholder_free(keys);
-    free(annotation);
-    free(key_file);
     return status;
 }
 

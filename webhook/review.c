@@ -18,6 +18,7 @@
  */
 #include "review.h"
 
+#include "cleanup.h"
 #include "memory.h"
 #include "secrets.h"
 
@@ -349,10 +350,9 @@ static const json_t *annotations_of(const json_t *obj)
 /* One JSON patch operation on the annotation: value NULL removes it. */
 static json_t *annotation_op(const review *r, const json_t *value)
 {
-    char *path = annotation_path(r->cfg->annotation_key);
+    pg_autofree char *path = annotation_path(r->cfg->annotation_key);
     json_t *op =
         path ? json_pack("{s:s, s:s}", "op", value ? "add" : "remove", "path", path) : NULL;
-    free(path);
     if (op && value && json_object_set(op, "value", (json_t *)value) != 0) {
         json_decref(op);
         op = NULL;
@@ -405,8 +405,9 @@ static json_t *answer_of(const char *uid)
 /* allowed: true with the patch (consumed; NULL: out of memory). */
 static json_t *patched_answer(review *r, json_t *patch)
 {
-    char *text = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
-    char *encoded = text ? base64_encode(text, strlen(text)) : NULL;
+    pg_autojson json_t *consumed = patch;
+    pg_autofree char *text = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
+    pg_autofree char *encoded = text ? base64_encode(text, strlen(text)) : NULL;
     json_t *out = encoded ? answer_of(r->uid) : NULL;
     json_t *resp = json_object_get(out, "response");
     if (resp && (json_object_set_new(resp, "patchType", json_string("JSONPatch")) != 0 ||
@@ -416,9 +417,6 @@ static json_t *patched_answer(review *r, json_t *patch)
     }
     if (!out)
         refuse(r, PG_ERR_NOMEM, "out of memory");
-    free(encoded);
-    free(text);
-    json_decref(patch);
     return out;
 }
 
@@ -447,7 +445,7 @@ static int compute_annotation(review *r, char **value)
     pg_error err = {0};
     pg_annotation *a = pg_annotation_new(r->ns, &err);
     service_account sa = {0};
-    json_t *names = json_array();
+    pg_autojson json_t *names = json_array();
     int rc = a && names ? 0 : refuse(r, PG_ERR_NOMEM, "out of memory");
     if (rc == 0)
         rc = for_each_image(r, all_containers, add_image, a);
@@ -465,7 +463,6 @@ static int compute_annotation(review *r, char **value)
         rc = refuse(r, PG_ERR_NOMEM, "out of memory");
     if (rc == 0 && past_deadline(r))
         rc = refuse_late(r, "computing the annotation");
-    json_decref(names);
     json_decref(sa.obj);
     pg_annotation_free(a);
     return rc;
@@ -536,16 +533,14 @@ static int read_credentials(review *r, pg_annotation *a, service_account *sa, js
 
 static int compute_credentials(review *r, pg_annotation *a, service_account *sa, json_t *names)
 {
-    fetch_plan *plan = calloc(1, sizeof *plan);
-    int rc =
-        plan ? read_credentials(r, a, sa, names, plan) : refuse(r, PG_ERR_NOMEM, "out of memory");
-    free(plan);
-    return rc;
+    pg_autofree fetch_plan *plan = calloc(1, sizeof *plan);
+    return plan ? read_credentials(r, a, sa, names, plan)
+                : refuse(r, PG_ERR_NOMEM, "out of memory");
 }
 
 static json_t *pod_answer(review *r)
 {
-    char *value = NULL;
+    pg_autofree char *value = NULL;
     if (r->cfg->key_error) {
         refuse(r, PG_ERR_CONFIG, "the annotation key is unusable: %s", r->cfg->key_error);
         return NULL;
@@ -553,11 +548,8 @@ static json_t *pod_answer(review *r)
     if (compute_annotation(r, &value) != 0)
         return NULL;
     json_object_set_new(r->log, "annotationBytes", json_integer((json_int_t)strlen(value)));
-    json_t *v = json_string(value);
-    free(value);
-    json_t *patch = v ? set_annotation_patch(r, r->pod, v) : NULL;
-    json_decref(v);
-    return patched_answer(r, patch);
+    pg_autojson json_t *v = json_string(value);
+    return patched_answer(r, v ? set_annotation_patch(r, r->pod, v) : NULL);
 }
 
 /* ------------------------------------------------- pods/ephemeralcontainers */
@@ -582,13 +574,11 @@ static void read_coverage(review *r, coverage *c)
 
 static int covered(const coverage *c, const char *image)
 {
-    char *name = pg_image_name(image, NULL);
+    pg_autofree char *name = pg_image_name(image, NULL);
     const pg_pod_cred *v;
-    int ok =
-        name && c->presented &&
-        pg_presented_secrets(c->presented, name, &v) + pg_presented_sas(c->presented, name, &v) > 0;
-    free(name);
-    return ok;
+    return name && c->presented &&
+           pg_presented_secrets(c->presented, name, &v) + pg_presented_sas(c->presented, name, &v) >
+               0;
 }
 
 static int warn_uncovered(review *r, const char *list, const char *container, const char *image,
@@ -825,7 +815,8 @@ void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
     json_object_set_new(r.log, "skippedSecrets", json_array());
     char uid[WH_MAX_UID_BYTES + 1];
     json_error_t jerr;
-    json_t *root = NULL, *answer = NULL;
+    pg_autojson json_t *root = NULL;
+    pg_autojson json_t *answer = NULL;
     const char *bad = NULL, *outcome = "refused";
     if (cfg->cut)
         answer = unreadable(&r, body, len, uid, sizeof uid, PG_ERR_LIMIT, cfg->cut);
@@ -866,8 +857,6 @@ void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
         json_object_set_new(r.log, "message", json_string(r.err.message));
     if (json_array_size(r.warnings))
         json_object_set(r.log, "warnings", r.warnings);
-    json_decref(answer);
-    json_decref(root);
     json_decref(r.warnings);
 }
 

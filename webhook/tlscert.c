@@ -17,6 +17,7 @@
  */
 #include "tlscert.h"
 
+#include "cleanup.h"
 #include "files.h"
 #include "internal.h"
 
@@ -115,7 +116,8 @@ static int import_pair(pair *p, const gnutls_datum_t *cert, const char *cert_pat
 
 static int load_pair(const char *cert_path, const char *key_path, pair **out, pg_error *err)
 {
-    char *cert = NULL, *key = NULL;
+    pg_autofree char *cert = NULL;
+    char *key = NULL; /* wiped before it is freed */
     size_t cert_len = 0, key_len = 0;
     pair *p = calloc(1, sizeof *p);
     int rc = p ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
@@ -131,7 +133,6 @@ static int load_pair(const char *cert_path, const char *key_path, pair **out, pg
         OPENSSL_cleanse(key, key_len);
         free(key);
     }
-    free(cert);
     if (rc != PG_OK) {
         pair_free(p);
         return rc;
