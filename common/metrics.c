@@ -454,47 +454,18 @@ long long pg_metrics_now_us(void)
 
 /* ------------------------------------------------------------ exposition */
 
-typedef struct out {
-    char *data;
-    size_t len, cap;
-    int failed;
-} out;
-
-static void put(out *o, const char *s, size_t n)
-{
-    if (o->failed)
-        return;
-    if (o->len + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 4096;
-        while (cap < o->len + n + 1)
-            cap *= 2;
-        char *d = realloc(o->data, cap);
-        if (!d) {
-            o->failed = 1;
-            return;
-        }
-        o->data = d;
-        o->cap = cap;
-    }
-    memcpy(o->data + o->len, s, n);
-    o->len += n;
-    o->data[o->len] = '\0';
-}
-
-static void puts_(out *o, const char *s) { put(o, s, strlen(s)); }
-
 /* HELP text escapes \ and newline; label values also escape ". */
-static void put_escaped(out *o, const char *s, int quote)
+static void put_escaped(pg_buf *o, const char *s, int quote)
 {
     for (; *s; s++) {
         if (*s == '\\')
-            puts_(o, "\\\\");
+            pg_buf_puts(o, "\\\\");
         else if (*s == '\n')
-            puts_(o, "\\n");
+            pg_buf_puts(o, "\\n");
         else if (quote && *s == '"')
-            puts_(o, "\\\"");
+            pg_buf_puts(o, "\\\"");
         else
-            put(o, s, 1);
+            pg_buf_append(o, s, 1);
     }
 }
 
@@ -516,42 +487,42 @@ static void format_double(char *text, size_t size, double v)
     }
 }
 
-static void put_number(out *o, double v)
+static void put_number(pg_buf *o, double v)
 {
     char text[64];
     format_double(text, sizeof text, v);
-    puts_(o, text);
+    pg_buf_puts(o, text);
 }
 
 /* name{l0="v0",l1="v1"[,le="b"]} value */
-static void put_sample(out *o, const pg_metric *m, const char *suffix, const size_t *vi,
+static void put_sample(pg_buf *o, const pg_metric *m, const char *suffix, const size_t *vi,
                        const char *le, double value)
 {
-    puts_(o, m->name);
-    puts_(o, suffix);
+    pg_buf_puts(o, m->name);
+    pg_buf_puts(o, suffix);
     if (m->nlabels || le) {
-        puts_(o, "{");
+        pg_buf_puts(o, "{");
         for (size_t l = 0; l < m->nlabels; l++) {
             if (l)
-                puts_(o, ",");
-            puts_(o, m->labels[l].name);
-            puts_(o, "=\"");
+                pg_buf_puts(o, ",");
+            pg_buf_puts(o, m->labels[l].name);
+            pg_buf_puts(o, "=\"");
             put_escaped(o, m->labels[l].values[vi[l]], 1);
-            puts_(o, "\"");
+            pg_buf_puts(o, "\"");
         }
         if (le) {
-            puts_(o, m->nlabels ? ",le=\"" : "le=\"");
-            puts_(o, le);
-            puts_(o, "\"");
+            pg_buf_puts(o, m->nlabels ? ",le=\"" : "le=\"");
+            pg_buf_puts(o, le);
+            pg_buf_puts(o, "\"");
         }
-        puts_(o, "}");
+        pg_buf_puts(o, "}");
     }
-    puts_(o, " ");
+    pg_buf_puts(o, " ");
     put_number(o, value);
-    puts_(o, "\n");
+    pg_buf_puts(o, "\n");
 }
 
-static void put_histogram(out *o, const pg_metric *m, const size_t *vi, _Atomic uint64_t *slot)
+static void put_histogram(pg_buf *o, const pg_metric *m, const size_t *vi, _Atomic uint64_t *slot)
 {
     uint64_t cumulative = 0;
     char le[64];
@@ -567,18 +538,18 @@ static void put_histogram(out *o, const pg_metric *m, const size_t *vi, _Atomic 
     put_sample(o, m, "_count", vi, NULL, (double)cumulative);
 }
 
-static void put_metric(out *o, const pg_metric *m)
+static void put_metric(pg_buf *o, const pg_metric *m)
 {
     static const char *const type_names[] = {"counter", "gauge", "histogram"};
-    puts_(o, "# HELP ");
-    puts_(o, m->name);
-    puts_(o, " ");
+    pg_buf_puts(o, "# HELP ");
+    pg_buf_puts(o, m->name);
+    pg_buf_puts(o, " ");
     put_escaped(o, m->help, 0);
-    puts_(o, "\n# TYPE ");
-    puts_(o, m->name);
-    puts_(o, " ");
-    puts_(o, type_names[m->type]);
-    puts_(o, "\n");
+    pg_buf_puts(o, "\n# TYPE ");
+    pg_buf_puts(o, m->name);
+    pg_buf_puts(o, " ");
+    pg_buf_puts(o, type_names[m->type]);
+    pg_buf_puts(o, "\n");
     for (size_t s = 0; s < m->nseries; s++) {
         if (m->sparse && !atomic_load_explicit(&m->touched[s], memory_order_relaxed))
             continue;
@@ -602,15 +573,15 @@ char *pg_metrics_render(pg_metrics *reg, size_t *len)
         return NULL;
     if (reg->collect)
         reg->collect(reg->collect_ctx);
-    out o = {0};
-    puts_(&o, ""); /* an empty registry renders as "" */
+    pg_buf o = {0};
+    pg_buf_puts(&o, ""); /* an empty registry renders as "" */
     for (const pg_metric *m = reg->first; m; m = m->next)
         put_metric(&o, m);
-    if (o.failed) {
-        free(o.data);
+    if (o.oom) {
+        free(o.p);
         return NULL;
     }
     if (len)
         *len = o.len;
-    return o.data;
+    return o.p;
 }
