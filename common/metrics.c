@@ -339,7 +339,7 @@ void pg_metric_add_at(pg_metric *m, int i0, int i1, double delta)
         atomic_add_double(slot, delta);
 }
 
-void pg_metric_set_at(pg_metric *m, int i0, int i1, double value)
+static void set_at(pg_metric *m, int i0, int i1, double value)
 {
     if (!m || m->type != PG_METRIC_GAUGE)
         return;
@@ -360,11 +360,6 @@ static void observe(pg_metric *m, const int *idx, double value)
         b++;
     atomic_fetch_add_explicit(&slot[b], 1, memory_order_relaxed);
     atomic_add_double(&slot[m->nbuckets + 1], value);
-}
-
-void pg_metric_observe_at(pg_metric *m, int i0, int i1, double value)
-{
-    observe(m, (const int[PG_METRICS_MAX_LABELS]){i0, i1}, value);
 }
 
 void pg_metric_add3(pg_metric *m, const char *v0, const char *v1, const char *v2, double delta)
@@ -396,16 +391,17 @@ void pg_metric_set(pg_metric *m, const char *v0, const char *v1, double value)
 {
     if (!m)
         return;
-    pg_metric_set_at(m, m->nlabels > 0 ? pg_metric_value_index(m, 0, v0) : 0,
-                     m->nlabels > 1 ? pg_metric_value_index(m, 1, v1) : 0, value);
+    set_at(m, m->nlabels > 0 ? pg_metric_value_index(m, 0, v0) : 0,
+           m->nlabels > 1 ? pg_metric_value_index(m, 1, v1) : 0, value);
 }
 
 void pg_metric_observe(pg_metric *m, const char *v0, const char *v1, double value)
 {
     if (!m)
         return;
-    pg_metric_observe_at(m, m->nlabels > 0 ? pg_metric_value_index(m, 0, v0) : 0,
-                         m->nlabels > 1 ? pg_metric_value_index(m, 1, v1) : 0, value);
+    int idx[PG_METRICS_MAX_LABELS];
+    indices_of(m, (const char *const[]){v0, v1}, 2, idx);
+    observe(m, idx, value);
 }
 
 static uint64_t histogram_count(const pg_metric *m, _Atomic uint64_t *slot)

@@ -89,7 +89,7 @@ pg_metric *pg_metrics_find(pg_metrics *reg, const char *name);
 void pg_metrics_on_collect(pg_metrics *reg, pg_metrics_collect_fn fn, void *ctx);
 
 /* The index of value in label l of m (the catch-all's index when not listed); -1 when
- * m is NULL or has no label l. Hot paths may resolve indices once and use the _at forms. */
+ * m is NULL or has no label l. */
 int pg_metric_value_index(const pg_metric *m, size_t l, const char *value);
 
 /* Label values by text (NULL for a label the metric does not have). A metric with a
@@ -99,12 +99,10 @@ void pg_metric_add_value(pg_metric *m, const char *v0, const char *v1, double de
 void pg_metric_set(pg_metric *m, const char *v0, const char *v1, double value);
 void pg_metric_observe(pg_metric *m, const char *v0, const char *v1, double value);
 void pg_metric_add3(pg_metric *m, const char *v0, const char *v1, const char *v2, double delta);
-/* The same by value indices (0 for a label the metric does not have; the third label's
- * first value). Counters
- * ignore negative, NaN and infinite deltas: a counter never goes down. */
+/* pg_metric_add_value by value indices (0 for a label the metric does not have; the third
+ * label's first value). Counters ignore negative, NaN and infinite deltas: a counter never
+ * goes down. */
 void pg_metric_add_at(pg_metric *m, int i0, int i1, double delta);
-void pg_metric_set_at(pg_metric *m, int i0, int i1, double value);
-void pg_metric_observe_at(pg_metric *m, int i0, int i1, double value);
 
 /* Reads (tests, collectors): a counter's or gauge's value; a histogram's count. */
 double pg_metric_get(const pg_metric *m, const char *v0, const char *v1);
