@@ -405,8 +405,8 @@ static json_t *answer_of(const char *uid)
 /* allowed: true with the patch (consumed; NULL: out of memory). */
 static json_t *patched_answer(review *r, json_t *patch)
 {
-    pg_autojson json_t *consumed = patch;
     pg_autofree char *text = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
+    json_decref(patch);
     pg_autofree char *encoded = text ? base64_encode(text, strlen(text)) : NULL;
     json_t *out = encoded ? answer_of(r->uid) : NULL;
     json_t *resp = json_object_get(out, "response");
