@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "crio_auth.h"
 
+#include "cleanup.h"
 #include "crio_toml.h"
 #include "internal.h"
 
@@ -12,11 +13,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int cri_crio_auth_dir_of_text(const char *text, size_t len, char **value, char *why,
-                              size_t why_size)
+int cri_crio_auth_dir_of_text(const char *text, size_t len, char **value, pg_error *err)
 {
-    return cri_toml_string_at(text, len, "crio", "image", "namespaced_auth_dir", value, why,
-                              why_size);
+    return cri_toml_string_at(text, len, "crio", "image", "namespaced_auth_dir", value, err);
 }
 
 bool cri_version_at_least(const char *version, int major, int minor)
@@ -32,27 +31,22 @@ bool cri_version_at_least(const char *version, int major, int minor)
     return ma > major || (ma == major && mi >= minor);
 }
 
-/* One file: 1/0 as cri_crio_auth_dir_of_text; -1 with why (unreadable, untrusted, not TOML). */
-static int setting_of_file(const char *path, bool optional, char **value, char *why,
-                           size_t why_size)
+/* One file's setting, as cri_crio_auth_dir_of_text; unreadable or untrusted fails too. */
+static int setting_of_file(const char *path, bool optional, char **value, pg_error *err)
 {
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
-    pg_error err = {0};
+    *value = NULL;
     int rc = pg_read_file_at(AT_FDCWD, path, CRI_CRIO_CONFIG_MAX_BYTES,
-                             PG_READ_CHECK_OWNER | PG_READ_CHECK_MODE, &text, &len, &err);
+                             PG_READ_CHECK_OWNER | PG_READ_CHECK_MODE, &text, &len, err);
     if (rc == PG_ERR_NOT_FOUND && optional)
-        return 0;
-    if (rc != PG_OK) {
-        snprintf(why, why_size, "%.300s", err.message);
-        return -1;
-    }
-    char msg[300] = "";
-    int got = cri_crio_auth_dir_of_text(text, len, value, msg, sizeof msg);
-    free(text);
-    if (got < 0)
-        snprintf(why, why_size, "%.200s: %s", path, msg);
-    return got;
+        return PG_OK;
+    if (rc != PG_OK)
+        return rc;
+    rc = cri_crio_auth_dir_of_text(text, len, value, err);
+    if (rc != PG_OK)
+        pg_error_prefix(err, "%.200s", path);
+    return rc;
 }
 
 static int not_dot(const struct dirent *d)
@@ -60,38 +54,25 @@ static int not_dot(const struct dirent *d)
     return strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0;
 }
 
-/* The walk of CRI-O's drop-in directory: what was found so far (1/0/-1 as above). */
+/* The walk of CRI-O's drop-in directory: the last setting found so far, or the failure. */
 typedef struct walk {
     char **value;
-    char *why;
-    size_t why_size;
-    int found, files;
+    pg_error *err;
+    int rc, files;
 } walk;
 
 #define WALK_MAX_DEPTH 8
 #define WALK_MAX_FILES 512
 
-static void walk_fail(walk *w, const char *what, const char *path)
-{
-    snprintf(w->why, w->why_size, "%s %.200s", what, path);
-    w->found = -1;
-}
-
 /* One file of the walk: its setting, if any, replaces the one before (the last wins). */
 static void walk_file(walk *w, const char *path)
 {
     char *v = NULL;
-    if (++w->files > WALK_MAX_FILES) {
-        walk_fail(w, "more than 512 files, the last", path);
-        return;
-    }
-    int got = setting_of_file(path, false, &v, w->why, w->why_size);
-    if (got < 0)
-        w->found = -1;
-    if (got > 0) {
+    if (++w->files > WALK_MAX_FILES)
+        w->rc = pg_fail(w->err, PG_ERR_LIMIT, "more than 512 files, the last %.200s", path);
+    else if ((w->rc = setting_of_file(path, false, &v, w->err)) == PG_OK && v) {
         free(*w->value);
         *w->value = v;
-        w->found = 1;
     }
 }
 
@@ -106,18 +87,19 @@ static void walk_dir(walk *w, const char *dir, int depth)
     int n = scandir(dir, &list, not_dot, alphasort);
     if (n < 0) {
         if (errno != ENOENT || depth > 0)
-            walk_fail(w, "cannot list", dir);
+            w->rc = pg_fail(w->err, PG_ERR_IO, "cannot list %.200s", dir);
         return;
     }
     for (int i = 0; i < n; i++) {
         char path[4096];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
-        if (w->found < 0)
+        bool is_dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+        if (w->rc != PG_OK)
             ;
-        else if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && depth + 1 >= WALK_MAX_DEPTH)
-            walk_fail(w, "directories nested too deep below", dir);
-        else if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        else if (is_dir && depth + 1 >= WALK_MAX_DEPTH)
+            w->rc = pg_fail(w->err, PG_ERR_LIMIT, "directories nested too deep below %.200s", dir);
+        else if (is_dir)
             walk_dir(w, path, depth + 1);
         else
             walk_file(w, path);
@@ -126,21 +108,17 @@ static void walk_dir(walk *w, const char *dir, int depth)
     free(list);
 }
 
-/* The last setting of crio.conf, then of the drop-ins below crio.conf.d: 1/0/-1. */
-static int last_setting(const char *config, const char *config_dir, char **value, char *why,
-                        size_t why_size)
+/* The last setting of crio.conf, then of the drop-ins below crio.conf.d (NULL: none). */
+static int last_setting(const char *config, const char *config_dir, char **value, pg_error *err)
 {
-    int found = setting_of_file(config, true, value, why, why_size);
-    if (found < 0)
-        return -1;
-    walk w = {.value = value, .why = why, .why_size = why_size, .found = found};
-    if (config_dir)
+    walk w = {.value = value, .err = err, .rc = setting_of_file(config, true, value, err)};
+    if (w.rc == PG_OK && config_dir)
         walk_dir(&w, config_dir, 0);
-    if (w.found < 0) {
+    if (w.rc != PG_OK) {
         free(*value);
         *value = NULL;
     }
-    return w.found;
+    return w.rc;
 }
 
 void cri_crio_auth_read(const char *config, const char *config_dir, const char *runtime_version,
@@ -148,15 +126,15 @@ void cri_crio_auth_read(const char *config, const char *config_dir, const char *
 {
     memset(out, 0, sizeof *out);
     char *value = NULL;
-    char why[400] = "";
-    int found = last_setting(config, config_dir, &value, why, sizeof why);
-    if (found < 0) {
+    pg_error err = {0};
+    if (last_setting(config, config_dir, &value, &err) != PG_OK) {
         out->namespaced = out->unreadable = true;
         snprintf(out->why, sizeof out->why,
-                 "CRI-O's configuration cannot be read (%s): taken as namespaced auth on", why);
-    } else if (found > 0 && !*value) {
+                 "CRI-O's configuration cannot be read (%.400s): taken as namespaced auth on",
+                 err.message);
+    } else if (value && !*value) {
         snprintf(out->why, sizeof out->why, "namespaced_auth_dir = \"\" in CRI-O's configuration");
-    } else if (found > 0) {
+    } else if (value) {
         out->namespaced = true;
         snprintf(out->dir, sizeof out->dir, "%s", value);
         snprintf(out->why, sizeof out->why, "namespaced_auth_dir = \"%.200s\"", value);

@@ -19,6 +19,8 @@
 #ifndef PULLGATE_COMMON_CRIO_AUTH_H
 #define PULLGATE_COMMON_CRIO_AUTH_H
 
+#include "pullgate/pullgate.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -41,9 +43,9 @@ typedef struct cri_crio_auth {
 void cri_crio_auth_read(const char *config, const char *config_dir, const char *runtime_version,
                         cri_crio_auth *out);
 
-/* One file's setting: 1 (*value, caller frees), 0 not set, -1 with why. For the fuzzer too. */
-int cri_crio_auth_dir_of_text(const char *text, size_t len, char **value, char *why,
-                              size_t why_size);
+/* One file's setting: *value (caller frees), NULL when not set; PG_ERR_INVALID when the text
+ * is not TOML or the setting not a string. For the fuzzer too. */
+int cri_crio_auth_dir_of_text(const char *text, size_t len, char **value, pg_error *err);
 
 /* Whether a CRI runtime_version ("1.35.0", "v1.34.2-dev") is at least major.minor; false when
  * it cannot be read. */

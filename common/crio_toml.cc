@@ -11,62 +11,54 @@
 
 #include "crio_toml.h"
 
+extern "C" {
+#include "internal.h"
+}
+
 namespace {
 
-void set_error(char *errbuf, size_t errlen, const std::string &what)
+int invalid(pg_error *err, const std::string &what)
 {
-    if (errbuf && errlen)
-        std::snprintf(errbuf, errlen, "%s", what.c_str());
+    return pg_fail(err, PG_ERR_INVALID, "%s", what.c_str());
 }
 
 } // namespace
 
 extern "C" int cri_toml_string_at(const char *text, size_t len, const char *table,
                                   const char *subtable, const char *key, char **value,
-                                  char *errbuf, size_t errlen)
+                                  pg_error *err)
 {
     *value = nullptr;
     try {
         toml::table root = toml::parse(std::string_view(text, len));
         const toml::node *at = root.get(table);
-        if (at && !at->is_table()) {
-            set_error(errbuf, errlen, std::string("[") + table + "] is not a table");
-            return -1;
-        }
+        if (at && !at->is_table())
+            return invalid(err, std::string("[") + table + "] is not a table");
         at = at ? at->as_table()->get(subtable) : nullptr;
-        if (at && !at->is_table()) {
-            set_error(errbuf, errlen, std::string("[") + table + "." + subtable + "] is not a table");
-            return -1;
-        }
+        if (at && !at->is_table())
+            return invalid(err, std::string("[") + table + "." + subtable + "] is not a table");
         at = at ? at->as_table()->get(key) : nullptr;
         if (!at)
-            return 0;
+            return PG_OK;
         const toml::value<std::string> *s = at->as_string();
-        if (!s) {
-            set_error(errbuf, errlen, std::string(key) + " is not a string");
-            return -1;
-        }
+        if (!s)
+            return invalid(err, std::string(key) + " is not a string");
         const std::string &v = s->get();
-        if (v.find('\0') != std::string::npos) {
-            set_error(errbuf, errlen, std::string(key) + " holds a NUL");
-            return -1;
-        }
+        if (v.find('\0') != std::string::npos)
+            return invalid(err, std::string(key) + " holds a NUL");
         char *copy = static_cast<char *>(std::malloc(v.size() + 1));
-        if (!copy) {
-            set_error(errbuf, errlen, "out of memory");
-            return -1;
-        }
+        if (!copy)
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
         std::memcpy(copy, v.c_str(), v.size() + 1);
         *value = copy;
-        return 1;
+        return PG_OK;
     } catch (const toml::parse_error &e) {
         std::ostringstream msg;
         msg << "line " << e.source().begin.line << ": " << e.description();
-        set_error(errbuf, errlen, msg.str());
+        return invalid(err, msg.str());
     } catch (const std::exception &e) {
-        set_error(errbuf, errlen, e.what());
+        return invalid(err, e.what());
     } catch (...) {
-        set_error(errbuf, errlen, "TOML parser failed");
+        return invalid(err, "TOML parser failed");
     }
-    return -1;
 }

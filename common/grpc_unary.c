@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "grpc_unary.h"
 
+#include "internal.h"
+
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/support/time.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <string.h>
 
 #define DETAILS_SHOWN 300
@@ -46,22 +47,16 @@ static grpc_slice whole_payload(grpc_byte_buffer *bb)
     return s;
 }
 
-static void describe_failure(bool started, grpc_status_code status, grpc_slice details, char *why,
-                             size_t why_n)
+static int call_failure(bool started, grpc_status_code status, grpc_slice details, pg_error *err)
 {
-    if (!why || !why_n)
-        return;
-    if (!started) {
-        snprintf(why, why_n, "the call could not be started");
-        return;
-    }
+    if (!started)
+        return pg_fail(err, PG_ERR_IO, "the call could not be started");
     size_t len = GRPC_SLICE_LENGTH(details);
     if (status == GRPC_STATUS_OK)
-        snprintf(why, why_n, "status 0 without a response message");
-    else
-        snprintf(why, why_n, "status %d: %.*s", (int)status,
-                 (int)(len > DETAILS_SHOWN ? DETAILS_SHOWN : len),
-                 (const char *)GRPC_SLICE_START_PTR(details));
+        return pg_fail(err, PG_ERR_IO, "status 0 without a response message");
+    return pg_fail(err, status == GRPC_STATUS_DEADLINE_EXCEEDED ? PG_ERR_TIMEOUT : PG_ERR_IO,
+                   "status %d: %.*s", (int)status, (int)(len > DETAILS_SHOWN ? DETAILS_SHOWN : len),
+                   (const char *)GRPC_SLICE_START_PTR(details));
 }
 
 /* Shuts the queue down and takes what is left, so that it can be destroyed. */
@@ -74,18 +69,13 @@ static void drain(grpc_completion_queue *cq)
 }
 
 int pg_grpc_unary_call(grpc_channel *ch, const char *method, const void *req, size_t req_len,
-                       int timeout_ms, grpc_slice *answer, grpc_status_code *status, char *why,
-                       size_t why_n)
+                       int timeout_ms, grpc_slice *answer, grpc_status_code *status, pg_error *err)
 {
     *answer = grpc_empty_slice();
     *status = GRPC_STATUS_UNKNOWN;
-    if (why && why_n)
-        why[0] = '\0';
     grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-    if (!cq) {
-        describe_failure(false, *status, grpc_empty_slice(), why, why_n);
-        return -1;
-    }
+    if (!cq)
+        return call_failure(false, *status, grpc_empty_slice(), err);
     gpr_timespec deadline =
         gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
     grpc_slice m = grpc_slice_from_copied_string(method);
@@ -102,18 +92,18 @@ int pg_grpc_unary_call(grpc_channel *ch, const char *method, const void *req, si
     grpc_op ops[6];
     pg_grpc_unary_answer into = {&initial, &recv, &trailing, status, &details};
     pg_grpc_unary_ops(ops, NULL, 0, send, &into);
-    int rc = -1;
+    int rc = PG_ERR_IO;
     bool started = gc && grpc_call_start_batch(gc, ops, 6, gc, NULL) == GRPC_CALL_OK;
     if (started) {
         /* The call's own deadline ends it; the queue then always delivers the tag. */
         grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
         if (ev.type == GRPC_OP_COMPLETE && ev.success && *status == GRPC_STATUS_OK && recv) {
             *answer = whole_payload(recv);
-            rc = 0;
+            rc = PG_OK;
         }
     }
-    if (rc != 0)
-        describe_failure(started, *status, details, why, why_n);
+    if (rc != PG_OK)
+        rc = call_failure(started, *status, details, err);
     drain(cq);
     if (recv)
         grpc_byte_buffer_destroy(recv);

@@ -8,6 +8,8 @@
 #ifndef PULLGATE_COMMON_GRPC_UNARY_H
 #define PULLGATE_COMMON_GRPC_UNARY_H
 
+#include "pullgate/pullgate.h"
+
 #include <grpc/grpc.h>
 
 #include <stddef.h>
@@ -31,13 +33,13 @@ void pg_grpc_unary_ops(grpc_op ops[6], grpc_metadata *md, size_t n_md, grpc_byte
 
 /*
  * Calls method on ch with the request bytes req[0..req_len) and waits at most timeout_ms.
- * Returns 0 when the status is OK and a response message came: its bytes are in *answer (a new
- * slice: the caller unrefs it). Otherwise -1, *answer is empty, *status says which
- * (GRPC_STATUS_UNKNOWN when the call never started; OK when no message came), and, when why is
- * not NULL, why[0..why_n) describes it ("status N: <details>", at most 300 bytes of details).
+ * PG_OK when the status is OK and a response message came: its bytes are in *answer (a new
+ * slice: the caller unrefs it). Otherwise *answer is empty, *status says which
+ * (GRPC_STATUS_UNKNOWN when the call never started; OK when no message came) and err says
+ * "status N: <details>" (at most 300 bytes of details): PG_ERR_TIMEOUT for
+ * DEADLINE_EXCEEDED, PG_ERR_IO otherwise.
  */
 int pg_grpc_unary_call(grpc_channel *ch, const char *method, const void *req, size_t req_len,
-                       int timeout_ms, grpc_slice *answer, grpc_status_code *status, char *why,
-                       size_t why_n);
+                       int timeout_ms, grpc_slice *answer, grpc_status_code *status, pg_error *err);
 
 #endif

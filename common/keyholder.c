@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "keyholder.h"
 
+#include "internal.h"
+
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,7 +32,7 @@ struct pg_keyholder {
     pthread_mutex_t lock;
     pg_key_ref *current; /* NULL until a load succeeded */
     key_files_id id;     /* of the files current was read from (or the last failed load) */
-    char error[512];     /* non-empty: the last load failed */
+    pg_error error;      /* code not PG_OK: the last load failed */
 };
 
 /* Symlinks followed: Secret volumes publish through them (a rotation swaps one). */
@@ -68,32 +69,33 @@ static void unref(pg_key_ref *r)
 /* Called with the lock held (or before the holder is shared). */
 static void reload(pg_keyholder *h, const key_files_id *id, int first)
 {
-    char msg[sizeof h->error] = "";
+    pg_error e = {0};
     pg_mac_key *key = NULL;
     pg_key_ref *fresh = NULL;
-    if (h->load(h->path, &key, msg, sizeof msg) != 0) {
-        if (!msg[0])
-            snprintf(msg, sizeof msg, "%.200s: cannot be loaded", h->path);
-    } else if (!(fresh = calloc(1, sizeof *fresh))) {
+    int rc = h->load(h->path, &key, &e);
+    if (rc == PG_OK && !(fresh = calloc(1, sizeof *fresh))) {
         pg_mac_key_free(key);
-        snprintf(msg, sizeof msg, "out of memory");
+        rc = pg_fail(&e, PG_ERR_NOMEM, "out of memory");
     }
     h->id = *id;
-    if (!fresh) {
-        if (strcmp(msg, h->error) != 0 && h->log)
+    if (rc != PG_OK) {
+        if (!e.message[0])
+            pg_fail(&e, rc, "%.200s: cannot be loaded", h->path);
+        if (strcmp(e.message, h->error.message) != 0 && h->log)
             h->log("error",
                    first ? "annotation key unusable" : "annotation key unusable after a change",
-                   msg);
-        snprintf(h->error, sizeof h->error, "%s", msg);
+                   e.message);
+        e.code = rc;
+        h->error = e;
         return;
     }
     *fresh = (pg_key_ref){.key = key, .refs = 1, .holder = h};
     unref(h->current);
     h->current = fresh;
     if (!first && h->log)
-        h->log("info", h->error[0] ? "annotation key usable again" : "annotation key reloaded",
+        h->log("info", h->error.code ? "annotation key usable again" : "annotation key reloaded",
                h->path);
-    h->error[0] = '\0';
+    pg_error_clear(&h->error);
 }
 
 pg_keyholder *pg_keyholder_new(const char *path, pg_key_loader load, pg_key_logger log)
@@ -132,7 +134,7 @@ void pg_keyholder_free(pg_keyholder *h)
     free(h);
 }
 
-pg_key_ref *pg_keyholder_get(pg_keyholder *h, char *msg, size_t msg_size)
+pg_key_ref *pg_keyholder_get(pg_keyholder *h, pg_error *err)
 {
     pg_key_ref *r = NULL;
     key_files_id id;
@@ -140,9 +142,10 @@ pg_key_ref *pg_keyholder_get(pg_keyholder *h, char *msg, size_t msg_size)
     pthread_mutex_lock(&h->lock);
     if (!same_files(&id, &h->id))
         reload(h, &id, 0);
-    if (h->error[0] || !h->current)
-        snprintf(msg, msg_size, "%s", h->error[0] ? h->error : "no key");
-    else {
+    if (h->error.code != PG_OK || !h->current) {
+        if (err)
+            *err = h->error.code != PG_OK ? h->error : (pg_error){PG_ERR_NOT_FOUND, "no key"};
+    } else {
         r = h->current;
         r->refs++;
     }

@@ -19,8 +19,8 @@
 typedef struct pg_keyholder pg_keyholder;
 typedef struct pg_key_ref pg_key_ref;
 
-/* Loads the key at path: 0 and *out, or -1 with msg (never key material). */
-typedef int (*pg_key_loader)(const char *path, pg_mac_key **out, char *msg, size_t msg_size);
+/* Loads the key at path into *out; a failure's message never holds key material. */
+typedef int (*pg_key_loader)(const char *path, pg_mac_key **out, pg_error *err);
 /* Says that the key changed ("info") or became unusable ("error"); detail never holds key
  * material. */
 typedef void (*pg_key_logger)(const char *level, const char *what, const char *detail);
@@ -33,8 +33,9 @@ typedef void (*pg_key_logger)(const char *level, const char *what, const char *d
 pg_keyholder *pg_keyholder_new(const char *path, pg_key_loader load, pg_key_logger log);
 void pg_keyholder_free(pg_keyholder *h);
 
-/* The current key (reloaded first if a file changed), or NULL with msg. Release it. */
-pg_key_ref *pg_keyholder_get(pg_keyholder *h, char *msg, size_t msg_size);
+/* The current key (reloaded first if a file changed), or NULL with err (the last load's
+ * failure). Release it. */
+pg_key_ref *pg_keyholder_get(pg_keyholder *h, pg_error *err);
 const pg_mac_key *pg_key_ref_key(const pg_key_ref *r);
 void pg_key_ref_release(pg_key_ref *r);
 

@@ -10,8 +10,9 @@
  */
 #include "metrics.h"
 
+#include "internal.h"
+
 #include <math.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,18 +76,6 @@ static void atomic_add_double(_Atomic uint64_t *slot, double delta)
 }
 
 /* ------------------------------------------------------------ definitions */
-
-static void fail(char *msg, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void fail(char *msg, size_t size, const char *fmt, ...)
-{
-    if (!msg || !size)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, size, fmt, ap);
-    va_end(ap);
-}
 
 /* Prometheus' metric and label name rules ([a-zA-Z_:][a-zA-Z0-9_:]*, labels without ':'). */
 static int valid_name(const char *s, int colon_ok)
@@ -181,12 +170,12 @@ static int copy_labels(pg_metric *m, const pg_metric_def *def)
     return 0;
 }
 
-pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, char *msg, size_t msg_size)
+pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, pg_error *err)
 {
     size_t nseries = 0;
     const char *bad = reg && def ? check_def(reg, def, &nseries) : "no registry or definition";
     if (bad) {
-        fail(msg, msg_size, "metric %.100s: %s", def && def->name ? def->name : "?", bad);
+        pg_fail(err, PG_ERR_INVALID, "metric %.100s: %s", def && def->name ? def->name : "?", bad);
         return NULL;
     }
     pg_metric *m = calloc(1, sizeof *m);
@@ -205,7 +194,7 @@ pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, char *msg, 
     }
     if (!ok) {
         free_metric(m);
-        fail(msg, msg_size, "out of memory");
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
     if (m->nbuckets)
@@ -224,6 +213,34 @@ pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, char *msg, 
 }
 
 pg_metrics *pg_metrics_new(void) { return calloc(1, sizeof(pg_metrics)); }
+
+int pg_metrics_define(const char *version, const char *component, const pg_metric_def *defs,
+                      pg_metric **const *slots, size_t n, pg_metrics **out, pg_error *err)
+{
+    const char *const versions[] = {version, NULL}, *const components[] = {component, NULL};
+    const pg_metric_def build_info = {.name = "pullgate_build_info",
+                                      .type = PG_METRIC_GAUGE,
+                                      .help =
+                                          "Always 1; the labels say which pullgate build serves.",
+                                      .nlabels = 2,
+                                      .labels = {{"version", versions}, {"component", components}}};
+    *out = NULL;
+    pg_metrics *reg = pg_metrics_new();
+    if (!reg)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    pg_error local = {0}, *e = err ? err : &local; /* the code is returned either way */
+    pg_metric *info = pg_metrics_add(reg, &build_info, e);
+    for (size_t i = 0; info && i < n; i++)
+        if (!(*slots[i] = pg_metrics_add(reg, &defs[i], e)))
+            info = NULL;
+    if (!info) {
+        pg_metrics_free(reg);
+        return e->code;
+    }
+    pg_metric_set(info, version, component, 1);
+    *out = reg;
+    return PG_OK;
+}
 
 void pg_metrics_free(pg_metrics *reg)
 {
@@ -322,7 +339,7 @@ void pg_metric_add_at(pg_metric *m, int i0, int i1, double delta)
         atomic_add_double(slot, delta);
 }
 
-void pg_metric_set_at(pg_metric *m, int i0, int i1, double value)
+static void set_at(pg_metric *m, int i0, int i1, double value)
 {
     if (!m || m->type != PG_METRIC_GAUGE)
         return;
@@ -343,11 +360,6 @@ static void observe(pg_metric *m, const int *idx, double value)
         b++;
     atomic_fetch_add_explicit(&slot[b], 1, memory_order_relaxed);
     atomic_add_double(&slot[m->nbuckets + 1], value);
-}
-
-void pg_metric_observe_at(pg_metric *m, int i0, int i1, double value)
-{
-    observe(m, (const int[PG_METRICS_MAX_LABELS]){i0, i1}, value);
 }
 
 void pg_metric_add3(pg_metric *m, const char *v0, const char *v1, const char *v2, double delta)
@@ -379,16 +391,17 @@ void pg_metric_set(pg_metric *m, const char *v0, const char *v1, double value)
 {
     if (!m)
         return;
-    pg_metric_set_at(m, m->nlabels > 0 ? pg_metric_value_index(m, 0, v0) : 0,
-                     m->nlabels > 1 ? pg_metric_value_index(m, 1, v1) : 0, value);
+    set_at(m, m->nlabels > 0 ? pg_metric_value_index(m, 0, v0) : 0,
+           m->nlabels > 1 ? pg_metric_value_index(m, 1, v1) : 0, value);
 }
 
 void pg_metric_observe(pg_metric *m, const char *v0, const char *v1, double value)
 {
     if (!m)
         return;
-    pg_metric_observe_at(m, m->nlabels > 0 ? pg_metric_value_index(m, 0, v0) : 0,
-                         m->nlabels > 1 ? pg_metric_value_index(m, 1, v1) : 0, value);
+    int idx[PG_METRICS_MAX_LABELS];
+    indices_of(m, (const char *const[]){v0, v1}, 2, idx);
+    observe(m, idx, value);
 }
 
 static uint64_t histogram_count(const pg_metric *m, _Atomic uint64_t *slot)
@@ -437,47 +450,18 @@ long long pg_metrics_now_us(void)
 
 /* ------------------------------------------------------------ exposition */
 
-typedef struct out {
-    char *data;
-    size_t len, cap;
-    int failed;
-} out;
-
-static void put(out *o, const char *s, size_t n)
-{
-    if (o->failed)
-        return;
-    if (o->len + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 4096;
-        while (cap < o->len + n + 1)
-            cap *= 2;
-        char *d = realloc(o->data, cap);
-        if (!d) {
-            o->failed = 1;
-            return;
-        }
-        o->data = d;
-        o->cap = cap;
-    }
-    memcpy(o->data + o->len, s, n);
-    o->len += n;
-    o->data[o->len] = '\0';
-}
-
-static void puts_(out *o, const char *s) { put(o, s, strlen(s)); }
-
 /* HELP text escapes \ and newline; label values also escape ". */
-static void put_escaped(out *o, const char *s, int quote)
+static void put_escaped(pg_buf *o, const char *s, int quote)
 {
     for (; *s; s++) {
         if (*s == '\\')
-            puts_(o, "\\\\");
+            pg_buf_puts(o, "\\\\");
         else if (*s == '\n')
-            puts_(o, "\\n");
+            pg_buf_puts(o, "\\n");
         else if (quote && *s == '"')
-            puts_(o, "\\\"");
+            pg_buf_puts(o, "\\\"");
         else
-            put(o, s, 1);
+            pg_buf_append(o, s, 1);
     }
 }
 
@@ -499,42 +483,42 @@ static void format_double(char *text, size_t size, double v)
     }
 }
 
-static void put_number(out *o, double v)
+static void put_number(pg_buf *o, double v)
 {
     char text[64];
     format_double(text, sizeof text, v);
-    puts_(o, text);
+    pg_buf_puts(o, text);
 }
 
 /* name{l0="v0",l1="v1"[,le="b"]} value */
-static void put_sample(out *o, const pg_metric *m, const char *suffix, const size_t *vi,
+static void put_sample(pg_buf *o, const pg_metric *m, const char *suffix, const size_t *vi,
                        const char *le, double value)
 {
-    puts_(o, m->name);
-    puts_(o, suffix);
+    pg_buf_puts(o, m->name);
+    pg_buf_puts(o, suffix);
     if (m->nlabels || le) {
-        puts_(o, "{");
+        pg_buf_puts(o, "{");
         for (size_t l = 0; l < m->nlabels; l++) {
             if (l)
-                puts_(o, ",");
-            puts_(o, m->labels[l].name);
-            puts_(o, "=\"");
+                pg_buf_puts(o, ",");
+            pg_buf_puts(o, m->labels[l].name);
+            pg_buf_puts(o, "=\"");
             put_escaped(o, m->labels[l].values[vi[l]], 1);
-            puts_(o, "\"");
+            pg_buf_puts(o, "\"");
         }
         if (le) {
-            puts_(o, m->nlabels ? ",le=\"" : "le=\"");
-            puts_(o, le);
-            puts_(o, "\"");
+            pg_buf_puts(o, m->nlabels ? ",le=\"" : "le=\"");
+            pg_buf_puts(o, le);
+            pg_buf_puts(o, "\"");
         }
-        puts_(o, "}");
+        pg_buf_puts(o, "}");
     }
-    puts_(o, " ");
+    pg_buf_puts(o, " ");
     put_number(o, value);
-    puts_(o, "\n");
+    pg_buf_puts(o, "\n");
 }
 
-static void put_histogram(out *o, const pg_metric *m, const size_t *vi, _Atomic uint64_t *slot)
+static void put_histogram(pg_buf *o, const pg_metric *m, const size_t *vi, _Atomic uint64_t *slot)
 {
     uint64_t cumulative = 0;
     char le[64];
@@ -550,18 +534,18 @@ static void put_histogram(out *o, const pg_metric *m, const size_t *vi, _Atomic 
     put_sample(o, m, "_count", vi, NULL, (double)cumulative);
 }
 
-static void put_metric(out *o, const pg_metric *m)
+static void put_metric(pg_buf *o, const pg_metric *m)
 {
     static const char *const type_names[] = {"counter", "gauge", "histogram"};
-    puts_(o, "# HELP ");
-    puts_(o, m->name);
-    puts_(o, " ");
+    pg_buf_puts(o, "# HELP ");
+    pg_buf_puts(o, m->name);
+    pg_buf_puts(o, " ");
     put_escaped(o, m->help, 0);
-    puts_(o, "\n# TYPE ");
-    puts_(o, m->name);
-    puts_(o, " ");
-    puts_(o, type_names[m->type]);
-    puts_(o, "\n");
+    pg_buf_puts(o, "\n# TYPE ");
+    pg_buf_puts(o, m->name);
+    pg_buf_puts(o, " ");
+    pg_buf_puts(o, type_names[m->type]);
+    pg_buf_puts(o, "\n");
     for (size_t s = 0; s < m->nseries; s++) {
         if (m->sparse && !atomic_load_explicit(&m->touched[s], memory_order_relaxed))
             continue;
@@ -585,15 +569,15 @@ char *pg_metrics_render(pg_metrics *reg, size_t *len)
         return NULL;
     if (reg->collect)
         reg->collect(reg->collect_ctx);
-    out o = {0};
-    puts_(&o, ""); /* an empty registry renders as "" */
+    pg_buf o = {0};
+    pg_buf_puts(&o, ""); /* an empty registry renders as "" */
     for (const pg_metric *m = reg->first; m; m = m->next)
         put_metric(&o, m);
-    if (o.failed) {
-        free(o.data);
+    if (o.oom) {
+        free(o.p);
         return NULL;
     }
     if (len)
         *len = o.len;
-    return o.data;
+    return o.p;
 }

@@ -21,6 +21,8 @@
 #ifndef PULLGATE_COMMON_METRICS_H
 #define PULLGATE_COMMON_METRICS_H
 
+#include "pullgate/pullgate.h"
+
 #include <stddef.h>
 
 #define PG_METRICS_MAX_LABELS 3
@@ -69,18 +71,25 @@ void pg_metrics_free(pg_metrics *reg);
 
 /*
  * Defines a metric; the registry owns it (valid until pg_metrics_free). NULL with
- * msg when the definition is invalid (name, labels, buckets, a counter without
- * _total, a name defined twice, too many series) or memory runs out. Not
- * concurrent with renders: define everything before serving.
+ * err when the definition is invalid (PG_ERR_INVALID: name, labels, buckets, a
+ * counter without _total, a name defined twice, too many series) or memory runs
+ * out. Not concurrent with renders: define everything before serving.
  */
-pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, char *msg, size_t msg_size);
+pg_metric *pg_metrics_add(pg_metrics *reg, const pg_metric_def *def, pg_error *err);
+/*
+ * A daemon's registry into *out (the caller frees it): pullgate_build_info{version,
+ * component} (always 1) first, then defs[0..n) in order, each metric into *slots[i].
+ * Fails as pg_metrics_add does, nothing kept.
+ */
+int pg_metrics_define(const char *version, const char *component, const pg_metric_def *defs,
+                      pg_metric **const *slots, size_t n, pg_metrics **out, pg_error *err);
 /* The metric of that name, or NULL. */
 pg_metric *pg_metrics_find(pg_metrics *reg, const char *name);
 /* Sets the collect callback (one per registry; NULL removes it). */
 void pg_metrics_on_collect(pg_metrics *reg, pg_metrics_collect_fn fn, void *ctx);
 
 /* The index of value in label l of m (the catch-all's index when not listed); -1 when
- * m is NULL or has no label l. Hot paths may resolve indices once and use the _at forms. */
+ * m is NULL or has no label l. */
 int pg_metric_value_index(const pg_metric *m, size_t l, const char *value);
 
 /* Label values by text (NULL for a label the metric does not have). A metric with a
@@ -90,12 +99,10 @@ void pg_metric_add_value(pg_metric *m, const char *v0, const char *v1, double de
 void pg_metric_set(pg_metric *m, const char *v0, const char *v1, double value);
 void pg_metric_observe(pg_metric *m, const char *v0, const char *v1, double value);
 void pg_metric_add3(pg_metric *m, const char *v0, const char *v1, const char *v2, double delta);
-/* The same by value indices (0 for a label the metric does not have; the third label's
- * first value). Counters
- * ignore negative, NaN and infinite deltas: a counter never goes down. */
+/* pg_metric_add_value by value indices (0 for a label the metric does not have; the third
+ * label's first value). Counters ignore negative, NaN and infinite deltas: a counter never
+ * goes down. */
 void pg_metric_add_at(pg_metric *m, int i0, int i1, double delta);
-void pg_metric_set_at(pg_metric *m, int i0, int i1, double value);
-void pg_metric_observe_at(pg_metric *m, int i0, int i1, double value);
 
 /* Reads (tests, collectors): a counter's or gauge's value; a histogram's count. */
 double pg_metric_get(const pg_metric *m, const char *v0, const char *v1);

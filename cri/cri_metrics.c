@@ -120,8 +120,6 @@ const char *const cri_metric_decision_reasons[] = {"never-verify",
 const char *const cri_metric_verification_results[] = {"verified", "policy-allowed", "must-pull",
                                                        "error",    "other",          NULL};
 const char *const cri_metric_decision_paths[] = {"resident", "local", "other", NULL};
-static const char *const versions[] = {PG_VERSION_STRING, NULL};
-static const char *const components[] = {"cri", NULL};
 
 static const double decision_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                           0.01,   0.025,   0.05,   0.1,   0.25,   1};
@@ -145,9 +143,9 @@ typedef struct denial_ring {
 static struct {
     pg_metrics *reg;
     char *state_dir;
-    pg_metric *build_info, *pulled_records, *intents, *calls, *call_seconds, *recorded,
-        *record_failures, *record_seconds, *refused, *hook_requests, *decisions, *decision_seconds,
-        *hook_up, *verifications, *start_time, *last_prune, *pruned, *recent_denials;
+    pg_metric *pulled_records, *intents, *calls, *call_seconds, *recorded, *record_failures,
+        *record_seconds, *refused, *hook_requests, *decisions, *decision_seconds, *hook_up,
+        *verifications, *start_time, *last_prune, *pruned, *recent_denials;
     pthread_mutex_t fold_lock; /* one fold of the local spool at a time */
     denial_ring denials;
 } m = {.fold_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -234,14 +232,9 @@ static void collect(void *ctx)
     pg_metric_set(m.recent_denials, NULL, NULL, denials_last_hour());
 }
 
-static int define_all(char *msg, size_t msg_size)
+static int define_all(pg_error *err)
 {
     const pg_metric_def defs[] = {
-        {.name = "pullgate_build_info",
-         .type = PG_METRIC_GAUGE,
-         .help = "Always 1; the labels say which pullgate build serves.",
-         .nlabels = 2,
-         .labels = {{"version", versions}, {"component", components}}},
         {.name = "pullgate_cri_ondisk_pulledrecords",
          .type = PG_METRIC_GAUGE,
          .help = "Pulled records in stateDir (the kubelet's "
@@ -341,38 +334,28 @@ static int define_all(char *msg, size_t msg_size)
          .nlabels = 0},
     };
     pg_metric **slots[] = {
-        &m.build_info, &m.pulled_records,   &m.intents,        &m.calls,        &m.call_seconds,
-        &m.recorded,   &m.record_failures,  &m.record_seconds, &m.refused,      &m.hook_requests,
-        &m.decisions,  &m.decision_seconds, &m.hook_up,        &m.verifications, &m.start_time,
-        &m.last_prune, &m.pruned,           &m.recent_denials};
+        &m.pulled_records,   &m.intents,        &m.calls,         &m.call_seconds,  &m.recorded,
+        &m.record_failures,  &m.record_seconds, &m.refused,       &m.hook_requests, &m.decisions,
+        &m.decision_seconds, &m.hook_up,        &m.verifications, &m.start_time,    &m.last_prune,
+        &m.pruned,           &m.recent_denials};
     _Static_assert(sizeof defs / sizeof defs[0] == sizeof slots / sizeof slots[0],
                    "one slot per definition");
-    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
-        if (!(*slots[i] = pg_metrics_add(m.reg, &defs[i], msg, msg_size)))
-            return -1;
-    return 0;
+    return pg_metrics_define(PG_VERSION_STRING, "cri", defs, slots, sizeof defs / sizeof defs[0],
+                             &m.reg, err);
 }
 
-int cri_metrics_init(const char *state_dir, char *msg, size_t msg_size)
+int cri_metrics_init(const char *state_dir, pg_error *err)
 {
-    if (m.reg) {
-        snprintf(msg, msg_size, "metrics already initialised");
-        return -1;
-    }
-    if (!(m.reg = pg_metrics_new()) || !(m.state_dir = strdup(state_dir))) {
-        snprintf(msg, msg_size, "out of memory");
-        pg_metrics_free(m.reg);
-        m.reg = NULL;
-        return -1;
-    }
-    if (define_all(msg, msg_size) != 0) {
-        pg_metrics_free(m.reg);
+    if (m.reg)
+        return pg_fail(err, PG_ERR_INTERNAL, "metrics already initialised");
+    if (!(m.state_dir = strdup(state_dir)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    int rc = define_all(err);
+    if (rc != PG_OK) {
         free(m.state_dir);
-        m.reg = NULL;
         m.state_dir = NULL;
-        return -1;
+        return rc;
     }
-    pg_metric_set(m.build_info, PG_VERSION_STRING, "cri", 1);
     pg_metric_set(m.start_time, NULL, NULL, (double)time(NULL));
     pg_metrics_on_collect(m.reg, collect, NULL);
     return 0;

@@ -56,10 +56,10 @@ extern const char *const cri_metric_decision_paths[]; /* resident local other */
 
 /*
  * Creates the process's registry and defines every metric; state_dir is where
- * the records-on-disk gauges count (stateDir: pulled/, pulling/). 0, or -1
- * with msg. Call once, before any thread that counts starts.
+ * the records-on-disk gauges count (stateDir: pulled/, pulling/). Call once,
+ * before any thread that counts starts.
  */
-int cri_metrics_init(const char *state_dir, char *msg, size_t msg_size);
+int cri_metrics_init(const char *state_dir, pg_error *err);
 /* The registry (NULL before init): metrics_server.c renders it. */
 pg_metrics *cri_metrics_registry(void);
 

@@ -636,15 +636,13 @@ static void decode(pull_call *pc)
     pg_error e = {0};
     /* The key as it is now: a rotated hmacKeyFile is read again (keyholder.h), so pulls after
      * a rotation open the seals the webhook now makes. Unusable: nothing opens (unverified). */
-    char key_msg[512] = "";
-    pg_key_ref *key = x->o.keys ? pg_keyholder_get(x->o.keys, key_msg, sizeof key_msg) : NULL;
+    pg_key_ref *key = x->o.keys ? pg_keyholder_get(x->o.keys, NULL) : NULL;
     cri_attribution a = {
         .mac_key = pg_key_ref_key(key), .mac_required = x->o.mac_required, .node = x->o.node};
-    char auth_why[600];
+    cri_crio_auth runtime_auth;
     if (!pc->req.has_auth && pc->req.pod_namespace) { /* may CRI-O have used its own? */
-        a.runtime_namespace_auth =
-            cri_runtime_facts_namespaced_auth(x->o.facts, auth_why, sizeof auth_why);
-        a.runtime_auth_why = auth_why;
+        a.runtime_namespace_auth = cri_runtime_facts_namespaced_auth(x->o.facts, &runtime_auth);
+        a.runtime_auth_why = runtime_auth.why;
     }
     int rc = PG_OK;
     if (pc->req.has_auth)

@@ -191,16 +191,6 @@ static int restrict_socket(const char *endpoint, pg_error *err)
     return PG_OK;
 }
 
-/* The annotation key, read as the hook reads it (strict, with PATH.previous). */
-static int load_mac_key(const char *path, pg_mac_key **out, char *msg, size_t msg_size)
-{
-    pg_error e = {0};
-    if (pg_mac_key_load(path, out, &e) == PG_OK)
-        return 0;
-    snprintf(msg, msg_size, "%s", e.message);
-    return -1;
-}
-
 static void log_mac_key(const char *level, const char *what, const char *detail)
 {
     bool error = strcmp(level, "error") == 0;
@@ -251,7 +241,8 @@ static int open_mac_keys(daemon_parts *d, pg_error *err)
     const char *path = pg_config_hmac_key_file(d->cfg);
     if (!path[0])
         return PG_OK;
-    d->mac_keys = pg_keyholder_new(path, load_mac_key, log_mac_key);
+    /* The key as the hook reads it (strict, with PATH.previous). */
+    d->mac_keys = pg_keyholder_new(path, pg_mac_key_load, log_mac_key);
     return d->mac_keys ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
 }
 
@@ -407,10 +398,9 @@ static int prune_command(const args *a, pg_config *cfg)
 {
     pg_error err = {0};
     const char *runtime = pg_config_cri_runtime_endpoint(cfg);
-    char why_not[1024];
-    if (cri_runtime_mark_check(pg_config_state_dir(cfg), runtime, a->runtime != NULL, why_not,
-                               sizeof why_not) != PG_OK) {
-        fprintf(stderr, "pullgate-cri: not pruning: %s\n", why_not);
+    if (cri_runtime_mark_check(pg_config_state_dir(cfg), runtime, a->runtime != NULL, &err) !=
+        PG_OK) {
+        fprintf(stderr, "pullgate-cri: not pruning: %s\n", err.message);
         return 1;
     }
     grpc_channel *ch = cri_runtime_channel(runtime);

@@ -22,10 +22,7 @@
 #include "http_respond.h"
 #include "log.h"
 
-#include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,55 +50,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return pg_http_respond(c, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain",
                                strdup("GET /metrics\n"));
-    char *text = pg_metrics_render(cri_metrics_registry(), NULL);
-    if (!text)
-        return pg_http_respond(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
-                               strdup("out of memory\n"));
-    return pg_http_respond(c, MHD_HTTP_OK, PG_METRICS_CONTENT_TYPE, text);
+    return pg_http_respond_metrics(c, cri_metrics_registry());
 }
 
-/* "IPv4:PORT" or "[IPv6]:PORT" (config.c checked the form). */
-static int parse_address(const char *text, struct sockaddr_storage *ss)
-{
-    const char *colon = strrchr(text, ':');
-    char host[64];
-    size_t hlen = colon ? (size_t)(colon - text) : 0;
-    if (!colon || hlen == 0 || hlen >= sizeof host)
-        return -1;
-    memcpy(host, text, hlen);
-    host[hlen] = '\0';
-    char *end = NULL;
-    long port = strtol(colon + 1, &end, 10);
-    if (!end || *end || port < 1 || port > 65535)
-        return -1;
-    memset(ss, 0, sizeof *ss);
-    if (host[0] == '[' && host[hlen - 1] == ']') {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
-        host[hlen - 1] = '\0';
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons((uint16_t)port);
-        return inet_pton(AF_INET6, host + 1, &a->sin6_addr) == 1 ? 0 : -1;
-    }
-    struct sockaddr_in *a = (struct sockaddr_in *)ss;
-    a->sin_family = AF_INET;
-    a->sin_port = htons((uint16_t)port);
-    return inet_pton(AF_INET, host, &a->sin_addr) == 1 ? 0 : -1;
-}
-
-/* libmicrohttpd's own format strings: the pragma is scoped to this adapter. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
     char text[256];
-    vsnprintf(text, sizeof text, fmt, ap);
-    size_t n = strlen(text);
-    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r'))
-        text[--n] = '\0';
+    pg_http_log_text(text, sizeof text, fmt, ap);
     cri_log(CRI_LOG_DEBUG, "metrics listener", "detail", text, NULL);
 }
-#pragma GCC diagnostic pop
 
 static struct MHD_Daemon *listen_on(const struct sockaddr_storage *ss)
 {
@@ -115,16 +73,16 @@ static struct MHD_Daemon *listen_on(const struct sockaddr_storage *ss)
 
 void cri_metrics_start(const pg_config *cfg)
 {
-    char msg[256] = "";
-    if (!cri_metrics_registry() && cri_metrics_init(pg_config_state_dir(cfg), msg, sizeof msg)) {
-        cri_log(CRI_LOG_ERROR, "metrics not started", "error", msg, NULL);
+    pg_error err = {0};
+    if (!cri_metrics_registry() && cri_metrics_init(pg_config_state_dir(cfg), &err) != PG_OK) {
+        cri_log(CRI_LOG_ERROR, "metrics not started", "error", err.message, NULL);
         return;
     }
     const char *address = pg_config_cri_metrics_listen(cfg);
     if (!address || the_daemon)
         return; /* counted, not served (criMetricsListen "none") */
     struct sockaddr_storage ss;
-    if (parse_address(address, &ss) != 0 || !(the_daemon = listen_on(&ss)))
+    if (pg_http_parse_address(address, &ss) != 0 || !(the_daemon = listen_on(&ss)))
         cri_log(CRI_LOG_WARNING, "metrics listener not started (address in use?): serving on",
                 "criMetricsListen", address, NULL);
     else

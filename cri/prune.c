@@ -25,18 +25,22 @@ static int list_with(grpc_channel *ch, const cri_version *v, int timeout_ms, pg_
                      size_t *n_images, grpc_status_code *st, pg_error *err)
 {
     grpc_slice answer;
-    char why[400];
     /* Empty requests: no filter, every image and every container. */
-    if (pg_grpc_unary_call(ch, v->list_images, "", 0, timeout_ms, &answer, st, why, sizeof why))
-        return pg_fail(err, PG_ERR_IO, "ListImages: %s (%s)", cri_status_name(*st), why);
-    int rc = cri_list_images_refs(GRPC_SLICE_START_PTR(answer), GRPC_SLICE_LENGTH(answer), refs,
-                                  n_images, err);
+    int rc = pg_grpc_unary_call(ch, v->list_images, "", 0, timeout_ms, &answer, st, err);
+    if (rc != PG_OK) {
+        pg_error_prefix(err, "ListImages: %s", cri_status_name(*st));
+        return rc;
+    }
+    rc = cri_list_images_refs(GRPC_SLICE_START_PTR(answer), GRPC_SLICE_LENGTH(answer), refs,
+                              n_images, err);
     grpc_slice_unref(answer);
     if (rc != PG_OK)
         return rc;
-    if (pg_grpc_unary_call(ch, v->list_containers, "", 0, timeout_ms, &answer, st, why,
-                           sizeof why))
-        return pg_fail(err, PG_ERR_IO, "ListContainers: %s (%s)", cri_status_name(*st), why);
+    rc = pg_grpc_unary_call(ch, v->list_containers, "", 0, timeout_ms, &answer, st, err);
+    if (rc != PG_OK) {
+        pg_error_prefix(err, "ListContainers: %s", cri_status_name(*st));
+        return rc;
+    }
     rc = cri_list_containers_refs(GRPC_SLICE_START_PTR(answer), GRPC_SLICE_LENGTH(answer), refs,
                                   err);
     grpc_slice_unref(answer);

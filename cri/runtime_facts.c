@@ -43,9 +43,8 @@ static bool ask_version(cri_runtime_facts *f, char *name, char *version, size_t 
 {
     grpc_slice answer;
     grpc_status_code st;
-    char why[400];
-    if (pg_grpc_unary_call(f->channel, VERSION_METHOD, "", 0, VERSION_TIMEOUT_MS, &answer, &st, why,
-                           sizeof why))
+    if (pg_grpc_unary_call(f->channel, VERSION_METHOD, "", 0, VERSION_TIMEOUT_MS, &answer, &st,
+                           NULL) != PG_OK)
         return false;
     Runtime__V1__VersionResponse *v = runtime__v1__version_response__unpack(
         NULL, GRPC_SLICE_LENGTH(answer), GRPC_SLICE_START_PTR(answer));
@@ -114,10 +113,11 @@ cri_runtime_facts *cri_runtime_facts_start(const char *endpoint, pg_runtime conf
     return f;
 }
 
-bool cri_runtime_facts_namespaced_auth(cri_runtime_facts *f, char *why, size_t why_size)
+bool cri_runtime_facts_namespaced_auth(cri_runtime_facts *f, cri_crio_auth *out)
 {
+    memset(out, 0, sizeof *out);
     if (!f) {
-        snprintf(why, why_size, "no runtime facts");
+        snprintf(out->why, sizeof out->why, "no runtime facts");
         return false;
     }
     pthread_mutex_lock(&f->t.lock);
@@ -127,16 +127,18 @@ bool cri_runtime_facts_namespaced_auth(cri_runtime_facts *f, char *why, size_t w
     memcpy(version, f->version, sizeof version);
     pthread_mutex_unlock(&f->t.lock);
     if (!known && !crio) {
-        snprintf(why, why_size, "the runtime has not answered Version yet: it may be CRI-O");
-        return true;
+        snprintf(out->why, sizeof out->why,
+                 "the runtime has not answered Version yet: it may be CRI-O");
+        return out->namespaced = true;
     }
     if (!crio) {
-        snprintf(why, why_size, "runtime %s holds no credentials per namespace", name);
+        snprintf(out->why, sizeof out->why, "runtime %s holds no credentials per namespace", name);
         return false;
     }
     cri_crio_auth a;
     cri_crio_auth_read(f->crio_config, f->crio_config_dir, known ? version : NULL, &a);
-    snprintf(why, why_size, "CRI-O: %s", a.why);
+    *out = a;
+    snprintf(out->why, sizeof out->why, "CRI-O: %.500s", a.why);
     return a.namespaced;
 }
 

@@ -8,6 +8,7 @@
 #ifndef PULLGATE_CRI_RUNTIME_FACTS_H
 #define PULLGATE_CRI_RUNTIME_FACTS_H
 
+#include "crio_auth.h"
 #include "internal.h"
 
 #include <stdbool.h>
@@ -22,11 +23,11 @@ cri_runtime_facts *cri_runtime_facts_start(const char *endpoint, pg_runtime conf
 
 /*
  * Whether a pull without credentials that names a pod namespace may have been made with the
- * runtime's own credentials for that namespace; why (for the record's log line) says how it
- * was decided. CRI-O's files are read at every call (a few small files): a change takes effect
- * at the next pull. f NULL: no.
+ * runtime's own credentials for that namespace (out->namespaced, returned too); out->why (for
+ * the record's log line) says how it was decided. CRI-O's files are read at every call (a few
+ * small files): a change takes effect at the next pull. f NULL: no.
  */
-bool cri_runtime_facts_namespaced_auth(cri_runtime_facts *f, char *why, size_t why_size);
+bool cri_runtime_facts_namespaced_auth(cri_runtime_facts *f, cri_crio_auth *out);
 
 /* Waits at most timeout_ms for the runtime's first answer (start-up: pulls that come before it
  * are taken as namespace-bound). true when it answered. */

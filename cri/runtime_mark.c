@@ -69,34 +69,33 @@ static bool same_endpoint(const char *a, const char *b)
 }
 
 int cri_runtime_mark_check(const char *state_dir, const char *endpoint, bool explicit_endpoint,
-                           char *why, size_t why_size)
+                           pg_error *err)
 {
     char *recorded = NULL;
-    pg_error err = {0};
-    int rc = runtime_mark_read(state_dir, &recorded, &err);
-    if (rc == PG_ERR_NOT_FOUND && explicit_endpoint)
+    pg_error local = {0}, *e = err ? err : &local; /* NOT_FOUND decides, message or not */
+    int rc = runtime_mark_read(state_dir, &recorded, e);
+    if (rc == PG_ERR_NOT_FOUND && explicit_endpoint) {
+        pg_error_clear(e);
         return PG_OK; /* no daemon recorded one: the operator named the runtime */
-    if (rc == PG_ERR_NOT_FOUND) {
-        snprintf(why, why_size,
-                 "no runtime recorded in %s/%s: pullgate-cri records the runtime it serves "
-                 "when it starts, and the records are pruned only against that one (start "
-                 "pullgate-cri, or name the runtime with --runtime-endpoint)",
-                 state_dir, CRI_RUNTIME_MARK);
-        return rc;
     }
+    if (rc == PG_ERR_NOT_FOUND)
+        return pg_fail(err, rc,
+                       "no runtime recorded in %.120s/%s: pullgate-cri records the runtime it "
+                       "serves when it starts, and the records are pruned only against that one "
+                       "(start pullgate-cri, or name the runtime with --runtime-endpoint)",
+                       state_dir, CRI_RUNTIME_MARK);
     if (rc != PG_OK) {
-        snprintf(why, why_size, "the recorded runtime cannot be read: %s", err.message);
+        pg_error_prefix(err, "the recorded runtime cannot be read");
         return rc;
     }
-    if (!same_endpoint(recorded, endpoint)) {
-        snprintf(why, why_size,
-                 "the records were made against %s, the runtime pullgate-cri serves (recorded in "
-                 "%s/%s), and this prune would list %s: every record of an image only the first "
-                 "holds would be deleted; give pullgate-cri and the prune one endpoint "
-                 "(criRuntimeEndpoint in the configuration file, not a drop-in)",
-                 recorded, state_dir, CRI_RUNTIME_MARK, endpoint);
-        rc = PG_ERR_CONFIG;
-    }
+    if (!same_endpoint(recorded, endpoint))
+        rc = pg_fail(err, PG_ERR_CONFIG,
+                     "the records were made against %.120s, the runtime pullgate-cri serves "
+                     "(recorded in %.120s/%s), and this prune would list %.120s: every record of "
+                     "an image only the first holds would be deleted; give pullgate-cri and the "
+                     "prune one endpoint (criRuntimeEndpoint in the configuration file, not a "
+                     "drop-in)",
+                     recorded, state_dir, CRI_RUNTIME_MARK, endpoint);
     free(recorded);
     return rc;
 }

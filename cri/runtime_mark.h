@@ -24,10 +24,10 @@ int cri_runtime_mark_write(const char *state_dir, const char *endpoint, pg_error
 
 /*
  * Whether a prune listing `endpoint` may prune the records of state_dir: PG_OK, or a code
- * with why (never empty) saying both endpoints. explicit_endpoint: the endpoint was given on
- * the command line (--runtime-endpoint), which is taken when no daemon recorded one.
+ * whose message says both endpoints. explicit_endpoint: the endpoint was given on the command
+ * line (--runtime-endpoint), which is taken when no daemon recorded one.
  */
 int cri_runtime_mark_check(const char *state_dir, const char *endpoint, bool explicit_endpoint,
-                           char *why, size_t why_size);
+                           pg_error *err);
 
 #endif

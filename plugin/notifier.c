@@ -308,9 +308,9 @@ static int probe_tcp(const char *host, const char *port, const char *family, int
     return rc;
 }
 
-/* Probes one parsed address entry. Returns 0 when libdbus may connect to
- * it without blocking; otherwise writes the reason into why. */
-static int probe_entry(DBusAddressEntry *entry, int64_t deadline, char *why, size_t why_len)
+/* Probes one parsed address entry: PG_OK when libdbus may connect to it
+ * without blocking, otherwise why not. */
+static int probe_entry(DBusAddressEntry *entry, int64_t deadline, pg_error *why)
 {
     const char *method = dbus_address_entry_get_method(entry);
     const char *reason = NULL;
@@ -318,36 +318,32 @@ static int probe_entry(DBusAddressEntry *entry, int64_t deadline, char *why, siz
     if (strcmp(method, "unix") == 0) {
         const char *path = dbus_address_entry_get_value(entry, "path");
         const char *abstract = dbus_address_entry_get_value(entry, "abstract");
-        if (!path && !abstract) {
-            snprintf(why, why_len, "unix address without path= or abstract=");
-            return -1;
-        }
+        if (!path && !abstract)
+            return pg_fail(why, PG_ERR_INVALID, "unix address without path= or abstract=");
         rc = path ? probe_unix(path, 0, deadline) : probe_unix(abstract, 1, deadline);
     } else if (strcmp(method, "tcp") == 0) {
         rc = probe_tcp(dbus_address_entry_get_value(entry, "host"),
                        dbus_address_entry_get_value(entry, "port"),
                        dbus_address_entry_get_value(entry, "family"), deadline, &reason);
     } else {
-        snprintf(why, why_len,
-                 "transport \"%s\" is not supported (its connect cannot be time-bounded)", method);
-        return -1;
+        return pg_fail(why, PG_ERR_INVALID,
+                       "transport \"%s\" is not supported (its connect cannot be time-bounded)",
+                       method);
     }
     if (rc == 0)
-        return 0;
+        return PG_OK;
     if (reason)
-        snprintf(why, why_len, "%s", reason);
-    else if (rc == EAGAIN)
-        snprintf(why, why_len, "bus is not accepting connections (listen backlog full)");
-    else
-        snprintf(why, why_len, "cannot connect: %s", strerror(rc));
-    return -1;
+        return pg_fail(why, PG_ERR_INVALID, "%s", reason);
+    if (rc == EAGAIN)
+        return pg_fail(why, PG_ERR_IO, "bus is not accepting connections (listen backlog full)");
+    return pg_fail(why, PG_ERR_IO, "cannot connect: %s", strerror(rc));
 }
 
 /* Copies the first entry of address (entries are separated by ';', which
  * never appears unescaped inside a value) that answers the probe. */
 static char *pick_reachable_entry(pg_notifier *n, int64_t deadline)
 {
-    char why[256] = "empty address";
+    pg_error why = {PG_ERR_INVALID, "empty address"};
     const char *p = n->address;
     while (*p && ms_left(deadline) > 0) {
         size_t len = strcspn(p, ";");
@@ -361,7 +357,7 @@ static char *pick_reachable_entry(pg_notifier *n, int64_t deadline)
         int count = 0;
         dbus_error_init(&derr);
         if (len > 0 && dbus_parse_address(one, &entries, &count, &derr)) {
-            int ok = count == 1 && probe_entry(entries[0], deadline, why, sizeof why) == 0;
+            int ok = count == 1 && probe_entry(entries[0], deadline, &why) == PG_OK;
             dbus_address_entries_free(entries);
             if (ok)
                 return one;
@@ -371,8 +367,8 @@ static char *pick_reachable_entry(pg_notifier *n, int64_t deadline)
         p += len + (p[len] == ';');
     }
     if (ms_left(deadline) == 0)
-        snprintf(why, sizeof why, "timed out connecting");
-    mark_down(n, "D-Bus %s: %s", n->address, why);
+        pg_fail(&why, PG_ERR_TIMEOUT, "timed out connecting");
+    mark_down(n, "D-Bus %s: %s", n->address, why.message);
     return NULL;
 }
 

@@ -79,9 +79,9 @@ PG_API void pg_error_clear(pg_error *err)
 
 PG_API const char *pg_code_name(int code)
 {
-    static const char *const names[] = {"ok",     "invalid", "nomem",     "io",     "corrupt",
-                                        "unsafe", "limit",   "not-found", "config", "internal",
-                                        "quota"};
+    static const char *const names[] = {"ok",      "invalid",  "nomem", "io",
+                                        "corrupt", "unsafe",   "limit", "not-found",
+                                        "config",  "internal", "quota", "timeout"};
     if (code < 0 || (size_t)code >= sizeof names / sizeof names[0])
         return "unknown";
     return names[code];

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "files.h"
+
+#include "cleanup.h"
 #include "internal.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,79 +29,78 @@ int wh_file_id_equal(const wh_file_id *a, const wh_file_id *b)
            a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
 }
 
-long long wh_now_ms(void) { return pg_monotonic_ms(); }
-
-long long wh_now_us(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (long long)now.tv_sec * 1000000 + now.tv_nsec / 1000;
-}
-
-static int check_opened(int fd, const char *path, size_t max, int private_, char *msg,
-                        size_t msg_size)
+static int check_opened(int fd, const char *path, size_t max, int private_, pg_error *err)
 {
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        snprintf(msg, msg_size, "%.200s: %s", path, strerror(errno));
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(msg, msg_size, "%.200s: not a regular file", path);
-        return -1;
-    }
-    if ((size_t)st.st_size > max) {
-        snprintf(msg, msg_size, "%.200s: larger than %zu bytes", path, max);
-        return -1;
-    }
-    if (private_ && (st.st_mode & (S_IRWXO | S_IWGRP))) {
-        snprintf(msg, msg_size, "%.200s: readable by others or writable by its group (mode %04o)",
-                 path, (unsigned)(st.st_mode & 07777));
-        return -1;
-    }
-    return 0;
+    if (fstat(fd, &st) != 0)
+        return pg_fail_errno(err, errno, "%.200s", path);
+    if (!S_ISREG(st.st_mode))
+        return pg_fail(err, PG_ERR_UNSAFE, "%.200s: not a regular file", path);
+    if ((size_t)st.st_size > max)
+        return pg_fail(err, PG_ERR_LIMIT, "%.200s: larger than %zu bytes", path, max);
+    if (private_ && (st.st_mode & (S_IRWXO | S_IWGRP)))
+        return pg_fail(err, PG_ERR_UNSAFE,
+                       "%.200s: readable by others or writable by its group (mode %04o)", path,
+                       (unsigned)(st.st_mode & 07777));
+    return PG_OK;
 }
 
-int wh_read_file(const char *path, size_t max, int private_, char **buf, size_t *len, char *msg,
-                 size_t msg_size)
+/* Reads to EOF, bounded (the size may change under us); wipes what it read on failure. */
+static int read_bounded(int fd, const char *path, size_t max, char *data, size_t *len,
+                        pg_error *err)
+{
+    size_t used = 0;
+    int rc = PG_OK;
+    for (ssize_t n = 1; rc == PG_OK && n != 0;) {
+        n = read(fd, data + used, max + 1 - used);
+        if (n < 0 && errno != EINTR)
+            rc = pg_fail_errno(err, errno, "%.200s", path);
+        else if (n > 0 && (used += (size_t)n) > max)
+            rc = pg_fail(err, PG_ERR_LIMIT, "%.200s: larger than %zu bytes", path, max);
+    }
+    if (rc != PG_OK)
+        OPENSSL_cleanse(data, used < max + 1 ? used : max + 1);
+    data[rc == PG_OK ? used : 0] = '\0';
+    *len = used;
+    return rc;
+}
+
+int wh_read_file(const char *path, size_t max, int private_, char **buf, size_t *len, pg_error *err)
 {
     *buf = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        snprintf(msg, msg_size, "%.200s: %s", path, strerror(errno));
-        return -1;
-    }
-    char *data = NULL;
+    pg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return pg_fail_errno(err, errno, "%.200s", path);
+    int rc = check_opened(fd, path, max, private_, err);
+    if (rc != PG_OK)
+        return rc;
+    char *data = malloc(max + 1);
+    if (!data)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     size_t used = 0;
-    int rc = check_opened(fd, path, max, private_, msg, msg_size);
-    if (rc == 0 && !(data = malloc(max + 1))) {
-        snprintf(msg, msg_size, "out of memory");
-        rc = -1;
-    }
-    while (rc == 0) { /* the size may change under us: read until EOF, bounded */
-        ssize_t n = read(fd, data + used, max + 1 - used);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            snprintf(msg, msg_size, "%.200s: %s", path, strerror(errno));
-            rc = -1;
-        } else if (n == 0)
-            break;
-        else if ((used += (size_t)n) > max) {
-            snprintf(msg, msg_size, "%.200s: larger than %zu bytes", path, max);
-            rc = -1;
-        }
-    }
-    close(fd);
-    if (rc != 0) {
-        if (data)
-            OPENSSL_cleanse(data, used < max + 1 ? used : max + 1);
+    rc = read_bounded(fd, path, max, data, &used, err);
+    if (rc != PG_OK) {
         free(data);
-        return -1;
+        return rc;
     }
-    data[used] = '\0';
     *buf = data;
     *len = used;
-    return 0;
+    return PG_OK;
+}
+
+int wh_load_key(const char *path, pg_mac_key **out, pg_error *err)
+{
+    char *bytes;
+    size_t len;
+    *out = NULL;
+    int rc = wh_read_file(path, PG_MAC_KEY_MAX_BYTES, 1, &bytes, &len, err);
+    if (rc != PG_OK)
+        return rc;
+    rc = pg_mac_key_from_bytes(bytes, len, out, err);
+    if (rc != PG_OK)
+        pg_error_prefix(err, "%.200s", path);
+    OPENSSL_cleanse(bytes, len);
+    free(bytes);
+    return rc;
 }

@@ -9,6 +9,8 @@
 #ifndef PULLGATE_WEBHOOK_FILES_H
 #define PULLGATE_WEBHOOK_FILES_H
 
+#include "annotation_mac.h"
+
 #include <stddef.h>
 #include <sys/types.h>
 #include <time.h>
@@ -27,14 +29,14 @@ int wh_file_id_equal(const wh_file_id *a, const wh_file_id *b);
 /*
  * Reads a regular file of at most max bytes (symlinks followed, O_NONBLOCK so
  * a FIFO cannot block), NUL-terminated. private_ refuses a file any "other"
- * user may read or any group may write. On error returns -1 and writes why to
- * msg. *buf is malloc'd; wipe it (OPENSSL_cleanse) before free when secret.
+ * user may read or any group may write (PG_ERR_UNSAFE). *buf is malloc'd; wipe
+ * it (OPENSSL_cleanse) before free when secret. Nothing is kept on failure.
  */
-int wh_read_file(const char *path, size_t max, int private_, char **buf, size_t *len, char *msg,
-                 size_t msg_size);
+int wh_read_file(const char *path, size_t max, int private_, char **buf, size_t *len,
+                 pg_error *err);
 
-/* Monotonic milliseconds and microseconds. */
-long long wh_now_ms(void);
-long long wh_now_us(void);
+/* The annotation key (a Secret volume: symlinks followed, no access for others): a
+ * pg_key_loader for the holder that reloads it when it changes (common/keyholder.h). */
+int wh_load_key(const char *path, pg_mac_key **out, pg_error *err);
 
 #endif

@@ -171,11 +171,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(text, data, text_len);
     text[text_len] = '\0';
-    char msg[160] = "";
+    pg_error err = {0};
     size_t before = m.n_cidrs;
-    if (wh_cidrs_add(m.cidrs, &m.n_cidrs, text, msg, sizeof msg) != 0 && m.n_cidrs != before)
+    if (wh_cidrs_add(m.cidrs, &m.n_cidrs, text, &err) != PG_OK && m.n_cidrs != before)
         __builtin_trap();
-    if (m.n_cidrs > WH_CIDRS_MAX || memchr(msg, '\0', sizeof msg) == NULL)
+    if (m.n_cidrs > WH_CIDRS_MAX || memchr(err.message, '\0', sizeof err.message) == NULL)
         __builtin_trap();
     for (size_t i = 0; i < m.n_cidrs; i++) {
         char out[WH_CIDR_TEXT_MAX];

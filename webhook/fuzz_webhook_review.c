@@ -34,7 +34,7 @@ static void stub_get_one(wh_get_req *req)
         return;
     }
     if (strncmp(req->name, "fail", 4) == 0) {
-        snprintf(req->msg, sizeof req->msg, "HTTP 500");
+        pg_fail(&req->err, PG_ERR_IO, "HTTP 500");
         req->result = WH_FAILED;
         return;
     }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "kubeapi.h"
 
+#include "cleanup.h"
 #include "files.h"
+#include "internal.h"
 #include "memory.h"
 
 #include <curl/curl.h>
@@ -27,16 +29,15 @@ struct wh_kubeapi {
     CURLM *idle[WH_API_CLIENTS]; /* each keeps its own API connections */
     size_t n_idle, n_clients;
     atomic_int stopping;
-    int ready;
     long long ready_at_ms;
-    char ready_msg[WH_MESSAGE_MAX];
+    pg_error ready; /* PG_OK: the last probe was answered */
 };
 
 wh_kubeapi *wh_kubeapi_new(const char *server, const char *ca_file, const char *token_file,
-                           char *msg, size_t msg_size)
+                           pg_error *err)
 {
     if (!server || strncmp(server, "https://", 8) != 0 || strlen(server) > 512) {
-        snprintf(msg, msg_size, "the API server URL must start with https://");
+        pg_fail(err, PG_ERR_CONFIG, "the API server URL must start with https://");
         return NULL;
     }
     wh_kubeapi *api = calloc(1, sizeof *api);
@@ -47,7 +48,7 @@ wh_kubeapi *wh_kubeapi_new(const char *server, const char *ca_file, const char *
             free(api->ca_file);
         }
         free(api);
-        snprintf(msg, msg_size, "out of memory");
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
     size_t n = strlen(api->server);
@@ -90,43 +91,41 @@ void wh_kubeapi_stop(wh_kubeapi *api)
 /* ------------------------------------------------------------ token */
 
 /* Re-reads the token when the file behind the path changed. Called with the lock held. */
-static int refresh_token(wh_kubeapi *api, char *msg, size_t msg_size)
+static int refresh_token(wh_kubeapi *api, pg_error *err)
 {
     wh_file_id id;
-    if (wh_file_id_of(api->token_file, &id) != 0) {
-        snprintf(msg, msg_size, "service account token %.200s unreadable", api->token_file);
-        return -1;
-    }
+    if (wh_file_id_of(api->token_file, &id) != 0)
+        return pg_fail(err, PG_ERR_IO, "service account token %.200s unreadable", api->token_file);
     if (api->token && wh_file_id_equal(&id, &api->token_id))
-        return 0;
+        return PG_OK;
     char *text;
     size_t len;
-    if (wh_read_file(api->token_file, WH_MAX_TOKEN_BYTES, 0, &text, &len, msg, msg_size) != 0)
-        return -1;
+    int rc = wh_read_file(api->token_file, WH_MAX_TOKEN_BYTES, 0, &text, &len, err);
+    if (rc != PG_OK)
+        return rc;
     while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
         text[--len] = '\0';
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)text[i] <= ' ' || (unsigned char)text[i] > '~') {
             OPENSSL_cleanse(text, len);
             free(text);
-            snprintf(msg, msg_size, "service account token %.200s: not a bearer token",
-                     api->token_file);
-            return -1;
+            return pg_fail(err, PG_ERR_INVALID, "service account token %.200s: not a bearer token",
+                           api->token_file);
         }
     if (api->token)
         OPENSSL_cleanse(api->token, strlen(api->token));
     free(api->token);
     api->token = text;
     api->token_id = id;
-    return 0;
+    return PG_OK;
 }
 
 /* "Authorization: Bearer <token>" as a header list; wiped by free_headers. */
-static struct curl_slist *auth_headers(wh_kubeapi *api, char *msg, size_t msg_size)
+static struct curl_slist *auth_headers(wh_kubeapi *api, pg_error *err)
 {
     pthread_mutex_lock(&api->lock);
     struct curl_slist *headers = NULL;
-    if (refresh_token(api, msg, msg_size) == 0) {
+    if (refresh_token(api, err) == PG_OK) {
         size_t n = strlen(api->token) + sizeof "Authorization: Bearer ";
         char *line = malloc(n);
         if (line) {
@@ -140,7 +139,7 @@ static struct curl_slist *auth_headers(wh_kubeapi *api, char *msg, size_t msg_si
         if (!more) {
             curl_slist_free_all(headers);
             headers = NULL;
-            snprintf(msg, msg_size, "out of memory");
+            pg_fail(err, PG_ERR_NOMEM, "out of memory");
         }
     }
     pthread_mutex_unlock(&api->lock);
@@ -167,8 +166,8 @@ static CURLM *new_client(void)
     return m;
 }
 
-/* A free client, waiting for one until deadline_ms; NULL with msg when none came. */
-static CURLM *take_client(wh_kubeapi *api, int64_t deadline_ms, char *msg, size_t msg_size)
+/* A free client, waiting for one until deadline_ms; NULL with err when none came. */
+static CURLM *take_client(wh_kubeapi *api, int64_t deadline_ms, pg_error *err)
 {
     CURLM *m = NULL;
     int create = 0;
@@ -194,12 +193,15 @@ static CURLM *take_client(wh_kubeapi *api, int64_t deadline_ms, char *msg, size_
         api->n_clients--;
         pthread_mutex_unlock(&api->lock);
     }
-    if (!m)
-        snprintf(msg, msg_size, "%s",
-                 atomic_load(&api->stopping) ? "the webhook is stopping"
-                 : create                    ? "out of memory"
-                                             : "time limit exceeded waiting for an API client");
-    return m;
+    if (m)
+        return m;
+    if (atomic_load(&api->stopping))
+        pg_fail(err, PG_ERR_IO, "the webhook is stopping");
+    else if (create)
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    else
+        pg_fail(err, PG_ERR_TIMEOUT, "time limit exceeded waiting for an API client");
+    return NULL;
 }
 
 static void return_client(wh_kubeapi *api, CURLM *m)
@@ -308,27 +310,28 @@ static void end_transfers(CURLM *m, transfer *t, size_t n)
     }
 }
 
-/* Why a transfer has no usable answer, or NULL. */
-static const char *transfer_failure(wh_kubeapi *api, const transfer *t, char *msg, size_t msg_size,
-                                    const char **kind)
+/* PG_OK when a transfer has an answer; otherwise why not, and its metrics kind. */
+static int transfer_failure(wh_kubeapi *api, const transfer *t, pg_error *err, const char **kind)
 {
     if (!t->done || t->rc == CURLE_OPERATION_TIMEDOUT) { /* curl's timeout is the deadline */
-        snprintf(msg, msg_size, "API server %s: %s", api->server,
-                 atomic_load(&api->stopping) ? "the webhook is stopping" : "time limit exceeded");
         *kind = "timeout";
-    } else if (t->cut) {
-        snprintf(msg, msg_size,
-                 "API server %s: response larger than %u bytes or than the "
-                 "memory budget allows",
-                 api->server, WH_MAX_API_RESPONSE_BYTES);
+        if (atomic_load(&api->stopping))
+            return pg_fail(err, PG_ERR_IO, "API server %s: the webhook is stopping", api->server);
+        return pg_fail(err, PG_ERR_TIMEOUT, "API server %s: time limit exceeded", api->server);
+    }
+    if (t->cut) {
         *kind = "too-large";
-    } else if (t->rc != CURLE_OK) {
-        snprintf(msg, msg_size, "API server %s: %s", api->server,
-                 t->errbuf[0] ? t->errbuf : curl_easy_strerror(t->rc));
+        return pg_fail(err, PG_ERR_LIMIT,
+                       "API server %s: response larger than %u bytes or than the memory budget "
+                       "allows",
+                       api->server, WH_MAX_API_RESPONSE_BYTES);
+    }
+    if (t->rc != CURLE_OK) {
         *kind = "connection";
-    } else
-        return NULL;
-    return msg;
+        return pg_fail(err, PG_ERR_IO, "API server %s: %s", api->server,
+                       t->errbuf[0] ? t->errbuf : curl_easy_strerror(t->rc));
+    }
+    return PG_OK;
 }
 
 /* ------------------------------------------------------------ GETs */
@@ -345,7 +348,7 @@ static int is_not_found(const json_t *status, const char *resource, const char *
 }
 
 static wh_lookup interpret(long status, json_t *obj, const char *resource, const char *ns,
-                           const char *name, char *msg, size_t msg_size, const char **fail_kind)
+                           const char *name, pg_error *err, const char **fail_kind)
 {
     const char *kind = strcmp(resource, "secrets") == 0 ? "Secret" : "ServiceAccount";
     const json_t *meta = json_object_get(obj, "metadata");
@@ -353,14 +356,14 @@ static wh_lookup interpret(long status, json_t *obj, const char *resource, const
         if (same(wh_text_at(obj, "kind"), kind) && same(wh_text_at(meta, "name"), name) &&
             same(wh_text_at(meta, "namespace"), ns))
             return WH_FOUND;
-        snprintf(msg, msg_size, "HTTP 200 without the %s %s/%.64s", kind, ns, name);
+        pg_fail(err, PG_ERR_IO, "HTTP 200 without the %s %s/%.64s", kind, ns, name);
         *fail_kind = "invalid-response";
         return WH_FAILED;
     }
     if (status == 404 && is_not_found(obj, resource, name))
         return WH_NOT_FOUND;
     const char *why = wh_text_at(obj, "message");
-    snprintf(msg, msg_size, "HTTP %ld%s%.200s", status, why ? ": " : "", why ? why : "");
+    pg_fail(err, PG_ERR_IO, "HTTP %ld%s%.200s", status, why ? ": " : "", why ? why : "");
     *fail_kind = "http-error";
     return WH_FAILED;
 }
@@ -368,15 +371,13 @@ static wh_lookup interpret(long status, json_t *obj, const char *resource, const
 static void finish_get(wh_kubeapi *api, transfer *t, const char *ns, wh_get_req *req)
 {
     long status = 0;
-    if (transfer_failure(api, t, req->msg, sizeof req->msg, &req->fail_kind))
+    if (transfer_failure(api, t, &req->err, &req->fail_kind) != PG_OK)
         return;
     curl_easy_getinfo(t->h, CURLINFO_RESPONSE_CODE, &status);
     json_t *parsed = NULL;
     if (t->body.data && wh_parse_begin(wh_json_parse_cost(t->body.data, t->body.len)) != 0) {
-        snprintf(req->msg, sizeof req->msg,
-                 "API server %s: response larger than the memory "
-                 "budget allows now",
-                 api->server);
+        pg_fail(&req->err, PG_ERR_LIMIT,
+                "API server %s: response larger than the memory budget allows now", api->server);
         req->fail_kind = "too-large";
         return;
     }
@@ -386,20 +387,21 @@ static void finish_get(wh_kubeapi *api, transfer *t, const char *ns, wh_get_req 
         wh_parse_end();
     }
     wh_buf_wipe(&t->body); /* its text is in parsed now, or nowhere */
-    req->result = interpret(status, parsed, req->resource, ns, req->name, req->msg, sizeof req->msg,
-                            &req->fail_kind);
+    req->result =
+        interpret(status, parsed, req->resource, ns, req->name, &req->err, &req->fail_kind);
     if (req->result == WH_FOUND)
         req->obj = parsed;
     else
         json_decref(parsed);
 }
 
-static void fail_all(wh_get_req *reqs, size_t n, const char *msg, const char *kind)
+/* Every request fails as the round did (err: why; kind: its metrics label). */
+static void fail_all(wh_get_req *reqs, size_t n, const pg_error *err, const char *kind)
 {
     for (size_t i = 0; i < n; i++) {
         reqs[i].result = WH_FAILED;
         reqs[i].fail_kind = kind;
-        snprintf(reqs[i].msg, sizeof reqs[i].msg, "%s", msg);
+        reqs[i].err = *err;
     }
 }
 
@@ -411,7 +413,9 @@ static int start_gets(wh_kubeapi *api, CURLM *m, const char *ns, wh_get_req *req
         if ((strcmp(reqs[i].resource, "secrets") != 0 &&
              strcmp(reqs[i].resource, "serviceaccounts") != 0) ||
             !wh_is_dns_label(ns) || !wh_is_dns_subdomain(reqs[i].name)) {
-            fail_all(reqs, n, "refusing to look up an invalid object name", "other");
+            fail_all(reqs, n,
+                     &(pg_error){PG_ERR_INVALID, "refusing to look up an invalid object name"},
+                     "other");
             return -1;
         }
         char url[1024];
@@ -419,7 +423,7 @@ static int start_gets(wh_kubeapi *api, CURLM *m, const char *ns, wh_get_req *req
                  reqs[i].resource, reqs[i].name);
         if (!(t[i].h = new_transfer(api, &t[i], url, headers, deadline_ms)) ||
             curl_multi_add_handle(m, t[i].h) != CURLM_OK) {
-            fail_all(reqs, n, "out of memory", "other");
+            fail_all(reqs, n, &(pg_error){PG_ERR_NOMEM, "out of memory"}, "other");
             return -1;
         }
     }
@@ -429,23 +433,15 @@ static int start_gets(wh_kubeapi *api, CURLM *m, const char *ns, wh_get_req *req
 void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, int64_t deadline_ms)
 {
     wh_kubeapi *api = ctx;
-    char msg[WH_MESSAGE_MAX] = "";
-    for (size_t i = 0; i < n; i++) {
-        reqs[i].result = WH_FAILED;
-        reqs[i].obj = NULL;
-        reqs[i].msg[0] = '\0';
-        reqs[i].fail_kind = NULL;
-    }
-    struct curl_slist *headers = auth_headers(api, msg, sizeof msg);
-    CURLM *m = headers ? take_client(api, deadline_ms, msg, sizeof msg) : NULL;
-    transfer *t = m ? calloc(n, sizeof *t) : NULL;
-    if (m && !t)
-        snprintf(msg, sizeof msg, "out of memory");
+    pg_error err = {PG_ERR_NOMEM, "out of memory"}; /* what fails the round when nothing says */
+    for (size_t i = 0; i < n; i++)
+        reqs[i] =
+            (wh_get_req){.resource = reqs[i].resource, .name = reqs[i].name, .result = WH_FAILED};
+    struct curl_slist *headers = auth_headers(api, &err);
+    CURLM *m = headers ? take_client(api, deadline_ms, &err) : NULL;
+    pg_autofree transfer *t = m ? calloc(n, sizeof *t) : NULL;
     if (!t) /* no token, no free client before the deadline, or no memory */
-        fail_all(reqs, n, msg[0] ? msg : "out of memory",
-                 !headers ? "token"
-                 : !m     ? "timeout"
-                          : "other");
+        fail_all(reqs, n, &err, !headers ? "token" : !m ? "timeout" : "other");
     else if (start_gets(api, m, ns, reqs, n, t, headers, deadline_ms) == 0) {
         run_transfers(api, m, deadline_ms);
         for (size_t i = 0; i < n; i++)
@@ -453,7 +449,6 @@ void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, int64
     }
     if (t)
         end_transfers(m, t, n);
-    free(t);
     if (m)
         return_client(api, m);
     free_headers(headers);
@@ -461,51 +456,52 @@ void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, int64
 
 /* ------------------------------------------------------------ readiness */
 
-/* GET /version answered 200 by deadline_ms. */
-static int version_ok(wh_kubeapi *api, int64_t deadline_ms, char *msg, size_t msg_size)
+/* GET /version answered 200 by deadline_ms (err not NULL: its code is the answer). */
+static int version_ok(wh_kubeapi *api, int64_t deadline_ms, pg_error *err)
 {
-    struct curl_slist *headers = auth_headers(api, msg, msg_size);
-    CURLM *m = headers ? take_client(api, deadline_ms, msg, msg_size) : NULL;
+    struct curl_slist *headers = auth_headers(api, err);
+    CURLM *m = headers ? take_client(api, deadline_ms, err) : NULL;
     transfer t = {0};
     long status = 0;
     char url[600];
     snprintf(url, sizeof url, "%s/version", api->server);
+    int rc = m ? PG_OK : err->code;
     if (m && (!(t.h = new_transfer(api, &t, url, headers, deadline_ms)) ||
               curl_multi_add_handle(m, t.h) != CURLM_OK))
-        snprintf(msg, msg_size, "out of memory");
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     else if (m) {
         run_transfers(api, m, deadline_ms);
         const char *kind; /* readiness is not a review's read: not counted */
-        if (!transfer_failure(api, &t, msg, msg_size, &kind)) {
+        if ((rc = transfer_failure(api, &t, err, &kind)) == PG_OK)
             curl_easy_getinfo(t.h, CURLINFO_RESPONSE_CODE, &status);
-            if (status != 200)
-                snprintf(msg, msg_size, "API server answered HTTP %ld to GET /version", status);
-        }
+        if (rc == PG_OK && status != 200)
+            rc = pg_fail(err, PG_ERR_IO, "API server answered HTTP %ld to GET /version", status);
     }
     if (m) {
         end_transfers(m, &t, 1);
         return_client(api, m);
     }
     free_headers(headers);
-    return status == 200;
+    return rc;
 }
 
-int wh_kubeapi_ready(wh_kubeapi *api, long long cache_ms, char *msg, size_t msg_size)
+int wh_kubeapi_ready(wh_kubeapi *api, long long cache_ms, pg_error *err)
 {
-    long long now = wh_now_ms();
+    long long now = pg_monotonic_ms();
+    pg_error probe = {0};
     pthread_mutex_lock(&api->lock);
     int cached = api->ready_at_ms && now - api->ready_at_ms < cache_ms;
-    int ready = api->ready;
-    snprintf(msg, msg_size, "%s", api->ready_msg);
-    pthread_mutex_unlock(&api->lock);
     if (cached)
-        return ready;
-    msg[0] = '\0';
-    ready = version_ok(api, pg_monotonic_ms() + READY_TIMEOUT_MS, msg, msg_size);
-    pthread_mutex_lock(&api->lock);
-    api->ready = ready;
-    api->ready_at_ms = wh_now_ms();
-    snprintf(api->ready_msg, sizeof api->ready_msg, "%s", ready ? "" : msg);
+        probe = api->ready;
     pthread_mutex_unlock(&api->lock);
-    return ready;
+    if (!cached) {
+        version_ok(api, pg_monotonic_ms() + READY_TIMEOUT_MS, &probe);
+        pthread_mutex_lock(&api->lock);
+        api->ready = probe;
+        api->ready_at_ms = pg_monotonic_ms();
+        pthread_mutex_unlock(&api->lock);
+    }
+    if (err && probe.code != PG_OK)
+        *err = probe;
+    return probe.code;
 }

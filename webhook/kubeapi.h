@@ -22,17 +22,18 @@
 
 typedef struct wh_kubeapi wh_kubeapi;
 
-/* server: "https://host:port" (no trailing path). NULL with msg on error. */
+/* server: "https://host:port" (no trailing path). NULL with err on error. */
 wh_kubeapi *wh_kubeapi_new(const char *server, const char *ca_file, const char *token_file,
-                           char *msg, size_t msg_size);
+                           pg_error *err);
 void wh_kubeapi_free(wh_kubeapi *api);
 
 /* A wh_get_fn; ctx is the wh_kubeapi. The GETs of one call run concurrently
  * (libcurl multi interface, HTTP/1.1 keep-alive) and end by deadline_ms. */
 void wh_kubeapi_get(void *ctx, const char *ns, wh_get_req *reqs, size_t n, int64_t deadline_ms);
 
-/* 1 when GET /version answered 200 within a second; the answer is cached for cache_ms. */
-int wh_kubeapi_ready(wh_kubeapi *api, long long cache_ms, char *msg, size_t msg_size);
+/* PG_OK when GET /version answered 200 within a second, or why not; the answer is cached
+ * for cache_ms. */
+int wh_kubeapi_ready(wh_kubeapi *api, long long cache_ms, pg_error *err);
 
 /* Ends every transfer in progress (they fail) and refuses new ones: shutdown. */
 void wh_kubeapi_stop(wh_kubeapi *api);

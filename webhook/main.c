@@ -3,6 +3,9 @@
  * pullgate-webhook: the mutating admission webhook that writes the pod
  * credentials annotation (docs/webhook.md, pullgate-webhook(8)).
  */
+#include "cleanup.h"
+#include "files.h"
+#include "http_respond.h"
 #include "memory.h"
 #include "peers.h"
 #include "secrets.h"
@@ -14,7 +17,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
-#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,9 +170,9 @@ static int parse_options(int argc, char **argv, options *o)
         case OPT_HMAC: o->hmac_key_file = optarg; break;
         case OPT_UNKEYED: o->unkeyed = 1; break;
         case OPT_API_CIDR: {
-            char msg[160];
-            if (wh_cidrs_add(o->api_cidrs, &o->n_api_cidrs, optarg, msg, sizeof msg) != 0)
-                return usage_error(msg);
+            pg_error err = {0};
+            if (wh_cidrs_add(o->api_cidrs, &o->n_api_cidrs, optarg, &err) != PG_OK)
+                return usage_error(err.message);
             break;
         }
         case OPT_MAX_CONN:
@@ -191,31 +193,6 @@ static int parse_options(int argc, char **argv, options *o)
     return check_options(o);
 }
 
-/* ADDR:PORT or [V6ADDR]:PORT, numeric only. */
-static int parse_listen(const char *text, struct sockaddr_storage *ss)
-{
-    char host[128];
-    const char *colon = strrchr(text, ':');
-    if (!colon || (size_t)(colon - text) >= sizeof host || !colon[1])
-        return -1;
-    size_t n = (size_t)(colon - text);
-    memcpy(host, text, n);
-    host[n] = '\0';
-    char *h = host;
-    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
-        host[n - 1] = '\0';
-        h++;
-    }
-    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
-                             .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    if (getaddrinfo(h, colon + 1, &hints, &ai) != 0 || !ai)
-        return -1;
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    freeaddrinfo(ai);
-    return 0;
-}
-
 /* The in-cluster API server URL from the service environment. */
 static int in_cluster_server(char *url, size_t size)
 {
@@ -225,11 +202,6 @@ static int in_cluster_server(char *url, size_t size)
     int v6 = strchr(host, ':') != NULL;
     snprintf(url, size, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port);
     return 0;
-}
-
-static void log_tls(const char *level, const char *msg, const char *detail)
-{
-    wh_log(level, msg, detail);
 }
 
 /* Settings from pullgate.json; the strings are copied into *annotation / *key_file. */
@@ -273,42 +245,39 @@ static void block_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* The annotation key, or none with the explicit opt-out (loudly). 0, or the exit status. */
-static int open_keys(const options *o, const char *key_file, pg_keyholder **keys, char *msg,
-                     size_t msg_size)
+/* Whether pods get keyed annotations (1) or, with the explicit opt-out, unkeyed ones (0, said
+ * loudly); PG_ERR_CONFIG when the options contradict or say neither. */
+static int key_choice(const options *o, const char *key_file, pg_error *err)
 {
-    *keys = NULL;
-    if (o->unkeyed && *key_file) {
-        snprintf(msg, msg_size, "--unkeyed-annotations with an annotation key (%.200s): choose",
-                 key_file);
-        return EXIT_USAGE;
-    }
-    if (o->unkeyed) {
+    if (o->unkeyed && *key_file)
+        return pg_fail(err, PG_ERR_CONFIG,
+                       "--unkeyed-annotations with an annotation key (%.200s): choose", key_file);
+    if (!o->unkeyed && !*key_file)
+        return pg_fail(err, PG_ERR_CONFIG,
+                       "no annotation key: give --hmac-key-file (or hmacKeyFile in "
+                       "--config), or opt out with --unkeyed-annotations");
+    if (o->unkeyed)
         wh_log("warning", "UNKEYED ANNOTATIONS (--unkeyed-annotations)",
                "every pod's annotation carries its secrets' credential hashes in clear: "
                "offline-guessable for human passwords and readable by anyone who may read "
                "pods; a copied annotation is not bound to its namespace (docs/webhook.md)");
-        return 0;
+    return PG_OK;
+}
+
+/* The annotation key's holder; a key unusable at start refuses to start (later changes
+ * refuse reviews instead). */
+static int open_keys(const char *key_file, pg_keyholder **keys, pg_error *err)
+{
+    if (!(*keys = pg_keyholder_new(key_file, wh_load_key, wh_log)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    pg_key_ref *first = pg_keyholder_get(*keys, err);
+    if (first) {
+        pg_key_ref_release(first);
+        return PG_OK;
     }
-    if (!*key_file) {
-        snprintf(msg, msg_size,
-                 "no annotation key: give --hmac-key-file (or hmacKeyFile in "
-                 "--config), or opt out with --unkeyed-annotations");
-        return EXIT_USAGE;
-    }
-    if (!(*keys = pg_keyholder_new(key_file, wh_load_key, wh_log_key))) {
-        snprintf(msg, msg_size, "out of memory");
-        return 1;
-    }
-    /* Unusable at start: refuse to start (later changes refuse reviews instead). */
-    pg_key_ref *first = pg_keyholder_get(*keys, msg, msg_size);
-    pg_key_ref_release(first);
-    if (!first) {
-        pg_keyholder_free(*keys);
-        *keys = NULL;
-        return 1;
-    }
-    return 0;
+    pg_keyholder_free(*keys);
+    *keys = NULL;
+    return PG_ERR_CONFIG;
 }
 
 /* The reserve applies when someone can be known as the API server. */
@@ -348,15 +317,12 @@ static void log_serving(const options *o, const char *server_url, const char *an
 }
 
 static int serve(const options *o, const char *server_url, const char *annotation,
-                 pg_keyholder *keys, wh_kubeapi *api, wh_metrics *metrics, char *msg,
-                 size_t msg_size)
+                 pg_keyholder *keys, wh_kubeapi *api, wh_metrics *metrics, pg_error *err)
 {
     struct sockaddr_storage addr = {0}, health = {0};
-    if (parse_listen(o->listen, &addr) != 0 ||
-        (o->health_listen && parse_listen(o->health_listen, &health) != 0)) {
-        snprintf(msg, msg_size, "--listen/--health-listen: expected ADDR:PORT");
-        return -1;
-    }
+    if (pg_http_parse_address(o->listen, &addr) != 0 ||
+        (o->health_listen && pg_http_parse_address(o->health_listen, &health) != 0))
+        return pg_fail(err, PG_ERR_CONFIG, "--listen/--health-listen: expected ADDR:PORT");
     wh_server_config cfg = {.annotation_key = annotation,
                             .keys = keys,
                             .api = api,
@@ -367,52 +333,57 @@ static int serve(const options *o, const char *server_url, const char *annotatio
                             .api_cidrs = o->api_cidrs,
                             .n_api_cidrs = o->n_api_cidrs,
                             .metrics = metrics};
-    wh_server *server =
-        wh_server_start((struct sockaddr *)&addr,
-                        o->health_listen ? (struct sockaddr *)&health : NULL, &cfg, msg, msg_size);
+    wh_server *server = wh_server_start(
+        (struct sockaddr *)&addr, o->health_listen ? (struct sockaddr *)&health : NULL, &cfg, err);
     if (!server)
-        return -1;
+        return PG_ERR_IO;
     log_serving(o, server_url, annotation, keys != NULL);
     int sig = wait_for_signal();
     wh_log("info", "stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     wh_server_stop(server, STOP_GRACE_MS);
     wh_log("info", "stopped", NULL);
-    return 0;
+    return PG_OK;
 }
 
-/* TLS, the API client, then serve until a signal: 0, or 1 with msg. */
+/* TLS, the API client, then serve until a signal. */
 static int start(const options *o, const char *server_url, const char *ca, const char *token,
-                 const char *annotation, pg_keyholder *keys, char *msg, size_t msg_size)
+                 const char *annotation, pg_keyholder *keys, pg_error *err)
 {
-    wh_tls *tls = wh_tls_new(o->tls_cert, o->tls_key, log_tls, msg, msg_size);
+    wh_tls *tls = wh_tls_new(o->tls_cert, o->tls_key, wh_log, err);
     wh_kubeapi *api = NULL;
     wh_metrics metrics = {0};
-    int rc = 1;
-    if (tls && (!o->client_ca || wh_tls_require_clients(tls, o->client_ca, msg, msg_size) == 0) &&
-        (api = wh_kubeapi_new(server_url, ca, token, msg, msg_size)) &&
-        wh_metrics_init(&metrics, tls, msg, msg_size) == 0)
-        rc = serve(o, server_url, annotation, keys, api, &metrics, msg, msg_size) == 0 ? 0 : 1;
+    int rc = tls ? PG_OK : PG_ERR_CONFIG;
+    if (rc == PG_OK && o->client_ca)
+        rc = wh_tls_require_clients(tls, o->client_ca, err);
+    if (rc == PG_OK && !(api = wh_kubeapi_new(server_url, ca, token, err)))
+        rc = PG_ERR_CONFIG;
+    if (rc == PG_OK)
+        rc = wh_metrics_init(&metrics, tls, err);
+    if (rc == PG_OK)
+        rc = serve(o, server_url, annotation, keys, api, &metrics, err);
     wh_kubeapi_free(api);
     wh_metrics_free(&metrics);
     wh_tls_free(tls);
     return rc;
 }
 
+/* The exit status: 0 after a signal, 2 for contradicting options, 1 for anything else. */
 static int run(const options *o, const char *server_url, const char *ca, const char *token)
 {
-    char msg[WH_MESSAGE_MAX] = "";
-    char *annotation = NULL, *key_file = NULL;
+    pg_error err = {0};
+    pg_autofree char *annotation = NULL;
+    pg_autofree char *key_file = NULL;
     pg_keyholder *keys = NULL;
     int status = 1;
     if (read_config(o, &annotation, &key_file) != 0)
-        snprintf(msg, sizeof msg, "configuration unusable");
-    else if ((status = open_keys(o, key_file, &keys, msg, sizeof msg)) == 0)
-        status = start(o, server_url, ca, token, annotation, keys, msg, sizeof msg);
+        pg_fail(&err, PG_ERR_CONFIG, "configuration unusable");
+    else if (key_choice(o, key_file, &err) != PG_OK)
+        status = EXIT_USAGE;
+    else if (o->unkeyed || open_keys(key_file, &keys, &err) == PG_OK)
+        status = start(o, server_url, ca, token, annotation, keys, &err) == PG_OK ? 0 : 1;
     if (status != 0)
-        wh_log("error", "cannot start", msg);
+        wh_log("error", "cannot start", err.message);
     pg_keyholder_free(keys);
-    free(annotation);
-    free(key_file);
     return status;
 }
 

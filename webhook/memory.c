@@ -91,7 +91,8 @@ static void book(size_t n, int allocated)
         wh_uncharge(current, n);
 }
 
-void wh_free_wiped(void *p)
+/* Wipes and frees a block from malloc (or from the hooks); NULL is fine. */
+static void free_wiped(void *p)
 {
     if (!p)
         return;
@@ -143,7 +144,7 @@ static void *charged_realloc(void *old, size_t n)
         return NULL;
     size_t keep = malloc_usable_size(old);
     memcpy(p, old, keep < n ? keep : n);
-    wh_free_wiped(old);
+    free_wiped(old);
     return p;
 }
 
@@ -179,8 +180,8 @@ void wh_parse_end(void)
 int wh_memory_init(size_t limit)
 {
     global_limit = limit;
-    json_set_alloc_funcs(counted_malloc, wh_free_wiped);
-    return curl_global_init_mem(CURL_GLOBAL_DEFAULT, charged_malloc, wh_free_wiped, charged_realloc,
+    json_set_alloc_funcs(counted_malloc, free_wiped);
+    return curl_global_init_mem(CURL_GLOBAL_DEFAULT, charged_malloc, free_wiped, charged_realloc,
                                 charged_strdup, charged_calloc) == CURLE_OK
                ? 0
                : -1;

@@ -74,7 +74,4 @@ int wh_buf_append(wh_buf *b, const void *data, size_t n);
 /* Wipes and frees the contents; b can be reused (same max and account). */
 void wh_buf_wipe(wh_buf *b);
 
-/* Wipes and frees a block from malloc (or from the hooks); NULL is fine. */
-void wh_free_wiped(void *p);
-
 #endif

@@ -2,6 +2,8 @@
 /* Connection slots: peer keys, the API server's CIDRs, who is admitted or evicted (peers.h). */
 #include "peers.h"
 
+#include "internal.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -43,13 +45,11 @@ static int parse_prefix(const char *text, unsigned int *bits)
     return 0;
 }
 
-static int parse_cidr(const char *s, size_t len, wh_cidr *out, char *msg, size_t msg_size)
+static int parse_cidr(const char *s, size_t len, wh_cidr *out, pg_error *err)
 {
     char text[WH_CIDR_TEXT_MAX];
-    if (len == 0 || len >= sizeof text) {
-        snprintf(msg, msg_size, "--api-server-cidr: an empty or overlong entry");
-        return -1;
-    }
+    if (len == 0 || len >= sizeof text)
+        return pg_fail(err, PG_ERR_INVALID, "--api-server-cidr: an empty or overlong entry");
     memcpy(text, s, len);
     text[len] = '\0';
     char *slash = strchr(text, '/');
@@ -60,41 +60,37 @@ static int parse_cidr(const char *s, size_t len, wh_cidr *out, char *msg, size_t
     unsigned int width = v6 ? 128 : 32;
     unsigned char addr[16] = {0};
     if (inet_pton(v6 ? AF_INET6 : AF_INET, text, addr) != 1 ||
-        (slash && parse_prefix(slash + 1, &bits) != 0) || (slash && bits > width)) {
-        snprintf(msg, msg_size, "--api-server-cidr: %.*s is not an address or a CIDR", (int)len, s);
-        return -1;
-    }
+        (slash && parse_prefix(slash + 1, &bits) != 0) || (slash && bits > width))
+        return pg_fail(err, PG_ERR_INVALID, "--api-server-cidr: %.*s is not an address or a CIDR",
+                       (int)len, s);
     if (!slash)
         bits = width;
-    if (bits == 0) {
-        snprintf(msg, msg_size, "--api-server-cidr: %.*s matches every address", (int)len, s);
-        return -1;
-    }
-    if (v6 && IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)addr)) {
-        snprintf(msg, msg_size, "--api-server-cidr: write %.*s as IPv4", (int)len, s);
-        return -1;
-    }
+    if (bits == 0)
+        return pg_fail(err, PG_ERR_INVALID, "--api-server-cidr: %.*s matches every address",
+                       (int)len, s);
+    if (v6 && IN6_IS_ADDR_V4MAPPED((const struct in6_addr *)addr))
+        return pg_fail(err, PG_ERR_INVALID, "--api-server-cidr: write %.*s as IPv4", (int)len, s);
     clear_host_bits(addr, width, bits);
     memset(out, 0, sizeof *out);
     out->net[0] = v6 ? 6 : 4;
     memcpy(out->net + 1, addr, width / 8);
     out->bits = bits;
-    return 0;
+    return PG_OK;
 }
 
-int wh_cidrs_add(wh_cidr *list, size_t *n, const char *text, char *msg, size_t msg_size)
+int wh_cidrs_add(wh_cidr *list, size_t *n, const char *text, pg_error *err)
 {
     size_t count = *n;
     wh_cidr parsed[WH_CIDRS_MAX];
     const char *p = text;
     for (;;) {
         size_t len = strcspn(p, ",");
-        if (count >= WH_CIDRS_MAX) {
-            snprintf(msg, msg_size, "--api-server-cidr: more than %d entries", WH_CIDRS_MAX);
-            return -1;
-        }
-        if (parse_cidr(p, len, &parsed[count - *n], msg, msg_size) != 0)
-            return -1;
+        if (count >= WH_CIDRS_MAX)
+            return pg_fail(err, PG_ERR_LIMIT, "--api-server-cidr: more than %d entries",
+                           WH_CIDRS_MAX);
+        int rc = parse_cidr(p, len, &parsed[count - *n], err);
+        if (rc != PG_OK)
+            return rc;
         count++;
         if (p[len] == '\0')
             break;
@@ -102,7 +98,7 @@ int wh_cidrs_add(wh_cidr *list, size_t *n, const char *text, char *msg, size_t m
     }
     memcpy(list + *n, parsed, (count - *n) * sizeof *parsed);
     *n = count;
-    return 0;
+    return PG_OK;
 }
 
 void wh_cidr_text(const wh_cidr *c, char *out, size_t size)

@@ -26,6 +26,8 @@
 #ifndef PULLGATE_WEBHOOK_PEERS_H
 #define PULLGATE_WEBHOOK_PEERS_H
 
+#include "pullgate/pullgate.h"
+
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -45,9 +47,9 @@ void wh_peer_key(const struct sockaddr *sa, unsigned char key[WH_PEER_KEY_BYTES]
  * Appends "CIDR[,CIDR...]" to list (n entries, WH_CIDRS_MAX at most): IPv4 or
  * IPv6, a bare address meaning /32 or /128; host bits are cleared, as the
  * NetworkPolicy's ipBlock reads them. A prefix of 0 (every address) is refused.
- * 0, or -1 with msg (list and *n unchanged).
+ * PG_ERR_INVALID or PG_ERR_LIMIT (over WH_CIDRS_MAX) leave list and *n unchanged.
  */
-int wh_cidrs_add(wh_cidr *list, size_t *n, const char *text, char *msg, size_t msg_size);
+int wh_cidrs_add(wh_cidr *list, size_t *n, const char *text, pg_error *err);
 #define WH_CIDR_TEXT_MAX 64
 /* The CIDR as text ("10.0.0.0/24"), for the log. */
 void wh_cidr_text(const wh_cidr *c, char *out, size_t size);

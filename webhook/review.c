@@ -9,14 +9,16 @@
  *    annotation does not cover (the API server drops annotation patches there);
  *  - pods/status UPDATE: the annotation cannot change there (restored);
  *  - pods/binding CREATE: a Binding cannot carry the annotation (removed);
- *  - anything that cannot be computed refuses the pod with a message, and
- *    every review whose request.uid can be read is answered HTTP 200, so a
- *    failure here is a refusal, never a call failure failurePolicy decides;
+ *  - anything that cannot be computed refuses the pod with a message and a
+ *    code (pg_error; http_status_of maps it), and every review whose
+ *    request.uid can be read is answered HTTP 200, so a failure here is a
+ *    refusal, never a call failure failurePolicy decides;
  *  - a body that is not an admission.k8s.io/v1 AdmissionReview with a
  *    readable uid is HTTP 400 (413 when it was cut before the uid).
  */
 #include "review.h"
 
+#include "cleanup.h"
 #include "memory.h"
 #include "secrets.h"
 
@@ -37,54 +39,12 @@ typedef struct review {
     const char *uid, *ns, *operation, *sub_resource;
     json_t *log;
     json_t *warnings; /* array of strings */
-    char message[WH_MESSAGE_MAX];
-    int status_code;      /* of a refusal */
+    pg_error err;     /* code not PG_OK: the pod is refused, with this message */
     int answering;        /* before_answer was called */
     wh_matching matching; /* secrets.h */
 } review;
 
 /* ------------------------------------------------------------ utilities */
-
-int wh_is_dns_label(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-            return 0;
-    return 1;
-}
-
-int wh_is_dns_subdomain(const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > 253)
-        return 0;
-    /* Labels separated by dots; each one a DNS-1123 label (no "..", no "/"). */
-    char label[64];
-    size_t start = 0;
-    for (size_t i = 0; i <= n; i++) {
-        if (i < n && s[i] != '.')
-            continue;
-        size_t len = i - start;
-        if (len == 0 || len > 63)
-            return 0;
-        memcpy(label, s + start, len);
-        label[len] = '\0';
-        if (!wh_is_dns_label(label))
-            return 0;
-        start = i + 1;
-    }
-    return 1;
-}
-
-const char *wh_text_at(const json_t *obj, const char *key)
-{
-    const json_t *v = json_object_get(obj, key);
-    const char *s = json_string_value(v);
-    return s && strlen(s) == json_string_length(v) ? s : NULL;
-}
 
 /* A string member that may be absent or null: 0 (absent, *out NULL), 1, or -1 (wrong type, NUL). */
 static int optional_text(const json_t *obj, const char *key, const char **out)
@@ -106,22 +66,49 @@ static void printable_ascii(char *s)
             *s = '?';
 }
 
-/* Records why the pod is refused; returns -1 so callers can `return refuse(...)`. */
+/*
+ * The HTTP status of a refusal, by its code: the one place the two meet. The
+ * request's own faults are the 4xx; whatever the webhook could not read or do
+ * (an API read, a pull secret, the key, memory) is a server error.
+ */
+static int http_status_of(int code)
+{
+    static const struct {
+        int code, status;
+    } table[] = {
+        {PG_ERR_INVALID, 400}, /* malformed, or more than one pod may hold */
+        {PG_ERR_LIMIT, 413},   /* the body: over the size bound or the memory budget */
+        {PG_ERR_TIMEOUT, 504}, /* the review's deadline */
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].code == code)
+            return table[i].status;
+    return 500;
+}
+
+/* r->err holds why the pod is refused: its message goes into JSON and logs. */
+static int refused(review *r)
+{
+    printable_ascii(r->err.message);
+    return r->err.code;
+}
+
+/* Records why the pod is refused; returns the code so callers can `return refuse(...)`. */
 static int refuse(review *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int refuse(review *r, int code, const char *fmt, ...)
 {
+    char text[PG_ERROR_MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(r->message, sizeof r->message, fmt, ap);
+    vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    printable_ascii(r->message);
-    r->status_code = code;
-    return -1;
+    pg_fail(&r->err, code, "%s", text);
+    return refused(r);
 }
 
 static int refuse_late(review *r, const char *what)
 {
-    return refuse(r, 504, "time limit exceeded %s", what);
+    return refuse(r, PG_ERR_TIMEOUT, "time limit exceeded %s", what);
 }
 
 /* Appends "name: reason" to the log's skippedSecrets (the name printable, cut at 64). */
@@ -151,13 +138,13 @@ static int for_each_image(review *r, const char *const *lists, image_fn fn, void
 {
     const json_t *spec = json_object_get(r->pod, "spec");
     if (!json_is_object(spec))
-        return refuse(r, 400, "malformed pod: no spec");
+        return refuse(r, PG_ERR_INVALID, "malformed pod: no spec");
     for (const char *const *l = lists; *l; l++) {
         const json_t *containers = json_object_get(spec, *l);
         if (!containers || json_is_null(containers))
             continue;
         if (!json_is_array(containers))
-            return refuse(r, 400, "malformed pod: spec.%s is not a list", *l);
+            return refuse(r, PG_ERR_INVALID, "malformed pod: spec.%s is not a list", *l);
         size_t i;
         const json_t *c;
         json_array_foreach(containers, i, c)
@@ -167,9 +154,11 @@ static int for_each_image(review *r, const char *const *lists, image_fn fn, void
                 return refuse_late(r, "reading the containers");
             int got = optional_text(c, "image", &image);
             if (got < 0)
-                return refuse(r, 400, "malformed pod: spec.%s[%zu].image is not a string", *l, i);
-            if (got && fn(r, *l, name ? name : "", image, arg) != 0)
-                return -1; /* no image: nothing will be pulled for it */
+                return refuse(r, PG_ERR_INVALID,
+                              "malformed pod: spec.%s[%zu].image is not a string", *l, i);
+            int rc = got ? fn(r, *l, name ? name : "", image, arg) : PG_OK;
+            if (rc != PG_OK) /* no image: nothing will be pulled for it */
+                return rc;
         }
     }
     return 0;
@@ -186,10 +175,10 @@ static int add_image(review *r, const char *list, const char *container, const c
     pg_error err = {0};
     size_t before = pg_annotation_count(a);
     if (pg_annotation_add_image(a, image, NULL, &err) != PG_OK)
-        return refuse(r, 400, "%s \"%.64s\": image \"%.200s\": %s", list, container, image,
-                      err.message);
+        return refuse(r, PG_ERR_INVALID, "%s \"%.64s\": image \"%.200s\": %s", list, container,
+                      image, err.message);
     if (pg_annotation_count(a) > WH_MAX_IMAGES)
-        return refuse(r, 400, "more than %d distinct images in one pod", WH_MAX_IMAGES);
+        return refuse(r, PG_ERR_INVALID, "more than %d distinct images in one pod", WH_MAX_IMAGES);
     if (pg_annotation_count(a) > before) /* one log entry per distinct name */
         json_array_append_new(json_object_get(r->log, "images"), json_string(image));
     return 0;
@@ -205,7 +194,7 @@ static int collect_secret_names(review *r, const json_t *refs, const char *where
     if (!refs || json_is_null(refs))
         return 0;
     if (!json_is_array(refs))
-        return refuse(r, 400, "malformed %s: imagePullSecrets is not a list", where);
+        return refuse(r, PG_ERR_INVALID, "malformed %s: imagePullSecrets is not a list", where);
     size_t i;
     const json_t *ref;
     json_array_foreach(refs, i, ref)
@@ -225,9 +214,10 @@ static int collect_secret_names(review *r, const json_t *refs, const char *where
         const json_t *n;
         json_array_foreach(names, j, n) seen |= strcmp(json_string_value(n), name) == 0;
         if (!seen && json_array_append_new(names, json_string(name)) != 0)
-            return refuse(r, 500, "out of memory");
+            return refuse(r, PG_ERR_NOMEM, "out of memory");
         if (json_array_size(names) > WH_MAX_PULL_SECRETS)
-            return refuse(r, 400, "more than %d image pull secrets", WH_MAX_PULL_SECRETS);
+            return refuse(r, PG_ERR_INVALID, "more than %d image pull secrets",
+                          WH_MAX_PULL_SECRETS);
     }
     return 0;
 }
@@ -239,11 +229,9 @@ static int fetch(review *r, wh_get_req *reqs, size_t n)
 {
     if (past_deadline(r))
         return refuse_late(r, "before reading the service account and secrets");
-    for (size_t i = 0; i < n; i++) {
-        reqs[i].result = WH_FAILED;
-        reqs[i].obj = NULL;
-        reqs[i].msg[0] = '\0';
-    }
+    for (size_t i = 0; i < n; i++)
+        reqs[i] =
+            (wh_get_req){.resource = reqs[i].resource, .name = reqs[i].name, .result = WH_FAILED};
     r->cfg->get(r->cfg->get_ctx, r->ns, reqs, n, r->cfg->deadline_ms);
     return 0;
 }
@@ -254,12 +242,12 @@ static wh_lookup outcome_of(review *r, wh_get_req *req)
     if (req->result == WH_FOUND && !json_is_object(req->obj)) {
         json_decref(req->obj);
         req->obj = NULL;
-        snprintf(req->msg, sizeof req->msg, "not an object");
+        pg_fail(&req->err, PG_ERR_IO, "not an object");
         req->result = WH_FAILED;
     }
     if (req->result == WH_FAILED || (req->result != WH_FOUND && req->result != WH_NOT_FOUND)) {
-        refuse(r, 500, "cannot read %s %s/%.64s: %.300s", req->resource, r->ns, req->name,
-               req->msg[0] ? req->msg : "lookup failed");
+        refuse(r, PG_ERR_IO, "cannot read %s %s/%.64s: %.300s", req->resource, r->ns, req->name,
+               req->err.message[0] ? req->err.message : "lookup failed");
         return WH_FAILED;
     }
     return req->result;
@@ -275,11 +263,11 @@ static int service_account_name(review *r, service_account *sa)
     const json_t *spec = json_object_get(r->pod, "spec");
     if (optional_text(spec, "serviceAccountName", &sa->name) < 0 ||
         (!(sa->name && *sa->name) && optional_text(spec, "serviceAccount", &sa->name) < 0))
-        return refuse(r, 400, "malformed pod: service account name is not a string");
+        return refuse(r, PG_ERR_INVALID, "malformed pod: service account name is not a string");
     if (!sa->name || !*sa->name)
         sa->name = "default";
     if (!wh_is_dns_subdomain(sa->name))
-        return refuse(r, 400,
+        return refuse(r, PG_ERR_INVALID,
                       "malformed pod: service account name \"%.64s\" is not a valid "
                       "object name",
                       sa->name);
@@ -291,14 +279,14 @@ static int use_service_account(review *r, wh_get_req *req, service_account *sa)
 {
     wh_lookup res = outcome_of(r, req);
     if (res == WH_FAILED)
-        return -1;
+        return r->err.code;
     if (res == WH_NOT_FOUND)
         return 0;
     sa->obj = req->obj;
     req->obj = NULL;
     sa->uid = wh_text_at(json_object_get(sa->obj, "metadata"), "uid");
     if (!sa->uid || !*sa->uid)
-        return refuse(r, 500, "malformed service account %s/%.64s: no metadata.uid", r->ns,
+        return refuse(r, PG_ERR_IO, "malformed service account %s/%.64s: no metadata.uid", r->ns,
                       sa->name);
     return 0;
 }
@@ -308,19 +296,18 @@ static int use_secret(review *r, pg_annotation *a, wh_get_req *req)
 {
     wh_lookup res = outcome_of(r, req);
     if (res == WH_FAILED)
-        return -1;
+        return r->err.code;
     if (res == WH_NOT_FOUND) {
         log_skipped(r, req->name, "not found");
         return 0;
     }
-    char msg[WH_MESSAGE_MAX];
-    wh_secret_outcome out =
-        wh_secret_add(a, r->ns, req->name, req->obj, &r->matching, msg, sizeof msg);
+    int pull = wh_secret_is_pull_secret(req->obj);
+    int rc = pull ? wh_secret_add(a, r->ns, req->name, req->obj, &r->matching, &r->err) : PG_OK;
     json_decref(req->obj); /* the allocator wipes what it held */
     req->obj = NULL;
-    if (out == WH_SECRET_FAILED)
-        return refuse(r, 500, "%s", msg);
-    if (out == WH_SECRET_SKIPPED)
+    if (rc != PG_OK)
+        return refused(r);
+    if (!pull)
         log_skipped(r, req->name, "not a pull secret type");
     return 0;
 }
@@ -363,10 +350,9 @@ static const json_t *annotations_of(const json_t *obj)
 /* One JSON patch operation on the annotation: value NULL removes it. */
 static json_t *annotation_op(const review *r, const json_t *value)
 {
-    char *path = annotation_path(r->cfg->annotation_key);
+    pg_autofree char *path = annotation_path(r->cfg->annotation_key);
     json_t *op =
         path ? json_pack("{s:s, s:s}", "op", value ? "add" : "remove", "path", path) : NULL;
-    free(path);
     if (op && value && json_object_set(op, "value", (json_t *)value) != 0) {
         json_decref(op);
         op = NULL;
@@ -419,8 +405,9 @@ static json_t *answer_of(const char *uid)
 /* allowed: true with the patch (consumed; NULL: out of memory). */
 static json_t *patched_answer(review *r, json_t *patch)
 {
-    char *text = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
-    char *encoded = text ? base64_encode(text, strlen(text)) : NULL;
+    pg_autofree char *text = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
+    json_decref(patch);
+    pg_autofree char *encoded = text ? base64_encode(text, strlen(text)) : NULL;
     json_t *out = encoded ? answer_of(r->uid) : NULL;
     json_t *resp = json_object_get(out, "response");
     if (resp && (json_object_set_new(resp, "patchType", json_string("JSONPatch")) != 0 ||
@@ -429,10 +416,7 @@ static json_t *patched_answer(review *r, json_t *patch)
         out = NULL;
     }
     if (!out)
-        refuse(r, 500, "out of memory");
-    free(encoded);
-    free(text);
-    json_decref(patch);
+        refuse(r, PG_ERR_NOMEM, "out of memory");
     return out;
 }
 
@@ -461,8 +445,8 @@ static int compute_annotation(review *r, char **value)
     pg_error err = {0};
     pg_annotation *a = pg_annotation_new(r->ns, &err);
     service_account sa = {0};
-    json_t *names = json_array();
-    int rc = a && names ? 0 : refuse(r, 500, "out of memory");
+    pg_autojson json_t *names = json_array();
+    int rc = a && names ? 0 : refuse(r, PG_ERR_NOMEM, "out of memory");
     if (rc == 0)
         rc = for_each_image(r, all_containers, add_image, a);
     if (rc == 0)
@@ -472,14 +456,13 @@ static int compute_annotation(review *r, char **value)
     json_object_set(r->log, "pullSecrets", names);
     if (rc == 0 && sa.uid &&
         pg_annotation_add_service_account(a, NULL, r->ns, sa.name, sa.uid, &err) != PG_OK)
-        rc = refuse(r, 500, "service account %s/%.64s: %s", r->ns, sa.name, err.message);
+        rc = refuse(r, PG_ERR_IO, "service account %s/%.64s: %s", r->ns, sa.name, err.message);
     if (rc == 0 && r->cfg->key && pg_annotation_sign(a, r->cfg->key, &err) != PG_OK)
-        rc = refuse(r, 500, "cannot seal the annotation: %s", err.message);
+        rc = refuse(r, PG_ERR_INTERNAL, "cannot seal the annotation: %s", err.message);
     if (rc == 0 && !(*value = pg_annotation_dump(a, &err)))
-        rc = refuse(r, 500, "out of memory");
+        rc = refuse(r, PG_ERR_NOMEM, "out of memory");
     if (rc == 0 && past_deadline(r))
         rc = refuse_late(r, "computing the annotation");
-    json_decref(names);
     json_decref(sa.obj);
     pg_annotation_free(a);
     return rc;
@@ -550,27 +533,23 @@ static int read_credentials(review *r, pg_annotation *a, service_account *sa, js
 
 static int compute_credentials(review *r, pg_annotation *a, service_account *sa, json_t *names)
 {
-    fetch_plan *plan = calloc(1, sizeof *plan);
-    int rc = plan ? read_credentials(r, a, sa, names, plan) : refuse(r, 500, "out of memory");
-    free(plan);
-    return rc;
+    pg_autofree fetch_plan *plan = calloc(1, sizeof *plan);
+    return plan ? read_credentials(r, a, sa, names, plan)
+                : refuse(r, PG_ERR_NOMEM, "out of memory");
 }
 
 static json_t *pod_answer(review *r)
 {
-    char *value = NULL;
+    pg_autofree char *value = NULL;
     if (r->cfg->key_error) {
-        refuse(r, 500, "the annotation key is unusable: %s", r->cfg->key_error);
+        refuse(r, PG_ERR_CONFIG, "the annotation key is unusable: %s", r->cfg->key_error);
         return NULL;
     }
     if (compute_annotation(r, &value) != 0)
         return NULL;
     json_object_set_new(r->log, "annotationBytes", json_integer((json_int_t)strlen(value)));
-    json_t *v = json_string(value);
-    free(value);
-    json_t *patch = v ? set_annotation_patch(r, r->pod, v) : NULL;
-    json_decref(v);
-    return patched_answer(r, patch);
+    pg_autojson json_t *v = json_string(value);
+    return patched_answer(r, v ? set_annotation_patch(r, r->pod, v) : NULL);
 }
 
 /* ------------------------------------------------- pods/ephemeralcontainers */
@@ -595,13 +574,11 @@ static void read_coverage(review *r, coverage *c)
 
 static int covered(const coverage *c, const char *image)
 {
-    char *name = pg_image_name(image, NULL);
+    pg_autofree char *name = pg_image_name(image, NULL);
     const pg_pod_cred *v;
-    int ok =
-        name && c->presented &&
-        pg_presented_secrets(c->presented, name, &v) + pg_presented_sas(c->presented, name, &v) > 0;
-    free(name);
-    return ok;
+    return name && c->presented &&
+           pg_presented_secrets(c->presented, name, &v) + pg_presented_sas(c->presented, name, &v) >
+               0;
 }
 
 static int warn_uncovered(review *r, const char *list, const char *container, const char *image,
@@ -649,7 +626,7 @@ static json_t *status_answer(review *r, const char **outcome)
 {
     const json_t *old = json_object_get(r->request, "oldObject");
     if (!json_is_object(old)) {
-        refuse(r, 400, "pods/status update without oldObject");
+        refuse(r, PG_ERR_INVALID, "pods/status update without oldObject");
         return NULL;
     }
     const json_t *now = json_object_get(annotations_of(r->pod), r->cfg->annotation_key);
@@ -740,11 +717,11 @@ static int operation_is(const review *r, const char *op)
     return r->operation && strcmp(r->operation, op) == 0;
 }
 
-/* The answer to a well-formed review (NULL: refuse with r->message) and its outcome. */
+/* The answer to a well-formed review (NULL: refuse with r->err) and its outcome. */
 static json_t *decide(review *r, const char **outcome)
 {
     if (!r->operation || !r->sub_resource) {
-        refuse(r, 400, "request.operation or request.subResource is not a string");
+        refuse(r, PG_ERR_INVALID, "request.operation or request.subResource is not a string");
         return NULL;
     }
     const char *sub = r->sub_resource;
@@ -759,11 +736,11 @@ static json_t *decide(review *r, const char **outcome)
         return answer_of(r->uid);
     }
     if (!r->ns || !wh_is_dns_label(r->ns)) {
-        refuse(r, 400, "request.namespace missing or not a valid namespace name");
+        refuse(r, PG_ERR_INVALID, "request.namespace missing or not a valid namespace name");
         return NULL;
     }
     if (!json_is_object(r->pod) || !json_is_object(json_object_get(r->pod, "metadata"))) {
-        refuse(r, 400, "request.object is not an object with metadata");
+        refuse(r, PG_ERR_INVALID, "request.object is not an object with metadata");
         return NULL;
     }
     if (!strcmp(sub, "status"))
@@ -801,7 +778,7 @@ static json_t *unreadable(review *r, const char *body, size_t len, char *uid, si
     r->uid = uid;
     json_object_set_new(r->log, "uid", json_string(uid));
     before_answer(r);
-    return refusal_of(uid, r->status_code, r->message);
+    return refusal_of(uid, http_status_of(r->err.code), r->err.message);
 }
 
 /* Why jansson could not build the review (its text could quote the body: not used). */
@@ -838,21 +815,22 @@ void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
     json_object_set_new(r.log, "skippedSecrets", json_array());
     char uid[WH_MAX_UID_BYTES + 1];
     json_error_t jerr;
-    json_t *root = NULL, *answer = NULL;
+    pg_autojson json_t *root = NULL;
+    pg_autojson json_t *answer = NULL;
     const char *bad = NULL, *outcome = "refused";
     if (cfg->cut)
-        answer = unreadable(&r, body, len, uid, sizeof uid, 413, cfg->cut);
+        answer = unreadable(&r, body, len, uid, sizeof uid, PG_ERR_LIMIT, cfg->cut);
     else if (wh_parse_begin(wh_json_parse_cost(body, len)) != 0)
-        answer = unreadable(&r, body, len, uid, sizeof uid, 413,
+        answer = unreadable(&r, body, len, uid, sizeof uid, PG_ERR_LIMIT,
                             "AdmissionReview larger than the webhook's memory budget allows now");
     else if (!(root = parse(cfg, body, len, &jerr)))
-        answer = unreadable(&r, body, len, uid, sizeof uid, 400, parse_failure(&jerr));
+        answer = unreadable(&r, body, len, uid, sizeof uid, PG_ERR_INVALID, parse_failure(&jerr));
     else if (!(bad = parse_envelope(&r, root))) {
         log_request(&r);
         answer = decide(&r, &outcome);
-        if (!answer && r.message[0]) {
+        if (!answer && r.err.code != PG_OK) {
             before_answer(&r);
-            answer = refusal_of(r.uid, r.status_code, r.message);
+            answer = refusal_of(r.uid, http_status_of(r.err.code), r.err.message);
             outcome = "refused";
         }
     }
@@ -864,22 +842,21 @@ void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
         char why[WH_MESSAGE_MAX];
         snprintf(why, sizeof why, "malformed AdmissionReview: %s", bad);
         set_text(out, 400, why, "");
-    } else if (!root && r.message[0]) /* no uid in its first bytes */
-        set_text(out, cfg->cut ? 413 : 400, r.message, " (and no request.uid in its first bytes)");
+    } else if (!root && r.err.code != PG_OK) /* no uid in its first bytes */
+        set_text(out, cfg->cut ? 413 : 400, r.err.message,
+                 " (and no request.uid in its first bytes)");
     else
         set_text(out, 500, "out of memory", "");
     outcome = out->http_status != 200 ? (bad || !root ? "bad-request" : "error") : outcome;
     json_object_set_new(r.log, "outcome", json_string(outcome));
     out->outcome = outcome;
-    out->refusal_code = strcmp(outcome, "refused") == 0 ? r.status_code : 0;
+    out->refusal_code = strcmp(outcome, "refused") == 0 ? http_status_of(r.err.code) : 0;
     if (bad)
         json_object_set_new(r.log, "message", json_string(bad));
-    else if (r.message[0])
-        json_object_set_new(r.log, "message", json_string(r.message));
+    else if (r.err.code != PG_OK)
+        json_object_set_new(r.log, "message", json_string(r.err.message));
     if (json_array_size(r.warnings))
         json_object_set(r.log, "warnings", r.warnings);
-    json_decref(answer);
-    json_decref(root);
     json_decref(r.warnings);
 }
 

@@ -8,6 +8,7 @@
 #define PULLGATE_WEBHOOK_REVIEW_H
 
 #include "annotation_build.h"
+#include "skim.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,7 +23,6 @@
  */
 #define WH_MAX_REVIEW_BYTES (28u * 1024u * 1024u)
 #define WH_REVIEW_PREFIX_BYTES 4096u /* always kept: the uid comes first */
-#define WH_MAX_UID_BYTES 128
 #define WH_MAX_IMAGES 256      /* distinct image names per pod */
 #define WH_MAX_PULL_SECRETS 64 /* distinct pull secret names per pod */
 #define WH_MESSAGE_MAX 512
@@ -30,7 +30,7 @@
 typedef enum wh_lookup {
     WH_FOUND = 0,     /* *obj holds the object (a new reference) */
     WH_NOT_FOUND = 1, /* the API answered 404 NotFound for exactly this object */
-    WH_FAILED = 2     /* anything else; msg says what */
+    WH_FAILED = 2     /* anything else; err says what */
 } wh_lookup;
 
 /* One GET /api/v1/namespaces/NS/RESOURCE/NAME ("secrets" or "serviceaccounts"). */
@@ -38,7 +38,7 @@ typedef struct wh_get_req {
     const char *resource, *name; /* in */
     wh_lookup result;            /* out */
     json_t *obj;                 /* out, WH_FOUND: the object (caller decrefs) */
-    char msg[WH_MESSAGE_MAX];    /* out, WH_FAILED: why (never secret material) */
+    pg_error err;                /* out, WH_FAILED: why (never secret material) */
     const char *fail_kind;       /* out, WH_FAILED: a metrics label (whmetrics.h), or NULL */
 } wh_get_req;
 
@@ -72,39 +72,12 @@ typedef struct wh_review_result {
     const char *content_type;
     json_t *log; /* fields for the log line; never secret material */
     const char *outcome; /* static text, the log's "outcome" (metrics) */
-    int refusal_code;    /* the refusal's code (400, 413, 500, 504) when outcome is "refused" */
+    int refusal_code; /* the refusal's HTTP status (400, 413, 500, 504) when outcome is "refused" */
 } wh_review_result;
 
 /* Never fails as a whole: every outcome, out of memory included, is a result. */
 void wh_review_handle(const wh_review_config *cfg, const char *body, size_t len,
                       wh_review_result *out);
 void wh_review_result_free(wh_review_result *r);
-
-/*
- * request.uid of an AdmissionReview from the first len bytes of its text (the
- * rest may be missing, cut or malformed): kube-apiserver writes "uid" first in
- * "request". 0 and uid set (NUL-terminated) when found as a plain JSON string
- * of 1..WH_MAX_UID_BYTES printable ASCII characters; -1 otherwise.
- */
-int wh_review_uid_of_prefix(const char *text, size_t len, char *uid, size_t uid_size);
-
-/* What a JSON text holds, counted without parsing it (skim.c): any bytes, any size. */
-typedef struct wh_json_stats {
-    size_t objects, arrays, members, strings, scalars;
-    size_t bytes;   /* of all strings, keys included, as written (escapes, quotes) */
-    size_t longest; /* the longest string as written */
-} wh_json_stats;
-
-void wh_json_skim(const char *text, size_t len, wh_json_stats *st);
-/* An upper bound of the bytes jansson allocates to parse text. */
-size_t wh_json_parse_cost(const char *text, size_t len);
-
-/* DNS-1123 label (namespaces) and subdomain (object names), as the API validates them. */
-int wh_is_dns_label(const char *s);
-int wh_is_dns_subdomain(const char *s);
-
-/* The string value of obj[key], or NULL when absent, not a string or holding a NUL
- * (with JSON_ALLOW_NUL, json_string_value would silently cut it there). */
-const char *wh_text_at(const json_t *obj, const char *key);
 
 #endif

@@ -13,7 +13,6 @@
 
 /* Kubernetes caps a Secret's data at 1 MiB; its base64 is 4/3 of that. */
 #define MAX_ENCODED_BYTES (2u * 1024u * 1024u)
-#define ERR_TIME (-1) /* not a pg_code: the call would end past the deadline */
 #define CALIBRATION_ENTRIES 256
 #define CALIBRATION_IMAGES 64
 #define MEASURED_FROM 4096u /* entries x images: smaller calls time the overhead */
@@ -67,16 +66,15 @@ static const char *builder_failure(int code)
     case PG_ERR_NOMEM: return "is larger than the memory budget allows now";
     case PG_ERR_INVALID: return "is not a valid docker config";
     case PG_ERR_LIMIT: return "has more entries than one review matches against its images";
-    case ERR_TIME: return "cannot be matched against the images within the time limit";
+    case PG_ERR_TIMEOUT: return "cannot be matched against the images within the time limit";
     default: return "cannot be used";
     }
 }
 
-static wh_secret_outcome fail(char *msg, size_t msg_size, const char *ns, const char *name,
-                              const char *field, const char *why)
+static int fail(pg_error *err, int code, const char *ns, const char *name, const char *field,
+                const char *why)
 {
-    snprintf(msg, msg_size, "secret %s/%.64s: data[\"%s\"] %s", ns, name, field, why);
-    return WH_SECRET_FAILED;
+    return pg_fail(err, code, "secret %s/%.64s: data[\"%s\"] %s", ns, name, field, why);
 }
 
 unsigned long long wh_matching_cost_ps(void) { return atomic_load(&cost_ps); }
@@ -111,7 +109,7 @@ static int add_dockerconfig(pg_annotation *a, const char *ns, const char *name, 
     m->left -= matching;
     long double ms = (long double)matching * atomic_load(&cost_ps) / 1e9L;
     if (ms >= (long double)(m->deadline_ms - pg_monotonic_ms()))
-        return ERR_TIME;
+        return PG_ERR_TIMEOUT; /* the call would end past the deadline */
     if (wh_parse_begin(wh_json_parse_cost(text, len)) != 0)
         return PG_ERR_NOMEM;
     pg_error err = {0};
@@ -152,25 +150,27 @@ void wh_matching_calibrate(void)
     pg_annotation_free(a);
 }
 
-wh_secret_outcome wh_secret_add(pg_annotation *a, const char *ns, const char *name,
-                                const json_t *secret, wh_matching *m, char *msg, size_t msg_size)
+int wh_secret_is_pull_secret(const json_t *secret)
 {
-    const char *type = wh_text_at(secret, "type");
-    const char *field = dockerconfig_field(type);
+    return dockerconfig_field(wh_text_at(secret, "type")) != NULL;
+}
+
+int wh_secret_add(pg_annotation *a, const char *ns, const char *name, const json_t *secret,
+                  wh_matching *m, pg_error *err)
+{
+    const char *field = dockerconfig_field(wh_text_at(secret, "type"));
     if (!field)
-        return WH_SECRET_SKIPPED;
+        return pg_fail(err, PG_ERR_IO, "secret %s/%.64s: not a pull secret type", ns, name);
     const char *uid = wh_text_at(json_object_get(secret, "metadata"), "uid");
-    if (!uid || !*uid) {
-        snprintf(msg, msg_size, "malformed secret %s/%.64s: no metadata.uid", ns, name);
-        return WH_SECRET_FAILED;
-    }
+    if (!uid || !*uid)
+        return pg_fail(err, PG_ERR_IO, "malformed secret %s/%.64s: no metadata.uid", ns, name);
     const json_t *data = json_object_get(json_object_get(secret, "data"), field);
     if (!json_is_string(data))
-        return fail(msg, msg_size, ns, name, field, "is missing");
+        return fail(err, PG_ERR_IO, ns, name, field, "is missing");
     unsigned char *text = NULL;
     size_t len = 0;
     if (base64_decode(json_string_value(data), json_string_length(data), &text, &len) != 0)
-        return fail(msg, msg_size, ns, name, field, "is not base64");
+        return fail(err, PG_ERR_IO, ns, name, field, "is not base64");
     /* The form by the type, as the kubelet reads it: .dockerconfigjson's "auths" only. */
     pg_dockerconfig_form form =
         strcmp(field, ".dockercfg") == 0 ? PG_DOCKERCONFIG_BARE : PG_DOCKERCONFIG_AUTHS;
@@ -178,6 +178,7 @@ wh_secret_outcome wh_secret_add(pg_annotation *a, const char *ns, const char *na
     OPENSSL_cleanse(text, len);
     free(text);
     if (rc != PG_OK)
-        return fail(msg, msg_size, ns, name, field, builder_failure(rc));
-    return WH_SECRET_ADDED;
+        return fail(err, rc == PG_ERR_NOMEM ? PG_ERR_NOMEM : PG_ERR_IO, ns, name, field,
+                    builder_failure(rc));
+    return PG_OK;
 }

@@ -10,13 +10,10 @@
 #ifndef PULLGATE_WEBHOOK_SECRETS_H
 #define PULLGATE_WEBHOOK_SECRETS_H
 
-#include "review.h"
+#include "annotation_build.h"
+#include "skim.h"
 
-typedef enum wh_secret_outcome {
-    WH_SECRET_ADDED,   /* its entries that apply were added (possibly none) */
-    WH_SECRET_SKIPPED, /* not a pull secret type: the kubelet ignores it too */
-    WH_SECRET_FAILED   /* msg says why, by field name only */
-} wh_secret_outcome;
+#include <stdint.h>
 
 /*
  * Matching a dockerconfig against the images costs its entries x the images,
@@ -38,11 +35,19 @@ void wh_matching_calibrate(void);
 /* The current estimate, picoseconds per entry x image (for the log). */
 unsigned long long wh_matching_cost_ps(void);
 
+/* 1 when secret (an object from the API) has a pull secret type; the kubelet ignores others. */
+int wh_secret_is_pull_secret(const json_t *secret);
+
 /*
  * Adds the credentials of the pull secret ns/name (secret: the object from the
- * API, already checked to be that Secret) to a, for every image a holds.
+ * API, already checked to be that Secret) to a, for every image a holds. The
+ * message of a failure names the field only: PG_ERR_NOMEM when the memory
+ * budget refuses its parse, PG_ERR_IO when the secret cannot be used (not a
+ * pull secret, no uid, its data missing, not base64, not a docker config, more
+ * entries than the review matches, or not matched in time): to the review, a
+ * read that failed.
  */
-wh_secret_outcome wh_secret_add(pg_annotation *a, const char *ns, const char *name,
-                                const json_t *secret, wh_matching *m, char *msg, size_t msg_size);
+int wh_secret_add(pg_annotation *a, const char *ns, const char *name, const json_t *secret,
+                  wh_matching *m, pg_error *err);
 
 #endif

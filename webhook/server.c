@@ -38,8 +38,8 @@
 #include "tlscert.h"
 #include "wlog.h"
 
-#include "files.h"
 #include "http_respond.h"
+#include "internal.h"
 
 #include <arpa/inet.h>
 #include <malloc.h>
@@ -202,7 +202,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         wh_peer_key(a ? a->client_addr : NULL, k->slot.peer);
         k->slot.api = (unsigned char)wh_cidrs_match(ep->api_cidrs, ep->n_api_cidrs, k->slot.peer);
         k->slot.seq = ep->accepted++;
-        k->progress_by_ms = wh_now_ms() + HANDSHAKE_MS;
+        k->progress_by_ms = pg_monotonic_ms() + HANDSHAKE_MS;
         pthread_mutex_lock(&s->lock);
         k->next = s->conns;
         if (s->conns)
@@ -231,7 +231,7 @@ static void *watchdog_main(void *arg)
 {
     wh_server *s = arg;
     while (!atomic_load(&s->stopping)) {
-        long long now = wh_now_ms();
+        long long now = pg_monotonic_ms();
         pthread_mutex_lock(&s->lock);
         for (conn *k = s->conns; k; k = k->next)
             if (!k->slot.shut && now > k->progress_by_ms)
@@ -252,20 +252,14 @@ static enum MHD_Result respond_text(struct MHD_Connection *c, unsigned int statu
 
 static enum MHD_Result serve_ready(wh_server *s, struct MHD_Connection *c)
 {
-    char msg[WH_MESSAGE_MAX];
-    if (wh_kubeapi_ready(s->cfg.api, WH_READY_CACHE_MS, msg, sizeof msg))
+    pg_error err = {0};
+    if (wh_kubeapi_ready(s->cfg.api, WH_READY_CACHE_MS, &err) == PG_OK)
         return respond_text(c, MHD_HTTP_OK, "ok\n");
-    size_t n = strlen(msg) + 2;
+    size_t n = strlen(err.message) + 2;
     char *text = malloc(n);
     if (text)
-        snprintf(text, n, "%s\n", msg);
+        snprintf(text, n, "%s\n", err.message);
     return pg_http_respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", text);
-}
-
-static enum MHD_Result serve_metrics(wh_server *s, struct MHD_Connection *c)
-{
-    return pg_http_respond(c, MHD_HTTP_OK, PG_METRICS_CONTENT_TYPE,
-                           pg_metrics_render(s->cfg.metrics->reg, NULL));
 }
 
 static enum MHD_Result route_other(endpoint *ep, struct MHD_Connection *c, const char *url,
@@ -284,7 +278,7 @@ static enum MHD_Result route_other(endpoint *ep, struct MHD_Connection *c, const
     if (strcmp(url, "/readyz") == 0)
         return serve_ready(ep->server, c);
     if (metrics)
-        return serve_metrics(ep->server, c);
+        return pg_http_respond_metrics(c, ep->server->cfg.metrics->reg);
     return respond_text(c, MHD_HTTP_OK, "ok\n");
 }
 
@@ -325,7 +319,7 @@ static void log_review(struct MHD_Connection *c, wh_request *q, wh_review_result
     json_object_set_new(res->log, "bodyBytes", json_integer((json_int_t)q->received));
     json_object_set_new(res->log, "memoryBytes", json_integer((json_int_t)q->acct.peak));
     json_object_set_new(res->log, "durationMs",
-                        json_real((double)(wh_now_us() - q->start_us) / 1000.0));
+                        json_real((double)(pg_metrics_now_us() - q->start_us) / 1000.0));
     wh_log_fields(res->http_status == 200 ? "info" : "warning", "admission review", res->log);
 }
 
@@ -341,11 +335,11 @@ static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_r
 {
     if (!q->cut && pg_monotonic_ms() >= q->deadline_ms) /* no time left to parse it */
         q->cut = "time limit exceeded receiving the AdmissionReview";
-    char key_msg[WH_MESSAGE_MAX] = "";
-    pg_key_ref *key = s->cfg.keys ? pg_keyholder_get(s->cfg.keys, key_msg, sizeof key_msg) : NULL;
+    pg_error key_err = {0};
+    pg_key_ref *key = s->cfg.keys ? pg_keyholder_get(s->cfg.keys, &key_err) : NULL;
     wh_review_config rc = {.annotation_key = s->cfg.annotation_key,
                            .key = pg_key_ref_key(key),
-                           .key_error = key_msg[0] ? key_msg : NULL,
+                           .key_error = s->cfg.keys && !key ? key_err.message : NULL,
                            .get = counted_get,
                            .get_ctx = s,
                            .deadline_ms = q->deadline_ms,
@@ -362,7 +356,7 @@ static enum MHD_Result serve_review(wh_server *s, struct MHD_Connection *c, wh_r
     wh_buf_wipe(&q->body);
     log_review(c, q, &res);
     wh_metrics_review(s->cfg.metrics, res.outcome, res.refusal_code,
-                      (double)(wh_now_us() - q->start_us) / 1e6);
+                      (double)(pg_metrics_now_us() - q->start_us) / 1e6);
     q->answered = 1;
     enum MHD_Result ret =
         pg_http_respond(c, (unsigned int)res.http_status, res.content_type, res.body);
@@ -394,7 +388,7 @@ static wh_request *request_new(wh_server *s, const endpoint *ep, const char *url
     wh_request *q = calloc(1, sizeof *q);
     if (!q)
         return NULL;
-    q->start_us = wh_now_us();
+    q->start_us = pg_metrics_now_us();
     q->deadline_ms = pg_monotonic_ms() + s->cfg.deadline_ms;
     q->kind =
         !ep->health_only && strcmp(method, MHD_HTTP_METHOD_POST) == 0 && strcmp(url, "/mutate") == 0
@@ -476,12 +470,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
         malloc_trim(0);
     free(q);
     *req_cls = NULL;
-    mark_conn(ep->server, c, 0, 0, wh_now_ms() + IDLE_MS);
+    mark_conn(ep->server, c, 0, 0, pg_monotonic_ms() + IDLE_MS);
 }
 
-/* libmicrohttpd's own format strings: the pragma is scoped to this adapter. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     endpoint *ep = cls;
@@ -489,13 +480,9 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     if (ep && strncmp(fmt, "Server reached connection limit", 31) == 0)
         wh_metrics_connection_refused(ep->server->cfg.metrics, "total");
     char text[512];
-    vsnprintf(text, sizeof text, fmt, ap);
-    size_t n = strlen(text);
-    while (n && (text[n - 1] == '\n' || text[n - 1] == '\r'))
-        text[--n] = '\0';
+    pg_http_log_text(text, sizeof text, fmt, ap);
     wh_log("warning", "http server", text);
 }
-#pragma GCC diagnostic pop
 
 /* ------------------------------------------------------------ start, stop */
 
@@ -515,21 +502,18 @@ static struct MHD_Daemon *start_endpoint(endpoint *ep, const struct sockaddr *ad
                          MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                          (addr->sa_family == AF_INET6 ? MHD_USE_IPv6 : 0) |
                          (ep->health_only ? 0 : MHD_USE_TLS);
+    /* TLS for the review port only (an array ends at its first MHD_OPTION_END). */
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)wh_tls_retrieve},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
+        {MHD_OPTION_END, 0, NULL}};
     /* The logger first: libmicrohttpd uses its own until it has seen this option. */
-    if (ep->health_only)
-        return MHD_start_daemon(
-            flags, 0, accept_policy, ep, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, ep,
-            MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
-            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-            ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
     return MHD_start_daemon(
         flags, 0, accept_policy, ep, on_request, ep, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, ep,
-        MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_HTTPS_CERT_CALLBACK, wh_tls_retrieve,
-        MHD_OPTION_HTTPS_PRIORITIES, TLS_PRIORITIES, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT, max,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_NOTIFY_COMPLETED, on_completed, ep,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
+        MHD_OPTION_SOCK_ADDR, addr, MHD_OPTION_ARRAY, tls + (ep->health_only ? 2 : 0),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)(IDLE_MS / 1000), MHD_OPTION_CONNECTION_LIMIT,
+        max, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        ep, MHD_OPTION_NOTIFY_CONNECTION, on_connection, ep, MHD_OPTION_END);
 }
 
 static void free_server(wh_server *s)
@@ -541,11 +525,11 @@ static void free_server(wh_server *s)
 }
 
 wh_server *wh_server_start(const struct sockaddr *addr, const struct sockaddr *health,
-                           const wh_server_config *cfg, char *msg, size_t msg_size)
+                           const wh_server_config *cfg, pg_error *err)
 {
     wh_server *s = calloc(1, sizeof *s);
     if (!s) {
-        snprintf(msg, msg_size, "out of memory");
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
     s->cfg = *cfg;
@@ -553,7 +537,7 @@ wh_server *wh_server_start(const struct sockaddr *addr, const struct sockaddr *h
     s->main = (endpoint){.server = s, .api_cidrs = cfg->api_cidrs, .n_api_cidrs = cfg->n_api_cidrs};
     s->health = (endpoint){.server = s, .health_only = 1};
     if (pthread_create(&s->watchdog, NULL, watchdog_main, s) != 0) {
-        snprintf(msg, msg_size, "cannot start a thread");
+        pg_fail(err, PG_ERR_IO, "cannot start a thread");
         free_server(s);
         return NULL;
     }
@@ -566,8 +550,8 @@ wh_server *wh_server_start(const struct sockaddr *addr, const struct sockaddr *h
     if (s->main.daemon && health)
         s->health.daemon = start_endpoint(&s->health, health, probes);
     if (!s->main.daemon || (health && !s->health.daemon)) {
-        snprintf(msg, msg_size, "cannot start the %s server (address in use or TLS setup)",
-                 s->main.daemon ? "health" : "HTTPS");
+        pg_fail(err, PG_ERR_IO, "cannot start the %s server (address in use or TLS setup)",
+                s->main.daemon ? "health" : "HTTPS");
         wh_server_stop(s, 0);
         return NULL;
     }
@@ -580,8 +564,8 @@ void wh_server_stop(wh_server *s, long grace_ms)
         return;
     MHD_socket listener = s->main.daemon ? MHD_quiesce_daemon(s->main.daemon)
                                          : MHD_INVALID_SOCKET; /* no new connections */
-    long long until = wh_now_ms() + grace_ms;
-    while (wh_now_ms() < until && atomic_load(&s->reviews_in_flight) > 0)
+    long long until = pg_monotonic_ms() + grace_ms;
+    while (pg_monotonic_ms() < until && atomic_load(&s->reviews_in_flight) > 0)
         usleep(20000);
     /* What is still running ends now: API reads fail, reviews are refused. */
     if (s->cfg.api)

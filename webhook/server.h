@@ -3,7 +3,7 @@
 #ifndef PULLGATE_WEBHOOK_SERVER_H
 #define PULLGATE_WEBHOOK_SERVER_H
 
-#include "keyfile.h"
+#include "keyholder.h"
 #include "kubeapi.h"
 #include "peers.h"
 #include "whmetrics.h"
@@ -36,9 +36,9 @@ typedef struct wh_server wh_server;
 
 /* Starts serving on addr (TLS from wh_tls_retrieve) and, when health is not NULL,
  * plain-HTTP /healthz, /readyz and (with cfg->metrics) /metrics on health. NULL with
- * msg on error. */
+ * err on error. */
 wh_server *wh_server_start(const struct sockaddr *addr, const struct sockaddr *health,
-                           const wh_server_config *cfg, char *msg, size_t msg_size);
+                           const wh_server_config *cfg, pg_error *err);
 /* Stops accepting, lets reviews in flight finish (up to grace_ms), ends the rest, stops. */
 void wh_server_stop(wh_server *s, long grace_ms);
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Two linear skims of JSON text that build nothing (so they can run on any
- * bytes, of any size, before jansson does):
+ * Text the webhook reads before it trusts it (skim.h). Two linear skims of
+ * JSON text that build nothing (so they can run on any bytes, of any size,
+ * before jansson does), then names and string members.
  *
  * wh_review_uid_of_prefix: request.uid from the first bytes of an
  * AdmissionReview that cannot be
@@ -14,7 +15,7 @@
  * object and the first "uid" member of that, skipping every other value
  * without building anything, and gives up on anything it does not expect.
  */
-#include "review.h"
+#include "skim.h"
 
 #include <string.h>
 
@@ -198,4 +199,47 @@ size_t wh_json_parse_cost(const char *text, size_t len)
     return COST_BASE + COST_OBJECT * st.objects + COST_ARRAY * st.arrays +
            COST_MEMBER * st.members + COST_STRING * st.strings + COST_SCALAR * st.scalars +
            st.bytes + 2 * st.longest;
+}
+
+/* ------------------------------------------------------- names and members */
+
+int wh_is_dns_label(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+int wh_is_dns_subdomain(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 253)
+        return 0;
+    /* Labels separated by dots; each one a DNS-1123 label (no "..", no "/"). */
+    char label[64];
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != '.')
+            continue;
+        size_t len = i - start;
+        if (len == 0 || len > 63)
+            return 0;
+        memcpy(label, s + start, len);
+        label[len] = '\0';
+        if (!wh_is_dns_label(label))
+            return 0;
+        start = i + 1;
+    }
+    return 1;
+}
+
+const char *wh_text_at(const json_t *obj, const char *key)
+{
+    const json_t *v = json_object_get(obj, key);
+    const char *s = json_string_value(v);
+    return s && strlen(s) == json_string_length(v) ? s : NULL;
 }

@@ -17,13 +17,14 @@
  */
 #include "tlscert.h"
 
+#include "cleanup.h"
 #include "files.h"
+#include "internal.h"
 
 #include <gnutls/abstract.h>
 #include <gnutls/x509.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,50 +94,51 @@ static int key_matches(pair *p)
     return ok;
 }
 
-static int load_pair(const char *cert_path, const char *key_path, pair **out, char *msg,
-                     size_t msg_size)
+/* The certificate chain and its key from their PEM texts into p. */
+static int import_pair(pair *p, const gnutls_datum_t *cert, const char *cert_path,
+                       const gnutls_datum_t *key, const char *key_path, pg_error *err)
 {
-    char *cert = NULL, *key = NULL;
+    p->n = MAX_CHAIN;
+    int g = gnutls_pcert_list_import_x509_raw(p->chain, &p->n, cert, GNUTLS_X509_FMT_PEM, 0);
+    if (g < 0 || p->n == 0) {
+        p->n = 0;
+        return pg_fail(err, PG_ERR_INVALID, "%.200s: %s", cert_path,
+                       g < 0 ? gnutls_strerror(g) : "no certificate");
+    }
+    if ((g = gnutls_privkey_init(&p->key)) < 0 ||
+        (g = gnutls_privkey_import_x509_raw(p->key, key, GNUTLS_X509_FMT_PEM, NULL, 0)) < 0)
+        return pg_fail(err, PG_ERR_INVALID, "%.200s: %s", key_path, gnutls_strerror(g));
+    if (!key_matches(p))
+        return pg_fail(err, PG_ERR_INVALID, "%.200s does not belong to %.200s", key_path,
+                       cert_path);
+    return PG_OK;
+}
+
+static int load_pair(const char *cert_path, const char *key_path, pair **out, pg_error *err)
+{
+    pg_autofree char *cert = NULL;
+    char *key = NULL; /* wiped before it is freed */
     size_t cert_len = 0, key_len = 0;
     pair *p = calloc(1, sizeof *p);
-    int rc = p ? 0 : -1;
-    if (!p)
-        snprintf(msg, msg_size, "out of memory");
-    if (rc == 0)
-        rc = wh_read_file(cert_path, MAX_PEM_BYTES, 0, &cert, &cert_len, msg, msg_size);
-    if (rc == 0)
-        rc = wh_read_file(key_path, MAX_PEM_BYTES, 1, &key, &key_len, msg, msg_size);
-    if (rc == 0) {
-        gnutls_datum_t c = {(unsigned char *)cert, (unsigned int)cert_len};
-        gnutls_datum_t k = {(unsigned char *)key, (unsigned int)key_len};
-        p->n = MAX_CHAIN;
-        int g = gnutls_pcert_list_import_x509_raw(p->chain, &p->n, &c, GNUTLS_X509_FMT_PEM, 0);
-        if (g < 0 || p->n == 0) {
-            p->n = 0;
-            snprintf(msg, msg_size, "%.200s: %s", cert_path,
-                     g < 0 ? gnutls_strerror(g) : "no certificate");
-            rc = -1;
-        } else if ((g = gnutls_privkey_init(&p->key)) < 0 ||
-                   (g = gnutls_privkey_import_x509_raw(p->key, &k, GNUTLS_X509_FMT_PEM, NULL,
-                                                       0)) < 0) {
-            snprintf(msg, msg_size, "%.200s: %s", key_path, gnutls_strerror(g));
-            rc = -1;
-        } else if (!key_matches(p)) {
-            snprintf(msg, msg_size, "%.200s does not belong to %.200s", key_path, cert_path);
-            rc = -1;
-        }
-    }
+    int rc = p ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (rc == PG_OK)
+        rc = wh_read_file(cert_path, MAX_PEM_BYTES, 0, &cert, &cert_len, err);
+    if (rc == PG_OK)
+        rc = wh_read_file(key_path, MAX_PEM_BYTES, 1, &key, &key_len, err);
+    if (rc == PG_OK)
+        rc = import_pair(p, &(gnutls_datum_t){(unsigned char *)cert, (unsigned int)cert_len},
+                         cert_path, &(gnutls_datum_t){(unsigned char *)key, (unsigned int)key_len},
+                         key_path, err);
     if (key) {
         OPENSSL_cleanse(key, key_len);
         free(key);
     }
-    free(cert);
-    if (rc != 0) {
+    if (rc != PG_OK) {
         pair_free(p);
-        return -1;
+        return rc;
     }
     *out = p;
-    return 0;
+    return PG_OK;
 }
 
 static void retire(wh_tls *t, pair *old, long long now)
@@ -161,7 +163,7 @@ static void retire(wh_tls *t, pair *old, long long now)
 /* Called with the lock held: swaps in a changed pair once per CHECK_INTERVAL_MS. */
 static void maybe_reload(wh_tls *t)
 {
-    long long now = wh_now_ms();
+    long long now = pg_monotonic_ms();
     if (now - t->checked_ms < CHECK_INTERVAL_MS)
         return;
     t->checked_ms = now;
@@ -171,10 +173,10 @@ static void maybe_reload(wh_tls *t)
     if (wh_file_id_equal(&cert_id, &t->cert_id) && wh_file_id_equal(&key_id, &t->key_id))
         return;
     pair *fresh = NULL;
-    char msg[512];
-    if (load_pair(t->cert_path, t->key_path, &fresh, msg, sizeof msg) != 0) {
+    pg_error err = {0};
+    if (load_pair(t->cert_path, t->key_path, &fresh, &err) != PG_OK) {
         if (t->log)
-            t->log("warning", "certificate reload failed, serving the previous one", msg);
+            t->log("warning", "certificate reload failed, serving the previous one", err.message);
         return; /* retried on the next check: the ids are not updated */
     }
     retire(t, t->current, now);
@@ -221,30 +223,29 @@ long long wh_tls_not_after(wh_tls *t)
     return not_after;
 }
 
-wh_tls *wh_tls_new(const char *cert_path, const char *key_path, wh_tls_log_fn log, char *msg,
-                   size_t msg_size)
+wh_tls *wh_tls_new(const char *cert_path, const char *key_path, wh_tls_log_fn log, pg_error *err)
 {
     if (the_tls) {
-        snprintf(msg, msg_size, "one serving certificate per process");
+        pg_fail(err, PG_ERR_INTERNAL, "one serving certificate per process");
         return NULL;
     }
     wh_tls *t = calloc(1, sizeof *t);
     if (t)
         pthread_mutex_init(&t->lock, NULL);
     if (!t || !(t->cert_path = strdup(cert_path)) || !(t->key_path = strdup(key_path))) {
-        snprintf(msg, msg_size, "out of memory");
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
         wh_tls_free(t);
         return NULL;
     }
     t->log = log;
-    if (wh_file_id_of(cert_path, &t->cert_id) != 0 || wh_file_id_of(key_path, &t->key_id) != 0 ||
-        load_pair(cert_path, key_path, &t->current, msg, msg_size) != 0) {
-        if (!msg[0])
-            snprintf(msg, msg_size, "cannot read %.200s or %.200s", cert_path, key_path);
+    int rc = wh_file_id_of(cert_path, &t->cert_id) == 0 && wh_file_id_of(key_path, &t->key_id) == 0
+                 ? load_pair(cert_path, key_path, &t->current, err)
+                 : pg_fail(err, PG_ERR_IO, "cannot read %.200s or %.200s", cert_path, key_path);
+    if (rc != PG_OK) {
         wh_tls_free(t);
         return NULL;
     }
-    t->checked_ms = wh_now_ms();
+    t->checked_ms = pg_monotonic_ms();
     the_tls = t;
     return t;
 }
@@ -269,12 +270,13 @@ void wh_tls_free(wh_tls *t)
 
 /* ------------------------------------------------------ client certificates */
 
-static int load_trust(const char *path, gnutls_x509_trust_list_t *out, char *msg, size_t msg_size)
+static int load_trust(const char *path, gnutls_x509_trust_list_t *out, pg_error *err)
 {
     char *pem;
     size_t len;
-    if (wh_read_file(path, MAX_PEM_BYTES, 0, &pem, &len, msg, msg_size) != 0)
-        return -1;
+    int rc = wh_read_file(path, MAX_PEM_BYTES, 0, &pem, &len, err);
+    if (rc != PG_OK)
+        return rc;
     gnutls_x509_trust_list_t list = NULL;
     gnutls_datum_t d = {(unsigned char *)pem, (unsigned int)len};
     int n = gnutls_x509_trust_list_init(&list, 0);
@@ -282,33 +284,30 @@ static int load_trust(const char *path, gnutls_x509_trust_list_t *out, char *msg
         n = gnutls_x509_trust_list_add_trust_mem(list, &d, NULL, GNUTLS_X509_FMT_PEM, 0, 0);
     free(pem);
     if (n <= 0) {
-        snprintf(msg, msg_size, "%.200s: %s", path,
-                 n < 0 ? gnutls_strerror(n) : "no CA certificate");
         if (list)
             gnutls_x509_trust_list_deinit(list, 1);
-        return -1;
+        return pg_fail(err, PG_ERR_INVALID, "%.200s: %s", path,
+                       n < 0 ? gnutls_strerror(n) : "no CA certificate");
     }
     *out = list;
-    return 0;
+    return PG_OK;
 }
 
-int wh_tls_require_clients(wh_tls *t, const char *ca_path, char *msg, size_t msg_size)
+int wh_tls_require_clients(wh_tls *t, const char *ca_path, pg_error *err)
 {
     gnutls_x509_trust_list_t list;
-    if (wh_file_id_of(ca_path, &t->client_ca_id) != 0) {
-        snprintf(msg, msg_size, "%.200s: cannot stat", ca_path);
-        return -1;
-    }
-    if (load_trust(ca_path, &list, msg, msg_size) != 0)
-        return -1;
+    if (wh_file_id_of(ca_path, &t->client_ca_id) != 0)
+        return pg_fail(err, PG_ERR_IO, "%.200s: cannot stat", ca_path);
+    int rc = load_trust(ca_path, &list, err);
+    if (rc != PG_OK)
+        return rc;
     if (!(t->client_ca_path = strdup(ca_path))) {
         gnutls_x509_trust_list_deinit(list, 1);
-        snprintf(msg, msg_size, "out of memory");
-        return -1;
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
     t->client_trust = list;
-    t->client_checked_ms = wh_now_ms();
-    return 0;
+    t->client_checked_ms = pg_monotonic_ms();
+    return PG_OK;
 }
 
 int wh_tls_clients_required(void) { return the_tls && the_tls->client_ca_path; }
@@ -316,18 +315,18 @@ int wh_tls_clients_required(void) { return the_tls && the_tls->client_ca_path; }
 /* Called with the lock held: a changed CA file is swapped in once it parses. */
 static void maybe_reload_client_ca(wh_tls *t)
 {
-    long long now = wh_now_ms();
+    long long now = pg_monotonic_ms();
     if (now - t->client_checked_ms < CHECK_INTERVAL_MS)
         return;
     t->client_checked_ms = now;
     wh_file_id id;
     gnutls_x509_trust_list_t list;
-    char msg[512];
+    pg_error err = {0};
     if (wh_file_id_of(t->client_ca_path, &id) != 0 || wh_file_id_equal(&id, &t->client_ca_id))
         return;
-    if (load_trust(t->client_ca_path, &list, msg, sizeof msg) != 0) {
+    if (load_trust(t->client_ca_path, &list, &err) != PG_OK) {
         if (t->log)
-            t->log("warning", "client CA reload failed, keeping the previous one", msg);
+            t->log("warning", "client CA reload failed, keeping the previous one", err.message);
         return;
     }
     gnutls_x509_trust_list_deinit(t->client_trust, 1);

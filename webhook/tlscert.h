@@ -8,6 +8,8 @@
 #ifndef PULLGATE_WEBHOOK_TLSCERT_H
 #define PULLGATE_WEBHOOK_TLSCERT_H
 
+#include "pullgate/pullgate.h"
+
 #include <gnutls/abstract.h>
 #include <gnutls/gnutls.h>
 #include <stddef.h>
@@ -15,17 +17,16 @@
 typedef struct wh_tls wh_tls;
 typedef void (*wh_tls_log_fn)(const char *level, const char *msg, const char *detail);
 
-/* Loads the pair (the key must belong to the certificate). One per process. */
-wh_tls *wh_tls_new(const char *cert_path, const char *key_path, wh_tls_log_fn log, char *msg,
-                   size_t msg_size);
+/* Loads the pair (the key must belong to the certificate). One per process. NULL with err. */
+wh_tls *wh_tls_new(const char *cert_path, const char *key_path, wh_tls_log_fn log, pg_error *err);
 void wh_tls_free(wh_tls *t);
 
 /*
  * From now on every connection must present a client certificate that verifies
- * against the CAs in ca_path (extended key usage clientAuth). -1 with msg when
- * the file holds no usable CA.
+ * against the CAs in ca_path (extended key usage clientAuth). Fails when the
+ * file holds no usable CA.
  */
-int wh_tls_require_clients(wh_tls *t, const char *ca_path, char *msg, size_t msg_size);
+int wh_tls_require_clients(wh_tls *t, const char *ca_path, pg_error *err);
 /* When the serving certificate in use (after any pending reload) expires, in Unix
  * seconds; -1 when it cannot be read. For the expiry metric. */
 long long wh_tls_not_after(wh_tls *t);

@@ -9,19 +9,17 @@
 #endif
 
 /* review.c's outcomes (its log's "outcome"). */
-const char *const wh_metric_outcomes[] = {"allowed",  "patched",  "warned",  "ignored",
+static const char *const outcomes[] = {"allowed",  "patched",  "warned",  "ignored",
                                           "restored", "stripped", "refused", "bad-request",
                                           "error",    "other",    NULL};
-const char *const wh_metric_refusal_reasons[] = {"invalid-request", "too-large", "server-error",
+static const char *const refusal_reasons[] = {"invalid-request", "too-large", "server-error",
                                                  "timeout",         "other",     NULL};
 /* wh_get_req.fail_kind (kubeapi.c). */
-const char *const wh_metric_api_errors[] = {
+static const char *const api_errors[] = {
     "timeout", "connection", "http-error", "invalid-response", "too-large", "token", "other", NULL};
 static const char *const resources[] = {"secrets", "serviceaccounts", "other", NULL};
 static const char *const api_results[] = {"found", "not-found", "failed", NULL};
 static const char *const conn_reasons[] = {"per-peer", "share", "total", NULL};
-static const char *const versions[] = {PG_WEBHOOK_VERSION, NULL};
-static const char *const components[] = {"webhook", NULL};
 
 static const double review_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                         0.1,   0.25,   0.5,   1,    2.5,   5};
@@ -34,34 +32,29 @@ static void collect(void *ctx)
         pg_metric_set(m->cert_expiry, NULL, NULL, (double)not_after);
 }
 
-int wh_metrics_init(wh_metrics *m, wh_tls *tls, char *msg, size_t msg_size)
+int wh_metrics_init(wh_metrics *m, wh_tls *tls, pg_error *err)
 {
     memset(m, 0, sizeof *m);
     m->tls = tls;
     const pg_metric_def defs[] = {
-        {.name = "pullgate_build_info",
-         .type = PG_METRIC_GAUGE,
-         .help = "Always 1; the labels say which pullgate build serves.",
-         .nlabels = 2,
-         .labels = {{"version", versions}, {"component", components}}},
         {.name = "pullgate_webhook_reviews_total",
          .type = PG_METRIC_COUNTER,
          .help = "AdmissionReviews answered, by outcome (refused: the pod is refused; "
                  "bad-request/error: no AdmissionReview answer could be made).",
          .nlabels = 1,
-         .labels = {{"outcome", wh_metric_outcomes}}},
+         .labels = {{"outcome", outcomes}}},
         {.name = "pullgate_webhook_review_duration_seconds",
          .type = PG_METRIC_HISTOGRAM,
          .help = "Time from a review's headers to its answer, by outcome.",
          .nlabels = 1,
-         .labels = {{"outcome", wh_metric_outcomes}},
+         .labels = {{"outcome", outcomes}},
          .buckets = review_buckets,
          .nbuckets = sizeof review_buckets / sizeof review_buckets[0]},
         {.name = "pullgate_webhook_refusals_total",
          .type = PG_METRIC_COUNTER,
          .help = "Pods refused (allowed: false), by reason.",
          .nlabels = 1,
-         .labels = {{"reason", wh_metric_refusal_reasons}}},
+         .labels = {{"reason", refusal_reasons}}},
         {.name = "pullgate_webhook_api_reads_total",
          .type = PG_METRIC_COUNTER,
          .help = "Kubernetes API reads (Secrets, ServiceAccounts), by resource and result.",
@@ -71,7 +64,7 @@ int wh_metrics_init(wh_metrics *m, wh_tls *tls, char *msg, size_t msg_size)
          .type = PG_METRIC_COUNTER,
          .help = "Kubernetes API reads that failed (the pod is refused), by kind.",
          .nlabels = 1,
-         .labels = {{"kind", wh_metric_api_errors}}},
+         .labels = {{"kind", api_errors}}},
         {.name = "pullgate_webhook_certificate_expiry_timestamp_seconds",
          .type = PG_METRIC_GAUGE,
          .help = "When the serving certificate in use expires (notAfter, Unix time).",
@@ -92,21 +85,16 @@ int wh_metrics_init(wh_metrics *m, wh_tls *tls, char *msg, size_t msg_size)
          .nlabels = 1,
          .labels = {{"reason", conn_reasons}}},
     };
-    pg_metric **slots[] = {&m->build_info,  &m->reviews,       &m->review_seconds,
-                           &m->refusals,    &m->api_reads,     &m->api_errors,
-                           &m->cert_expiry, &m->conns_refused, &m->conns_evicted};
-    if (!(m->reg = pg_metrics_new())) {
-        snprintf(msg, msg_size, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
-        if (!(*slots[i] = pg_metrics_add(m->reg, &defs[i], msg, msg_size))) {
-            wh_metrics_free(m);
-            return -1;
-        }
-    pg_metric_set(m->build_info, PG_WEBHOOK_VERSION, "webhook", 1);
-    pg_metrics_on_collect(m->reg, collect, m);
-    return 0;
+    pg_metric **slots[] = {&m->reviews,       &m->review_seconds, &m->refusals,
+                           &m->api_reads,     &m->api_errors,     &m->cert_expiry,
+                           &m->conns_refused, &m->conns_evicted};
+    _Static_assert(sizeof defs / sizeof defs[0] == sizeof slots / sizeof slots[0],
+                   "one slot per definition");
+    int rc = pg_metrics_define(PG_WEBHOOK_VERSION, "webhook", defs, slots,
+                               sizeof defs / sizeof defs[0], &m->reg, err);
+    if (rc == PG_OK)
+        pg_metrics_on_collect(m->reg, collect, m);
+    return rc;
 }
 
 void wh_metrics_free(wh_metrics *m)
@@ -117,7 +105,9 @@ void wh_metrics_free(wh_metrics *m)
     memset(m, 0, sizeof *m);
 }
 
-const char *wh_metrics_refusal_reason(int code)
+/* The refusal reason label for a refusal's HTTP status (500: an API read failed, the key is
+ * unusable, out of memory). */
+static const char *refusal_reason(int code)
 {
     switch (code) {
     case 400: return "invalid-request";
@@ -135,7 +125,7 @@ void wh_metrics_review(wh_metrics *m, const char *outcome, int refusal_code, dou
     pg_metric_inc(m->reviews, outcome, NULL);
     pg_metric_observe(m->review_seconds, outcome, NULL, seconds);
     if (outcome && strcmp(outcome, "refused") == 0)
-        pg_metric_inc(m->refusals, wh_metrics_refusal_reason(refusal_code), NULL);
+        pg_metric_inc(m->refusals, refusal_reason(refusal_code), NULL);
 }
 
 void wh_metrics_api_reads(wh_metrics *m, const wh_get_req *reqs, size_t n)

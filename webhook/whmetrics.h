@@ -21,17 +21,12 @@ typedef struct wh_metrics {
     pg_metric *cert_expiry;    /* pullgate_webhook_certificate_expiry_timestamp_seconds */
     pg_metric *conns_refused;  /* pullgate_webhook_connections_refused_total{reason} */
     pg_metric *conns_evicted;  /* pullgate_webhook_connections_evicted_total{reason} */
-    pg_metric *build_info;     /* pullgate_build_info{version,component} */
     wh_tls *tls;               /* read at each scrape for the expiry; may be NULL */
 } wh_metrics;
 
-/* The label values (NULL-terminated; the last is the catch-all). */
-extern const char *const wh_metric_outcomes[];
-extern const char *const wh_metric_refusal_reasons[];
-extern const char *const wh_metric_api_errors[];
-
-/* Defines every metric; -1 with msg on failure. tls may be NULL (no expiry gauge value). */
-int wh_metrics_init(wh_metrics *m, wh_tls *tls, char *msg, size_t msg_size);
+/* Defines every metric (pullgate_build_info{component="webhook"} too). tls may be NULL (no
+ * expiry gauge value). */
+int wh_metrics_init(wh_metrics *m, wh_tls *tls, pg_error *err);
 void wh_metrics_free(wh_metrics *m);
 
 /* One review answered: its outcome (review.c's log "outcome"), the refusal's HTTP-style
@@ -44,8 +39,5 @@ void wh_metrics_api_reads(wh_metrics *m, const wh_get_req *reqs, size_t n);
 void wh_metrics_connection_refused(wh_metrics *m, const char *reason);
 /* A connection shut to give its slot to a new one, by the bound reached (same labels). */
 void wh_metrics_connection_evicted(wh_metrics *m, const char *reason);
-/* The refusal reason label for a refusal code (400 invalid-request, 413 too-large,
- * 500 server-error: API read failed, key unusable, out of memory; 504 timeout; else other). */
-const char *wh_metrics_refusal_reason(int code);
 
 #endif

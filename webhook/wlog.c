@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "wlog.h"
 
+#include "cleanup.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +24,10 @@ void wh_log_fields(const char *level, const char *msg, const json_t *fields)
 {
     char ts[40];
     timestamp(ts);
-    json_t *line = json_pack("{s:s, s:s, s:s}", "time", ts, "level", level, "msg", msg);
+    pg_autojson json_t *line = json_pack("{s:s, s:s, s:s}", "time", ts, "level", level, "msg", msg);
     if (line && fields)
         json_object_update(line, (json_t *)fields);
-    char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+    pg_autofree char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
     pthread_mutex_lock(&log_lock);
     if (text)
         fprintf(stderr, "%s\n", text);
@@ -33,13 +35,10 @@ void wh_log_fields(const char *level, const char *msg, const json_t *fields)
         fprintf(stderr, "{\"level\":\"error\",\"msg\":\"cannot format a log line\"}\n");
     fflush(stderr);
     pthread_mutex_unlock(&log_lock);
-    free(text);
-    json_decref(line);
 }
 
 void wh_log(const char *level, const char *msg, const char *detail)
 {
-    json_t *fields = detail ? json_pack("{s:s?}", "detail", detail) : NULL;
+    pg_autojson json_t *fields = detail ? json_pack("{s:s?}", "detail", detail) : NULL;
     wh_log_fields(level, msg, fields);
-    json_decref(fields);
 }

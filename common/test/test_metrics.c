@@ -61,12 +61,12 @@ static pg_metrics *sample(void)
                        .labels = {{"value", hostile}}};
     pg_metric_def u = {
         .name = "pullgate_test_records", .type = PG_METRIC_GAUGE, .help = "No labels."};
-    char msg[256];
-    pg_metric *mc = pg_metrics_add(reg, &c, msg, sizeof msg);
-    pg_metric *mg = pg_metrics_add(reg, &g, msg, sizeof msg);
-    pg_metric *mh = pg_metrics_add(reg, &h, msg, sizeof msg);
-    pg_metric *me = pg_metrics_add(reg, &e, msg, sizeof msg);
-    pg_metric *mu = pg_metrics_add(reg, &u, msg, sizeof msg);
+    pg_error err = {0};
+    pg_metric *mc = pg_metrics_add(reg, &c, &err);
+    pg_metric *mg = pg_metrics_add(reg, &g, &err);
+    pg_metric *mh = pg_metrics_add(reg, &h, &err);
+    pg_metric *me = pg_metrics_add(reg, &e, &err);
+    pg_metric *mu = pg_metrics_add(reg, &u, &err);
     NEED(mc && mg && mh && me && mu);
     pg_metric_inc(mc, "PullImage", "OK");
     pg_metric_set(mg, "1.2.3", NULL, 1);
@@ -80,39 +80,70 @@ static pg_metrics *sample(void)
 START_TEST(invalid_definitions_are_refused)
 {
     pg_metrics *reg = pg_metrics_new();
-    char msg[256] = "";
+    pg_error err = {0};
     pg_metric_def d = counter_def();
     d.name = "pullgate_calls"; /* a counter without _total */
-    ck_assert_ptr_null(pg_metrics_add(reg, &d, msg, sizeof msg));
-    ck_assert_ptr_nonnull(strstr(msg, "_total"));
+    ck_assert_ptr_null(pg_metrics_add(reg, &d, &err));
+    ck_assert_ptr_nonnull(strstr(err.message, "_total"));
     d.name = "9bad_total";
-    ck_assert_ptr_null(pg_metrics_add(reg, &d, msg, sizeof msg));
+    ck_assert_ptr_null(pg_metrics_add(reg, &d, &err));
     d.name = "pullgate-dash_total";
-    ck_assert_ptr_null(pg_metrics_add(reg, &d, msg, sizeof msg));
+    ck_assert_ptr_null(pg_metrics_add(reg, &d, &err));
     d = counter_def();
     d.labels[0].name = "le"; /* reserved for buckets */
-    ck_assert_ptr_null(pg_metrics_add(reg, &d, msg, sizeof msg));
+    ck_assert_ptr_null(pg_metrics_add(reg, &d, &err));
     d = counter_def();
     d.labels[1].name = "__reserved";
-    ck_assert_ptr_null(pg_metrics_add(reg, &d, msg, sizeof msg));
+    ck_assert_ptr_null(pg_metrics_add(reg, &d, &err));
     static const char *const none[] = {NULL};
     d = counter_def();
     d.labels[1].values = none;
-    ck_assert_ptr_null(pg_metrics_add(reg, &d, msg, sizeof msg));
+    ck_assert_ptr_null(pg_metrics_add(reg, &d, &err));
     static const double down[] = {1, 0.5};
     pg_metric_def h = {.name = "pullgate_h_seconds",
                        .type = PG_METRIC_HISTOGRAM,
                        .help = "h",
                        .buckets = down,
                        .nbuckets = 2};
-    ck_assert_ptr_null(pg_metrics_add(reg, &h, msg, sizeof msg));
+    ck_assert_ptr_null(pg_metrics_add(reg, &h, &err));
     h.nbuckets = 0;
-    ck_assert_ptr_null(pg_metrics_add(reg, &h, msg, sizeof msg));
+    ck_assert_ptr_null(pg_metrics_add(reg, &h, &err));
     d = counter_def();
-    ck_assert_ptr_nonnull(pg_metrics_add(reg, &d, msg, sizeof msg));
-    ck_assert_ptr_null(pg_metrics_add(reg, &d, msg, sizeof msg)); /* twice */
-    ck_assert_ptr_nonnull(strstr(msg, "twice"));
+    ck_assert_ptr_nonnull(pg_metrics_add(reg, &d, &err));
+    ck_assert_ptr_null(pg_metrics_add(reg, &d, &err)); /* twice */
+    ck_assert_ptr_nonnull(strstr(err.message, "twice"));
+    ck_assert_int_eq(err.code, PG_ERR_INVALID);
     pg_metrics_free(reg);
+}
+END_TEST
+
+/* A daemon's registry: build info first, then its table, each metric in its slot; one bad
+ * definition and there is no registry, with the reason. */
+START_TEST(a_daemon_registry_is_defined_in_one_call)
+{
+    pg_metric *calls = NULL, *records = NULL;
+    pg_metric_def defs[] = {
+        counter_def(),
+        {.name = "pullgate_test_records", .type = PG_METRIC_GAUGE, .help = "No labels."}};
+    pg_metric **slots[] = {&calls, &records};
+    pg_error err = {0};
+    pg_metrics *reg = NULL;
+    int rc = pg_metrics_define("9.8.7", "test", defs, slots, 2, &reg, &err);
+    ck_assert_msg(rc == PG_OK && reg, "%s", err.message);
+    ck_assert_ptr_eq(calls, pg_metrics_find(reg, "pullgate_test_calls_total"));
+    ck_assert_ptr_eq(records, pg_metrics_find(reg, "pullgate_test_records"));
+    char *text = pg_metrics_render(reg, NULL);
+    ck_assert_ptr_nonnull(text);
+    const char *info =
+        strstr(text, "pullgate_build_info{version=\"9.8.7\",component=\"test\"} 1\n");
+    ck_assert_msg(info && info < strstr(text, "pullgate_test_calls_total"), "%s", text);
+    free(text);
+    pg_metrics_free(reg);
+    defs[1].name = "pullgate_test_calls_total"; /* defined twice */
+    ck_assert_int_eq(pg_metrics_define("9.8.7", "test", defs, slots, 2, &reg, &err),
+                     PG_ERR_INVALID);
+    ck_assert_ptr_null(reg);
+    ck_assert_ptr_nonnull(strstr(err.message, "pullgate_test_calls_total"));
 }
 END_TEST
 
@@ -120,7 +151,7 @@ START_TEST(unknown_label_values_count_under_the_catch_all)
 {
     pg_metrics *reg = pg_metrics_new();
     pg_metric_def d = counter_def();
-    pg_metric *m = pg_metrics_add(reg, &d, NULL, 0);
+    pg_metric *m = pg_metrics_add(reg, &d, NULL);
     ck_assert_ptr_nonnull(m);
     pg_metric_inc(m, "PullImage", "OK");
     pg_metric_inc(m, "/runtime.v1.RuntimeService/Evil", "OK");
@@ -151,9 +182,9 @@ START_TEST(counters_never_go_down_and_gauges_are_set)
 {
     pg_metrics *reg = pg_metrics_new();
     pg_metric_def d = counter_def();
-    pg_metric *c = pg_metrics_add(reg, &d, NULL, 0);
+    pg_metric *c = pg_metrics_add(reg, &d, NULL);
     pg_metric_def g = {.name = "pullgate_g", .type = PG_METRIC_GAUGE, .help = "g"};
-    pg_metric *gm = pg_metrics_add(reg, &g, NULL, 0);
+    pg_metric *gm = pg_metrics_add(reg, &g, NULL);
     pg_metric_add_value(c, "ImageStatus", "OK", 2.5);
     pg_metric_add_value(c, "ImageStatus", "OK", -1);
     pg_metric_add_value(c, "ImageStatus", "OK", NAN);
@@ -236,7 +267,7 @@ START_TEST(sparse_metrics_show_updated_series_only)
     pg_metrics *reg = pg_metrics_new();
     pg_metric_def d = counter_def();
     d.sparse = 1;
-    pg_metric *m = pg_metrics_add(reg, &d, NULL, 0);
+    pg_metric *m = pg_metrics_add(reg, &d, NULL);
     ck_assert_ptr_nonnull(m);
     char *text = pg_metrics_render(reg, NULL);
     ck_assert_ptr_nonnull(strstr(text, "# TYPE pullgate_test_calls_total counter\n"));
@@ -266,7 +297,7 @@ START_TEST(a_third_label_is_addressed_by_add3)
     d.nlabels = 3;
     d.labels[2] = (pg_metric_label){"path", paths};
     d.sparse = 1;
-    pg_metric *m = pg_metrics_add(reg, &d, NULL, 0);
+    pg_metric *m = pg_metrics_add(reg, &d, NULL);
     ck_assert_ptr_nonnull(m);
     pg_metric_inc(m, "PullImage", "OK"); /* the two-value form: the third label's first value */
     pg_metric_add3(m, "PullImage", "OK", "local", 2);
@@ -294,9 +325,9 @@ START_TEST(a_third_label_is_addressed_by_add3)
     big.labels[0].values = many;
     big.labels[1].values = many;
     big.labels[2] = (pg_metric_label){"path", paths};
-    char msg[256] = "";
-    ck_assert_ptr_null(pg_metrics_add(reg, &big, msg, sizeof msg)); /* 50 x 50 x 3 series */
-    ck_assert_ptr_nonnull(strstr(msg, "too many series"));
+    pg_error err = {0};
+    ck_assert_ptr_null(pg_metrics_add(reg, &big, &err)); /* 50 x 50 x 3 series */
+    ck_assert_ptr_nonnull(strstr(err.message, "too many series"));
     pg_metrics_free(reg);
 }
 END_TEST
@@ -349,6 +380,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, invalid_definitions_are_refused);
+    tcase_add_test(tc, a_daemon_registry_is_defined_in_one_call);
     tcase_add_test(tc, unknown_label_values_count_under_the_catch_all);
     tcase_add_test(tc, counters_never_go_down_and_gauges_are_set);
     tcase_add_test(tc, histograms_are_cumulative_with_sum_and_count);

@@ -69,9 +69,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     (void)cri_list_images_refs(data, size, &refs, &n_images, NULL);
     (void)cri_list_containers_refs(data, size, &refs, NULL);
     pg_strv_clear(&refs);
-    char *dir = NULL, why[256] = "";
-    int got = cri_crio_auth_dir_of_text((const char *)data, size, &dir, why, sizeof why);
-    if ((got == 1) != (dir != NULL) || (got < 0 && !why[0]) || got < -1 || got > 1)
+    char *dir = NULL;
+    pg_error why = {0};
+    int got = cri_crio_auth_dir_of_text((const char *)data, size, &dir, &why);
+    if ((got != PG_OK && (dir || !why.message[0])) || (got == PG_OK && why.code != PG_OK))
         abort();
     free(dir);
     return 0;

@@ -47,7 +47,8 @@ typedef enum pg_code {
     PG_ERR_NOT_FOUND = 7, /* no such record / key */
     PG_ERR_CONFIG = 8,    /* configuration invalid (message names the key) */
     PG_ERR_INTERNAL = 9,  /* a bug or an impossible state */
-    PG_ERR_QUOTA = 10     /* a namespace's fair share of a pull record is used up */
+    PG_ERR_QUOTA = 10,    /* a namespace's fair share of a pull record is used up */
+    PG_ERR_TIMEOUT = 11   /* a deadline passed before the work was done */
 } pg_code;
 
 #define PG_ERROR_MESSAGE_MAX 512

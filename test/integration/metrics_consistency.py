@@ -8,8 +8,9 @@ version are documented by reference).
     metrics_consistency.py SOURCE_DIR [RULES_YAML [DASHBOARD_JSON]]
 
 Definitions are read from the daemons' tables (cri/cri_metrics.c, webhook/whmetrics.c): each
-pg_metric_def's .name, .type and .labels, and the NULL-terminated value arrays they name.
-Exit 0 when consistent; 1 with one line per problem.
+pg_metric_def's .name, .type and .labels, and the NULL-terminated value arrays they name; and
+pullgate_build_info from common/metrics.c, defined there for every daemon's pg_metrics_define
+call, whose second argument is its component. Exit 0 when consistent; 1 with one line per problem.
 """
 import json
 import re
@@ -43,6 +44,24 @@ def definitions(path):
             labels[lm.group(1)] = arrays.get(lm.group(2))
         defs[name] = {"type": kind, "labels": labels, "file": path}
     return defs
+
+
+DAEMONS = ("cri/cri_metrics.c", "webhook/whmetrics.c")
+
+
+def build_info(src):
+    """pullgate_build_info: its labels in common/metrics.c, a component per daemon's call."""
+    text = open(src + "/common/metrics.c").read()
+    m = re.search(r'\.name = "pullgate_build_info",\s*\.type = PG_METRIC_(\w+)(.*?)\};', text, re.S)
+    if not m:
+        return {}
+    labels = {l: [] for l in re.findall(r'\{\s*"(\w+)",\s*\w+\s*\}', m.group(2))}
+    labels["version"] = ["version"]
+    for f in DAEMONS:
+        labels.setdefault("component", []).extend(
+            re.findall(r'pg_metrics_define\(\s*\w+,\s*"(\w+)"', open(src + "/" + f).read()))
+    return {"pullgate_build_info": {"type": m.group(1).lower(), "labels": labels,
+                                    "file": "common/metrics.c"}}
 
 
 def selectors(expr):
@@ -100,17 +119,13 @@ def main():
     src = sys.argv[1]
     rules_path = sys.argv[2] if len(sys.argv) > 2 else src + "/packaging/kubernetes/prometheus-rules.yaml"
     dash_path = sys.argv[3] if len(sys.argv) > 3 else src + "/packaging/kubernetes/grafana-dashboard.json"
-    defs = {}
-    for f in ("cri/cri_metrics.c", "webhook/whmetrics.c"):
+    defs = build_info(src)
+    for f in DAEMONS:
         for name, d in definitions(src + "/" + f).items():
-            if name in defs and name != "pullgate_build_info":
+            if name in defs:
                 print(f"{name} defined twice")
                 return 1
-            if name in defs:  # build info: one per daemon, component tells them apart
-                for label, values in d["labels"].items():
-                    defs[name]["labels"][label] = defs[name]["labels"][label] + values
-            else:
-                defs[name] = d
+            defs[name] = d
     problems = []
     if len(defs) < 20:
         problems.append(f"only {len(defs)} definitions read: the table parser is out of date")

@@ -127,13 +127,14 @@ int pgd_read_fd_trusted(int fd, const char *path, char **buf, size_t *len, pg_er
  * Opens path as process pid (<proc_root>/<pid>) would: a relative path from its working
  * directory (<pid>/cwd), an absolute one within its root (<pid>/root), never the doctor's
  * own. flags as open(2) (O_CLOEXEC added). The file as the process names it, absolute,
- * into shown (for messages and fix commands). -1 with why; the process must still be a
- * node process (pgd_node_process) once its directories are open.
+ * into shown (for messages and fix commands). -1 with err (errno: the open's, or 0); the
+ * process must still be a node process (pgd_node_process) once its directories are open.
  */
 int pgd_proc_open(const char *proc_root, int pid, const char *path, int flags, char *shown,
-                  size_t shown_n, char *why, size_t why_n);
-/* A root-owned file or directory not writable by group or others (lstat: no symlink)? */
-bool pgd_root_owned_safe(const char *path, char *why, size_t n);
+                  size_t shown_n, pg_error *err);
+/* PG_OK for a root-owned file or directory not writable by group or others (lstat: no
+ * symlink); PG_ERR_UNSAFE otherwise, saying why. */
+int pgd_root_owned_safe(const char *path, pg_error *err);
 
 /* A process's argv from <proc_root>/<pid>/cmdline (NULL-terminated strv, caller frees with
  * pg_strv_free), for the first process whose comm is name, that runs as root (real uid) and
@@ -174,8 +175,8 @@ bool pgd_same_file(const char *a, const char *b);
 json_t *pgd_yaml_to_json(const char *text, size_t len, pg_error *err);
 /* TOML (containerd's configuration) to JSON via toml++; NULL with err set. */
 json_t *pgd_toml_to_json(const char *text, size_t len, pg_error *err);
-/* The C++ half (doctor_toml.cc): malloc'ed JSON text, or NULL with a message in errbuf. */
-char *pgd_toml_json_text(const char *text, size_t len, char *errbuf, size_t errlen);
+/* The C++ half (doctor_toml.cc): malloc'ed JSON text, or NULL with err. */
+char *pgd_toml_json_text(const char *text, size_t len, pg_error *err);
 
 /* ------------------------------------------------------------- status */
 
@@ -194,9 +195,8 @@ void pgd_read_status(const pgd_node *n, pgd_status *st);
 int pgd_prom_sample(const char *text, size_t len, const char *name, const char *label,
                     char *label_out, size_t label_n, double *value);
 
-/* CRI RuntimeService/Version on a unix:// endpoint within timeout_ms: 0 with the
- * runtime's name and version ("containerd 1.6.20, CRI v1"), or -1 with why. */
-int pgd_cri_version(const char *endpoint, int timeout_ms, char *out, size_t n, char *why,
-                    size_t why_n);
+/* CRI RuntimeService/Version on a unix:// endpoint within timeout_ms: PG_OK with the
+ * runtime's name and version ("containerd 1.6.20, CRI v1"). */
+int pgd_cri_version(const char *endpoint, int timeout_ms, char *out, size_t n, pg_error *err);
 
 #endif

@@ -33,14 +33,11 @@ static void describe(grpc_slice answer, char *out, size_t n)
     runtime__v1__version_response__free_unpacked(v, NULL);
 }
 
-int pgd_cri_version(const char *endpoint, int timeout_ms, char *out, size_t n, char *why,
-                    size_t why_n)
+int pgd_cri_version(const char *endpoint, int timeout_ms, char *out, size_t n, pg_error *err)
 {
-    out[0] = why[0] = '\0';
-    if (strncmp(endpoint, "unix://", 7) != 0 || endpoint[7] != '/') {
-        snprintf(why, why_n, "not a unix:///absolute/path endpoint");
-        return -1;
-    }
+    out[0] = '\0';
+    if (strncmp(endpoint, "unix://", 7) != 0 || endpoint[7] != '/')
+        return pg_fail(err, PG_ERR_INVALID, "not a unix:///absolute/path endpoint");
     grpc_init();
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
     grpc_channel *channel = grpc_channel_create(endpoint, creds, NULL);
@@ -48,9 +45,8 @@ int pgd_cri_version(const char *endpoint, int timeout_ms, char *out, size_t n, c
     grpc_slice answer = grpc_empty_slice();
     grpc_status_code status;
     /* VersionRequest{}: every field empty, no bytes. */
-    int rc = pg_grpc_unary_call(channel, VERSION_METHOD, "", 0, timeout_ms, &answer, &status, why,
-                                why_n);
-    if (rc == 0)
+    int rc = pg_grpc_unary_call(channel, VERSION_METHOD, "", 0, timeout_ms, &answer, &status, err);
+    if (rc == PG_OK)
         describe(answer, out, n);
     grpc_slice_unref(answer);
     grpc_channel_destroy(channel);

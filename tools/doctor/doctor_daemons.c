@@ -23,15 +23,16 @@ static void see_cri_config(pgd_node *n)
 {
     char shown[4200];
     int fd = -1;
+    pg_error why = {0};
     if (n->cri_process)
         fd = pgd_proc_open(n->opt->proc_root, n->cri_pid, n->cri_config, O_RDONLY | O_NONBLOCK,
-                           shown, sizeof shown, n->cri_config_why, sizeof n->cri_config_why);
+                           shown, sizeof shown, &why);
     else if (n->cri_config[0] == '/')
         fd = open(n->cri_config, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     n->cri_config_seen = fd >= 0 && fstat(fd, &n->cri_config_st) == 0;
-    if (fd < 0 && !n->cri_config_why[0])
-        snprintf(n->cri_config_why, sizeof n->cri_config_why, "%s: %s", n->cri_config,
-                 strerror(errno));
+    if (fd < 0 && !why.code)
+        pg_fail_errno(&why, errno, "%s", n->cri_config);
+    snprintf(n->cri_config_why, sizeof n->cri_config_why, "%s", why.message);
     if (fd >= 0)
         close(fd);
 }
@@ -64,9 +65,10 @@ void pgd_find_cri_process(pgd_node *n)
 
 void pgd_check_runtime(pgd_node *n, pgd_result *r)
 {
-    char version[256], why[512];
-    if (pgd_cri_version(n->cri_runtime, n->opt->timeout_ms, version, sizeof version, why,
-                        sizeof why) == 0) {
+    char version[256];
+    pg_error why = {0};
+    if (pgd_cri_version(n->cri_runtime, n->opt->timeout_ms, version, sizeof version, &why) ==
+        PG_OK) {
         pgd_pass(r, "%s answers on %s", version, n->cri_runtime);
         return;
     }
@@ -75,14 +77,15 @@ void pgd_check_runtime(pgd_node *n, pgd_result *r)
              "(pullgate-cri --runtime-endpoint) to its socket",
              "the runtime does not answer CRI Version on %s (%s): pullgate-cri answers every "
              "call UNAVAILABLE",
-             n->cri_runtime, why);
+             n->cri_runtime, why.message);
 }
 
 void pgd_check_cri_proxy(pgd_node *n, pgd_result *r)
 {
-    char version[256], why[512];
-    if (pgd_cri_version(n->cri_listen, n->opt->timeout_ms, version, sizeof version, why,
-                        sizeof why) == 0) {
+    char version[256];
+    pg_error why = {0};
+    if (pgd_cri_version(n->cri_listen, n->opt->timeout_ms, version, sizeof version, &why) ==
+        PG_OK) {
         pgd_pass(r, "pullgate-cri answers on %s and forwards to %s", n->cri_listen, version);
         return;
     }
@@ -92,7 +95,7 @@ void pgd_check_cri_proxy(pgd_node *n, pgd_result *r)
                             : "start pullgate-cri and have it start at boot",
              "no CRI answer on %s (%s)%s: the kubelet's pulls are not recorded and, with its "
              "image service endpoint at the proxy, no image can be pulled",
-             n->cri_listen, why, n->cri_process ? "" : "; no pullgate-cri process runs");
+             n->cri_listen, why.message, n->cri_process ? "" : "; no pullgate-cri process runs");
     if (!n->cri_process)
         pgd_command(r, "systemctl enable --now pullgate-cri");
 }

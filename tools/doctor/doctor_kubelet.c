@@ -47,20 +47,18 @@ static const char *config_string(const kubelet *k, const char *key)
  */
 static int open_kubelet_config(pgd_node *n, kubelet *k, const char *path, pg_error *err)
 {
-    char why[512] = "";
     int flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
-    int fd = k->argv && !n->opt->kubelet_config
-                 ? pgd_proc_open(n->opt->proc_root, k->pid, path, flags, k->config_path,
-                                 sizeof k->config_path, why, sizeof why)
-                 : open(path, flags | O_CLOEXEC);
+    bool from_process = k->argv && !n->opt->kubelet_config;
+    int fd = from_process ? pgd_proc_open(n->opt->proc_root, k->pid, path, flags, k->config_path,
+                                          sizeof k->config_path, err)
+                          : open(path, flags | O_CLOEXEC);
     if (fd >= 0)
         return fd;
     int e = errno; /* pgd_proc_open keeps the open's */
-    if (!why[0])
-        snprintf(why, sizeof why, "%s: %s", path, strerror(e));
     if (e == ELOOP)
-        snprintf(why, sizeof why, "%s is a symbolic link: not read", k->config_path);
-    pg_fail(err, e == ENOENT ? PG_ERR_NOT_FOUND : PG_ERR_UNSAFE, "%s", why);
+        pg_fail(err, PG_ERR_UNSAFE, "%s is a symbolic link: not read", k->config_path);
+    else if (!from_process)
+        pg_fail(err, e == ENOENT ? PG_ERR_NOT_FOUND : PG_ERR_UNSAFE, "%s: %s", path, strerror(e));
     return -1;
 }
 
@@ -254,30 +252,26 @@ static int run_version(int exe_fd, char *out, size_t n)
     return got ? 0 : -1;
 }
 
-static int kubelet_version(const pgd_node *n, const kubelet *k, int *major, int *minor, char *why,
-                           size_t why_n)
+static int kubelet_version(const pgd_node *n, const kubelet *k, int *major, int *minor,
+                           pg_error *why)
 {
     if (n->opt->kubelet_version)
-        return parse_version(n->opt->kubelet_version, major, minor);
-    if (!k->argv) {
-        snprintf(why, why_n, "no kubelet process runs");
-        return -1;
-    }
+        return parse_version(n->opt->kubelet_version, major, minor) == 0
+                   ? PG_OK
+                   : pg_fail(why, PG_ERR_INVALID, "unusable version");
+    if (!k->argv)
+        return pg_fail(why, PG_ERR_NOT_FOUND, "no kubelet process runs");
     char out[256];
     int exe_fd = trusted_binary(n, k);
-    if (exe_fd < 0) {
-        snprintf(why, why_n,
-                 "the kubelet's binary is not root's alone or it does not run as "
-                 "root: not run");
-        return -1;
-    }
+    if (exe_fd < 0)
+        return pg_fail(why, PG_ERR_UNSAFE,
+                       "the kubelet's binary is not root's alone or it does not run as root: not "
+                       "run");
     int rc = run_version(exe_fd, out, sizeof out);
     close(exe_fd);
-    if (rc != 0 || parse_version(out, major, minor) != 0) {
-        snprintf(why, why_n, "`kubelet --version` said nothing usable");
-        return -1;
-    }
-    return 0;
+    if (rc != 0 || parse_version(out, major, minor) != 0)
+        return pg_fail(why, PG_ERR_INVALID, "`kubelet --version` said nothing usable");
+    return PG_OK;
 }
 
 /* ------------------------------------------------------------- the gate */
@@ -329,16 +323,16 @@ static bool reads_kubelet_records(const pgd_node *n, const char *root_dir)
 static void check_policy(pgd_node *n, const kubelet *k, pgd_result *r)
 {
     int major = 0, minor = 0;
-    char why[256] = "";
-    if (kubelet_version(n, k, &major, &minor, why, sizeof why) != 0) {
+    pg_error why = {0};
+    if (kubelet_version(n, k, &major, &minor, &why) != PG_OK) {
         if (!k->argv && !n->opt->kubelet_version)
-            pgd_warn(r, "none until a kubelet runs; or name its version: --kubelet-version "
-                        "v1.X.Y",
-                     "cannot tell which KEP-2535 check the kubelet makes: %s", why);
+            pgd_warn(r,
+                     "none until a kubelet runs; or name its version: --kubelet-version "
+                     "v1.X.Y",
+                     "cannot tell which KEP-2535 check the kubelet makes: %s", why.message);
         else
             pgd_fail(r, "name it: pullgatectl doctor --kubelet-version v1.X.Y",
-                     "cannot tell which KEP-2535 check the kubelet makes: %s",
-                     why[0] ? why : "unusable version");
+                     "cannot tell which KEP-2535 check the kubelet makes: %s", why.message);
         return;
     }
     if (major != 1 || minor < 33) {

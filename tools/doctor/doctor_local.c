@@ -63,24 +63,22 @@ static void dir_command(pgd_result *r, const char *dir, bool children)
 }
 
 /* Every entry directly below dir must be root's and not group/other-writable. */
-static bool children_safe(const char *dir, char *why, size_t n)
+static int children_safe(const char *dir, pg_error *why)
 {
     DIR *d = opendir(dir);
-    if (!d) {
-        snprintf(why, n, "%s: %s", dir, strerror(errno));
-        return false;
-    }
-    bool ok = true;
+    if (!d)
+        return pg_fail_errno(why, errno, "%s", dir);
+    int rc = PG_OK;
     struct dirent *e;
-    while (ok && (e = readdir(d)) != NULL) {
+    while (rc == PG_OK && (e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        ok = pgd_root_owned_safe(path, why, n);
+        rc = pgd_root_owned_safe(path, why);
     }
     closedir(d);
-    return ok;
+    return rc;
 }
 
 void pgd_check_state_dir(pgd_node *n, pgd_result *r)
@@ -93,23 +91,23 @@ void pgd_check_state_dir(pgd_node *n, pgd_result *r)
     const char *fix = "make it root's, mode 0700 (the records decide who may run what: only root "
                       "may write them, and which pods pulled what is nobody else's business)";
     struct stat st;
-    char why[512];
+    pg_error why = {0};
     if (lstat(dir, &st) != 0) {
         pgd_fail(r, fix, "%s: %s (pullgate-cri cannot record pulls)", dir, strerror(errno));
         dir_command(r, dir, false);
     } else if (!S_ISDIR(st.st_mode)) {
         pgd_fail(r, "move it away and create the directory", "%s: stateDir is not a directory",
                  dir);
-    } else if (!pgd_root_owned_safe(dir, why, sizeof why)) {
-        pgd_fail(r, fix, "%s", why);
+    } else if (pgd_root_owned_safe(dir, &why) != PG_OK) {
+        pgd_fail(r, fix, "%s", why.message);
         dir_command(r, dir, false);
     } else if (st.st_mode & 0077) {
         pgd_fail(r, fix, "%s has mode %04o: others may read which pods pulled what", dir,
                  (unsigned)(st.st_mode & 07777));
         dir_command(r, dir, false);
-    } else if (!children_safe(dir, why, sizeof why)) {
+    } else if (children_safe(dir, &why) != PG_OK) {
         pgd_fail(r, "make every entry root's and writable by root only",
-                 "%s (decisions that need it deny)", why);
+                 "%s (decisions that need it deny)", why.message);
         dir_command(r, dir, true);
     } else {
         pgd_pass(r, "%s: root, mode %04o, its entries root's and not writable by others", dir,
@@ -125,17 +123,17 @@ void pgd_check_record_dirs(pgd_node *n, pgd_result *r)
     }
     const char *const *dirs = pg_config_read_only_dirs(n->cfg);
     size_t present = 0, total = 0;
-    char why[512];
+    pg_error why = {0};
     for (size_t i = 0; dirs && dirs[i]; i++, total++) {
         struct stat st;
         int there = lstat(dirs[i], &st) == 0;
         if (!there && errno == ENOENT)
             continue; /* skipped by the store: the kubelet writes none before its gate is on */
-        if (!pgd_root_owned_safe(dirs[i], why, sizeof why)) {
+        if (pgd_root_owned_safe(dirs[i], &why) != PG_OK) {
             pgd_fail(r,
                      "make it root's and writable by root only, or drop it from "
                      "readOnlyRecordDirs",
-                     "%s (every decision that reads it denies)", why);
+                     "%s (every decision that reads it denies)", why.message);
             char q[4200];
             if (there && S_ISDIR(st.st_mode) && pgd_sh_word(dirs[i], q, sizeof q))
                 pgd_command(r, "chown root:root %s && chmod go-w %s", q, q);

@@ -98,21 +98,20 @@ static char **hook_argv(const json_t *hook)
     return argv;
 }
 
-static bool binaries_ok(const char *path, char *why, size_t n)
+static int binaries_ok(const char *path, pg_error *why)
 {
     char local[4200];
     const char *slash = strrchr(path, '/');
     snprintf(local, sizeof local, "%.*s/pullgate-hook-local", (int)(slash - path), path);
     const char *files[] = {path, local};
     for (size_t i = 0; i < 2; i++) {
-        if (!pgd_root_owned_safe(files[i], why, n))
-            return false;
-        if (access(files[i], X_OK) != 0) {
-            snprintf(why, n, "%s is not executable", files[i]);
-            return false;
-        }
+        int rc = pgd_root_owned_safe(files[i], why);
+        if (rc != PG_OK)
+            return rc;
+        if (access(files[i], X_OK) != 0)
+            return pg_fail(why, PG_ERR_UNSAFE, "%s is not executable", files[i]);
     }
-    return true;
+    return PG_OK;
 }
 
 static void note_hook(pgd_node *n, const json_t *hook)
@@ -210,37 +209,30 @@ static bool pattern_passes(const json_t *patterns, const char *key)
 }
 
 /* One handler's base spec: its hook, the binaries, the file's own safety. */
-static bool check_handler_spec(pgd_node *n, const char *name, const json_t *handler, char *why,
-                               size_t wn)
+static int check_handler_spec(pgd_node *n, const char *name, const json_t *handler, pg_error *why)
 {
     const char *spec_path = json_string_value(json_object_get(handler, "base_runtime_spec"));
-    if (!spec_path || !*spec_path) {
-        snprintf(why, wn,
-                 "runtime handler %s has no base_runtime_spec: its containers start "
-                 "without the hook",
-                 name);
-        return false;
-    }
-    if (!pgd_root_owned_safe(spec_path, why, wn))
-        return false;
-    pg_error err = {0};
-    json_t *spec = load_json(spec_path, &err);
+    if (!spec_path || !*spec_path)
+        return pg_fail(why, PG_ERR_CONFIG,
+                       "runtime handler %s has no base_runtime_spec: its containers start "
+                       "without the hook",
+                       name);
+    int rc = pgd_root_owned_safe(spec_path, why);
+    json_t *spec = rc == PG_OK ? load_json(spec_path, why) : NULL;
     const char *stage = NULL;
     const json_t *hook = spec ? hook_in_spec(spec, &stage) : NULL;
-    bool ok = false;
-    if (!spec)
-        snprintf(why, wn, "%s", err.message);
-    else if (!hook)
-        snprintf(why, wn,
-                 "%s (handler %s) runs no %s in createRuntime, prestart or "
-                 "createContainer",
-                 spec_path, name, HOOK_NAME);
-    else if (binaries_ok(json_string_value(json_object_get(hook, "path")), why, wn))
-        ok = true;
-    if (hook && ok)
+    if (rc == PG_OK && !spec)
+        rc = PG_ERR_INVALID;
+    else if (rc == PG_OK && !hook)
+        rc = pg_fail(why, PG_ERR_CONFIG,
+                     "%s (handler %s) runs no %s in createRuntime, prestart or createContainer",
+                     spec_path, name, HOOK_NAME);
+    else if (rc == PG_OK)
+        rc = binaries_ok(json_string_value(json_object_get(hook, "path")), why);
+    if (rc == PG_OK)
         note_hook(n, hook);
     json_decref(spec);
-    return ok;
+    return rc;
 }
 
 /* --containerd-config, else the running containerd's --config, else containerd's default. */
@@ -291,14 +283,14 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
         json_decref(cfg);
         return;
     }
-    char why[1024] = "";
+    pg_error why = {0};
     const char *name, *missing_ann = NULL, *broad = NULL;
     json_t *handler;
     bool specs_ok = true;
     json_object_foreach(h.runtimes, name, handler)
     {
         if (specs_ok)
-            specs_ok = check_handler_spec(n, name, handler, why, sizeof why);
+            specs_ok = check_handler_spec(n, name, handler, &why) == PG_OK;
         json_t *patterns = json_object_get(handler, "pod_annotations");
         if (!missing_ann && !pattern_passes(patterns, key))
             missing_ann = name;
@@ -312,7 +304,7 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
         pgd_pass(r, "every runtime handler of %s (%zu) runs %s from its base_runtime_spec", path,
                  json_object_size(h.runtimes), HOOK_NAME);
     else
-        pgd_fail(r, fix, "%s", why);
+        pgd_fail(r, fix, "%s", why.message);
     char afix[PGD_TEXT_MAX];
     snprintf(afix, sizeof afix,
              "pod_annotations = [\"%s\"] in every runtime handler of %s (exactly that key), then "
@@ -468,8 +460,10 @@ static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
                          "%s: no createRuntime, prestart or createContainer "
                          "stage",
                          path);
-            else if (binaries_ok(json_string_value(json_object_get(hook, "path")), why, sizeof why))
+            else if (binaries_ok(json_string_value(json_object_get(hook, "path")), &err) == PG_OK)
                 note_hook(n, hook);
+            else
+                snprintf(why, sizeof why, "%s", err.message);
             broken = !n->hook_found;
         }
         json_decref(entry);

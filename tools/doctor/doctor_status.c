@@ -58,13 +58,11 @@ static bool metrics_url(const char *listen, char *url, size_t n)
     return true;
 }
 
-static int fetch(const char *url, int timeout_ms, body *b, char *why, size_t why_n)
+static int fetch(const char *url, int timeout_ms, body *b, pg_error *why)
 {
     CURL *c = curl_easy_init();
-    if (!c) {
-        snprintf(why, why_n, "libcurl could not start");
-        return -1;
-    }
+    if (!c)
+        return pg_fail(why, PG_ERR_NOMEM, "libcurl could not start");
     char errbuf[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
@@ -78,10 +76,11 @@ static int fetch(const char *url, int timeout_ms, body *b, char *why, size_t why
     CURLcode rc = curl_easy_perform(c);
     curl_easy_cleanup(c);
     if (rc == CURLE_OK)
-        return 0;
-    snprintf(why, why_n, "no answer on %s (%s)", url,
-             b->too_large ? "larger than 4 MiB" : errbuf[0] ? errbuf : curl_easy_strerror(rc));
-    return -1;
+        return PG_OK;
+    return pg_fail(why, PG_ERR_IO, "no answer on %s (%s)", url,
+                   b->too_large ? "larger than 4 MiB"
+                   : errbuf[0]  ? errbuf
+                                : curl_easy_strerror(rc));
 }
 
 static double sample(const body *b, const char *name)
@@ -106,7 +105,10 @@ void pgd_read_status(const pgd_node *n, pgd_status *st)
     }
     body b = {0};
     curl_global_init(CURL_GLOBAL_NOTHING);
-    if (fetch(st->source, n->opt->timeout_ms, &b, st->why, sizeof st->why) == 0 && b.data) {
+    pg_error why = {0};
+    int fetched = fetch(st->source, n->opt->timeout_ms, &b, &why);
+    snprintf(st->why, sizeof st->why, "%s", why.message);
+    if (fetched == PG_OK && b.data) {
         double one = 0;
         if (pgd_prom_sample(b.data, b.len, "pullgate_build_info", "version", st->version,
                             sizeof st->version, &one) != 0)

@@ -9,17 +9,20 @@
 #include <string_view>
 #include <toml++/toml.h>
 
+extern "C" {
+#include "internal.h"
+}
+
 namespace {
 
-void set_error(char *errbuf, size_t errlen, const std::string &what)
+void set_error(pg_error *err, const std::string &what)
 {
-    if (errbuf && errlen)
-        std::snprintf(errbuf, errlen, "%s", what.c_str());
+    pg_fail(err, PG_ERR_INVALID, "%s", what.c_str());
 }
 
 } // namespace
 
-extern "C" char *pgd_toml_json_text(const char *text, size_t len, char *errbuf, size_t errlen)
+extern "C" char *pgd_toml_json_text(const char *text, size_t len, pg_error *err)
 {
     try {
         toml::table table = toml::parse(std::string_view(text, len));
@@ -28,7 +31,7 @@ extern "C" char *pgd_toml_json_text(const char *text, size_t len, char *errbuf, 
         std::string json = out.str();
         char *copy = static_cast<char *>(std::malloc(json.size() + 1));
         if (!copy) {
-            set_error(errbuf, errlen, "out of memory");
+            pg_fail(err, PG_ERR_NOMEM, "out of memory");
             return nullptr;
         }
         std::memcpy(copy, json.data(), json.size() + 1);
@@ -36,11 +39,11 @@ extern "C" char *pgd_toml_json_text(const char *text, size_t len, char *errbuf, 
     } catch (const toml::parse_error &e) {
         std::ostringstream msg;
         msg << "line " << e.source().begin.line << ": " << e.description();
-        set_error(errbuf, errlen, msg.str());
+        set_error(err, msg.str());
     } catch (const std::exception &e) {
-        set_error(errbuf, errlen, e.what());
+        set_error(err, e.what());
     } catch (...) {
-        set_error(errbuf, errlen, "TOML parser failed");
+        set_error(err, "TOML parser failed");
     }
     return nullptr;
 }

@@ -130,27 +130,20 @@ int pgd_read_file(const char *path, char **buf, size_t *len, pg_error *err)
     return rc;
 }
 
-bool pgd_root_owned_safe(const char *path, char *why, size_t n)
+int pgd_root_owned_safe(const char *path, pg_error *err)
 {
     struct stat st;
-    if (lstat(path, &st) != 0) {
-        snprintf(why, n, "%s: %s", path, strerror(errno));
-        return false;
-    }
-    if (S_ISLNK(st.st_mode)) {
-        snprintf(why, n, "%s is a symbolic link", path);
-        return false;
-    }
-    if (st.st_uid != 0) {
-        snprintf(why, n, "%s is owned by uid %u, not root", path, (unsigned)st.st_uid);
-        return false;
-    }
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        snprintf(why, n, "%s is writable by group or others (mode %04o)", path,
-                 (unsigned)(st.st_mode & 07777));
-        return false;
-    }
-    return true;
+    if (lstat(path, &st) != 0)
+        return pg_fail_errno(err, errno, "%s", path);
+    if (S_ISLNK(st.st_mode))
+        return pg_fail(err, PG_ERR_UNSAFE, "%s is a symbolic link", path);
+    if (st.st_uid != 0)
+        return pg_fail(err, PG_ERR_UNSAFE, "%s is owned by uid %u, not root", path,
+                       (unsigned)st.st_uid);
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return pg_fail(err, PG_ERR_UNSAFE, "%s is writable by group or others (mode %04o)", path,
+                       (unsigned)(st.st_mode & 07777));
+    return PG_OK;
 }
 
 /* ---------------------------------------------------------------- /proc */
@@ -250,7 +243,7 @@ static bool same_dir(int fd, const char *path)
  * refused: its paths are not the node's, and nothing here should guess at them.
  */
 int pgd_proc_open(const char *proc_root, int pid, const char *path, int flags, char *shown,
-                  size_t shown_n, char *why, size_t why_n)
+                  size_t shown_n, pg_error *err)
 {
     bool relative = path[0] != '/';
     char root_link[4200], cwd_link[4200];
@@ -261,16 +254,17 @@ int pgd_proc_open(const char *proc_root, int pid, const char *path, int flags, c
     int fd = -1, saved = 0;
     snprintf(shown, shown_n, "%s", path);
     if (root < 0 || (relative && cwd < 0))
-        snprintf(why, why_n, "cannot open process %d's root or working directory", pid);
+        pg_fail(err, PG_ERR_UNSAFE, "cannot open process %d's root or working directory", pid);
     else if (!same_dir(root, "/"))
-        snprintf(why, why_n, "process %d runs in another root directory", pid);
+        pg_fail(err, PG_ERR_UNSAFE, "process %d runs in another root directory", pid);
     else if (!pgd_node_process(proc_root, pid)) /* the pid was reused meanwhile */
-        snprintf(why, why_n, "process %d is gone", pid);
+        pg_fail(err, PG_ERR_NOT_FOUND, "process %d is gone", pid);
     else if ((fd = openat(relative ? cwd : AT_FDCWD, path, flags | O_CLOEXEC)) < 0)
         saved = errno;
     if (fd < 0 && saved)
-        snprintf(why, why_n, "%s (from process %d's %s): %s", path, pid,
-                 relative ? "working directory" : "root", strerror(saved));
+        pg_fail(err, saved == ENOENT ? PG_ERR_NOT_FOUND : PG_ERR_UNSAFE,
+                "%s (from process %d's %s): %s", path, pid, relative ? "working directory" : "root",
+                strerror(saved));
     if (relative) {
         char dir[4096];
         ssize_t l = readlink(cwd_link, dir, sizeof dir - 1); /* for messages only */
@@ -516,12 +510,9 @@ bool pgd_same_file(const char *a, const char *b)
 
 json_t *pgd_toml_to_json(const char *text, size_t len, pg_error *err)
 {
-    char why[256] = "";
-    char *json = pgd_toml_json_text(text, len, why, sizeof why);
-    if (!json) {
-        pg_fail(err, PG_ERR_INVALID, "%s", why[0] ? why : "not TOML");
+    char *json = pgd_toml_json_text(text, len, err);
+    if (!json)
         return NULL;
-    }
     json_error_t jerr;
     json_t *j = json_loads(json, 0, &jerr);
     free(json);

@@ -48,7 +48,7 @@ int pgw_containerd_edit(const char *text, size_t len, const pgw_cd_params *p, pg
                         pg_error *err);
 
 /* The C++ half (wire_toml.cc): every key's place in the text as JSON (malloc'ed), or NULL with
- * a message in errbuf. */
-char *pgw_toml_map(const char *text, size_t len, char *errbuf, size_t errlen);
+ * err. */
+char *pgw_toml_map(const char *text, size_t len, pg_error *err);
 
 #endif

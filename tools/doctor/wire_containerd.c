@@ -462,10 +462,11 @@ static int load_doc(doc *d, const char *text, size_t len, pg_error *err)
 {
     d->text = text;
     d->len = len;
-    char why[512] = "";
-    char *map = pgw_toml_map(text, len, why, sizeof why);
-    if (!map)
-        return pg_fail(err, PG_ERR_INVALID, "not TOML it can parse: %s", why);
+    char *map = pgw_toml_map(text, len, err);
+    if (!map) {
+        pg_error_prefix(err, "not TOML it can parse");
+        return PG_ERR_INVALID;
+    }
     json_error_t jerr;
     d->map = json_loads(map, 0, &jerr);
     free(map);

@@ -87,7 +87,6 @@ static int refused(const char *fmt, ...)
 /* A file wire may edit: regular, no symlink, root's, not writable by group or others. */
 static int read_trusted(const char *path, char **text, size_t *len, struct stat *st, pg_error *err)
 {
-    char why[1024];
     if (lstat(path, st) != 0)
         return errno == ENOENT ? pg_fail(err, PG_ERR_NOT_FOUND, "%s: no such file", path)
                                : pg_fail_errno(err, errno, "%s", path);
@@ -96,8 +95,9 @@ static int read_trusted(const char *path, char **text, size_t *len, struct stat 
                        "%s is not a regular file (a symbolic link is "
                        "refused: another tool may manage it)",
                        path);
-    if (!pgd_root_owned_safe(path, why, sizeof why))
-        return pg_fail(err, PG_ERR_UNSAFE, "%s", why);
+    int rc = pgd_root_owned_safe(path, err);
+    if (rc != PG_OK)
+        return rc;
     return pgd_read_file(path, text, len, err);
 }
 

@@ -10,12 +10,15 @@
 #include <string_view>
 #include <toml++/toml.h>
 
+extern "C" {
+#include "internal.h"
+}
+
 namespace {
 
-void set_error(char *errbuf, size_t errlen, const std::string &what)
+void set_error(pg_error *err, const std::string &what)
 {
-    if (errbuf && errlen)
-        std::snprintf(errbuf, errlen, "%s", what.c_str());
+    pg_fail(err, PG_ERR_INVALID, "%s", what.c_str());
 }
 
 // A JSON string, for keys (jansson reads the result).
@@ -71,8 +74,8 @@ struct mapper {
 
 // [{"path":[...],"table":bool,"inline":bool,"kline","kcol","kend","line","col","eline","ecol"}]
 // for every key of the document (1-based lines and columns; ecol/kend exclusive), as malloc'ed
-// JSON text; NULL with a message in errbuf.
-extern "C" char *pgw_toml_map(const char *text, size_t len, char *errbuf, size_t errlen)
+// JSON text; NULL with err.
+extern "C" char *pgw_toml_map(const char *text, size_t len, pg_error *err)
 {
     try {
         toml::table table = toml::parse(std::string_view(text, len));
@@ -83,7 +86,7 @@ extern "C" char *pgw_toml_map(const char *text, size_t len, char *errbuf, size_t
         std::string json = m.out.str();
         char *copy = static_cast<char *>(std::malloc(json.size() + 1));
         if (!copy) {
-            set_error(errbuf, errlen, "out of memory");
+            pg_fail(err, PG_ERR_NOMEM, "out of memory");
             return nullptr;
         }
         std::memcpy(copy, json.data(), json.size() + 1);
@@ -91,11 +94,11 @@ extern "C" char *pgw_toml_map(const char *text, size_t len, char *errbuf, size_t
     } catch (const toml::parse_error &e) {
         std::ostringstream msg;
         msg << "line " << e.source().begin.line << ": " << e.description();
-        set_error(errbuf, errlen, msg.str());
+        set_error(err, msg.str());
     } catch (const std::exception &e) {
-        set_error(errbuf, errlen, e.what());
+        set_error(err, e.what());
     } catch (...) {
-        set_error(errbuf, errlen, "TOML parser failed");
+        set_error(err, "TOML parser failed");
     }
     return nullptr;
 }

@@ -94,9 +94,9 @@ START_TEST(cidr_lists)
 {
     wh_cidr list[WH_CIDRS_MAX];
     size_t n = 0;
-    char msg[160];
-    ck_assert_int_eq(wh_cidrs_add(list, &n, "10.0.0.77/24,fd00::5/64", msg, sizeof msg), 0);
-    ck_assert_int_eq(wh_cidrs_add(list, &n, "192.168.1.7", msg, sizeof msg), 0);
+    pg_error err = {0};
+    ck_assert_int_eq(wh_cidrs_add(list, &n, "10.0.0.77/24,fd00::5/64", &err), PG_OK);
+    ck_assert_int_eq(wh_cidrs_add(list, &n, "192.168.1.7", &err), PG_OK);
     ck_assert_uint_eq(n, 3);
     char text[WH_CIDR_TEXT_MAX];
     wh_cidr_text(&list[0], text, sizeof text);
@@ -113,7 +113,7 @@ START_TEST(cidr_lists)
     ck_assert(!matches(list, n, "192.168.1.8"));
     ck_assert(!matches(list, 0, "10.0.0.1"));
     n = 0;
-    ck_assert_int_eq(wh_cidrs_add(list, &n, "0.0.0.1/31", msg, sizeof msg), 0);
+    ck_assert_int_eq(wh_cidrs_add(list, &n, "0.0.0.1/31", &err), 0);
     ck_assert(matches(list, n, "0.0.0.0") && matches(list, n, "0.0.0.1"));
     ck_assert(!matches(list, n, "0.0.0.2"));
 }
@@ -143,24 +143,26 @@ START_TEST(cidr_errors)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         wh_cidr list[WH_CIDRS_MAX];
         size_t n = 1;
-        char msg[160] = "";
+        pg_error err = {0};
         memset(list, 0xa5, sizeof list);
         wh_cidr before = list[1];
-        ck_assert_msg(wh_cidrs_add(list, &n, bad[i], msg, sizeof msg) == -1, "accepted %s", bad[i]);
+        ck_assert_msg(wh_cidrs_add(list, &n, bad[i], &err) == PG_ERR_INVALID, "accepted %s",
+                      bad[i]);
         ck_assert_uint_eq(n, 1);
         ck_assert_mem_eq(&list[1], &before, sizeof before);
-        ck_assert_msg(strncmp(msg, "--api-server-cidr: ", 19) == 0, "%s", msg);
+        ck_assert_msg(strncmp(err.message, "--api-server-cidr: ", 19) == 0, "%s", err.message);
     }
     /* more than WH_CIDRS_MAX in all */
     wh_cidr list[WH_CIDRS_MAX];
     size_t n = 0;
-    char msg[160], text[2048] = "";
+    pg_error err = {0};
+    char text[2048] = "";
     for (int i = 0; i < WH_CIDRS_MAX; i++)
         snprintf(text + strlen(text), sizeof text - strlen(text), "%s10.%d.0.0/16", i ? "," : "",
                  i);
-    ck_assert_int_eq(wh_cidrs_add(list, &n, text, msg, sizeof msg), 0);
+    ck_assert_int_eq(wh_cidrs_add(list, &n, text, &err), 0);
     ck_assert_uint_eq(n, WH_CIDRS_MAX);
-    ck_assert_int_eq(wh_cidrs_add(list, &n, "10.200.0.0/16", msg, sizeof msg), -1);
+    ck_assert_int_eq(wh_cidrs_add(list, &n, "10.200.0.0/16", &err), PG_ERR_LIMIT);
     ck_assert_uint_eq(n, WH_CIDRS_MAX);
 }
 END_TEST
