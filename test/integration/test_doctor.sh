@@ -304,7 +304,7 @@ expect_levels() {
         done
     fi
 }
-expect_all_ok() { expect_levels "$1" 12 0 0; }
+expect_all_ok() { expect_levels "$1" 13 0 0; }
 # valid_json DESC: the last --json is kept; all of them are validated against
 # docs/doctor.schema.json at the end, in one go (validate_all).
 JSON_KEPT=()
@@ -363,10 +363,10 @@ expect kubelet ok "RuntimeService direct to unix://$PG_CD_SOCK"
 expect kubelet-policy ok "KubeletEnsureSecretPulledImages off"
 # Every check's anchor exists in docs/lifecycle.md (GitHub's slug of "#### doctor: NAME").
 for name in config state-dir record-dirs hmac-key runtime cri-proxy hook-socket kubelet \
-    kubelet-policy hook pod-annotations same-config; do
+    kubelet-policy hook pod-annotations same-config crio-namespaced-auth; do
     grep -qx "#### doctor: $name" "$LIFECYCLE" || pg_check_fail "docs/lifecycle.md has no anchor doctor-$name"
 done
-pg_check_ok "docs/lifecycle.md has an anchor for each of the 12 checks"
+pg_check_ok "docs/lifecycle.md has an anchor for each of the 13 checks"
 
 pg_section "configuration, state directory, key: each fix, run as printed, repairs the node"
 write_cfg polcy='"AlwaysVerify"'
@@ -380,7 +380,7 @@ doctor
 expect hook-socket fail "the file changed since pullgate-cri started"
 run_fix hook-socket
 proxy_from_pidfile
-expect_levels "audit and unkeyed: warnings, exit 0" 10 2 0
+expect_levels "audit and unkeyed: warnings, exit 0" 11 2 0
 expect config warn "mode audit"
 expect hmac-key warn "hmacKeyFile is not set"
 valid_json "warnings"
@@ -503,7 +503,7 @@ set_kubelet_cmdline --v=2
 write_kubelet_config "unix://$PG_CD_SOCK" "unix://$PG_PROXY_SOCK"
 # A node without a kubelet (yet): warnings, exit 0.
 mv "$PROC/$KPID" "$W/kubelet-away"
-expect_levels "no kubelet: warnings, exit 0" 10 2 0
+expect_levels "no kubelet: warnings, exit 0" 11 2 0
 expect kubelet warn "no kubelet runs"
 expect kubelet-policy warn "no kubelet process runs"
 doctor --kubelet-version v1.35.0
