@@ -195,12 +195,16 @@ mkdir -p "$CRIO/crio.conf.d" "$CRIO/hooks.d"
 crio_wire() { wire --runtime cri-o --crio-config-dir "$CRIO/crio.conf.d" --hooks-dir "$CRIO/hooks.d" "$@"; }
 crio_unwire() { unwire --runtime cri-o --crio-config-dir "$CRIO/crio.conf.d" --hooks-dir "$CRIO/hooks.d" "$@"; }
 pg_expect_ok "wire --runtime cri-o" crio_wire
-python3 - "$CRIO/crio.conf.d/10-pullgate.conf" "$PG_SOURCE_DIR/packaging/crio/crio.conf.d/10-pullgate.conf" <<'EOF' &&
+# The packaged example's directories, the administrators' one being --hooks-dir (where wire
+# writes its entry: a directory CRI-O would not read would hold it in vain).
+python3 - "$CRIO/crio.conf.d/10-pullgate.conf" "$PG_SOURCE_DIR/packaging/crio/crio.conf.d/10-pullgate.conf" "$CRIO/hooks.d" <<'EOF' &&
 import sys, tomllib
-a, b = (tomllib.load(open(p, "rb")) for p in sys.argv[1:])
+a, b = (tomllib.load(open(p, "rb")) for p in sys.argv[1:3])
+dirs = b["crio"]["runtime"]["hooks_dir"]
+b["crio"]["runtime"]["hooks_dir"] = [sys.argv[3] if d == "/etc/containers/oci/hooks.d" else d for d in dirs]
 assert a == b, (a, b)
 EOF
-    pg_check_ok "the drop-in lists the directories as the packaged example does" ||
+    pg_check_ok "the drop-in lists the packaged example's directories, --hooks-dir for the administrators'" ||
     pg_check_fail "the drop-in differs from packaging/crio/crio.conf.d/10-pullgate.conf"
 python3 - "$CRIO/hooks.d/pullgate.json" "$HOOK" "$CFG" <<'EOF' &&
 import json, sys
