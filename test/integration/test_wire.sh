@@ -12,6 +12,7 @@
 #   - refused, file untouched: a marker of configuration management, version 1, imports, an
 #     inline handler, dotted keys, a symbolic link, a group-writable file, not TOML, the CRI
 #     plugin disabled;
+#   - the hook gets the --config of the node's pullgate-cri (a service), never of one started by hand;
 #   - CRI-O: the drop-in and an administrators' hooks.d entry with the --config, then unwire;
 #   - config-rollback: the keys an older release does not read leave the file (backup kept),
 #     a dry run changes nothing; check-config fails on a missing HMAC key file.
@@ -187,6 +188,31 @@ refused_case not-toml "not TOML"
 refused_case cri-disabled "disabled"
 refused_case group-writable "writable by group or others"
 refused_case symlink "symbolic link"
+
+# ---------------------------------------------------- which pullgate-cri the hook follows
+pg_section "the hook follows the node's pullgate-cri, not one started by hand"
+# A pullgate-cri that is neither serving criListen nor init's child (someone's, or a test's, run
+# by hand with a relative --config of its own): wire without --config gives the hook the default
+# configuration, not that process's (which would deny every container: "not found").
+STRAY_PROC="$WORK/proc-stray"
+mkdir -p "$STRAY_PROC/777/ns"
+echo pullgate-cri >"$STRAY_PROC/777/comm"
+printf 'Name:\tpullgate-cri\nUid:\t0\t0\t0\t0\nPPid:\t4242\n' >"$STRAY_PROC/777/status"
+ln -s /proc/self/ns/mnt "$STRAY_PROC/777/ns/mnt"
+ln -s / "$STRAY_PROC/777/root"
+printf '%s\0' pullgate-cri --config base/pullgate.json --hook-socket /tmp/stray.sock >"$STRAY_PROC/777/cmdline"
+printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n  runtime_type = "io.containerd.runc.v2"\n' >"$WORK/stray.toml"
+pg_expect_ok "wire --dry-run beside a pullgate-cri started by hand" \
+    "$PULLGATECTL" wire --dry-run --proc-root "$STRAY_PROC" --hook-path "$HOOK" --containerd-config "$WORK/stray.toml"
+pg_expect_contains "... the hook gets the default configuration" "$PG_OUT" "/etc/pullgate/config.json (dry run)"
+[[ "$PG_OUT" != *base/pullgate.json* && "$PG_OUT" != */tmp/stray.sock* ]] &&
+    pg_check_ok "... nothing of the process started by hand" || pg_check_fail "wire took the stray pullgate-cri's settings"
+# The same process, init's child (a service): its --config is the node's.
+printf 'Name:\tpullgate-cri\nUid:\t0\t0\t0\t0\nPPid:\t1\n' >"$STRAY_PROC/777/status"
+printf '%s\0' pullgate-cri --config "$CFG" >"$STRAY_PROC/777/cmdline"
+pg_expect_ok "wire --dry-run beside the node's pullgate-cri service" \
+    "$PULLGATECTL" wire --dry-run --proc-root "$STRAY_PROC" --hook-path "$HOOK" --containerd-config "$WORK/stray.toml"
+pg_expect_contains "... the hook gets the service's configuration" "$PG_OUT" "configuration $CFG"
 
 # ---------------------------------------------------------------------- CRI-O
 pg_section "CRI-O: the drop-in and the hooks.d entry"

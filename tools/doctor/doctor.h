@@ -163,6 +163,9 @@ char **pgd_socket_server(const char *proc_root, const char *endpoint, const char
  * when none runs or several could be it (*candidates says how many). */
 #define PGD_MAX_SERVICES 16
 char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates);
+/* The same, the one started by init only: never a process someone started by hand or a test's. */
+char **pgd_find_init_service(const char *proc_root, const char *name, int *pid,
+                             size_t *candidates);
 /* A running containerd: a node process. */
 typedef struct pgd_containerd {
     int pid;

@@ -38,9 +38,9 @@ static void see_cri_config(pgd_node *n)
 
 /*
  * The node's pullgate-cri: the one serving the configured CRI socket (criListen; found by the
- * socket's peer, so the one the kubelet reaches, even among several), else the one started by
- * init (a service), else the only one. Its flags win over the configuration, as in the daemon
- * itself.
+ * socket's peer, so the one the kubelet reaches, even among several), else the one init
+ * started (a service; never one started by hand, whose settings say nothing about the node's).
+ * Its flags win over the configuration, as in the daemon itself.
  */
 void pgd_find_cri_process(pgd_node *n)
 {
@@ -48,7 +48,8 @@ void pgd_find_cri_process(pgd_node *n)
         n->cfg ? pg_config_cri_listen(n->cfg) : "unix:///run/pullgate/cri.sock";
     char **argv = pgd_socket_server(n->opt->proc_root, configured, "pullgate-cri", &n->cri_pid);
     if (!argv)
-        argv = pgd_find_service(n->opt->proc_root, "pullgate-cri", &n->cri_pid, &n->cri_candidates);
+        argv = pgd_find_init_service(n->opt->proc_root, "pullgate-cri", &n->cri_pid,
+                                     &n->cri_candidates);
     n->cri_process = argv != NULL;
     n->cri_argv = argv;
     const char *config = argv ? pgd_flag(argv, "config") : NULL;
@@ -97,8 +98,7 @@ void pgd_check_cri_proxy(pgd_node *n, pgd_result *r)
     }
     char none[160];
     if (n->cri_candidates > 1)
-        snprintf(none, sizeof none,
-                 "; %zu pullgate-cri processes run, none serves it or is the node's service",
+        snprintf(none, sizeof none, "; %zu pullgate-cri services run, none serves it",
                  n->cri_candidates);
     else
         snprintf(none, sizeof none, "; no pullgate-cri process runs");

@@ -496,7 +496,8 @@ static bool note_service(int pid, char **argv, void *ctx)
 
 /* A node's daemon is a service: started by init. Others (a test's, a tenant's privileged
  * container's) count only when no service of that name runs. */
-char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates)
+static char **find_service(const char *proc_root, const char *name, int *pid, size_t *candidates,
+                           bool init_only)
 {
     services c = {.proc_root = proc_root};
     scan_processes(proc_root, name, note_service, &c);
@@ -504,7 +505,7 @@ char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_
     for (size_t i = 0; i < c.n; i++)
         if (c.by_init[i])
             by_init++, pick = i;
-    size_t count = by_init ? by_init : c.n;
+    size_t count = by_init || init_only ? by_init : c.n;
     if (candidates)
         *candidates = count;
     char **found = NULL;
@@ -518,6 +519,17 @@ char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_
         }
     }
     return found;
+}
+
+char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates)
+{
+    return find_service(proc_root, name, pid, candidates, false);
+}
+
+char **pgd_find_init_service(const char *proc_root, const char *name, int *pid,
+                             size_t *candidates)
+{
+    return find_service(proc_root, name, pid, candidates, true);
 }
 
 typedef struct containerds {

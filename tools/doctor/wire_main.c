@@ -708,16 +708,35 @@ bad_runtime:
     return EXIT_USAGE;
 }
 
-/* The running pullgate-cri's --config and --hook-socket: the hook is given the same. */
+/* The CRI socket the configuration wire reads names (criListen), or the default. */
+static void configured_listen(const char *config, char *out, size_t n)
+{
+    pg_error err = {0};
+    pg_config *cfg = pg_config_new(&err);
+    bool loaded =
+        cfg && access(config, F_OK) == 0 && pg_config_load_file(cfg, config, &err) == PG_OK;
+    snprintf(out, n, "%s", loaded ? pg_config_cri_listen(cfg) : "unix:///run/pullgate/cri.sock");
+    pg_config_free(cfg);
+}
+
+/*
+ * The node's pullgate-cri, as doctor finds it: the one serving the configured criListen, else
+ * the one init started (never one started by hand: its --config would be given to the hook of
+ * every container). Its --config and --hook-socket: the hook is given the same.
+ */
 static void find_cri(options *o, node_facts *f)
 {
     static char config[4096];
+    char listen[512];
     size_t candidates = 0;
-    char **argv = pgd_find_service(o->proc_root, "pullgate-cri", NULL, &candidates);
+    configured_listen(o->config, listen, sizeof listen);
+    char **argv = pgd_socket_server(o->proc_root, listen, "pullgate-cri", NULL);
+    if (!argv)
+        argv = pgd_find_init_service(o->proc_root, "pullgate-cri", NULL, &candidates);
     if (candidates > 1)
-        say("note: %zu pullgate-cri processes run and none is the node's service: the hook "
-            "gets the defaults unless --config names its configuration",
-            candidates);
+        say("note: %zu pullgate-cri services run and none serves %s: the hook gets the "
+            "defaults unless --config names its configuration",
+            candidates, listen);
     f->cri_running = argv != NULL;
     const char *c = argv ? pgd_flag(argv, "config") : NULL;
     const char *s = argv ? pgd_flag(argv, "hook-socket") : NULL;
