@@ -720,7 +720,7 @@ printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  default
 doctor --containerd-config "$W/no-handlers.toml"
 expect hook fail "defines no runtime handler"
 expect pod-annotations fail "no runtime handler"
-[[ "${FIX[hook]}" != "${FIX[pod-annotations]}" && "${FIX[pod-annotations]}" == "see hook"* ]] &&
+[[ "${FIX[hook]:-}" != "${FIX[pod-annotations]:-}" && "${FIX[pod-annotations]:-}" == "see hook"* ]] &&
     pg_check_ok "pod-annotations does not repeat hook's fix" || pg_check_fail "pod-annotations repeats hook's fix"
 pg_expect_contains "the fix wires the file doctor was named" "$(command_of hook)" "--containerd-config $W/no-handlers.toml"
 run_fix hook
@@ -731,10 +731,10 @@ expect pod-annotations ok
 doctor --containerd-config "$W/nope.toml"
 expect hook fail "containerd: $W/nope.toml: no such file"
 expect pod-annotations fail "cannot be checked"
-D="${DETAIL[hook]}"
-[[ "${D/"$W/nope.toml"/}" != "$D" && "${D/"$W/nope.toml"/}" != *"$W/nope.toml"* && "${FIX[hook]}" == *--containerd-config* ]] &&
+D="${DETAIL[hook]:-}"
+[[ "${D/"$W/nope.toml"/}" != "$D" && "${D/"$W/nope.toml"/}" != *"$W/nope.toml"* && "${FIX[hook]:-}" == *--containerd-config* ]] &&
     pg_check_ok "a wrong --containerd-config: the path once, the option as the fix" ||
-    pg_check_fail "a wrong --containerd-config: ${DETAIL[hook]} | ${FIX[hook]}"
+    pg_check_fail "a wrong --containerd-config: ${DETAIL[hook]:-} | ${FIX[hook]:-}"
 
 pg_section "the running containerd's --config, as containerd opened it"
 # A containerd (in the fake /proc) started with a relative --config: its own working directory's
@@ -753,7 +753,7 @@ CD_ARGS=()
 pushd "$PLANT" >/dev/null || pg_fail "cd $PLANT"
 doctor
 expect pod-annotations fail "does not pass"
-pg_expect_contains "... in containerd's own file, found through its working directory" "${FIX[pod-annotations]}" \
+pg_expect_contains "... in containerd's own file, found through its working directory" "${FIX[pod-annotations]:-}" \
     "every runtime handler of $W/cd-cwd/config.toml"
 ln -sfn "$W" "$PROC/$CDPID/root" # its root is not the node's: its paths name nothing here
 doctor
