@@ -140,6 +140,7 @@ def restart_kubelet(n):
 
 
 def restart_containerd(n):
+    t0 = time.monotonic()
     pid_file = n["containerd_pid_file"]
     pid = int(open(pid_file).read())
     argv = [a for a in open(f"/proc/{pid}/cmdline").read().split("\0") if a]
@@ -154,6 +155,8 @@ def restart_containerd(n):
         f.write(str(p.pid))
     for _ in range(3000):
         if os.path.exists(sock):
+            with open(n["log"], "a") as f:  # the test reports what its restarts cost
+                f.write("containerd restarted in %.2f s\n" % (time.monotonic() - t0))
             return 0
         if p.poll() is not None:
             break
