@@ -9,7 +9,8 @@ cri/, hooks/containerd/, packaging/*/ and README.Debian) and checks, one line pe
 
   links      every relative link of every Markdown file of the tree names a file that exists,
              and its #anchor a heading of that file (GitHub's slug);
-  tree       every source-tree path (docs/..., packaging/..., hooks/...) exists;
+  tree       every source-tree path (docs/..., packaging/..., hooks/...) exists, and the
+             documents installed on nodes (man pages, README.Debian) name none;
   package    every path under a directory the packages own (/usr/libexec/pullgate/,
              /usr/share/doc/pullgate/, /usr/share/pullgate/, /etc/pullgate/, /usr/bin/pullgate*,
              ...) is in the .deb's or the .rpm's file list (packaging/debian/*.install, .docs,
@@ -164,11 +165,19 @@ TREE_DIRS = ("docs", "packaging", "hooks", "tools", "cri", "webhook", "plugin", 
              "bench", "scripts", "common", "cmake")
 
 
+# Installed on a node, where no source tree is: they name the installed paths.
+INSTALLED_DOCS = ("docs/man/", "packaging/debian/pullgate.README.Debian")
+
+
 def check_tree_paths(rel, text):
     here = os.path.dirname(rel)
+    installed = rel.startswith(INSTALLED_DOCS)
     for m in re.finditer(r"(?<![\w/.$-])((?:%s)/[\w.@+/-]*[\w/])(\*[\w.]*)?" % "|".join(TREE_DIRS), text):
         path = m.group(1).rstrip("/")
         COUNTS["tree paths"] += 1
+        if installed:
+            problem(rel, f"names {path}, a path of the source tree: this document is read on nodes")
+            continue
         candidates = [path, os.path.normpath(os.path.join(here, path))] if here else [path]
         if text[m.end():m.end() + 1] == "<":  # a placeholder: tools/cmd_<name>.c
             if any(os.path.isdir(os.path.join(SRC, os.path.dirname(c))) for c in candidates):

@@ -9,8 +9,8 @@
 # hold the node path, whose block is docs/install.md's.
 # Then the same check on documents with one mistake each (a misspelt package path, option,
 # command, key, metric, anchor; a guide the package does not ship; the RPM's documentation
-# directory; the node path pushed down the README; the README's block drifting from the
-# guide's): each is refused, naming it. Needs the build (PULLGATECTL, PG_BUILD_DIR); seconds.
+# directory; a man page citing the source tree; the node path pushed down the README; the
+# README's block drifting from the guide's): each is refused, naming it. Needs the build (PULLGATECTL, PG_BUILD_DIR); seconds.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib/common.sh
@@ -52,6 +52,7 @@ mutate README.md '/^pullgatectl doctor  /d'
 mutate README.md '2i\\\nA\nB\nC\nD\nE\nF\nG\nH\nI\nJ\nK\nL\nM\nN\nO\nP\nQ\nR\nS\nT\nU\nV\nW\nX\nY\nZ'
 mutate packaging/debian/pullgate.docs '/docs\/install.md/d'
 mutate packaging/rpm/pullgate.spec '/_docdir_fmt/d'
+mutate docs/man/pullgate-cri.8 '0,/^\.IR \/usr\/share\/doc\/pullgate\/metrics\.md \.$/s||docs/metrics.md.|'
 python3 "$HERE/docs_check.py" "$SRC" "$PG_BUILD_DIR" "${REPLACE[@]}" >"$W/bad.out" 2>"$W/bad.err"
 rc=$?
 ((rc == 1)) && pg_check_ok "the check fails: $(grep -c . "$W/bad.out") problem(s)" ||
@@ -73,6 +74,7 @@ found "the README's block drifting from the guide's" "its installation block is 
 found "the node path pushed below the README's 40th line" "its first 40 lines do not hold the node path's step"
 found "a guide the .deb does not ship" "pullgatectl.8: names /usr/share/doc/pullgate/install.md: not in both packages"
 found "README.Debian naming a document the package lacks" "pullgate.README.Debian: names /usr/share/doc/pullgate/install.md"
+found "a man page citing the source tree" "pullgate-cri.8: names docs/metrics.md, a path of the source tree"
 found "the RPM's documentation directory not pullgate's" "names /usr/share/doc/pullgate/lifecycle.md: not in both packages"
 pg_log "test_docs: $((SECONDS - T0)) s"
 pg_summary

@@ -166,7 +166,7 @@ INSTALLED=(
     # the docs the man pages, README.Debian and hooks/containerd's README send you to, uncompressed
     /usr/share/doc/pullgate/design.md /usr/share/doc/pullgate/kubelet-setup.md
     /usr/share/doc/pullgate/lifecycle.md /usr/share/doc/pullgate/logging.md
-    /usr/share/doc/pullgate/install.md
+    /usr/share/doc/pullgate/install.md /usr/share/doc/pullgate/webhook.md
     /usr/share/doc/pullgate/metrics.md /usr/share/doc/pullgate/doctor.schema.json
     /usr/share/doc/pullgate/annotation-hmac.md /usr/share/doc/pullgate/annotation-producer.md
     /usr/share/doc/pullgate/examples/containerd/README.md
@@ -825,6 +825,7 @@ $tmpfilesdir/pullgate.conf
 /usr/share/doc/pullgate/lifecycle.md
 /usr/share/doc/pullgate/logging.md
 /usr/share/doc/pullgate/metrics.md
+/usr/share/doc/pullgate/webhook.md
 /usr/share/licenses/pullgate/LICENSE
 /usr/share/man/man5/pullgate.json.5
 /usr/share/man/man8/pullgate-cri.8
