@@ -720,26 +720,38 @@ static void configured_listen(const char *config, char *out, size_t n)
 }
 
 /*
- * The node's pullgate-cri, as doctor finds it: the one serving the configured criListen, else
- * the one init started (never one started by hand: its --config would be given to the hook of
- * every container). Its --config and --hook-socket: the hook is given the same.
+ * The node's pullgate-cri: the one serving the configured criListen, the socket the kubelet
+ * reaches (its peer's credentials: root's, a node process). Its --config (made absolute through
+ * its working directory and root) and --hook-socket: the hook is given the same. Nothing else
+ * counts: a pullgate-cri someone started by hand, or an orphan init adopted, would have its
+ * --config given to the hook of every container. When none serves the socket (pullgate-cri not
+ * started yet) the hook gets --config, --hook-socket or the packaged unit's defaults.
  */
 static void find_cri(options *o, node_facts *f)
 {
     static char config[4096];
     char listen[512];
-    size_t candidates = 0;
+    int pid = 0;
     configured_listen(o->config, listen, sizeof listen);
-    char **argv = pgd_socket_server(o->proc_root, listen, "pullgate-cri", NULL);
-    if (!argv)
-        argv = pgd_find_init_service(o->proc_root, "pullgate-cri", NULL, &candidates);
-    if (candidates > 1)
-        say("note: %zu pullgate-cri services run and none serves %s: the hook gets the "
-            "defaults unless --config names its configuration",
-            candidates, listen);
+    char **argv = pgd_socket_server(o->proc_root, listen, "pullgate-cri", &pid);
     f->cri_running = argv != NULL;
     const char *c = argv ? pgd_flag(argv, "config") : NULL;
     const char *s = argv ? pgd_flag(argv, "hook-socket") : NULL;
+    char shown[4200], why[512] = "";
+    if (c && c[0] != '/') { /* as pullgate-cri opened it: from its own working directory */
+        int fd = pgd_proc_open(o->proc_root, pid, c, O_RDONLY | O_NONBLOCK | O_NOCTTY, shown,
+                               sizeof shown, why, sizeof why);
+        if (fd >= 0)
+            close(fd);
+        if (fd < 0 || shown[0] != '/') {
+            say("note: pullgate-cri's --config %s cannot be made absolute (%s): the hook gets "
+                "%s unless --config names its configuration",
+                c, why[0] ? why : "its working directory", o->config);
+            c = NULL;
+        } else {
+            c = shown;
+        }
+    }
     if (!o->config_explicit && c) {
         snprintf(config, sizeof config, "%s", c);
         o->config = config;
@@ -750,7 +762,8 @@ static void find_cri(options *o, node_facts *f)
                             : "");
     if (argv && o->config_explicit && !pgd_same_file(o->config, c ? c : PG_DEFAULT_CONFIG_PATH))
         say("note: the running pullgate-cri reads %s, not %s: give it the same --config, or it "
-            "answers the hook \"not mine\" (systemctl edit pullgate-cri)",
+            "answers the hook \"not mine\" (a drop-in whose [Service] has an empty ExecStart= "
+            "line, then ExecStart=... --config FILE; pullgatectl doctor prints it)",
             c ? c : PG_DEFAULT_CONFIG_PATH, o->config);
     pg_strv_free(argv);
 }
