@@ -27,6 +27,9 @@ static const struct option options[] = {{"json", no_argument, NULL, 'j'},
                                         {"hook-socket", required_argument, NULL, 1},
                                         {"runtime", required_argument, NULL, 1},
                                         {"timeout-ms", required_argument, NULL, 1},
+                                        {"systemd-dir", required_argument, NULL, 1},
+                                        {"kubelet-flags-file", required_argument, NULL, 1},
+                                        {"hook-path", required_argument, NULL, 1},
                                         {"help", no_argument, NULL, 'h'},
                                         {NULL, 0, NULL, 0}};
 

@@ -6,12 +6,17 @@
  */
 #include "pgctl.h"
 
-static const struct option options[] = {
-    {"runtime", required_argument, NULL, 1},   {"containerd-config", required_argument, NULL, 1},
-    {"base-spec", required_argument, NULL, 1}, {"crio-config-dir", required_argument, NULL, 1},
-    {"hooks-dir", required_argument, NULL, 1}, {"hook-path", required_argument, NULL, 1},
-    {"proc-root", required_argument, NULL, 1}, {"dry-run", no_argument, NULL, 'n'},
-    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+static const struct option options[] = {{"runtime", required_argument, NULL, 1},
+                                        {"containerd-config", required_argument, NULL, 1},
+                                        {"base-spec", required_argument, NULL, 1},
+                                        {"crio-config-dir", required_argument, NULL, 1},
+                                        {"hooks-dir", required_argument, NULL, 1},
+                                        {"hook-path", required_argument, NULL, 1},
+                                        {"hook-socket", required_argument, NULL, 1},
+                                        {"proc-root", required_argument, NULL, 1},
+                                        {"dry-run", no_argument, NULL, 'n'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {NULL, 0, NULL, 0}};
 
 int pgctl_run_wire(const char *config_path, int argc, char **argv)
 {

@@ -11,11 +11,15 @@
 # All checks pass when wired. Then each wiring is broken one at a time: its check fails (or warns:
 # an unkeyed node, no kubelet, audit mode) with a fix, and where doctor prints a command the test
 # runs it as printed (lib/fake_systemctl.py stands in for systemctl: it verifies units and drop-ins
-# with systemd-analyze verify and restarts the node's pullgate-cri or kubelet stand-in) and doctor
-# must then find the node repaired. --json is validated against docs/doctor.schema.json; every
+# with systemd-analyze verify and restarts the node's pullgate-cri, containerd or kubelet
+# stand-in) and doctor must then find the node repaired: the runtime's wiring (the hook in a base
+# spec or a handler, pod_annotations, the hook's --config and socket, CRI-O's hooks.d) through
+# `pullgatectl wire`, restarting the real containerd; where the fix is the administrator's
+# decision doctor prints no command. --json is validated against docs/doctor.schema.json; every
 # warning and failure names an anchor of docs/lifecycle.md and no path of the source tree.
-# A kubelet started with a relative --config is read through its own working directory, whatever
-# file is planted in doctor's.
+# A kubelet or a containerd started with a relative --config is read through its own working
+# directory, whatever file is planted in doctor's. Of two pullgate-cri the one serving criListen
+# counts; one in a mount namespace of its own (the packaged unit's) counts when init started it.
 # Env (from ctest): PULLGATE_HOOK, PULLGATECTL, PG_BUILD_DIR; PULLGATE_CRI overrides the binary.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -101,20 +105,28 @@ export FAKE_NODE="$W/node.json"
 import json, sys
 json.dump({"unit_dir": "$UNITS", "pid_file": "$W/pullgate-cri.pid", "cri_log": "$PG_CD_DIR/pullgate-cri.log",
            "cri_socket": "$PG_PROXY_SOCK", "hook_socket": "$PG_HOOK_SOCK", "proc": "$PROC", "kubelet_pid": $KPID,
-           "kubelet_flags": "$FLAGS",
+           "kubelet_flags": "$FLAGS", "containerd_pid_file": "$W/containerd.pid",
+           "containerd_socket": "$PG_CD_SOCK", "containerd_log": "$PG_CD_DIR/containerd.log",
+           "crio_config_dir": "$W/crio.conf.d",
            "log": "$W/systemctl.log"}, open(sys.argv[1], "w"))
 PY
 printf '#!/bin/sh\nexec %s %s "$@"\n' "$PG_PY" "$HERE/lib/fake_systemctl.py" >"$W/fakebin/systemctl"
 chmod 0755 "$W/fakebin/systemctl"
+ln -s "$PULLGATECTL" "$W/fakebin/pullgatectl" # the fixes name it as the packages install it
 echo "$PG_PROXY_PID" >"$W/pullgate-cri.pid"
+echo "$PG_CD_PID" >"$W/containerd.pid"
+# containerd as the fake systemctl left it (a restart from a fix): the test's cleanup stops that one.
+containerd_from_pidfile() { PG_CD_PID="$(cat "$W/containerd.pid")"; }
 PATH="$W/fakebin:$PATH" systemctl daemon-reload || pg_fail "the node's pullgate-cri.service does not verify"
 # pullgate-cri as the fake systemctl left it (its pid file): the test's cleanup stops that one.
 proxy_from_pidfile() { PG_PROXY_PID="$(cat "$W/pullgate-cri.pid")"; mirror_cri; }
-# pullgate-cri started by the test with other arguments: ARGS...
+# pullgate-cri started by the test with other arguments: ARGS... (PROXY_WRAP: a command that
+# execs it, e.g. unshare)
+PROXY_WRAP=()
 proxy_start_with() {
     proxy_stop
     rm -f "$PG_PROXY_SOCK" "$PG_HOOK_SOCK"
-    "$PULLGATE_CRI" "$@" >>"$PG_CD_DIR/pullgate-cri.log" 2>&1 &
+    "${PROXY_WRAP[@]}" "$PULLGATE_CRI" "$@" >>"$PG_CD_DIR/pullgate-cri.log" 2>&1 &
     PG_PROXY_PID=$!
     echo "$PG_PROXY_PID" >"$W/pullgate-cri.pid"
     local i
@@ -163,8 +175,8 @@ mirror_cri() { # the real pullgate-cri's cmdline, or a rewritten one: ARGS...
     MIRROR_PID="$PG_PROXY_PID"
     mkdir -p "$PROC/$PG_PROXY_PID/ns"
     echo pullgate-cri >"$PROC/$PG_PROXY_PID/comm"
-    printf 'Name:\tpullgate-cri\nUid:\t0\t0\t0\t0\n' >"$PROC/$PG_PROXY_PID/status"
-    ln -sfn /proc/self/ns/mnt "$PROC/$PG_PROXY_PID/ns/mnt"
+    printf 'Name:\tpullgate-cri\nUid:\t0\t0\t0\t0\n%s' "${MIRROR_STATUS:-}" >"$PROC/$PG_PROXY_PID/status"
+    ln -sfn "${MIRROR_MNT:-/proc/self/ns/mnt}" "$PROC/$PG_PROXY_PID/ns/mnt"
     ln -sfn / "$PROC/$PG_PROXY_PID/root"
     ln -sfn "$(readlink "/proc/$PG_PROXY_PID/cwd")" "$PROC/$PG_PROXY_PID/cwd"
     if (($#)); then printf '%s\0' "$@" >"$PROC/$PG_PROXY_PID/cmdline"; else
@@ -175,8 +187,10 @@ mirror_cri
 
 # The hook socket named: with no pullgate-cri running doctor would ask the default,
 # /run/pullgate/hook.sock, which another pullgate-cri on this machine may serve.
-DOCTOR_ARGS=(--proc-root "$PROC" --containerd-config "$CD_CONFIG" --timeout-ms 3000
-    --systemd-dir "$UNITS" --kubelet-flags-file "$FLAGS" --hook-socket "$PG_HOOK_SOCK")
+# The hook its `wire` fixes put in: the build's (the installed one's path is the default).
+DOCTOR_ARGS=(--proc-root "$PROC" --timeout-ms 3000 --systemd-dir "$UNITS"
+    --kubelet-flags-file "$FLAGS" --hook-socket "$PG_HOOK_SOCK" --hook-path "$PULLGATE_HOOK")
+CD_ARGS=(--containerd-config "$CD_CONFIG") # unset: the running containerd's, from --proc-root
 SCHEMA="$PG_SOURCE_DIR/docs/doctor.schema.json"
 LIFECYCLE="$PG_SOURCE_DIR/docs/lifecycle.md"
 OUT=""
@@ -238,7 +252,7 @@ parse_out() {
 doctor() { # runs doctor --json; OUT, STATUS and what parse_out reads
     STATUS=0
     DOCTOR_PROBLEM="" SUMMARY=""
-    OUT="$("$PULLGATECTL" --config "$CFG" doctor --json "${DOCTOR_ARGS[@]}" "$@" 2>"$W/doctor.err")" || STATUS=$?
+    OUT="$("$PULLGATECTL" --config "$CFG" doctor --json "${DOCTOR_ARGS[@]}" "${CD_ARGS[@]}" "$@" 2>"$W/doctor.err")" || STATUS=$?
     if ((STATUS > 1)); then
         pg_log "doctor exited $STATUS; its stderr:"
         head -c 4000 "$W/doctor.err" >&2
@@ -280,6 +294,7 @@ run_fix() {
         return 1
     fi
     if PATH="$W/fakebin:$PATH" bash -c "$cmd" >"$W/fix.out" 2>&1; then
+        [[ "$cmd" != *"restart containerd"* ]] || containerd_from_pidfile
         pg_log "ok   - $1: ran its fix: $cmd"
     else
         PG_FAILURES=$((PG_FAILURES + 1))
@@ -287,6 +302,12 @@ run_fix() {
         sed 's/^/       | /' "$W/fix.out" >&2
         return 1
     fi
+}
+# no_command CHECK WHY: doctor printed no command for it (WHY: what only the administrator can
+# decide), only the fix in words.
+no_command() {
+    [[ -z "$(command_of "$1")" ]] && pg_check_ok "$1: no command, the fix in words ($2)" ||
+        pg_check_fail "$1: a command where the fix is the administrator's: $(command_of "$1")"
 }
 # expect_levels DESC OK WARN FAIL: every check at its level: the counts, and exit 0 unless FAIL > 0.
 expect_levels() {
@@ -347,7 +368,7 @@ assert 0 <= s["uptimeSeconds"] < 600 and s["lastPruneTime"] is None, s
 PY
     pg_check_ok "status from pullgate-cri's metrics: version, uptime, records, denials, no prune yet" ||
     pg_check_fail "status: $(cat "$W/status.out")"
-"$PULLGATECTL" --config "$CFG" doctor "${DOCTOR_ARGS[@]}" >"$W/text.out" 2>&1
+"$PULLGATECTL" --config "$CFG" doctor "${DOCTOR_ARGS[@]}" "${CD_ARGS[@]}" >"$W/text.out" 2>&1
 TEXT="$(cat "$W/text.out")"
 pg_expect_contains "text: a check mark per check" "$TEXT" "  ✔ hook-socket: pullgate-cri decides for $CFG"
 [[ "$(grep -c '^  [✔‼✘] ' "$W/text.out")" == 13 ]] && pg_check_ok "text: 13 check lines" ||
@@ -363,10 +384,10 @@ expect kubelet ok "RuntimeService direct to unix://$PG_CD_SOCK"
 expect kubelet-policy ok "KubeletEnsureSecretPulledImages off"
 # Every check's anchor exists in docs/lifecycle.md (GitHub's slug of "#### doctor: NAME").
 for name in config state-dir record-dirs hmac-key runtime cri-proxy hook-socket kubelet \
-    kubelet-policy hook pod-annotations same-config; do
+    kubelet-policy hook pod-annotations same-config crio-namespaced-auth; do
     grep -qx "#### doctor: $name" "$LIFECYCLE" || pg_check_fail "docs/lifecycle.md has no anchor doctor-$name"
 done
-pg_check_ok "docs/lifecycle.md has an anchor for each of the 12 checks"
+pg_check_ok "docs/lifecycle.md has an anchor for each of the 13 checks"
 
 pg_section "configuration, state directory, key: each fix, run as printed, repairs the node"
 write_cfg polcy='"AlwaysVerify"'
@@ -445,6 +466,38 @@ PATH="$W/fakebin:$PATH" systemctl daemon-reload 2>"$W/reload.err" &&
     pg_check_ok "a drop-in without the empty ExecStart= is refused: $(grep -m1 -o 'more than one ExecStart=.*' "$W/reload.err")"
 rm -r "$UNITS/pullgate-cri.service.d"
 PATH="$W/fakebin:$PATH" systemctl daemon-reload || pg_check_fail "the unit alone does not verify"
+
+pg_section "which pullgate-cri: the one serving criListen, in the mount namespace its unit gives it"
+# Another pullgate-cri beside it, a service (init's child) reading another file and serving other
+# sockets: the node's is the one the kubelet reaches, the one serving criListen.
+DPID=4646
+mkdir -p "$PROC/$DPID/ns"
+echo pullgate-cri >"$PROC/$DPID/comm"
+printf 'Name:\tpullgate-cri\nUid:\t0\t0\t0\t0\nPPid:\t1\n' >"$PROC/$DPID/status"
+ln -sfn /proc/self/ns/mnt "$PROC/$DPID/ns/mnt"
+ln -sfn / "$PROC/$DPID/root"
+ln -sfn / "$PROC/$DPID/cwd"
+printf '%s\0' /usr/bin/pullgate-cri --config "$W/other.json" --listen "unix://$W/decoy.sock" \
+    --hook-socket "$W/decoy-hook.sock" >"$PROC/$DPID/cmdline"
+expect_all_ok "two pullgate-cri: the one serving criListen counts, not the service beside it"
+rm -rf "${PROC:?}/$DPID"
+# As the packaged unit runs it: a mount namespace of its own (PrivateTmp=, ProtectSystem=), init
+# its parent. The namespace is real (unshare); the fake /proc says init started it, as systemd does.
+PROXY_WRAP=(unshare --mount --propagation private)
+proxy_start_with --config "$CFG" --listen "unix://$PG_PROXY_SOCK" \
+    --runtime-endpoint "unix://$PG_CD_SOCK" --hook-socket "$PG_HOOK_SOCK"
+PROXY_WRAP=()
+[[ "$(readlink "/proc/$PG_PROXY_PID/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ]] &&
+    pg_check_ok "pullgate-cri runs in a mount namespace of its own" ||
+    pg_check_fail "unshare gave pullgate-cri no mount namespace of its own"
+MIRROR_MNT="/proc/$PG_PROXY_PID/ns/mnt" MIRROR_STATUS=$'PPid:\t1\n' mirror_cri
+expect_all_ok "pullgate-cri in a mount namespace of its own, started by init"
+# The same process with another parent than init is not taken for the node's: a container's
+# processes live in mount namespaces of their own too.
+MIRROR_MNT="/proc/$PG_PROXY_PID/ns/mnt" MIRROR_STATUS=$'PPid:\t'"$$"$'\n' mirror_cri
+doctor
+expect same-config fail "it answers the hook \"not mine\""
+mirror_cri # the same pullgate-cri, seen as one in doctor's mount namespace from here on
 
 pg_section "the kubelet"
 write_kubelet_config "unix://$PG_CD_SOCK" "unix://$PG_CD_SOCK"
@@ -562,7 +615,7 @@ expect kubelet fail "aliases are not accepted"
 write_kubelet_config "unix://$PG_CD_SOCK" "unix://$PG_PROXY_SOCK"
 expect_all_ok "kubelet restored"
 
-pg_section "the hook in containerd"
+pg_section "the hook in containerd: each fix is pullgatectl wire, run as printed"
 cp "$BASE_SPEC" "$W/base-spec.orig"
 cp "$CD_CONFIG" "$W/config.toml.orig"
 "$PG_PY" - "$BASE_SPEC" <<'PY'
@@ -572,10 +625,19 @@ PY
 doctor
 expect hook fail "runs no pullgate-hook"
 expect same-config fail "runs no pullgate-hook"
-cp "$W/base-spec.orig" "$BASE_SPEC"
+pg_expect_contains "the hook's fix is wire, with the files doctor read" "$(command_of hook)" \
+    "wire --containerd-config $CD_CONFIG --hook-path $PULLGATE_HOOK --hook-socket $PG_HOOK_SOCK && systemctl restart containerd"
+CD_PID_BEFORE="$PG_CD_PID"
+run_fix hook
+[[ "$PG_CD_PID" != "$CD_PID_BEFORE" ]] && cri_direct --timeout 5 version >/dev/null 2>&1 &&
+    pg_check_ok "containerd restarted by the fix, and answers" || pg_check_fail "containerd was not restarted"
+[[ -f "$BASE_SPEC.before-pullgate-wire" ]] && pg_check_ok "wire kept a backup of the base spec" ||
+    pg_check_fail "no backup of $BASE_SPEC"
+expect_all_ok "the hook put back by wire"
 chmod 0666 "$BASE_SPEC"
 doctor
 expect hook fail "writable by group or others"
+no_command hook "a spec others could write: its contents first"
 chmod 0644 "$BASE_SPEC"
 "$PG_PY" - "$BASE_SPEC" "$W/other.json" <<'PY'
 import json, sys
@@ -586,6 +648,8 @@ json.dump(s, open(sys.argv[1], "w"))
 PY
 doctor
 expect same-config fail "the hook reads $W/other.json"
+run_fix same-config
+expect_all_ok "the hook given this configuration by wire"
 "$PG_PY" - "$BASE_SPEC" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -596,49 +660,105 @@ PY
 pushd "$W" >/dev/null || pg_fail "cd $W" # a relative --config of the hook is never resolved here
 doctor
 expect same-config fail "the hook's --config config.json is relative"
+run_fix same-config
 popd >/dev/null || pg_fail "popd"
-cp "$W/base-spec.orig" "$BASE_SPEC"
+expect_all_ok "the hook's relative --config replaced by wire"
+"$PG_PY" - "$BASE_SPEC" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+args = s["hooks"]["createRuntime"][0]["args"]
+args[args.index("--daemon-socket") + 1] = "/run/pullgate/elsewhere.sock"
+json.dump(s, open(sys.argv[1], "w"))
+PY
+doctor
+expect same-config fail "the hook asks /run/pullgate/elsewhere.sock"
+run_fix same-config
+expect_all_ok "the hook given pullgate-cri's socket by wire"
 sed -i '/pod_annotations/d' "$CD_CONFIG"
 doctor
 expect pod-annotations fail "does not pass pullgate.dev/credentials"
+run_fix pod-annotations
+grep -q '^ *pod_annotations = \["pullgate.dev/credentials"\]' "$CD_CONFIG" &&
+    pg_check_ok "wire put pod_annotations back" || pg_check_fail "no pod_annotations in $CD_CONFIG"
+expect_all_ok "pod_annotations put back by wire"
 cp "$W/config.toml.orig" "$CD_CONFIG"
 sed -i 's|pod_annotations = \["pullgate.dev/credentials"\]|pod_annotations = ["pullgate.dev/credentials", "io.*"]|' "$CD_CONFIG"
-write_cfg runtime='"auto"'
-doctor --runtime containerd
+# runtime "auto" in a copy of the configuration: the node's file stays the one pullgate-cri read
+"$PG_PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["runtime"]="auto"; json.dump(c, open(sys.argv[2], "w"))' "$CFG" "$W/auto.json"
+CFG="$W/auto.json" doctor --runtime containerd
 expect pod-annotations fail "a pod could forge its identity"
-write_cfg
+no_command pod-annotations "which patterns a node needs is the administrator's"
 cp "$W/config.toml.orig" "$CD_CONFIG"
-cat >>"$CD_CONFIG" <<'EOF'
+cat >>"$CD_CONFIG" <<'TOML'
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata]
       runtime_type = "io.containerd.kata.v2"
       pod_annotations = ["pullgate.dev/credentials"]
-EOF
+TOML
 doctor
 expect hook fail "runtime handler kata has no base_runtime_spec"
+run_fix hook
+grep -q "base_runtime_spec = \"$PG_CD_DIR/pullgate-base-runtime-spec.json\"" "$CD_CONFIG" &&
+    pg_check_ok "wire gave the kata handler a base spec made from ctr oci spec" ||
+    pg_check_fail "no base spec for kata in $CD_CONFIG"
+expect_all_ok "the kata handler wired"
 cp "$W/config.toml.orig" "$CD_CONFIG"
 printf 'version = 2\n[plugins\n' >"$CD_CONFIG"
 doctor
 expect hook fail "containerd: $CD_CONFIG"
+no_command hook "a file wire cannot parse"
 cp "$W/config.toml.orig" "$CD_CONFIG"
 chmod 0666 "$CD_CONFIG"
 doctor
 expect hook fail "writable by group or others (mode 0666): not read"
+no_command hook "a file others could write"
 chmod 0644 "$CD_CONFIG"
 # No handler at all: the hook's fix, and pod-annotations only points at it.
 printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "runc"\n' >"$W/no-handlers.toml"
 doctor --containerd-config "$W/no-handlers.toml"
 expect hook fail "defines no runtime handler"
 expect pod-annotations fail "no runtime handler"
-[[ "${FIX[hook]}" != "${FIX[pod-annotations]}" && "${FIX[pod-annotations]}" == "see hook"* ]] &&
+[[ "${FIX[hook]:-}" != "${FIX[pod-annotations]:-}" && "${FIX[pod-annotations]:-}" == "see hook"* ]] &&
     pg_check_ok "pod-annotations does not repeat hook's fix" || pg_check_fail "pod-annotations repeats hook's fix"
+pg_expect_contains "the fix wires the file doctor was named" "$(command_of hook)" "--containerd-config $W/no-handlers.toml"
+run_fix hook
+doctor --containerd-config "$W/no-handlers.toml"
+expect hook ok "every runtime handler of $W/no-handlers.toml (1)"
+expect pod-annotations ok
 # A wrong --containerd-config: named once, and the option is the fix.
 doctor --containerd-config "$W/nope.toml"
 expect hook fail "containerd: $W/nope.toml: no such file"
 expect pod-annotations fail "cannot be checked"
-D="${DETAIL[hook]}"
-[[ "${D/"$W/nope.toml"/}" != "$D" && "${D/"$W/nope.toml"/}" != *"$W/nope.toml"* && "${FIX[hook]}" == *--containerd-config* ]] &&
+D="${DETAIL[hook]:-}"
+[[ "${D/"$W/nope.toml"/}" != "$D" && "${D/"$W/nope.toml"/}" != *"$W/nope.toml"* && "${FIX[hook]:-}" == *--containerd-config* ]] &&
     pg_check_ok "a wrong --containerd-config: the path once, the option as the fix" ||
-    pg_check_fail "a wrong --containerd-config: ${DETAIL[hook]} | ${FIX[hook]}"
+    pg_check_fail "a wrong --containerd-config: ${DETAIL[hook]:-} | ${FIX[hook]:-}"
+
+pg_section "the running containerd's --config, as containerd opened it"
+# A containerd (in the fake /proc) started with a relative --config: its own working directory's
+# file counts; one planted in doctor's working directory answers for nothing.
+CDPID=4545
+mkdir -p "$PROC/$CDPID/ns" "$W/cd-cwd"
+echo containerd >"$PROC/$CDPID/comm"
+printf 'Name:\tcontainerd\nUid:\t0\t0\t0\t0\nPPid:\t1\n' >"$PROC/$CDPID/status"
+ln -sfn /proc/self/ns/mnt "$PROC/$CDPID/ns/mnt"
+ln -sfn / "$PROC/$CDPID/root"
+ln -sfn "$W/cd-cwd" "$PROC/$CDPID/cwd"
+printf '%s\0' /usr/bin/containerd --config config.toml >"$PROC/$CDPID/cmdline"
+sed '/pod_annotations/d' "$W/config.toml.orig" >"$W/cd-cwd/config.toml" # containerd's: unwired
+cp "$W/config.toml.orig" "$PLANT/config.toml"                          # planted: wired
+CD_ARGS=()
+pushd "$PLANT" >/dev/null || pg_fail "cd $PLANT"
+doctor
+expect pod-annotations fail "does not pass"
+pg_expect_contains "... in containerd's own file, found through its working directory" "${FIX[pod-annotations]:-}" \
+    "every runtime handler of $W/cd-cwd/config.toml"
+ln -sfn "$W" "$PROC/$CDPID/root" # its root is not the node's: its paths name nothing here
+doctor
+expect hook fail "process $CDPID runs in another root directory"
+no_command hook "which file containerd reads is not known"
+popd >/dev/null || pg_fail "popd"
+rm -rf "${PROC:?}/$CDPID" "$PLANT/config.toml"
+CD_ARGS=(--containerd-config "$CD_CONFIG")
 
 pg_section "the hook in CRI-O"
 HOOKS_A="$W/hooks-usr"
@@ -664,6 +784,7 @@ expect same-config ok
 hooks_entry "$HOOKS_B/pullgate.json" '{"annotations": {"x": "y"}}'
 doctor "${CRIO[@]}"
 expect hook fail "\"when\" is not {\"always\": true}"
+no_command hook "an administrator's entry wire does not overwrite"
 rm "$HOOKS_B/pullgate.json"
 echo '{not json' >"$HOOKS_A/zz-other.json"
 doctor "${CRIO[@]}"
@@ -680,6 +801,13 @@ expect crio-namespaced-auth ok "CRI-O's namespaced auth is on (namespaced_auth_d
 rm "$W/crio.conf.d/10-pullgate.conf"
 doctor "${CRIO_CONF[@]}"
 expect hook fail "no hooks.d entry in CRI-O's hooks_dir runs pullgate-hook"
+pg_expect_contains "the fix is wire for CRI-O, with the directories doctor read" "$(command_of hook)" \
+    "wire --runtime cri-o --crio-config-dir $W/crio.conf.d --hooks-dir $HOOKS_B"
+run_fix hook
+doctor "${CRIO_CONF[@]}"
+expect hook ok "$HOOKS_B/pullgate.json runs pullgate-hook"
+expect same-config ok
+rm "$W/crio.conf.d/10-pullgate.conf" "$HOOKS_B/pullgate.json"
 # CRI-O's namespaced auth (crio.image.namespaced_auth_dir), as pullgate-cri reads it
 printf '[crio.image]\nnamespaced_auth_dir = "/srv/auth"\n' >"$W/crio.conf.d/20-auth.conf"
 doctor "${CRIO_CONF[@]}"
@@ -694,7 +822,7 @@ rm "$W/crio.conf.d/"*.conf
 
 pg_section "status without metrics"
 "$PG_PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["criMetricsListen"]="none"; json.dump(c, open(sys.argv[2], "w"))' "$CFG" "$W/no-metrics.json"
-OUT="$("$PULLGATECTL" --config "$W/no-metrics.json" doctor --json "${DOCTOR_ARGS[@]}" 2>/dev/null)"
+OUT="$("$PULLGATECTL" --config "$W/no-metrics.json" doctor --json "${DOCTOR_ARGS[@]}" "${CD_ARGS[@]}" 2>/dev/null)"
 valid_json "status not available"
 "$PG_PY" -c 'import json,sys; s=json.loads(sys.argv[1])["status"]; sys.exit(0 if not s["available"] and "none" in s["reason"] else 1)' "$OUT" &&
     pg_check_ok "criMetricsListen none: status not available, with the reason" || pg_check_fail "status: $OUT"
@@ -713,5 +841,5 @@ pg_expect_contains "doctor --help names the checks" "$PG_OUT" "base_runtime_spec
 
 validate_all
 proxy_stop # before the common cleanup, which would wait for init to reap it
-pg_log "test_doctor: $((SECONDS - T0)) s"
+pg_log "test_doctor: $((SECONDS - T0)) s ($(grep -c '^containerd restarted' "$W/systemctl.log") containerd restarts by the fixes: $(awk '/^containerd restarted/ { t += $4 } END { printf "%.1f", t }' "$W/systemctl.log") s)"
 pg_summary

@@ -9,11 +9,14 @@
 #      annotations: under AlwaysVerify (set by editing /etc/pullgate/config.json) the installed
 #      hook denies a container without credentials and allows it with the right ones;
 #   4. reinstalls the same .deb: the edited conffile survives;
-#   4b. a containerd node through its lifecycle, running docs/lifecycle.md's command blocks as
+#   4b. a containerd node through its lifecycle, running the documented command blocks as
 #      written: containerd 1.6 as the node's service with a configuration of its own, a
-#      registry with htpasswd auth, the packaged pullgate-cri; install and `pullgatectl wire`
-#      (a tenant's container runs, one without credentials is denied, a second wire changes
-#      nothing, doctor and pullgate-still-wired name containerd's configuration unasked); roll
+#      registry with htpasswd auth, the packaged pullgate-cri in a mount namespace of its own
+#      (as its unit runs it); the README's five installation commands (install.md's, the same
+#      text): the package, `pullgatectl wire`, pullgate-cri, the kubelet's image service (its
+#      configuration file; no kubelet runs), doctor exiting 0 (a tenant's container runs, one
+#      without credentials is denied, a second wire changes nothing, doctor and
+#      pullgate-still-wired name containerd's configuration unasked); then lifecycle.md's: roll
 #      back to the previous release's .deb (built here from packaging/previous-release's commit)
 #      with a configuration that spells every key of this release (containers still start, this
 #      release's records are read); upgrade from it (its records are read); uninstall
@@ -163,6 +166,7 @@ INSTALLED=(
     # the docs the man pages, README.Debian and hooks/containerd's README send you to, uncompressed
     /usr/share/doc/pullgate/design.md /usr/share/doc/pullgate/kubelet-setup.md
     /usr/share/doc/pullgate/lifecycle.md /usr/share/doc/pullgate/logging.md
+    /usr/share/doc/pullgate/install.md /usr/share/doc/pullgate/webhook.md
     /usr/share/doc/pullgate/metrics.md /usr/share/doc/pullgate/doctor.schema.json
     /usr/share/doc/pullgate/annotation-hmac.md /usr/share/doc/pullgate/annotation-producer.md
     /usr/share/doc/pullgate/examples/containerd/README.md
@@ -321,25 +325,29 @@ grep -qx /etc/pullgate/config.json <(dpkg-query -W -f='${Conffiles}\n' pullgate 
     pg_check_ok "$CONFIG is a conffile" || pg_check_fail "$CONFIG is not a conffile"
 
 # -------------------------------- 4b. a containerd node through its lifecycle (lifecycle.md)
-# docs/lifecycle.md's command blocks, run as written: each line of the block marked
-# <!-- lifecycle-test: NAME -->, from the directory holding both releases' .debs. There is no
-# systemd here: `systemctl` below plays it for containerd and pullgate-cri (the node's
-# services, children of init), and pullgate-cri is started again after each package
-# operation, as the package's scripts have systemd do on a node.
-lifecycle_block() {
+# The documented command blocks, run as written: each line of the block marked
+# <!-- lifecycle-test: NAME --> (the installation's in README.md, the others in
+# docs/lifecycle.md), from the directory holding both releases' .debs. There is no systemd
+# here: `systemctl` below plays it for containerd and pullgate-cri (the node's services,
+# children of init; pullgate-cri in a mount namespace of its own, as its unit's PrivateTmp= and
+# ProtectSystem= give it) and for the kubelet (none runs: its configuration file is checked),
+# and pullgate-cri is started again after each package operation, as the package's scripts
+# have systemd do on a node.
+lifecycle_block() { # NAME [FILE]
     awk -v m="<!-- lifecycle-test: $1 -->" '
         $0 == m { found = 1; next }
         found && /^```/ { if (inside) exit; inside = 1; next }
-        inside { print }' "$SRC/docs/lifecycle.md"
+        inside { print }' "${2:-$SRC/docs/lifecycle.md}"
 }
-# run_block NAME [LINE_REGEX REASON]: every command line of the block; a line matching
-# LINE_REGEX may fail (REASON says why here). BLOCK_OUT gets everything they printed.
+# run_block NAME [LINE_REGEX REASON]: every command line of the block (BLOCK_FILE: the file
+# holding it, default lifecycle.md); a line matching LINE_REGEX may fail (REASON says why here).
+# BLOCK_OUT gets everything they printed.
 run_block() {
     local name="$1" allow="${2:-}" why="${3:-}" line rc n=0
     BLOCK_OUT=""
     pushd "$DEBS" >/dev/null || pg_fail "cd $DEBS"
     while IFS= read -r line; do
-        [[ -z "${line//[[:space:]]/}" ]] && continue
+        [[ -z "${line//[[:space:]]/}" || "$line" =~ ^[[:space:]]*# ]] && continue
         n=$((n + 1))
         pg_log "[$name] \$ $line"
         eval "$line" </dev/null >"$WORK/block.out" 2>&1
@@ -353,9 +361,9 @@ run_block() {
         else
             pg_check_fail "[$name] exit $rc: $line"
         fi
-    done < <(lifecycle_block "$name")
+    done < <(lifecycle_block "$name" "${BLOCK_FILE:-}")
     popd >/dev/null || true
-    ((n > 0)) || pg_check_fail "docs/lifecycle.md has no block '$name'"
+    ((n > 0)) || pg_check_fail "${BLOCK_FILE:-docs/lifecycle.md} has no block '$name'"
 }
 
 CRI_PID=""
@@ -369,7 +377,8 @@ service_cri_stop() {
 service_cri_start() { # as pullgate-cri.service: ExecStart=/usr/bin/pullgate-cri, a child of init
     service_cri_stop
     [[ -x /usr/bin/pullgate-cri ]] || { echo "pullgate-cri is not installed" >&2; return 1; }
-    CRI_PID="$( (setsid /usr/bin/pullgate-cri >>"$WORK/pullgate-cri.log" 2>&1 </dev/null & echo $!) )"
+    CRI_PID="$( (setsid unshare --mount --propagation private /usr/bin/pullgate-cri \
+        >>"$WORK/pullgate-cri.log" 2>&1 </dev/null & echo $!) )"
     local i
     for ((i = 0; i < 100; i++)); do
         [[ -S "$PG_PROXY_SOCK" && -S /run/pullgate/hook.sock ]] && cri --timeout 2 version >/dev/null 2>&1 &&
@@ -389,17 +398,31 @@ node_containerd_restart() { # its shims, and so its containers, keep running
     done
     PG_NODE_AS_SERVICE=1 pg_node_containerd_start
 }
+# The kubelet: none runs here; what it would read at its restart must be a KubeletConfiguration.
+kubelet_restart() {
+    "$PG_PY" - "$KUBELET_CONFIG" <<'EOF2'
+import sys, yaml
+c = yaml.safe_load(open(sys.argv[1]))
+assert isinstance(c, dict) and c.get("kind") == "KubeletConfiguration", c
+print("(no kubelet here) its configuration reads: image service",
+      c.get("imageServiceEndpoint") or c.get("containerRuntimeEndpoint"))
+EOF2
+}
 systemctl() { # the part of systemd the blocks use
     case "$*" in
     "restart containerd") node_containerd_restart ;;
+    "restart kubelet") kubelet_restart ;;
     "enable --now pullgate-cri" | "restart pullgate-cri") service_cri_start ;;
     "disable --now pullgate-cri") service_cri_stop ;;
     *) echo "the test's systemctl does not play '$*'" >&2; return 1 ;;
     esac
 }
+KUBELET_CONFIG=/var/lib/kubelet/config.yaml
+KUBELET_DIR_MADE=0
 node_cleanup() {
     service_cri_stop
     ((RUN_PULLGATE_EXISTED)) || rm -rf /run/pullgate
+    ((KUBELET_DIR_MADE == 0)) || rm -rf /var/lib/kubelet
 }
 pkg_version() { dpkg-query -W -f='${Version}' pullgate 2>/dev/null; }
 pod_in() { # NS [ANNOTATION]: a pod through the kubelet's endpoint
@@ -411,9 +434,12 @@ if [[ "${PG_PACKAGING_SKIP_NODE:-0}" == 1 ]]; then
     NODE_OK=0
     pg_log "NOT RUN: the node lifecycle (PG_PACKAGING_SKIP_NODE=1)"
 else
-    for c in containerd ctr containerd-shim-runc-v2 runc docker-registry htpasswd skopeo umoci; do
+    for c in containerd ctr containerd-shim-runc-v2 runc docker-registry htpasswd skopeo umoci unshare; do
         command -v "$c" >/dev/null 2>&1 || { NODE_OK=0; pg_log "NOT RUN: the node lifecycle: $c is missing"; }
     done
+    # The installation edits the kubelet's configuration file: never an existing kubelet's.
+    [[ ! -e /var/lib/kubelet ]] ||
+        { NODE_OK=0; pg_log "NOT RUN: the node lifecycle: /var/lib/kubelet exists (a kubelet's node: not touched)"; }
     "$PG_PY" -c 'import grpc, grpc_tools.protoc' 2>/dev/null ||
         { NODE_OK=0; pg_log "NOT RUN: the node lifecycle: python3-grpcio / python3-grpc-tools missing"; }
 fi
@@ -457,13 +483,26 @@ with open(path, "w") as f:
 EOF2
     pg_log "/etc/pullgate/config.json: $(tr -d '\n ' <"$CONFIG" | cut -c1-300)..."
 
-    pg_section "install (docs/lifecycle.md): pullgate-cri, wire, restart containerd"
+    # The kubelet's configuration before pullgate (no kubelet runs here): images from containerd.
+    mkdir -p /var/lib/kubelet && KUBELET_DIR_MADE=1
+    printf 'apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncontainerRuntimeEndpoint: unix://%s\n' \
+        "$PG_CD_SOCK" >"$KUBELET_CONFIG"
+
+    pg_section "install as the README says: the package, wire, pullgate-cri, the kubelet, doctor"
+    [[ "$(lifecycle_block install "$SRC/README.md")" == "$(lifecycle_block install "$SRC/docs/install.md")" ]] &&
+        pg_check_ok "README.md's installation block is docs/install.md's" ||
+        pg_check_fail "README.md's and docs/install.md's installation blocks differ"
     pg_expect_ok "a node without pullgate: dpkg -r pullgate (its configuration stays)" dpkg -r pullgate
     cd_before="$(sha256sum "$PG_CD_DIR/config.toml" | cut -d' ' -f1)"
-    run_block install
+    BLOCK_FILE="$SRC/README.md" run_block install
     pg_expect_contains "wire found the running containerd's configuration unasked" "$BLOCK_OUT" \
         "containerd configuration: $PG_CD_DIR/config.toml (the running containerd's)"
-    pg_expect_contains "wire --dry-run showed the diff" "$BLOCK_OUT" "+      pod_annotations = [\"pullgate.dev/credentials\"]"
+    grep -qx "imageServiceEndpoint: unix:///run/pullgate/cri.sock" "$KUBELET_CONFIG" &&
+        pg_check_ok "the kubelet's image service is pullgate-cri's socket" ||
+        pg_check_fail "$KUBELET_CONFIG: $(tr '\n' ' ' <"$KUBELET_CONFIG")"
+    pg_expect_contains "doctor found pullgate-cri, in its own mount namespace, reading this configuration" \
+        "$BLOCK_OUT" "✔ same-config: the hook and pullgate-cri read /etc/pullgate/config.json"
+    pg_expect_contains "doctor: no ✘, exit 0" "$BLOCK_OUT" ", 0 ✘; exit 0"
     [[ -f "$PG_CD_DIR/config.toml.before-pullgate-wire" && -f "$PG_CD_DIR/pullgate-base-runtime-spec.json" ]] &&
         pg_check_ok "wire backed up containerd's configuration and wrote the base spec beside it" ||
         pg_check_fail "no backup or no base spec in $PG_CD_DIR"
@@ -494,7 +533,7 @@ EOF2
     [[ "$(sha256sum "$PG_CD_DIR/config.toml" | cut -d' ' -f1)" == "$wired_sum" &&
         ! -e "$PG_CD_DIR/config.toml.before-pullgate-wire.1" ]] &&
         pg_check_ok "... containerd's configuration is untouched" || pg_check_fail "the second wire changed it"
-    run_block check 'doctor' "no kubelet runs on this test machine: doctor's kubelet lines fail"
+    run_block check
     pg_expect_contains "doctor names the running containerd's configuration without flags" "$BLOCK_OUT" \
         "runtime handler of $PG_CD_DIR/config.toml"
     pg_expect_contains "pullgate-still-wired names it without being told" "$BLOCK_OUT" \
@@ -574,7 +613,7 @@ EOF2
 
         pg_section "upgrade from $PREV_V to $V"
         cp "$(deb pullgate)" "$DEBS/"
-        run_block upgrade 'doctor' "no kubelet runs on this test machine"
+        run_block upgrade 'doctor' "no systemd here: the previous release's pullgate-cri, still running on the file it read before the rollback's rewrite, answers \"not mine\" until the test restarts it (a node's postinst has systemd do that first)"
         [[ "$(pkg_version)" == "$V-1" ]] && pg_check_ok "pullgate $V-1 is installed" ||
             pg_check_fail "installed: $(pkg_version)"
         systemctl restart pullgate-cri || pg_fail "pullgate-cri $V does not start after the upgrade"
@@ -590,6 +629,8 @@ EOF2
     pg_section "uninstall in the documented order"
     PG_PROXY_SOCK="$PG_CD_SOCK" # step 1: the kubelet back at the runtime's socket
     run_block uninstall
+    ! grep -q imageServiceEndpoint "$KUBELET_CONFIG" && pg_check_ok "the kubelet's images back to containerd" ||
+        pg_check_fail "$KUBELET_CONFIG still names an image service endpoint"
     pg_expect_contains "pullgate-still-wired found nothing after unwire" "$BLOCK_OUT" "nothing names pullgate any more"
     [[ "$BLOCK_OUT" != *WARNING* ]] && pg_check_ok "the removal warned about nothing" ||
         pg_check_fail "a WARNING during the documented uninstall"
@@ -766,21 +807,26 @@ $tmpfilesdir/pullgate.conf
 /usr/share/pullgate/prometheus
 /usr/share/pullgate/prometheus/prometheus-rules.yaml
 /usr/share/pullgate/prometheus/pullgate-rules.yml
-/usr/share/licenses/pullgate-$V
-/usr/share/doc/pullgate-$V
-/usr/share/doc/pullgate-$V/annotation-hmac.md
-/usr/share/doc/pullgate-$V/annotation-producer.md
-/usr/share/doc/pullgate-$V/containerd
-/usr/share/doc/pullgate-$V/containerd/README.md
-/usr/share/doc/pullgate-$V/containerd/base-runtime-spec.json.example
-/usr/share/doc/pullgate-$V/containerd/config.toml.snippet
-/usr/share/doc/pullgate-$V/design.md
-/usr/share/doc/pullgate-$V/doctor.schema.json
-/usr/share/doc/pullgate-$V/kubelet-setup.md
-/usr/share/doc/pullgate-$V/lifecycle.md
-/usr/share/doc/pullgate-$V/logging.md
-/usr/share/doc/pullgate-$V/metrics.md
-/usr/share/licenses/pullgate-$V/LICENSE
+/usr/share/licenses/pullgate
+/usr/share/doc/pullgate
+/usr/share/doc/pullgate/annotation-hmac.md
+/usr/share/doc/pullgate/annotation-producer.md
+/usr/share/doc/pullgate/examples
+/usr/share/doc/pullgate/examples/containerd
+/usr/share/doc/pullgate/examples/containerd/README.md
+/usr/share/doc/pullgate/examples/containerd/base-runtime-spec.json.example
+/usr/share/doc/pullgate/examples/containerd/config.toml.snippet
+/usr/share/doc/pullgate/examples/crio.conf.d
+/usr/share/doc/pullgate/examples/crio.conf.d/10-pullgate.conf
+/usr/share/doc/pullgate/design.md
+/usr/share/doc/pullgate/doctor.schema.json
+/usr/share/doc/pullgate/install.md
+/usr/share/doc/pullgate/kubelet-setup.md
+/usr/share/doc/pullgate/lifecycle.md
+/usr/share/doc/pullgate/logging.md
+/usr/share/doc/pullgate/metrics.md
+/usr/share/doc/pullgate/webhook.md
+/usr/share/licenses/pullgate/LICENSE
 /usr/share/man/man5/pullgate.json.5
 /usr/share/man/man8/pullgate-cri.8
 /usr/share/man/man8/pullgate-hook.8

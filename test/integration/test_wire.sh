@@ -12,6 +12,8 @@
 #   - refused, file untouched: a marker of configuration management, version 1, imports, an
 #     inline handler, dotted keys, a symbolic link, a group-writable file, not TOML, the CRI
 #     plugin disabled;
+#   - the hook gets the --config (made absolute) and hook socket of the pullgate-cri serving
+#     criListen, never of another (one init adopted included);
 #   - CRI-O: the drop-in and an administrators' hooks.d entry with the --config, then unwire;
 #   - config-rollback: the keys an older release does not read leave the file (backup kept),
 #     a dry run changes nothing; check-config fails on a missing HMAC key file.
@@ -188,6 +190,57 @@ refused_case cri-disabled "disabled"
 refused_case group-writable "writable by group or others"
 refused_case symlink "symbolic link"
 
+# ---------------------------------------------------- which pullgate-cri the hook follows
+pg_section "the hook follows the pullgate-cri serving criListen, nothing else"
+# A pullgate-cri that does not serve criListen, even one init adopted (an orphan: someone's run by
+# hand, a benchmark's) with a relative --config of its own: wire without --config gives the hook
+# the default configuration, not that process's (which would deny every container: "not found").
+STRAY_PROC="$WORK/proc-stray"
+mkdir -p "$STRAY_PROC/777/ns"
+echo pullgate-cri >"$STRAY_PROC/777/comm"
+printf 'Name:\tpullgate-cri\nUid:\t0\t0\t0\t0\nPPid:\t1\n' >"$STRAY_PROC/777/status"
+ln -s /proc/self/ns/mnt "$STRAY_PROC/777/ns/mnt"
+ln -s / "$STRAY_PROC/777/root"
+printf '%s\0' pullgate-cri --config base/pullgate.json --hook-socket /tmp/stray.sock >"$STRAY_PROC/777/cmdline"
+printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n  runtime_type = "io.containerd.runc.v2"\n' >"$WORK/stray.toml"
+pg_expect_ok "wire --dry-run beside a pullgate-cri init adopted, serving no criListen" \
+    "$PULLGATECTL" wire --dry-run --proc-root "$STRAY_PROC" --hook-path "$HOOK" --containerd-config "$WORK/stray.toml"
+pg_expect_contains "... the hook gets the default configuration" "$PG_OUT" "/etc/pullgate/config.json (dry run)"
+[[ "$PG_OUT" != *base/pullgate.json* && "$PG_OUT" != */tmp/stray.sock* ]] &&
+    pg_check_ok "... nothing of that process" || pg_check_fail "wire took the stray pullgate-cri's settings"
+# The pullgate-cri serving the configuration's criListen (a listener on that socket; the fake
+# /proc says it is pullgate-cri, with a relative --config in its working directory): its
+# --config, made absolute, and its hook socket are the hook's.
+mkdir -p "$WORK/cri-cwd/etc"
+printf '{"criListen": "unix://%s/cri.sock"}\n' "$WORK" >"$WORK/cri-cwd/etc/cri.json"
+python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)
+time.sleep(60)' "$WORK/cri.sock" &
+LISTENER=$!
+pg_on_exit "kill $LISTENER 2>/dev/null"
+pg_wait_file "$WORK/cri.sock" 10 || pg_check_fail "the listener did not start"
+mkdir -p "$STRAY_PROC/$LISTENER/ns"
+echo pullgate-cri >"$STRAY_PROC/$LISTENER/comm"
+printf 'Name:\tpullgate-cri\nUid:\t0\t0\t0\t0\nPPid:\t4242\n' >"$STRAY_PROC/$LISTENER/status"
+ln -s /proc/self/ns/mnt "$STRAY_PROC/$LISTENER/ns/mnt"
+ln -s / "$STRAY_PROC/$LISTENER/root"
+ln -s "$WORK/cri-cwd" "$STRAY_PROC/$LISTENER/cwd"
+printf '%s\0' pullgate-cri --config etc/cri.json --hook-socket "$WORK/hook.sock" >"$STRAY_PROC/$LISTENER/cmdline"
+pg_expect_ok "wire --dry-run --config naming criListen, served" \
+    "$PULLGATECTL" --config "$WORK/cri-cwd/etc/cri.json" wire --dry-run --proc-root "$STRAY_PROC" \
+    --hook-path "$HOOK" --containerd-config "$WORK/stray.toml"
+pg_expect_contains "... the hook asks its hook socket" "$PG_OUT" "\"$WORK/hook.sock\""
+[[ "$PG_OUT" != *"the running pullgate-cri reads"* ]] &&
+    pg_check_ok "... its relative --config, read from its working directory, is this one" ||
+    pg_check_fail "wire thinks pullgate-cri reads another file: $PG_OUT"
+pg_expect_ok "wire --dry-run --hook-socket" \
+    "$PULLGATECTL" --config "$WORK/cri-cwd/etc/cri.json" wire --dry-run --proc-root "$STRAY_PROC" \
+    --hook-path "$HOOK" --containerd-config "$WORK/stray.toml" --hook-socket /run/pullgate/other.sock
+[[ "$PG_OUT" == *'"/run/pullgate/other.sock"'* && "$PG_OUT" != *"$WORK/hook.sock"* ]] &&
+    pg_check_ok "... --hook-socket wins over pullgate-cri's" || pg_check_fail "--hook-socket did not win"
+kill "$LISTENER" 2>/dev/null
+wait "$LISTENER" 2>/dev/null
+
 # ---------------------------------------------------------------------- CRI-O
 pg_section "CRI-O: the drop-in and the hooks.d entry"
 CRIO="$WORK/crio"
@@ -195,12 +248,16 @@ mkdir -p "$CRIO/crio.conf.d" "$CRIO/hooks.d"
 crio_wire() { wire --runtime cri-o --crio-config-dir "$CRIO/crio.conf.d" --hooks-dir "$CRIO/hooks.d" "$@"; }
 crio_unwire() { unwire --runtime cri-o --crio-config-dir "$CRIO/crio.conf.d" --hooks-dir "$CRIO/hooks.d" "$@"; }
 pg_expect_ok "wire --runtime cri-o" crio_wire
-python3 - "$CRIO/crio.conf.d/10-pullgate.conf" "$PG_SOURCE_DIR/packaging/crio/crio.conf.d/10-pullgate.conf" <<'EOF' &&
+# The packaged example's directories, the administrators' one being --hooks-dir (where wire
+# writes its entry: a directory CRI-O would not read would hold it in vain).
+python3 - "$CRIO/crio.conf.d/10-pullgate.conf" "$PG_SOURCE_DIR/packaging/crio/crio.conf.d/10-pullgate.conf" "$CRIO/hooks.d" <<'EOF' &&
 import sys, tomllib
-a, b = (tomllib.load(open(p, "rb")) for p in sys.argv[1:])
+a, b = (tomllib.load(open(p, "rb")) for p in sys.argv[1:3])
+dirs = b["crio"]["runtime"]["hooks_dir"]
+b["crio"]["runtime"]["hooks_dir"] = [sys.argv[3] if d == "/etc/containers/oci/hooks.d" else d for d in dirs]
 assert a == b, (a, b)
 EOF
-    pg_check_ok "the drop-in lists the directories as the packaged example does" ||
+    pg_check_ok "the drop-in lists the packaged example's directories, --hooks-dir for the administrators'" ||
     pg_check_fail "the drop-in differs from packaging/crio/crio.conf.d/10-pullgate.conf"
 python3 - "$CRIO/hooks.d/pullgate.json" "$HOOK" "$CFG" <<'EOF' &&
 import json, sys

@@ -42,6 +42,7 @@ typedef struct pgd_options {
     const char *runtime;           /* auto, containerd, cri-o */
     const char *systemd_dir;       /* /etc/systemd/system: where a fix writes a drop-in */
     const char *kubelet_flags;     /* /var/lib/kubelet/kubeadm-flags.env */
+    const char *hook_path;         /* the installed pullgate-hook a `wire` fix puts in */
     int timeout_ms;                /* per CRI call and hook probe */
     int json;
 } pgd_options;
@@ -72,6 +73,7 @@ typedef struct pgd_node {
     char hook_socket[512];  /* pullgate-cri's --hook-socket (or the default) */
     bool cri_process;       /* a pullgate-cri process was found */
     int cri_pid;
+    size_t cri_candidates;  /* when none was: how many could have been it */
     char **cri_argv;          /* its command line (NULL: none runs): a drop-in keeps it */
     struct stat cri_config_st; /* the file pullgate-cri's --config names, as it sees it */
     bool cri_config_seen;      /* cri_config_st is set */
@@ -80,6 +82,7 @@ typedef struct pgd_node {
     char hook_config[4096]; /* the --config the runtime's hook entry names (or the default) */
     char hook_daemon[512];  /* the --daemon-socket it names (or the default) */
     bool hook_found;        /* the runtime's configuration names the hook */
+    char cd_config[4096];   /* containerd's configuration, when it was read ("" otherwise) */
 } pgd_node;
 
 /* Fills r: ok with a detail, or a warning / a failure with a detail and a fix (printf
@@ -137,31 +140,50 @@ int pgd_proc_open(const char *proc_root, int pid, const char *path, int flags, c
 int pgd_root_owned_safe(const char *path, pg_error *err);
 
 /* A process's argv from <proc_root>/<pid>/cmdline (NULL-terminated strv, caller frees with
- * pg_strv_free), for the first process whose comm is name, that runs as root (real uid) and
- * shares the doctor's mount namespace (never a container's); NULL when none. */
+ * pg_strv_free), for the first node process (pgd_node_process) whose comm is name; NULL when
+ * none. */
 char **pgd_find_process(const char *proc_root, const char *name, int *pid_out);
-/* Whether pid is such a process now (root, the doctor's mount namespace). */
+/* Whether pid is a process of the node's own, never a container's: it runs as root (real
+ * uid) and either shares the doctor's mount namespace, or is a service systemd gave a mount
+ * namespace of its own (PrivateTmp, ProtectSystem): its parent is init and its root
+ * directory is the node's. */
 bool pgd_node_process(const char *proc_root, int pid);
+/* The argv of the process serving the unix socket endpoint ("unix:///run/x" or a path),
+ * found by the socket's peer credentials (SO_PEERCRED) when that peer is root and a node
+ * process whose comm is name; NULL otherwise. Connects and closes without a byte: only for
+ * a gRPC socket, which takes that silently (never the hook socket, which logs it). */
+char **pgd_socket_server(const char *proc_root, const char *endpoint, const char *name,
+                         int *pid_out);
 /* containerd's own default configuration file. */
 #define PGD_CONTAINERD_DEFAULT_CONFIG "/etc/containerd/config.toml"
-/* The node's NAME daemon (a root process in this mount namespace, as pgd_find_process): the
- * one started by init (a service), else the only one; its argv (caller frees) and pid. NULL
+/* CRI-O's drop-in directory, and the administrators' hooks.d directory (where `wire` puts an
+ * entry the packaged one does not cover). */
+#define PGD_CRIO_CONFIG_DIR "/etc/crio/crio.conf.d"
+#define PGD_ADMIN_HOOKS_DIR "/etc/containers/oci/hooks.d"
+/* The node's NAME daemon (a node process, as pgd_find_process): the one started by init (a service), else the only one; its argv (caller frees) and pid. NULL
  * when none runs or several could be it (*candidates says how many). */
 #define PGD_MAX_SERVICES 16
 char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates);
-/* A running containerd: a root process in this mount namespace. */
+/* The same, the one started by init only: never a process someone started by hand or a test's. */
+char **pgd_find_init_service(const char *proc_root, const char *name, int *pid,
+                             size_t *candidates);
+/* A running containerd: a node process. */
 typedef struct pgd_containerd {
     int pid;
-    char config[4096]; /* its --config / -c, or containerd's default when it has none */
+    char config[4096]; /* its --config / -c, or containerd's default when it has none; "" when
+                          it cannot be named (why says why) */
+    char why[256];
 } pgd_containerd;
 /* Every running containerd (at most max written); returns how many run. */
 size_t pgd_running_containerds(const char *proc_root, pgd_containerd *out, size_t max);
-/* The node's containerd's (pgd_find_service) configuration file, written to out. NULL when
- * none runs or several could be it (*candidates says how many).
+/* The node's containerd's (pgd_find_service) configuration file, written to out: its
+ * --config as containerd opened it (through its /proc cwd and root, pgd_proc_open), or
+ * containerd's default. NULL when none runs or several could be it (*candidates says how
+ * many), or when its file cannot be named (*candidates 1, err says why; err may be NULL).
  * Doctor and pullgate-wire ask this; pullgate-still-wired lists them all
  * (`pullgate-wire --print-containerd-configs`). */
 const char *pgd_running_containerd_config(const char *proc_root, char *out, size_t n,
-                                          size_t *candidates);
+                                          size_t *candidates, pg_error *err);
 /* The value of --name VALUE / --name=VALUE in argv (the last one wins), or NULL. */
 const char *pgd_flag(char *const *argv, const char *name);
 

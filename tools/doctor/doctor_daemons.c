@@ -37,10 +37,20 @@ static void see_cri_config(pgd_node *n)
         close(fd);
 }
 
-/* pullgate-cri's flags win over the configuration, as in the daemon itself. */
+/*
+ * The node's pullgate-cri: the one serving the configured CRI socket (criListen; found by the
+ * socket's peer, so the one the kubelet reaches, even among several), else the one init
+ * started (a service; never one started by hand, whose settings say nothing about the node's).
+ * Its flags win over the configuration, as in the daemon itself.
+ */
 void pgd_find_cri_process(pgd_node *n)
 {
-    char **argv = pgd_find_process(n->opt->proc_root, "pullgate-cri", &n->cri_pid);
+    const char *configured =
+        n->cfg ? pg_config_cri_listen(n->cfg) : "unix:///run/pullgate/cri.sock";
+    char **argv = pgd_socket_server(n->opt->proc_root, configured, "pullgate-cri", &n->cri_pid);
+    if (!argv)
+        argv = pgd_find_init_service(n->opt->proc_root, "pullgate-cri", &n->cri_pid,
+                                     &n->cri_candidates);
     n->cri_process = argv != NULL;
     n->cri_argv = argv;
     const char *config = argv ? pgd_flag(argv, "config") : NULL;
@@ -89,13 +99,19 @@ void pgd_check_cri_proxy(pgd_node *n, pgd_result *r)
         pgd_pass(r, "pullgate-cri answers on %s and forwards to %s", n->cri_listen, version);
         return;
     }
+    char none[160];
+    if (n->cri_candidates > 1)
+        snprintf(none, sizeof none, "; %zu pullgate-cri services run, none serves it",
+                 n->cri_candidates);
+    else
+        snprintf(none, sizeof none, "; no pullgate-cri process runs");
     pgd_fail(r,
              n->cri_process ? "see its log (journalctl -u pullgate-cri); the runtime must answer "
                               "behind it"
                             : "start pullgate-cri and have it start at boot",
              "no CRI answer on %s (%s)%s: the kubelet's pulls are not recorded and, with its "
              "image service endpoint at the proxy, no image can be pulled",
-             n->cri_listen, why.message, n->cri_process ? "" : "; no pullgate-cri process runs");
+             n->cri_listen, why.message, n->cri_process ? "" : none);
     if (!n->cri_process)
         pgd_command(r, "systemctl enable --now pullgate-cri");
 }

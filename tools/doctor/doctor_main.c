@@ -36,7 +36,8 @@ enum {
     OPT_TIMEOUT,
     OPT_VERSION,
     OPT_SYSTEMD_DIR,
-    OPT_KUBELET_FLAGS
+    OPT_KUBELET_FLAGS,
+    OPT_HOOK_PATH
 };
 
 static const struct option options[] = {
@@ -54,6 +55,7 @@ static const struct option options[] = {
     {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
     {"systemd-dir", required_argument, NULL, OPT_SYSTEMD_DIR},
     {"kubelet-flags-file", required_argument, NULL, OPT_KUBELET_FLAGS},
+    {"hook-path", required_argument, NULL, OPT_HOOK_PATH},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0}};
@@ -64,7 +66,7 @@ static void usage(FILE *out)
           "           [--containerd-config FILE] [--crio-config FILE] [--crio-config-dir DIR]\n"
           "           [--crio-hooks-dir DIR]... [--kubelet-config FILE] [--kubelet-version V]\n"
           "           [--kubelet-flags-file FILE] [--hook-socket PATH] [--systemd-dir DIR]\n"
-          "           [--proc-root DIR] [--timeout-ms N]\n"
+          "           [--hook-path PATH] [--proc-root DIR] [--timeout-ms N]\n"
           "\nChecks this node's wiring, one line per check in six groups (configuration,\n"
           "store, runtime wiring, pullgate-cri, kubelet, key): a check mark, a warning (a\n"
           "supported mode, or a part not there yet) or a cross, with the fix, a command\n"
@@ -113,6 +115,7 @@ static int parse(int argc, char **argv, pgd_options *o, const char **dirs, size_
         case OPT_HOOK_SOCKET: o->hook_socket = optarg; break;
         case OPT_SYSTEMD_DIR: o->systemd_dir = optarg; break;
         case OPT_KUBELET_FLAGS: o->kubelet_flags = optarg; break;
+        case OPT_HOOK_PATH: o->hook_path = optarg; break;
         case OPT_RUNTIME:
             if (strcmp(optarg, "auto") && strcmp(optarg, "containerd") && strcmp(optarg, "cri-o"))
                 return usage_error("--runtime: auto, containerd or cri-o, not '%s'", optarg);
@@ -317,10 +320,11 @@ int main(int argc, char **argv)
     pgd_options o = {.config_path = PG_DEFAULT_CONFIG_PATH,
                      .proc_root = "/proc",
                      .crio_config = "/etc/crio/crio.conf",
-                     .crio_config_dir = "/etc/crio/crio.conf.d",
+                     .crio_config_dir = PGD_CRIO_CONFIG_DIR,
                      .runtime = "auto",
                      .systemd_dir = "/etc/systemd/system",
                      .kubelet_flags = "/var/lib/kubelet/kubeadm-flags.env",
+                     .hook_path = PG_HOOK_INSTALL_DIR "/pullgate-hook",
                      .timeout_ms = DEFAULT_TIMEOUT_MS};
     if (!dirs)
         return 3;

@@ -143,6 +143,61 @@ static const json_t *hook_in_spec(const json_t *spec, const char **stage)
     return NULL;
 }
 
+/* ------------------------------------------------- fixes through `wire` */
+
+/* Appends " WORD" (shell-quoted when it must be) to cmd; false when it does not fit. */
+static bool add_word(char *cmd, size_t n, const char *word)
+{
+    char q[PGD_COMMAND_MAX];
+    size_t used = strlen(cmd);
+    if (!pgd_sh_word(word, q, sizeof q))
+        return false;
+    int w = snprintf(cmd + used, n - used, "%s%s", used ? " " : "", q);
+    return w >= 0 && (size_t)w < n - used;
+}
+
+static bool add_option(char *cmd, size_t n, const char *option, const char *value)
+{
+    return add_word(cmd, n, option) && add_word(cmd, n, value);
+}
+
+/*
+ * `pullgatectl wire` as the command that repairs what a check found, then the restart the
+ * runtime needs to read it: the files doctor read (containerd's configuration, cd_config;
+ * NULL for CRI-O: its drop-in directory and the hooks.d directory it reads last), this
+ * configuration for the hook (named when it is not the default, or when pullgate-cri names
+ * one: wire would otherwise give the hook pullgate-cri's), the hook binary and the socket
+ * pullgate-cri serves. wire changes only what is missing, keeps a backup and refuses what it
+ * cannot edit, saying why.
+ */
+static void wire_command(const pgd_node *n, pgd_result *r, const char *cd_config,
+                         const char *crio_hooks_dir)
+{
+    const pgd_options *o = n->opt;
+    char cmd[PGD_COMMAND_MAX] = "";
+    bool ok = add_word(cmd, sizeof cmd, "pullgatectl");
+    if (strcmp(o->config_path, PG_DEFAULT_CONFIG_PATH) != 0 ||
+        (n->cri_argv && pgd_flag(n->cri_argv, "config")))
+        ok = ok && add_option(cmd, sizeof cmd, "--config", o->config_path);
+    ok = ok && add_word(cmd, sizeof cmd, "wire");
+    if (cd_config) {
+        ok = ok && add_option(cmd, sizeof cmd, "--containerd-config", cd_config);
+    } else {
+        ok = ok && add_option(cmd, sizeof cmd, "--runtime", "cri-o");
+        if (strcmp(o->crio_config_dir, PGD_CRIO_CONFIG_DIR) != 0)
+            ok = ok && add_option(cmd, sizeof cmd, "--crio-config-dir", o->crio_config_dir);
+        if (crio_hooks_dir && strcmp(crio_hooks_dir, PGD_ADMIN_HOOKS_DIR) != 0)
+            ok = ok && add_option(cmd, sizeof cmd, "--hooks-dir", crio_hooks_dir);
+    }
+    if (strcmp(o->hook_path, PG_HOOK_INSTALL_DIR "/" HOOK_NAME) != 0)
+        ok = ok && add_option(cmd, sizeof cmd, "--hook-path", o->hook_path);
+    if (strcmp(n->hook_socket, "none") != 0 &&
+        !pgd_same_endpoint(n->hook_socket, PG_DEFAULT_HOOK_SOCKET))
+        ok = ok && add_option(cmd, sizeof cmd, "--hook-socket", n->hook_socket);
+    if (ok)
+        pgd_command(r, "%s && systemctl restart %s", cmd, cd_config ? "containerd" : "crio");
+}
+
 /* ---------------------------------------------------------- containerd */
 
 typedef struct handlers {
@@ -208,54 +263,79 @@ static bool pattern_passes(const json_t *patterns, const char *key)
     return false;
 }
 
-/* One handler's base spec: its hook, the binaries, the file's own safety. */
-static int check_handler_spec(pgd_node *n, const char *name, const json_t *handler, pg_error *why)
+/* One handler's base spec: its hook, the binaries, the file's own safety. *wireable when
+ * what is missing is what `wire` puts in (a base spec, the hook in it). */
+static int check_handler_spec(pgd_node *n, const char *name, const json_t *handler, pg_error *why,
+                              bool *wireable)
 {
     const char *spec_path = json_string_value(json_object_get(handler, "base_runtime_spec"));
-    if (!spec_path || !*spec_path)
+    *wireable = false;
+    if (!spec_path || !*spec_path) {
+        *wireable = true;
         return pg_fail(why, PG_ERR_CONFIG,
                        "runtime handler %s has no base_runtime_spec: its containers start "
                        "without the hook",
                        name);
+    }
     int rc = pgd_root_owned_safe(spec_path, why);
     json_t *spec = rc == PG_OK ? load_json(spec_path, why) : NULL;
     const char *stage = NULL;
     const json_t *hook = spec ? hook_in_spec(spec, &stage) : NULL;
-    if (rc == PG_OK && !spec)
+    if (rc == PG_OK && !spec) {
         rc = PG_ERR_INVALID;
-    else if (rc == PG_OK && !hook)
+    } else if (rc == PG_OK && !hook) {
+        *wireable = true;
         rc = pg_fail(why, PG_ERR_CONFIG,
                      "%s (handler %s) runs no %s in createRuntime, prestart or createContainer",
                      spec_path, name, HOOK_NAME);
-    else if (rc == PG_OK)
+    } else if (rc == PG_OK) {
         rc = binaries_ok(json_string_value(json_object_get(hook, "path")), why);
+    }
     if (rc == PG_OK)
         note_hook(n, hook);
     json_decref(spec);
     return rc;
 }
 
-/* --containerd-config, else the running containerd's --config, else containerd's default. */
-static const char *containerd_config_path(const pgd_node *n, char *buf, size_t len)
+/* --containerd-config, else the running containerd's --config (as it opened it), else
+ * containerd's default when none runs. NULL with why when the running one's cannot be
+ * named, or several run and none is the node's service. */
+static const char *containerd_config_path(const pgd_node *n, char *buf, size_t len,
+                                          pg_error *why)
 {
     if (n->opt->containerd_config)
         return n->opt->containerd_config;
     size_t candidates = 0;
-    const char *running = pgd_running_containerd_config(n->opt->proc_root, buf, len, &candidates);
-    return running ? running : PGD_CONTAINERD_DEFAULT_CONFIG;
+    const char *running =
+        pgd_running_containerd_config(n->opt->proc_root, buf, len, &candidates, why);
+    if (running)
+        return running;
+    if (candidates > 1)
+        pg_fail(why, PG_ERR_CONFIG,
+                "%zu containerd processes run and none is the node's service (started by init)",
+                candidates);
+    return candidates ? NULL : PGD_CONTAINERD_DEFAULT_CONFIG;
 }
 
 static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
 {
     char running[4096];
-    const char *path = containerd_config_path(n, running, sizeof running);
+    pg_error unnamed = {0};
+    const char *path = containerd_config_path(n, running, sizeof running, &unnamed);
+    if (!path) {
+        pgd_fail(r,
+                 "name containerd's configuration: pullgatectl doctor --containerd-config FILE "
+                 "(the file containerd runs with, its --config)",
+                 "containerd: %s", unnamed.message);
+        pgd_fail(ann, "see hook", "cannot be checked: containerd's configuration is not known");
+        return;
+    }
     const char *key = n->cfg ? pg_config_annotation(n->cfg) : "pullgate.dev/credentials";
     char fix[PGD_TEXT_MAX];
     snprintf(fix, sizeof fix,
              "give every runtime handler in %s a base_runtime_spec whose createRuntime hook is "
-             "pullgate-hook (the packaged example: config.toml.snippet and "
-             "base-runtime-spec.json.example in the documentation's containerd directory), then "
-             "restart containerd",
+             "pullgate-hook (pullgatectl wire does; by hand: " PG_DOC_DIR
+             "/examples/containerd/README.md), then restart containerd",
              path);
     pg_error err = {0};
     json_t *cfg = load_containerd(path, &err);
@@ -273,11 +353,13 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
         json_decref(cfg);
         return;
     }
+    snprintf(n->cd_config, sizeof n->cd_config, "%s", path);
     if (json_object_size(h.runtimes) == 0) {
         pgd_fail(r, fix,
                  "%s defines no runtime handler: containerd's default runc handler "
                  "runs no hook",
                  path);
+        wire_command(n, r, path, NULL);
         pgd_fail(ann, "see hook: each handler it adds needs pod_annotations too",
                  "no runtime handler to let %s through", key);
         json_decref(cfg);
@@ -286,11 +368,11 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
     pg_error why = {0};
     const char *name, *missing_ann = NULL, *broad = NULL;
     json_t *handler;
-    bool specs_ok = true;
+    bool specs_ok = true, wireable = false;
     json_object_foreach(h.runtimes, name, handler)
     {
         if (specs_ok)
-            specs_ok = check_handler_spec(n, name, handler, &why) == PG_OK;
+            specs_ok = check_handler_spec(n, name, handler, &why, &wireable) == PG_OK;
         json_t *patterns = json_object_get(handler, "pod_annotations");
         if (!missing_ann && !pattern_passes(patterns, key))
             missing_ann = name;
@@ -300,30 +382,35 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
              pattern_passes(patterns, "io.kubernetes.cri-o.ImageRef")))
             broad = name;
     }
-    if (specs_ok)
+    if (specs_ok) {
         pgd_pass(r, "every runtime handler of %s (%zu) runs %s from its base_runtime_spec", path,
                  json_object_size(h.runtimes), HOOK_NAME);
-    else
+    } else {
         pgd_fail(r, fix, "%s", why.message);
+        if (wireable)
+            wire_command(n, r, path, NULL);
+    }
     char afix[PGD_TEXT_MAX];
     snprintf(afix, sizeof afix,
-             "pod_annotations = [\"%s\"] in every runtime handler of %s (exactly that key), then "
-             "restart containerd",
+             "pod_annotations = [\"%s\"] in every runtime handler of %s (exactly that key; "
+             "pullgatectl wire adds it), then restart containerd",
              key, path);
-    if (missing_ann)
+    if (missing_ann) {
         pgd_fail(ann, afix,
                  "runtime handler %s does not pass %s: every pod looks like one without "
                  "credentials (presented 0 secrets)",
                  missing_ann, key);
-    else if (broad)
+        wire_command(n, ann, path, NULL);
+    } else if (broad) {
         pgd_fail(ann,
                  "list exactly the credentials annotation, or set \"runtime\": \"containerd\" in "
                  "the configuration",
                  "runtime handler %s's pod_annotations pass CRI-O's keys "
                  "(io.container.manager, io.kubernetes.cri-o.*): a pod could forge its identity",
                  broad);
-    else
+    } else {
         pgd_pass(ann, "every runtime handler passes %s and no identity key", key);
+    }
     json_decref(cfg);
 }
 
@@ -468,9 +555,10 @@ static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
         }
         json_decref(entry);
     }
+    bool wireable = false;
     if (!broken && !found) {
         snprintf(why, sizeof why, "no hooks.d entry in CRI-O's hooks_dir runs %s", HOOK_NAME);
-        broken = true;
+        broken = wireable = true;
     }
     char dirs_text[512] = "";
     json_array_foreach(dirs, i, d)
@@ -479,14 +567,22 @@ static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
         snprintf(dirs_text + used, sizeof dirs_text - used, "%s%s", i ? ", " : "",
                  json_string_value(d) ? json_string_value(d) : "?");
     }
-    if (broken)
+    if (broken) {
         pgd_fail(r,
                  "put the package's hooks.d entry (/usr/share/containers/oci/hooks.d/"
-                 "pullgate.json) in a directory of CRI-O's hooks_dir (the packaged example: "
-                 "crio.conf.d/10-pullgate.conf in the documentation's examples), then reload "
-                 "CRI-O",
+                 "pullgate.json) in a directory of CRI-O's hooks_dir (pullgatectl wire --runtime "
+                 "cri-o writes the drop-in that lists it, and an entry of its own when the hook "
+                 "needs other arguments; by hand: " PG_DOC_DIR
+                 "/examples/crio.conf.d/10-pullgate.conf), then restart CRI-O",
                  "%s (hooks_dir: %s)", why, dirs_text);
-    else
+        /* wire's drop-in lists the packaged directory and the one it writes its own entry
+         * to: the directory CRI-O reads last, unless that is the packaged one */
+        const char *last = json_string_value(json_array_get(dirs, json_array_size(dirs) - 1));
+        if (wireable)
+            wire_command(n, r, NULL,
+                         last && strcmp(last, DEFAULT_CRIO_HOOKS_DIR) != 0 ? last
+                                                                           : PGD_ADMIN_HOOKS_DIR);
+    } else
         pgd_pass(r, "%s runs %s for every container (hooks_dir: %s)", found, HOOK_NAME, dirs_text);
     pgd_pass(ann, "CRI-O passes every pod annotation to the hook");
     json_decref(effective);
@@ -572,6 +668,14 @@ static void dropin_command(pgd_node *n, pgd_result *r)
                 q, exec, q);
 }
 
+/* The hook's arguments rewritten by `wire`: containerd's base specs only (CRI-O's entry of
+ * the administrators' directory is theirs: wire refuses to overwrite one it did not write). */
+static void hook_args_command(const pgd_node *n, pgd_result *r)
+{
+    if (strcmp(n->runtime, "containerd") == 0 && n->cd_config[0])
+        wire_command(n, r, n->cd_config, NULL);
+}
+
 void pgd_check_same_config(pgd_node *n, pgd_result *r)
 {
     const char *mine = n->opt->config_path;
@@ -585,15 +689,19 @@ void pgd_check_same_config(pgd_node *n, pgd_result *r)
     } else if (n->hook_config[0] != '/') {
         pgd_fail(r,
                  "give the hook's --config an absolute path in the runtime's configuration (the "
-                 "hook's args), then restart containerd or reload CRI-O",
+                 "hook's args; pullgatectl wire gives it this one), then restart containerd or "
+                 "CRI-O",
                  "the hook's --config %s is relative: pullgate-cri never decides for it, and "
                  "the local hook reads it from the runtime's working directory",
                  n->hook_config);
+        hook_args_command(n, r);
     } else if (!pgd_same_file(n->hook_config, mine)) {
         pgd_fail(r,
                  "name one file on both sides: the hook's args in the runtime's configuration "
-                 "(\"--config\", \"FILE\"), then restart containerd or reload CRI-O",
+                 "(\"--config\", \"FILE\"; pullgatectl wire gives it this one), then restart "
+                 "containerd or CRI-O",
                  "the hook reads %s, this check %s", n->hook_config, mine);
+        hook_args_command(n, r);
     } else if (!cri_reads_mine) {
         pgd_fail(r,
                  "give pullgate-cri the hook's --config: a drop-in replacing its ExecStart "
@@ -606,8 +714,10 @@ void pgd_check_same_config(pgd_node *n, pgd_result *r)
         dropin_command(n, r);
     } else if (!pgd_same_endpoint(n->hook_daemon, n->hook_socket)) {
         pgd_fail(r,
-                 "give the hook's --daemon-socket and pullgate-cri's --hook-socket one path",
+                 "give the hook's --daemon-socket and pullgate-cri's --hook-socket one path "
+                 "(pullgatectl wire gives the hook pullgate-cri's)",
                  "the hook asks %s, pullgate-cri serves %s", n->hook_daemon, n->hook_socket);
+        hook_args_command(n, r);
     } else {
         pgd_pass(r, "the hook and pullgate-cri read %s; the hook asks %s", mine, n->hook_daemon);
     }

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define MAX_CMDLINE_BYTES (256u << 10)
@@ -210,16 +212,49 @@ static bool shares_our_mounts(const char *proc_root, const char *pid)
            theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
 }
 
+/* The PPid: line of <proc_root>/<pid>/status, or -1. */
+static int parent_of(const char *proc_root, int pid)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d/status", proc_root, pid);
+    size_t len = 0;
+    char *text = read_small(path, 64u << 10, &len);
+    const char *p = text ? strstr(text, "\nPPid:") : NULL;
+    int ppid = p ? atoi(p + 6) : -1;
+    free(text);
+    return ppid;
+}
+
+/* Its root directory is the node's: the one the doctor runs in (the kernel's view of
+ * <pid>/root, whatever its mount namespace shows under it). */
+static bool has_node_root(const char *proc_root, const char *pid)
+{
+    char path[4096];
+    struct stat theirs, ours;
+    snprintf(path, sizeof path, "%s/%s/root", proc_root, pid);
+    return stat(path, &theirs) == 0 && stat("/", &ours) == 0 && theirs.st_dev == ours.st_dev &&
+           theirs.st_ino == ours.st_ino;
+}
+
 /*
  * Only root's processes on the node's own filesystem count. The host's /proc
  * lists every container's processes too: a tenant's container may run a
  * "kubelet" (as uid 0, no user namespace) whose argv names paths and endpoints
  * of its choosing and whose executable is in its image. Taking it would let it
  * pass checks and have its binary run as root outside its container.
+ * A process in the doctor's mount namespace is the node's; so is a service that
+ * systemd gave a mount namespace of its own (the packaged pullgate-cri.service's
+ * PrivateTmp, ProtectSystem), told by two things no container's process has: init
+ * is its parent (a container's processes descend from their shim, which reaps its
+ * orphans itself) and its root directory is the node's (a container's is its image).
  */
 static bool node_process(const char *proc_root, const char *pid)
 {
-    return runs_as_root(proc_root, pid) && shares_our_mounts(proc_root, pid);
+    if (!runs_as_root(proc_root, pid))
+        return false;
+    if (shares_our_mounts(proc_root, pid))
+        return true;
+    return parent_of(proc_root, atoi(pid)) == 1 && has_node_root(proc_root, pid);
 }
 
 bool pgd_node_process(const char *proc_root, int pid)
@@ -338,37 +373,96 @@ char **pgd_find_process(const char *proc_root, const char *name, int *pid_out)
     return f.argv;
 }
 
-/* The PPid: line of <proc_root>/<pid>/status, or -1. */
-static int parent_of(const char *proc_root, int pid)
+/* The pid of the root process listening on the unix socket at endpoint, or 0. */
+static int socket_peer(const char *endpoint)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%d/status", proc_root, pid);
-    size_t len = 0;
-    char *text = read_small(path, 64u << 10, &len);
-    const char *p = text ? strstr(text, "\nPPid:") : NULL;
-    int ppid = p ? atoi(p + 6) : -1;
-    free(text);
-    return ppid;
+    const char *path = strncmp(endpoint, "unix://", 7) == 0 ? endpoint + 7 : endpoint;
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (path[0] != '/' || strlen(path) >= sizeof addr.sun_path)
+        return 0;
+    memcpy(addr.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return 0;
+    struct ucred cred = {0};
+    socklen_t len = sizeof cred;
+    int pid = 0;
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == 0)
+        pid = cred.pid;
+    close(fd);
+    return pid;
 }
 
-/* A containerd's configuration file: --config / -c (relative to its working directory), or
- * containerd's default. */
-static void containerd_config_of(const char *proc_root, int pid, char **argv, char *out, size_t n)
+char **pgd_socket_server(const char *proc_root, const char *endpoint, const char *name,
+                         int *pid_out)
+{
+    int pid = socket_peer(endpoint);
+    if (pid <= 0)
+        return NULL;
+    char text[24], path[4096];
+    snprintf(text, sizeof text, "%d", pid);
+    snprintf(path, sizeof path, "%s/%d/comm", proc_root, pid);
+    size_t len = 0;
+    char *comm = read_small(path, 64, &len);
+    bool match = comm && (comm[strcspn(comm, "\n")] = '\0', strcmp(comm, name) == 0);
+    free(comm);
+    if (!match || !node_process(proc_root, text))
+        return NULL;
+    snprintf(path, sizeof path, "%s/%d/cmdline", proc_root, pid);
+    char *cmdline = read_small(path, MAX_CMDLINE_BYTES, &len);
+    char **argv = cmdline ? split_cmdline(cmdline, len) : NULL;
+    free(cmdline);
+    if (argv && pid_out)
+        *pid_out = pid;
+    return argv;
+}
+
+/*
+ * A containerd's configuration file: its --config / -c opened as containerd opened it
+ * (pgd_proc_open: a relative path from its own working directory, an absolute one within its
+ * root, which must be the node's), or containerd's default when it names none. out gets the
+ * path doctor, wire and pullgate-still-wired then read, checked to name the very file the
+ * process's open found (a mount only its namespace has, or a working directory moved since,
+ * would have them read another file). A file that does not exist keeps its path: containerd
+ * then runs with its defaults, and the readers say "no such file". false, with why, when the
+ * file cannot be named.
+ */
+static int containerd_config_of(const char *proc_root, int pid, char **argv, char *out, size_t n,
+                                pg_error *err)
 {
     const char *config = pgd_flag(argv, "config");
     if (!config)
         config = pgd_flag(argv, "c"); /* containerd's short form */
-    if (!config || !*config) {
-        snprintf(out, n, "%s", PGD_CONTAINERD_DEFAULT_CONFIG);
-    } else if (config[0] == '/') {
-        snprintf(out, n, "%s", config);
-    } else {
-        char link[4096], cwd[4096];
-        snprintf(link, sizeof link, "%s/%d/cwd", proc_root, pid);
-        ssize_t len = readlink(link, cwd, sizeof cwd - 1);
-        cwd[len > 0 ? len : 0] = '\0';
-        snprintf(out, n, "%s/%s", len > 0 ? cwd : "", config);
-    }
+    if (!config || !*config)
+        return (size_t)snprintf(out, n, "%s", PGD_CONTAINERD_DEFAULT_CONFIG) < n
+                   ? PG_OK
+                   : pg_fail(err, PG_ERR_LIMIT, "containerd's default configuration path");
+    char shown[4200];
+    pg_error opened = {0};
+    int fd = pgd_proc_open(proc_root, pid, config, O_RDONLY | O_NONBLOCK | O_NOCTTY, shown,
+                           sizeof shown, &opened);
+    int e = errno;
+    struct stat theirs, here;
+    bool here_exists = stat(shown, &here) == 0;
+    bool same;
+    if (fd >= 0)
+        same = fstat(fd, &theirs) == 0 && here_exists && theirs.st_dev == here.st_dev &&
+               theirs.st_ino == here.st_ino;
+    else if (e == ENOENT)
+        same = !here_exists; /* absent for both */
+    else
+        return pg_fail(err, opened.code ? opened.code : PG_ERR_IO, "%s", opened.message);
+    if (fd >= 0)
+        close(fd);
+    if (!same)
+        return pg_fail(err, PG_ERR_UNSAFE,
+                       "containerd (pid %d) reads its --config %s as a file that %s at %s here "
+                       "(a mount of its own, or its working directory moved)",
+                       pid, config, here_exists ? "is not the one" : "is not", shown);
+    if ((size_t)snprintf(out, n, "%s", shown) >= n)
+        return pg_fail(err, PG_ERR_LIMIT, "containerd (pid %d): its --config is too long", pid);
+    return PG_OK;
 }
 
 typedef struct services {
@@ -395,7 +489,8 @@ static bool note_service(int pid, char **argv, void *ctx)
 
 /* A node's daemon is a service: started by init. Others (a test's, a tenant's privileged
  * container's) count only when no service of that name runs. */
-char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates)
+static char **find_service(const char *proc_root, const char *name, int *pid, size_t *candidates,
+                           bool init_only)
 {
     services c = {.proc_root = proc_root};
     scan_processes(proc_root, name, note_service, &c);
@@ -403,7 +498,7 @@ char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_
     for (size_t i = 0; i < c.n; i++)
         if (c.by_init[i])
             by_init++, pick = i;
-    size_t count = by_init ? by_init : c.n;
+    size_t count = by_init || init_only ? by_init : c.n;
     if (candidates)
         *candidates = count;
     char **found = NULL;
@@ -419,6 +514,17 @@ char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_
     return found;
 }
 
+char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates)
+{
+    return find_service(proc_root, name, pid, candidates, false);
+}
+
+char **pgd_find_init_service(const char *proc_root, const char *name, int *pid,
+                             size_t *candidates)
+{
+    return find_service(proc_root, name, pid, candidates, true);
+}
+
 typedef struct containerds {
     const char *proc_root;
     pgd_containerd found[PGD_MAX_SERVICES];
@@ -431,7 +537,13 @@ static bool note_containerd(int pid, char **argv, void *ctx)
     if (c->n < PGD_MAX_SERVICES) {
         pgd_containerd *d = &c->found[c->n++];
         d->pid = pid;
-        containerd_config_of(c->proc_root, pid, argv, d->config, sizeof d->config);
+        pg_error err = {0};
+        d->why[0] = '\0';
+        if (containerd_config_of(c->proc_root, pid, argv, d->config, sizeof d->config, &err) !=
+            PG_OK) {
+            d->config[0] = '\0';
+            snprintf(d->why, sizeof d->why, "%s", err.message);
+        }
     }
     pg_strv_free(argv);
     return false;
@@ -447,15 +559,15 @@ size_t pgd_running_containerds(const char *proc_root, pgd_containerd *out, size_
 }
 
 const char *pgd_running_containerd_config(const char *proc_root, char *out, size_t n,
-                                          size_t *candidates)
+                                          size_t *candidates, pg_error *err)
 {
     int pid = 0;
     char **argv = pgd_find_service(proc_root, "containerd", &pid, candidates);
     if (!argv)
         return NULL;
-    containerd_config_of(proc_root, pid, argv, out, n);
+    int rc = containerd_config_of(proc_root, pid, argv, out, n, err);
     pg_strv_free(argv);
-    return out;
+    return rc == PG_OK ? out : NULL;
 }
 
 const char *pgd_flag(char *const *argv, const char *name)

@@ -496,7 +496,7 @@ static int verify(const char *text, size_t len, const json_t *expect, pg_error *
     if (!same)
         return pg_fail(err, PG_ERR_INVALID,
                        "its layout defeats a safe edit (the edited file would %s): wire it by "
-                       "hand (hooks/containerd/README.md)",
+                       "hand (" PG_DOC_DIR "/examples/containerd/README.md)",
                        got ? "mean more than intended" : "not parse");
     return PG_OK;
 }

@@ -2,7 +2,7 @@
 /*
  * pullgate-wire [--config FILE] [--remove] [--runtime auto|containerd|cri-o] [--dry-run]
  *               [--containerd-config FILE] [--base-spec FILE] [--crio-config-dir DIR]
- *               [--hooks-dir DIR] [--hook-path PATH] [--proc-root DIR]
+ *               [--hooks-dir DIR] [--hook-path PATH] [--hook-socket PATH] [--proc-root DIR]
  * pullgate-wire --print-containerd-configs [--proc-root DIR]
  *
  * Run as `pullgatectl wire` / `pullgatectl unwire` (which passes --remove). Exit 0 when the
@@ -42,6 +42,7 @@ typedef struct options {
     bool remove, dry_run, print_configs;
     const char *runtime;
     const char *containerd_config, *base_spec, *crio_config_dir, *hooks_dir, *hook_path;
+    const char *hook_socket; /* NULL: the running pullgate-cri's --hook-socket */
     const char *proc_root;
 } options;
 
@@ -443,8 +444,9 @@ static int find_containerd_config(const options *o, node_facts *f)
         return 0;
     }
     size_t candidates = 0;
-    if (pgd_running_containerd_config(o->proc_root, f->cd_config, sizeof f->cd_config,
-                                      &candidates)) {
+    pg_error why = {0};
+    if (pgd_running_containerd_config(o->proc_root, f->cd_config, sizeof f->cd_config, &candidates,
+                                      &why)) {
         f->cd_source = "the running containerd's";
         return 0;
     }
@@ -452,6 +454,9 @@ static int find_containerd_config(const options *o, node_facts *f)
         return refused("%zu containerd processes run and none is the node's service (started by "
                        "init): name its configuration with --containerd-config FILE",
                        candidates);
+    if (candidates == 1)
+        return refused("%s: name containerd's configuration with --containerd-config FILE",
+                       why.message);
     snprintf(f->cd_config, sizeof f->cd_config, "%s", PGD_CONTAINERD_DEFAULT_CONFIG);
     f->cd_source = "containerd's default (no containerd runs)";
     return 0;
@@ -477,7 +482,8 @@ static int wire_containerd(const options *o, node_facts *f, const char *annotati
     if (marker) {
         free(text);
         return refused("%s says \"%s\" near its top: another tool manages it; add the hook "
-                       "through that tool (hooks/containerd/README.md)",
+                       "through that tool (what to write: " PG_DOC_DIR
+                       "/examples/containerd/README.md)",
                        f->cd_config, marker);
     }
     char gen[4096];
@@ -538,19 +544,29 @@ static int wire_containerd(const options *o, node_facts *f, const char *annotati
 
 /* ---------------------------------------------------------------- CRI-O */
 
-static const char crio_dropin[] =
-    "# Written by pullgatectl wire: CRI-O runs the hooks.d entries of the pullgate package\n"
-    "# (" PACKAGED_HOOKS_DIR ") and of administrators (/etc/containers/oci/hooks.d,\n"
-    "# which masks a packaged entry of the same name). `pullgatectl unwire` removes this file.\n"
-    "[crio.runtime]\n"
-    "hooks_dir = [\n"
-    "\t\"" PACKAGED_HOOKS_DIR "\",\n"
-    "\t\"/etc/containers/oci/hooks.d\",\n"
-    "]\n";
+/* The drop-in: CRI-O reads the package's hooks.d directory and the administrators' (--hooks-dir,
+ * where wire writes an entry of its own). false when it does not fit. */
+static bool crio_dropin(const char *hooks_dir, char *out, size_t n)
+{
+    int w =
+        snprintf(out, n,
+                 "# Written by pullgatectl wire: CRI-O runs the hooks.d entries of the pullgate "
+                 "package\n# (" PACKAGED_HOOKS_DIR ") and of administrators (%s,\n"
+                 "# which masks a packaged entry of the same name). `pullgatectl unwire` "
+                 "removes this file.\n"
+                 "[crio.runtime]\n"
+                 "hooks_dir = [\n"
+                 "\t\"" PACKAGED_HOOKS_DIR "\",\n"
+                 "\t\"%s\",\n"
+                 "]\n",
+                 hooks_dir, hooks_dir);
+    return w > 0 && (size_t)w < n && !strpbrk(hooks_dir, "\"\\\n");
+}
 
-/* A file wire owns (a drop-in, a hooks.d entry): written, kept, or removed as a whole. */
-static int plan_owned_file(plan *pl, const char *path, const char *content,
-                           bool (*ours)(const char *), pg_error *err)
+/* A file wire owns (a drop-in, a hooks.d entry): written, kept, or removed as a whole. Removed
+ * only when it is wire's: its text is own_text, or with own_text NULL, it names the hook. */
+static int plan_owned_file(plan *pl, const char *path, const char *content, const char *own_text,
+                           pg_error *err)
 {
     char *text = NULL;
     size_t len = 0;
@@ -562,19 +578,20 @@ static int plan_owned_file(plan *pl, const char *path, const char *content,
             add_change(pl, path, NULL, 0, NULL, strdup(content), strlen(content));
     } else if (rc == PG_OK && content && strcmp(text, content) != 0) {
         rc = pg_fail(err, PG_ERR_INVALID, "%s exists with other contents: merge it by hand", path);
-    } else if (rc == PG_OK && !content && ours(text)) {
+    } else if (rc == PG_OK && !content &&
+               (own_text ? strcmp(text, own_text) == 0 : strstr(text, HOOK_NAME) != NULL)) {
         add_change(pl, path, text, len, &st, NULL, 0);
     }
     free(text);
     return rc;
 }
 
-static bool names_our_hook(const char *text) { return strstr(text, HOOK_NAME) != NULL; }
-static bool is_our_dropin(const char *text) { return strcmp(text, crio_dropin) == 0; }
-
 static int wire_crio(const options *o, const node_facts *f)
 {
-    char dropin[4200], entry_path[4200];
+    char dropin[4200], entry_path[4200], dropin_text[9000];
+    if (!crio_dropin(o->hooks_dir, dropin_text, sizeof dropin_text))
+        return refused("--hooks-dir %s: not a directory name CRI-O's TOML can hold as written",
+                       o->hooks_dir);
     snprintf(dropin, sizeof dropin, "%s/" CRIO_DROPIN_NAME, o->crio_config_dir);
     snprintf(entry_path, sizeof entry_path, "%s/pullgate.json", o->hooks_dir);
     say("CRI-O: drop-in %s, hooks.d entry %s", dropin, entry_path);
@@ -597,9 +614,8 @@ static int wire_crio(const options *o, const node_facts *f)
     plan pl = {0};
     pg_error err = {0};
     int rc = 0;
-    if (plan_owned_file(&pl, dropin, o->remove ? NULL : crio_dropin, is_our_dropin, &err) !=
-            PG_OK ||
-        plan_owned_file(&pl, entry_path, entry_text, names_our_hook, &err) != PG_OK)
+    if (plan_owned_file(&pl, dropin, o->remove ? NULL : dropin_text, dropin_text, &err) != PG_OK ||
+        plan_owned_file(&pl, entry_path, entry_text, NULL, &err) != PG_OK)
         rc = refused("%s", err.message);
     free(entry_text);
     json_decref(hook);
@@ -626,6 +642,7 @@ static const struct option long_options[] = {{"config", required_argument, NULL,
                                              {"crio-config-dir", required_argument, NULL, 'D'},
                                              {"hooks-dir", required_argument, NULL, 'H'},
                                              {"hook-path", required_argument, NULL, 'k'},
+                                             {"hook-socket", required_argument, NULL, 'S'},
                                              {"proc-root", required_argument, NULL, 'p'},
                                              {"dry-run", no_argument, NULL, 'n'},
                                              {"print-containerd-configs", no_argument, NULL, 'P'},
@@ -638,14 +655,16 @@ static void usage(void)
     puts("Usage: pullgatectl [--config FILE] wire|unwire [--dry-run] [--runtime auto|containerd|"
          "cri-o]\n"
          "           [--containerd-config FILE] [--base-spec FILE] [--crio-config-dir DIR]\n"
-         "           [--hooks-dir DIR] [--hook-path PATH] [--proc-root DIR]\n"
+         "           [--hooks-dir DIR] [--hook-path PATH] [--hook-socket PATH] [--proc-root DIR]\n"
          "\nwire: every containerd runtime handler runs pullgate-hook from its base_runtime_spec\n"
          "(a spec made from `ctr oci spec` when it has none) and passes the credentials\n"
          "annotation in pod_annotations; for CRI-O, the hooks.d entry and the drop-in listing its\n"
          "directories. unwire takes out what wire put in. containerd's configuration is the\n"
          "running containerd's --config, else /etc/containerd/config.toml; the hook is given the\n"
-         "--config (and socket) pullgate-cri runs with. Every changed file is backed up beside\n"
-         "itself; nothing is restarted: it says what to restart. --dry-run prints the diff.");
+         "--config (and socket) pullgate-cri runs with (--config, --hook-socket name others).\n"
+         "CRI-O's drop-in lists the package's hooks.d directory and --hooks-dir (default\n"
+         "/etc/containers/oci/hooks.d). Every changed file is backed up beside itself; nothing\n"
+         "is restarted: it says what to restart. --dry-run prints the diff.");
 }
 
 static int parse(int argc, char **argv, options *o)
@@ -666,6 +685,7 @@ static int parse(int argc, char **argv, options *o)
         case 'D': o->crio_config_dir = optarg; break;
         case 'H': o->hooks_dir = optarg; break;
         case 'k': o->hook_path = optarg; break;
+        case 'S': o->hook_socket = optarg; break;
         case 'p': o->proc_root = optarg; break;
         case 'n': o->dry_run = true; break;
         case 'P': o->print_configs = true; break;
@@ -689,27 +709,63 @@ bad_runtime:
     return EXIT_USAGE;
 }
 
-/* The running pullgate-cri's --config and --hook-socket: the hook is given the same. */
+/* The CRI socket the configuration wire reads names (criListen), or the default. */
+static void configured_listen(const char *config, char *out, size_t n)
+{
+    pg_error err = {0};
+    pg_config *cfg = pg_config_new(&err);
+    bool loaded =
+        cfg && access(config, F_OK) == 0 && pg_config_load_file(cfg, config, &err) == PG_OK;
+    snprintf(out, n, "%s", loaded ? pg_config_cri_listen(cfg) : "unix:///run/pullgate/cri.sock");
+    pg_config_free(cfg);
+}
+
+/*
+ * The node's pullgate-cri: the one serving the configured criListen, the socket the kubelet
+ * reaches (its peer's credentials: root's, a node process). Its --config (made absolute through
+ * its working directory and root) and --hook-socket: the hook is given the same. Nothing else
+ * counts: a pullgate-cri someone started by hand, or an orphan init adopted, would have its
+ * --config given to the hook of every container. When none serves the socket (pullgate-cri not
+ * started yet) the hook gets --config, --hook-socket or the packaged unit's defaults.
+ */
 static void find_cri(options *o, node_facts *f)
 {
     static char config[4096];
-    size_t candidates = 0;
-    char **argv = pgd_find_service(o->proc_root, "pullgate-cri", NULL, &candidates);
-    if (candidates > 1)
-        say("note: %zu pullgate-cri processes run and none is the node's service: the hook "
-            "gets the defaults unless --config names its configuration",
-            candidates);
+    char listen[512];
+    int pid = 0;
+    configured_listen(o->config, listen, sizeof listen);
+    char **argv = pgd_socket_server(o->proc_root, listen, "pullgate-cri", &pid);
     f->cri_running = argv != NULL;
     const char *c = argv ? pgd_flag(argv, "config") : NULL;
     const char *s = argv ? pgd_flag(argv, "hook-socket") : NULL;
+    char shown[4200];
+    pg_error why = {0};
+    if (c && c[0] != '/') { /* as pullgate-cri opened it: from its own working directory */
+        int fd = pgd_proc_open(o->proc_root, pid, c, O_RDONLY | O_NONBLOCK | O_NOCTTY, shown,
+                               sizeof shown, &why);
+        if (fd >= 0)
+            close(fd);
+        if (fd < 0 || shown[0] != '/') {
+            say("note: pullgate-cri's --config %s cannot be made absolute (%s): the hook gets "
+                "%s unless --config names its configuration",
+                c, why.message[0] ? why.message : "its working directory", o->config);
+            c = NULL;
+        } else {
+            c = shown;
+        }
+    }
     if (!o->config_explicit && c) {
         snprintf(config, sizeof config, "%s", c);
         o->config = config;
     }
-    snprintf(f->cri_hook_socket, sizeof f->cri_hook_socket, "%s", s ? s : "");
+    snprintf(f->cri_hook_socket, sizeof f->cri_hook_socket, "%s",
+             o->hook_socket ? o->hook_socket
+             : s            ? s
+                            : "");
     if (argv && o->config_explicit && !pgd_same_file(o->config, c ? c : PG_DEFAULT_CONFIG_PATH))
         say("note: the running pullgate-cri reads %s, not %s: give it the same --config, or it "
-            "answers the hook \"not mine\" (systemctl edit pullgate-cri)",
+            "answers the hook \"not mine\" (a drop-in whose [Service] has an empty ExecStart= "
+            "line, then ExecStart=... --config FILE; pullgatectl doctor prints it)",
             c ? c : PG_DEFAULT_CONFIG_PATH, o->config);
     pg_strv_free(argv);
 }
@@ -747,14 +803,18 @@ static const char *pick_runtime(const options *o)
 static int print_containerd_configs(const options *o)
 {
     char one[4096];
-    if (pgd_running_containerd_config(o->proc_root, one, sizeof one, NULL)) {
+    if (pgd_running_containerd_config(o->proc_root, one, sizeof one, NULL, NULL)) {
         printf("%s\n", one);
         return 0;
     }
     pgd_containerd found[PGD_MAX_SERVICES];
     size_t n = pgd_running_containerds(o->proc_root, found, PGD_MAX_SERVICES);
-    for (size_t i = 0; i < n && i < PGD_MAX_SERVICES; i++)
-        printf("%s\n", found[i].config);
+    for (size_t i = 0; i < n && i < PGD_MAX_SERVICES; i++) {
+        if (found[i].config[0])
+            printf("%s\n", found[i].config);
+        else
+            fprintf(stderr, "pullgate-wire: containerd %d: %s\n", found[i].pid, found[i].why);
+    }
     return 0;
 }
 

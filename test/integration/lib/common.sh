@@ -152,9 +152,11 @@ pg_kill_wait() {
     [[ -n "$pid" ]] || return 0
     kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
     kill -TERM "$pid" 2>/dev/null
-    for ((i = 0; i < secs * 10; i++)); do
+    # kill -0 is a builtin: polling every 20 ms costs nothing and ends each stop ~40 ms sooner
+    # on average (dozens of stops per CI run).
+    for ((i = 0; i < secs * 50; i++)); do
         kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
+        sleep 0.02
     done
     kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null

@@ -196,12 +196,16 @@ pg_node_containerd_start() {
         containerd --config "$PG_CD_DIR/config.toml" >>"$PG_CD_DIR/containerd.log" 2>&1 &
         PG_CD_PID=$!
     fi
+    # The first answer is kept: a second client's start (a Python gRPC client, ~0.3 s) only
+    # when none came, for its message.
+    out=""
     for _ in $(seq 1 150); do
-        [[ -S "$PG_CD_SOCK" ]] && cri_direct --timeout 2 version >/dev/null 2>&1 && break
+        [[ -S "$PG_CD_SOCK" ]] && out="$(cri_direct --timeout 2 version 2>/dev/null)" && break
+        out=""
         kill -0 "$PG_CD_PID" 2>/dev/null || break
         sleep 0.2
     done
-    if ! out="$(cri_direct --timeout 5 version 2>&1)"; then
+    if [[ -z "$out" ]] && ! out="$(cri_direct --timeout 5 version 2>&1)"; then
         pg_node_show_log 30
         printf '%s\n' "$out" >&2
         return 1

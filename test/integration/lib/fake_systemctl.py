@@ -11,9 +11,15 @@ doctor prints, as printed, with this first in PATH). It does what the real one w
                                 loaded at the last daemon-reload, detached; waits for its socket
       kubelet                   the node's kubelet stand-in takes its flags file again: its fake
                                 /proc cmdline becomes `kubelet --config=<as before> $KUBELET_KUBEADM_ARGS`
+      containerd                stops the node's containerd (its pid file) and starts it again with the
+                                same command line, detached; waits for its socket: a configuration
+                                it cannot start with fails the restart
+      crio                      no CRI-O runs on a test node: parses every drop-in of its
+                                crio.conf.d as TOML, as CRI-O does at start (one it cannot read fails)
 
 The node: $FAKE_NODE (a JSON file): unit_dir, pid_file, cri_log, cri_socket, hook_socket, proc,
-kubelet_pid, kubelet_flags, log. Unknown verbs or units fail loudly.
+kubelet_pid, kubelet_flags, containerd_pid_file, containerd_socket, containerd_log,
+crio_config_dir, log. Unknown verbs or units fail loudly.
 """
 import json
 import os
@@ -133,6 +139,45 @@ def restart_kubelet(n):
     return 0
 
 
+def restart_containerd(n):
+    t0 = time.monotonic()
+    pid_file = n["containerd_pid_file"]
+    pid = int(open(pid_file).read())
+    argv = [a for a in open(f"/proc/{pid}/cmdline").read().split("\0") if a]
+    stop_pid(pid_file)
+    sock = n["containerd_socket"]
+    if os.path.exists(sock):
+        os.unlink(sock)
+    with open(n["containerd_log"], "a") as log:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                             start_new_session=True)
+    with open(pid_file, "w") as f:
+        f.write(str(p.pid))
+    for _ in range(3000):
+        if os.path.exists(sock):
+            with open(n["log"], "a") as f:  # the test reports what its restarts cost
+                f.write("containerd restarted in %.2f s\n" % (time.monotonic() - t0))
+            return 0
+        if p.poll() is not None:
+            break
+        time.sleep(0.01)
+    sys.stderr.write("systemctl: containerd did not start (its log: %s)\n" % n["containerd_log"])
+    return 1
+
+
+def restart_crio(n):
+    import tomllib
+    d = n["crio_config_dir"]
+    for name in sorted(os.listdir(d)):
+        try:
+            with open(os.path.join(d, name), "rb") as f:
+                tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            sys.stderr.write(f"systemctl: crio would not start: {name}: {e}\n")
+            return 1
+    return 0
+
+
 def main(argv):
     n = node()
     with open(n["log"], "a") as f:
@@ -147,6 +192,10 @@ def main(argv):
             return start_cri(n)
         if unit == "kubelet":
             return restart_kubelet(n)
+        if unit == "containerd":
+            return restart_containerd(n)
+        if unit == "crio":
+            return restart_crio(n)
     sys.stderr.write("fake systemctl: not for this node: %s\n" % " ".join(argv))
     return 1
 
