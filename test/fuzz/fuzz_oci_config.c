@@ -65,7 +65,7 @@ static void check_sanitized(const char *s)
 }
 
 /* Invariants the decision relies on, for every runtime setting. */
-static void check_identity(const json_t *ann, pg_runtime configured)
+static void check_identity(const hook_doc *ann, pg_runtime configured)
 {
     hook_identity id;
     pg_error err = {0};
@@ -90,18 +90,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     make_bundle_dir();
     write_config(data, size);
-    json_t *ann = NULL;
-    pg_error err = {0};
-    if (hook_read_bundle_annotations(bundle, &ann, &err) != PG_OK) {
-        if (ann || !err.message[0])
-            __builtin_trap();
+    hook_doc *ann = hook_doc_new();
+    if (!ann)
         return 0;
+    pg_error err = {0};
+    if (hook_read_bundle_annotations(bundle, ann, &err) != PG_OK) {
+        if (!err.message[0])
+            __builtin_trap();
+    } else {
+        if (!hook_doc_root_is_object(ann))
+            __builtin_trap();
+        check_identity(ann, PG_RUNTIME_AUTO);
+        check_identity(ann, PG_RUNTIME_CRIO);
+        check_identity(ann, PG_RUNTIME_CONTAINERD);
     }
-    if (!json_is_object(ann))
-        __builtin_trap();
-    check_identity(ann, PG_RUNTIME_AUTO);
-    check_identity(ann, PG_RUNTIME_CRIO);
-    check_identity(ann, PG_RUNTIME_CONTAINERD);
-    json_decref(ann);
+    hook_doc_free(ann);
     return 0;
 }
