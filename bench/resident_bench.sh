@@ -8,7 +8,8 @@
 #   bench/resident_bench.sh [BUILD_DIR]    (default build-bench; bench/run.sh builds it)
 #
 # 1. exec_bench: noop_hook vs pullgate-hook answered by pullgate-cri (10k records, CRI-O's 7 KiB
-#    config.json, the allow path), interleaved: ratio and fixed cost (median difference);
+#    config.json, the allow path), interleaved: ratio and fixed cost (median difference), and
+#    paired per round (paired_stats.py: the median per-round ratio and difference, 95 % intervals);
 # 2. strace -c of every pullgate-cri thread over PROFILE_RUNS hook runs: syscalls per request;
 # 3. perf record (cpu-clock) of pullgate-cri over PROFILE_RUNS hook runs, and its CPU time per
 #    decision (/proc/PID/stat): the top symbols, by DSO and by function;
@@ -28,14 +29,14 @@
 #    cache bounds (small: 512 records / 8 MiB / 8,192 absences; the defaults; large: 16,384 /
 #    256 MiB / 524,288), asked SIZING_CALLS times over SIZING_IMAGES images: VmRSS/VmHWM, p50/p99.
 #
-# Knobs: HOOK_RUNS [400], PROFILE_RUNS [300], SCALE_RECORDS [100000], SCALE_IMAGES [5000],
+# Knobs: HOOK_RUNS [1000], PROFILE_RUNS [300], SCALE_RECORDS [100000], SCALE_IMAGES [5000],
 # SCALE_CALLS [20000], SIZING_IMAGES [20000; 0: skip], SIZING_CALLS [40000],
 # BENCH_WORK (scratch, default a new /tmp/pullgate-resident.*).
 set -eu # not pipefail: the reports are cut with head
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 BUILD_DIR=$(cd "${1:-$repo/build-bench}" && pwd)
-HOOK_RUNS=${HOOK_RUNS:-400}
+HOOK_RUNS=${HOOK_RUNS:-1000}
 PROFILE_RUNS=${PROFILE_RUNS:-300}
 SCALE_RECORDS=${SCALE_RECORDS:-100000}
 SCALE_IMAGES=${SCALE_IMAGES:-5000}
@@ -118,8 +119,15 @@ fi
 
 # ------------------------------------------------------------ 1. ratio and fixed cost
 log "1. exec_bench, $HOOK_RUNS runs per side: no-op hook vs pullgate-hook + resident pullgate-cri"
-out=$("$bin/exec_bench" -n "$HOOK_RUNS" -w 20 -s "$hd/state.json" -o "$hd/run" "${sides[@]}")
+out=$("$bin/exec_bench" -n "$HOOK_RUNS" -w 20 -s "$hd/state.json" -o "$hd/run" -r "$hd/raw" "${sides[@]}")
 say "$out"
+# Paired per round (exec_bench rotates the order each round): what a load burst does to both
+# sides of a round cancels out of their ratio; the medians alone keep it.
+for pair in hook/noop hook_base/noop hook/noop_static hook_base/noop_static hook/hook_base; do
+    a=${pair%/*} b=${pair#*/}
+    [ -f "$hd/raw.$a.us" ] && [ -f "$hd/raw.$b.us" ] || continue
+    say "$(/usr/bin/python3 "$here/paired_stats.py" "$hd/raw.$a.us" "$hd/raw.$b.us" "$pair")"
+done
 for floor in noop noop_static; do
     n=$(printf '%s\n' "$out" | grep "^$floor ") || continue
     vs=${floor#noop}
