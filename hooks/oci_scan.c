@@ -478,8 +478,15 @@ static void sort_keys(const char *text, scan_key *k, size_t n)
 static bool close_object(scanner *s, const scan_frame *f)
 {
     hook_doc *d = s->d;
-    scan_key *k = d->keys + f->keys_base;
     size_t n = d->n_keys - f->keys_base;
+    if (n == 0) { /* an empty object (d->keys may still be NULL: no offset from it) */
+        if (f->role == ROLE_ROOT)
+            d->n_root = 0;
+        else if (f->role == ROLE_MAP)
+            d->n_map = 0;
+        return true;
+    }
+    scan_key *k = d->keys + f->keys_base;
     sort_keys(d->text, k, n);
     for (size_t i = 1; i < n; i++)
         if (compare_keys(d->text, &k[i - 1], &k[i]) == 0)
