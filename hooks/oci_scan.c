@@ -768,8 +768,8 @@ const char *hook_doc_map_get(const hook_doc *d, const char *key)
  * As pg_read_file_at(dir_fd, name, max, PG_READ_CHECK_OWNER): O_NOFOLLOW and
  * O_NONBLOCK (a planted FIFO never blocks), a regular file of root's (or of
  * the effective uid), at most max bytes; read into the doc's buffer. A read
- * shorter than asked is the end of a regular file, so a file of the size
- * fstat said costs one read(2).
+ * that came up short once the size fstat said is in is the end of the file,
+ * so a file of that size costs one read(2); anything shorter reads on to EOF.
  */
 int hook_doc_read_at(hook_doc *d, int dir_fd, const char *name, size_t max, const char **buf,
                      size_t *len, pg_error *err)
@@ -818,8 +818,8 @@ int hook_doc_read_at(hook_doc *d, int dir_fd, const char *name, size_t max, cons
         n += (size_t)r;
         if (n > max)
             rc = pg_fail(err, PG_ERR_LIMIT, "input larger than %zu bytes", max);
-        else if ((size_t)r < ask)
-            break;
+        else if (r == 0 || ((size_t)r < ask && n >= (size_t)st.st_size))
+            break; /* EOF, or all fstat said is there and the read came up short: EOF */
     }
     close(fd);
     if (rc != PG_OK)
