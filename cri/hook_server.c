@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <syslog.h>
@@ -315,43 +314,24 @@ static void serve_connection(cri_hook_server *s, hook_doc *doc, int conn, unsign
 /* ------------------------------------------------------------ workers */
 
 /*
- * Each worker waits in its own epoll instance, the listening socket added with
- * EPOLLEXCLUSIVE: a connection wakes one idle worker, not every one (which
- * would cost the others a wake-up and a failed accept4 per request). The stop
- * pipe wakes them all.
+ * 1 when a connection may be waiting, 0 when asked to stop. Every idle worker
+ * wakes for a connection and the first to run takes it (the others get
+ * EAGAIN): on a loaded machine the first to get a CPU answers. Waking one
+ * worker only (epoll, EPOLLEXCLUSIVE) was tried: ~10 µs less at the median, a
+ * p99 no better, and worse in the most loaded runs (bench/README.md, "The hook
+ * at the exec floor, round two"), as the one woken may not get a CPU soon.
  */
-static int worker_epoll(const cri_hook_server *s)
+static int wait_for_connection(cri_hook_server *s)
 {
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    if (ep < 0)
-        return -1;
-    struct epoll_event listen_ev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = s->listen_fd};
-    struct epoll_event stop_ev = {.events = EPOLLIN, .data.fd = s->stop_pipe[0]};
-    if (epoll_ctl(ep, EPOLL_CTL_ADD, s->listen_fd, &listen_ev) != 0 ||
-        epoll_ctl(ep, EPOLL_CTL_ADD, s->stop_pipe[0], &stop_ev) != 0) {
-        close(ep);
-        return -1;
-    }
-    return ep;
-}
-
-/* 1 when a connection may be waiting, 0 when asked to stop. */
-static int wait_for_connection(const cri_hook_server *s, int ep)
-{
+    struct pollfd p[2] = {{.fd = s->listen_fd, .events = POLLIN},
+                          {.fd = s->stop_pipe[0], .events = POLLIN}};
     for (;;) {
-        struct epoll_event ev[2];
-        int r = epoll_wait(ep, ev, 2, -1);
+        int r = poll(p, 2, -1);
         if (r < 0 && errno == EINTR)
             continue;
-        if (r < 0)
+        if (r < 0 || p[1].revents)
             return 0;
-        int listen_ready = 0;
-        for (int i = 0; i < r; i++) {
-            if (ev[i].data.fd == s->stop_pipe[0])
-                return 0;
-            listen_ready = 1;
-        }
-        if (listen_ready)
+        if (p[0].revents)
             return 1;
     }
 }
@@ -362,20 +342,16 @@ static void *worker_main(void *arg)
     size_t cap = HOOK_PROTO_MAX_REQUEST + 1; /* one byte more: an oversize message is cut */
     unsigned char *buf = malloc(cap);
     hook_doc *doc = hook_doc_new(); /* this worker's JSON reader, reused request after request */
-    int ep = worker_epoll(s);
-    if (!buf || !doc || ep < 0)
-        cri_log(CRI_LOG_ERROR, "hook server: a worker could not start (out of memory or fds)",
-                NULL);
-    while (buf && doc && ep >= 0 && wait_for_connection(s, ep)) {
-        /* Another worker may have taken it (a wake-up is not a reservation): EAGAIN. */
+    if (!buf || !doc)
+        cri_log(CRI_LOG_ERROR, "hook server: a worker could not start (out of memory)", NULL);
+    while (buf && doc && wait_for_connection(s)) {
+        /* Both workers wake for one connection; the one that loses gets EAGAIN. */
         int conn = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (conn >= 0)
             serve_connection(s, doc, conn, buf, cap);
         else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
             usleep(10000); /* EMFILE and the like: do not spin */
     }
-    if (ep >= 0)
-        close(ep);
     hook_doc_free(doc);
     free(buf);
     return NULL;
