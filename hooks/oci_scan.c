@@ -41,6 +41,7 @@
 /* Buffers beyond these are given back after the document (hook_doc_trim). */
 #define KEEP_BYTES (256u << 10)
 #define KEEP_KEYS 4096u
+#define KEEP_FRAMES 256u
 
 /* One object member: its decoded key, and for the root's and the map's, its value. */
 typedef struct scan_key {
@@ -67,7 +68,8 @@ struct hook_doc {
     size_t n_keys, keys_cap;
     scan_key *root, *map; /* the root's and the map's members, sorted by key */
     size_t n_root, n_map, root_cap, map_cap;
-    scan_frame stack[MAX_DEPTH];
+    scan_frame *stack; /* the open containers, grown as deep as a document goes */
+    size_t stack_cap;
     /* The last scan's results. */
     bool scanned, root_is_object, map_seen;
     const char *map_key;
@@ -94,6 +96,7 @@ void hook_doc_free(hook_doc *d)
     free(d->keys);
     free(d->root);
     free(d->map);
+    free(d->stack);
     free(d);
 }
 
@@ -116,6 +119,7 @@ void hook_doc_trim(hook_doc *d)
     give_back((void **)&d->keys, &d->keys_cap, KEEP_KEYS);
     give_back((void **)&d->root, &d->root_cap, KEEP_KEYS);
     give_back((void **)&d->map, &d->map_cap, KEEP_KEYS);
+    give_back((void **)&d->stack, &d->stack_cap, KEEP_FRAMES);
 }
 
 /* *p holds at least n elements of size each (grown by doubling, never shrunk here). */
@@ -553,7 +557,10 @@ static scan_key *recorded_member(scanner *s)
 /* Opens a container (p at its bracket); the root's role is ROOT, a map member's MAP. */
 static bool open_container(scanner *s, bool is_object, uint8_t role)
 {
-    scan_frame *f = &s->d->stack[s->depth++];
+    hook_doc *d = s->d;
+    if (!reserve((void **)&d->stack, &d->stack_cap, s->depth + 1, sizeof *d->stack))
+        return fail(s, "out of memory");
+    scan_frame *f = &d->stack[s->depth++];
     f->is_object = is_object;
     f->role = is_object ? role : ROLE_NONE;
     f->keys_base = (uint32_t)s->d->n_keys;
@@ -630,7 +637,8 @@ static bool scan_document(scanner *s)
     if (s->p == s->end || (*s->p != '{' && *s->p != '['))
         return fail(s, "'[' or '{' expected");
     s->d->root_is_object = *s->p == '{';
-    open_container(s, s->d->root_is_object, ROLE_ROOT);
+    if (!open_container(s, s->d->root_is_object, ROLE_ROOT))
+        return false;
     scan_state state = AFTER_OPEN;
     while (s->depth > 0) {
         const scan_frame *f = &s->d->stack[s->depth - 1];
