@@ -265,7 +265,10 @@ static bool utf8_sequence(scanner *s, size_t *n)
  */
 /* 1 for a byte that stands for itself in a string: printable ASCII but the quote and backslash. */
 static const unsigned char plain_byte[256] = {
-    [0x20] = 1, [0x21] = 1, [0x23 ... 0x5B] = 1, [0x5D ... 0x7F] = 1,
+    [0x20] = 1,
+    [0x21] = 1,
+    [0x23 ... 0x5B] = 1,
+    [0x5D ... 0x7F] = 1,
 };
 
 static bool scan_string(scanner *s, char *out, size_t *len)

@@ -259,8 +259,8 @@ START_TEST(cri_cache_bounds_are_whole_numbers)
     pg_config_free(again);
     ck_assert_int_eq(pg_config_set(cfg, "criRecordCacheEntries", "16777216", &err), PG_OK);
     ck_assert_uint_eq(pg_config_cri_record_cache_entries(cfg), 16777216);
-    static const char *const refused[] = {"0", "16777217", "-1", "+5", " 5", "5 ", "5x", "",
-                                          "99999999999999999999"};
+    static const char *const refused[] = {
+        "0", "16777217", "-1", "+5", " 5", "5 ", "5x", "", "99999999999999999999"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         ck_assert_msg(pg_config_set(cfg, "criRecordCacheEntries", refused[i], &err) ==
                           PG_ERR_CONFIG,
