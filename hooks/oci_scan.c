@@ -18,8 +18,8 @@
  * depth above 2048 (the root is at depth 1) is refused; no object holds the
  * same decoded key twice; nothing but whitespace follows the root; and one
  * quirk of its lexer, a single NUL byte right after a number or a literal is
- * skipped (scan_value_start). The fuzz
- * target fuzz_oci_scan checks every input it finds against jansson itself.
+ * skipped (scan_value_start). The fuzz targets fuzz_oci_config and
+ * fuzz_oci_state check every input they find against jansson itself.
  *
  * Duplicate keys are found by sorting each object's keys when it closes (no
  * hash: a document cannot make it quadratic), which also leaves the root's and
