@@ -930,7 +930,7 @@ int pg_store_get_focused_in(const pg_store *s, size_t i, const char *image_ref,
  * subdirectory descriptors. NULL when inotify cannot be used (limits): the
  * store then probes as without it, which is only slower.
  */
-static struct pg_lookup_cache *lookups_new(const pg_store *s)
+static struct pg_lookup_cache *lookups_new(const pg_store *s, size_t max_absences)
 {
     const char **paths = calloc(s->n_dirs + 1, sizeof *paths);
     int *dir_fds = calloc(s->n_dirs + 1, sizeof *dir_fds);
@@ -944,7 +944,8 @@ static struct pg_lookup_cache *lookups_new(const pg_store *s)
             for (size_t k = 0; k < PG_LC_SUBS; k++)
                 sub_fds[i * PG_LC_SUBS + k] = pg_st_kept_fd(d, pg_lc_sub_name((pg_lc_sub)k));
         }
-        lc = pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds, LOOKUP_CACHE_ENTRIES, NULL);
+        lc = pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds,
+                                 max_absences ? max_absences : LOOKUP_CACHE_ENTRIES, NULL);
     }
     free(paths);
     free(dir_fds);
@@ -952,8 +953,8 @@ static struct pg_lookup_cache *lookups_new(const pg_store *s)
     return lc;
 }
 
-int pg_store_enable_cache_settle(pg_store *s, size_t max_entries, size_t max_bytes,
-                                 unsigned settle_ms, pg_error *err)
+static int enable_caches(pg_store *s, size_t max_entries, size_t max_bytes, size_t max_absences,
+                         unsigned settle_ms, pg_error *err)
 {
     if (!s)
         return pg_fail(err, PG_ERR_INVALID, "no store");
@@ -964,10 +965,22 @@ int pg_store_enable_cache_settle(pg_store *s, size_t max_entries, size_t max_byt
     if (!s->cache)
         return pg_fail(err, local.code ? local.code : PG_ERR_INVALID, "%s", local.message);
     pg_st_keep_lookup_fds(s);
-    s->lookups = lookups_new(s);
+    s->lookups = lookups_new(s, max_absences);
     for (size_t i = 0; s->lookups && i < s->n_dirs; i++)
         s->dirs[i].lookups = s->lookups;
     return PG_OK;
+}
+
+int pg_store_enable_cache_settle(pg_store *s, size_t max_entries, size_t max_bytes,
+                                 unsigned settle_ms, pg_error *err)
+{
+    return enable_caches(s, max_entries, max_bytes, 0, settle_ms, err);
+}
+
+int pg_store_enable_caches(pg_store *s, size_t max_entries, size_t max_bytes, size_t max_absences,
+                           pg_error *err)
+{
+    return enable_caches(s, max_entries, max_bytes, max_absences, PG_RECORD_CACHE_SETTLE_MS, err);
 }
 
 PG_API int pg_store_enable_cache(pg_store *store, size_t max_entries, size_t max_bytes,
