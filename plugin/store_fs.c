@@ -631,6 +631,48 @@ int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err)
     return rc;
 }
 
+/*
+ * For files whose content nobody reads (an intent counts by existing): every
+ * staged entry renamed at once, then its data and its directory fsync'd in ONE
+ * round, durable on return. A crash during it leaves each name old, or new
+ * with its data possibly torn.
+ */
+int pg_st_batch_commit_existence(pg_st_batch *b, pg_error *err)
+{
+    if (b->abandoned)
+        return pg_fail(err, PG_ERR_IO, "write batch already stopped");
+    size_t from = b->done, n = b->n - from;
+    for (size_t i = from; i < b->n; i++) {
+        st_staged *e = &b->v[i];
+        if (pg_st_sys_renameat(e->dirfd, e->tmp, e->name) != 0)
+            return pg_fail_errno(err, errno, "rename %s/%s/%s", e->dir, e->sub, e->tmp);
+        e->renamed = true;
+        if (batch_stops_here(b, err))
+            return PG_ERR_IO;
+    }
+    sync_job *jobs = calloc(n + BATCH_MAX_DIRS + 1, sizeof *jobs);
+    if (!jobs)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = from; i < b->n; i++)
+        if (b->v[i].fd >= 0)
+            jobs[k++].fd = b->v[i].fd;
+    for (size_t i = 0; i < b->n_dirs; i++)
+        jobs[k++].fd = b->dirs[i].fd;
+    size_t bad = 0;
+    int e = k ? fsync_together(jobs, k, &bad) : 0;
+    free(jobs);
+    for (size_t i = from; i < b->n; i++)
+        if (b->v[i].fd >= 0) {
+            close(b->v[i].fd);
+            b->v[i].fd = -1;
+        }
+    if (e)
+        return pg_fail_errno(err, e, "fsync %s/%s", b->v[from].dir, b->v[from].sub);
+    b->done = b->n;
+    return batch_stops_here(b, err) ? PG_ERR_IO : PG_OK;
+}
+
 void pg_st_batch_free(pg_st_batch *b)
 {
     for (size_t i = 0; i < b->n; i++) {

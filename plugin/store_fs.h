@@ -104,6 +104,9 @@ int pg_st_batch_sync_data(pg_st_batch *b, pg_error *err);
 /* Every staged file's data durable (first time), then entries [done, upto)
  * renamed in staging order and their directories fsync'd: durable on return. */
 int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err);
+/* For files read only for their existence (intents): every entry renamed, then
+ * its data and directory fsync'd together (one round). Durable on return. */
+int pg_st_batch_commit_existence(pg_st_batch *b, pg_error *err);
 /* Removes the temporary files never renamed; closes everything. */
 void pg_st_batch_free(pg_st_batch *b);
 /* unlinkat + directory fsync; *removed tells whether anything was there. */

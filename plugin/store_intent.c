@@ -159,8 +159,10 @@ static int for_both_spellings(const pg_store *s, pg_st_locked_op op, const char 
 }
 
 /*
- * Both spellings' intents staged in one batch: durable together (their data,
- * then pulling/: two rounds of fsyncs) before the pull is forwarded.
+ * Both spellings' intents staged in one batch, durable together before the
+ * pull is forwarded: renamed, then their data and pulling/ fsync'd in one
+ * round. An intent counts by existing (nothing reads its content), so one
+ * whose data a crash tore still says "pulled by us".
  */
 static int take_intents(const pg_store *s, const char *image, pg_error *err)
 {
@@ -175,7 +177,7 @@ static int take_intents(const pg_store *s, const char *image, pg_error *err)
         rc = take_intent(s, &b, &fds, pg_ref_string(ref), err);
     pg_ref_free(ref);
     if (rc == PG_OK)
-        rc = pg_st_batch_commit(&b, b.n, err);
+        rc = pg_st_batch_commit_existence(&b, err);
     pg_st_batch_free(&b);
     close_intent_dirs(&fds);
     return rc;
