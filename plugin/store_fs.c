@@ -8,8 +8,6 @@
 #include "internal.h"
 #include "store_fs.h"
 #include "store_trace.h"
-#ifdef PG_STORE_TRACE
-#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -52,15 +50,6 @@ int pg_st_check_input(const char *what, const char *s, pg_error *err)
         return pg_fail(err, PG_ERR_INVALID, "empty %s", what);
     if (strlen(s) > PG_MAX_IMAGE_LEN)
         return pg_fail(err, PG_ERR_LIMIT, "%s longer than %d bytes", what, PG_MAX_IMAGE_LEN);
-    return PG_OK;
-}
-
-int pg_st_require_writable(const pg_store *store, pg_error *err)
-{
-    if (!store)
-        return pg_fail(err, PG_ERR_INVALID, "no store");
-    if (!store->writable)
-        return pg_fail(err, PG_ERR_INVALID, "the store was opened read-only");
     return PG_OK;
 }
 
@@ -126,14 +115,6 @@ int pg_st_sys_mkdirat(int dirfd, const char *name, mode_t mode)
     int rc = mkdirat(dirfd, name, mode);
     if (rc == 0)
         TRACE(PG_TR_MKDIR, dirfd, name, NULL, -1, NULL, 0);
-    return rc;
-}
-
-int pg_st_sys_syncfs(int fd)
-{
-    int rc = syncfs(fd);
-    if (rc == 0)
-        TRACE(PG_TR_SYNCFS, -1, NULL, NULL, fd, NULL, 0);
     return rc;
 }
 
@@ -230,9 +211,8 @@ int pg_st_make_subdirs(const record_dir *d, pg_error *err)
 
 /* ------------------------------------------------------------ locking */
 
-int pg_st_lock_store(const pg_store *s, int *lock_fd, pg_error *err)
+int pg_st_lock_store(const record_dir *d, int *lock_fd, pg_error *err)
 {
-    const record_dir *d = &s->dirs[0];
     int fd = pg_st_sys_openat(d->fd, LOCK_FILE,
                               O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0)
@@ -264,15 +244,15 @@ void pg_st_unlock_store(int lock_fd)
 #define STEP_MS 25
 #define STEP_GAP_NS 1000000L
 
-int pg_st_in_steps(const pg_store *s, size_t n, pg_st_step_item item, pg_st_step_end end, void *ctx,
-                   pg_error *err)
+int pg_st_in_steps(const record_dir *w, size_t n, pg_st_step_item item, pg_st_step_end end,
+                   void *ctx, pg_error *err)
 {
     int rc = PG_OK;
     for (size_t i = 0; rc == PG_OK && i < n;) {
         if (i > 0)
             nanosleep(&(struct timespec){0, STEP_GAP_NS}, NULL);
         int lock_fd = -1;
-        rc = pg_st_lock_store(s, &lock_fd, err);
+        rc = pg_st_lock_store(w, &lock_fd, err);
         if (rc != PG_OK)
             break;
         int64_t started = pg_monotonic_ms();
@@ -728,13 +708,14 @@ bool pg_st_exists_at(int dirfd, const char *name)
     return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-int pg_st_with_lock(const pg_store *s, pg_st_locked_op op, const char *image, pg_error *err)
+int pg_st_with_lock(const record_dir *w, int (*op)(void *ctx, pg_error *err), void *ctx,
+                    pg_error *err)
 {
     int lock_fd;
-    int rc = pg_st_lock_store(s, &lock_fd, err);
+    int rc = pg_st_lock_store(w, &lock_fd, err);
     if (rc != PG_OK)
         return rc;
-    rc = op(s, image, err);
+    rc = op(ctx, err);
     pg_st_unlock_store(lock_fd);
     return rc;
 }

@@ -17,8 +17,7 @@ typedef enum pg_st_trace_op {
     PG_TR_FSYNC,  /* fd (a file or a directory) fsync'd */
     PG_TR_RENAME, /* name renamed to name2, both in dirfd */
     PG_TR_UNLINK, /* name removed from dirfd */
-    PG_TR_MKDIR,  /* directory name created in dirfd */
-    PG_TR_SYNCFS  /* the file system of fd synced */
+    PG_TR_MKDIR   /* directory name created in dirfd */
 } pg_st_trace_op;
 
 /* name may hold a '/' (relative to dirfd); dirfd may be AT_FDCWD with an absolute name. */

@@ -6,16 +6,16 @@
  * This test links pullgate_traced: plugin/store_fs.c built with
  * PG_STORE_TRACE reports every change the store makes to a record directory
  * (file created, data written, fsync of a file or a directory, rename,
- * unlink, syncfs) to pg_st_trace below. For each operation (a scenario), the
+ * unlink) to pg_st_trace below. For each operation (a scenario), the
  * store starts from a state taken as durable, the operation runs for real
  * while its changes are recorded, and then every state a power loss could
  * leave is generated from the record:
  *  - at every point of the operation (after each recorded change),
  *  - every directory entry change (create, rename, unlink) followed by an
- *    fsync of its directory (or a syncfs) before that point is on disk; any
+ *    fsync of its directory before that point is on disk; any
  *    subset of the others is, applied in their order (no file-system ordering
  *    is assumed),
- *  - a file's data is durable once the file was fsync'd (or syncfs); data
+ *  - a file's data is durable once the file was fsync'd; data
  *    written since may be lost, so a name that reaches the file may show it
  *    torn (every such file torn on its own, and all of them at once).
  * Subsets are enumerated exhaustively up to SUBSET_EXHAUSTIVE optional
@@ -39,7 +39,7 @@
  *    that neither has;
  *  - a name index marked complete lists every record under every name it maps.
  *
- * A second run treats every fsync and syncfs as a no-op (nothing is ever
+ * A second run treats every fsync as a no-op (nothing is ever
  * durable): the simulation must then find violations, which shows that it
  * depends on the syncs it checks.
  */
@@ -87,7 +87,7 @@
 
 /* ------------------------------------------------------------ recorder */
 
-enum { EV_CREATE, EV_WRITE, EV_FSYNC_FILE, EV_FSYNC_DIR, EV_RENAME, EV_UNLINK, EV_SYNCFS };
+enum { EV_CREATE, EV_WRITE, EV_FSYNC_FILE, EV_FSYNC_DIR, EV_RENAME, EV_UNLINK };
 
 typedef struct ev {
     int kind;
@@ -287,10 +287,6 @@ static void trace_locked(pg_st_trace_op op, int dirfd, const char *name, const c
         push(e);
         break;
     case PG_TR_MKDIR: add_dir(rel); break;
-    case PG_TR_SYNCFS:
-        if (!R.no_syncs)
-            push((ev){.kind = EV_SYNCFS, .ino = -1});
-        break;
     }
     free(rel);
 }
@@ -548,7 +544,7 @@ static void add_time(facts *f, const pg_record *rec, const char *name, const pg_
 {
     time_t t = 0;
     pg_error err = {0};
-    if (pg_store_credential_time_noindex(store, rec, name, sec, sa, &t, &err) != PG_OK) {
+    if (pg_store_credential_time(store, rec, name, sec, sa, &t, &err) != PG_OK) {
         complain(f, "unreadable credential time of", rec->image_ref, err.message);
         return;
     }
@@ -809,21 +805,16 @@ static void crash_at(run *r, size_t k)
 {
     bool *forced = calloc(R.n_ev + 1, sizeof *forced);
     size_t *cur = calloc(R.n_f + 1, sizeof *cur), *dur = calloc(R.n_f + 1, sizeof *dur);
-    /* Entry changes followed by an fsync of their directory (or syncfs) before k. */
-    bool all = false;
+    /* Entry changes followed by an fsync of their directory before k. */
     char **synced = calloc(R.n_ev + 1, sizeof *synced);
     size_t n_synced = 0;
     for (size_t j = k; j-- > 0;) {
         const ev *e = &R.ev[j];
-        if (e->kind == EV_SYNCFS)
-            all = true;
-        else if (e->kind == EV_FSYNC_DIR)
+        if (e->kind == EV_FSYNC_DIR)
             synced[n_synced++] = e->dir;
-        else if (is_entry_op(e->kind)) {
-            forced[j] = all;
+        else if (is_entry_op(e->kind))
             for (size_t i = 0; i < n_synced && !forced[j]; i++)
                 forced[j] = strcmp(synced[i], e->dir) == 0;
-        }
     }
     free(synced);
     /* Data written and data durable at k. */
@@ -835,8 +826,6 @@ static void crash_at(run *r, size_t k)
             cur[e->ino] = e->len;
         else if (e->kind == EV_FSYNC_FILE)
             dur[e->ino] = e->len;
-        else if (e->kind == EV_SYNCFS)
-            memcpy(dur, cur, R.n_f * sizeof *dur);
     }
     size_t *opt = calloc(R.n_ev + 1, sizeof *opt), n_opt = 0;
     for (size_t j = 0; j < k; j++)
@@ -1080,6 +1069,18 @@ static int op_repull(pg_store *s, pg_error *err)
     return pg_store_record_pulled(s, IMG_A, REF_A, &c, err);
 }
 
+/* A record whose credentials have no times file (records written before it, or placed
+ * by hand): a re-pull must make its times durable before the record, or the old
+ * credential would take the new record's time. */
+static void setup_repull_untimed(pg_store *s)
+{
+    setup_a(s);
+    char *times = dc_record_path(g_state, SUB_CREDTIMES, REF_A);
+    ck_assert_int_eq(unlink(times), 0);
+    free(times);
+    age_all(s, 1000);
+}
+
 static void setup_failed(pg_store *s)
 {
     setup_a(s);
@@ -1146,6 +1147,7 @@ static const scenario scenarios[] = {
      op_pulled_aliases,
      {{IMG_N, REF_N}, {IMG_MIRROR_N, NULL}, {IMG_A, REF_A}}},
     {"re-pull", setup_repull, op_repull, {{IMG_A, REF_A}}},
+    {"re-pull-untimed", setup_repull_untimed, op_repull, {{IMG_A, REF_A}}},
     {"failed-pull", setup_failed, op_failed, {{IMG_F, NULL}, {IMG_G, NULL}, {IMG_A, REF_A}}},
     {"aliases", setup_a, op_aliases, {{IMG_MIRROR, NULL}, {IMG_A, REF_A}}},
     {"prune", setup_prune, op_prune, {{IMG_A, REF_A}, {IMG_B, REF_B}, {IMG_C, REF_C}}},
@@ -1180,6 +1182,9 @@ START_TEST(crash_pull_aliases) { assert_crash_safe("pull-aliases"); }
 END_TEST
 
 START_TEST(crash_repull) { assert_crash_safe("re-pull"); }
+END_TEST
+
+START_TEST(crash_repull_untimed) { assert_crash_safe("re-pull-untimed"); }
 END_TEST
 
 START_TEST(crash_failed_pull) { assert_crash_safe("failed-pull"); }
@@ -1247,10 +1252,11 @@ START_TEST(new_image_fsync_rounds)
 }
 END_TEST
 
-/* With every fsync and syncfs a no-op, the simulation must find the damage. */
+/* With every fsync a no-op, the simulation must find the damage. */
 START_TEST(crash_without_syncs_is_caught)
 {
-    const char *must_fail[] = {"intent", "new-image", "pull-aliases", "aliases", "names-rebuild"};
+    const char *must_fail[] = {"intent",  "new-image",     "pull-aliases",
+                               "aliases", "names-rebuild", "re-pull-untimed"};
     for (size_t i = 0; i < sizeof must_fail / sizeof must_fail[0]; i++) {
         outcome o = simulate(scenario_named(must_fail[i]), true);
         ck_assert_msg(o.violations > 0, "%s: no violation found without syncs", must_fail[i]);
@@ -1268,6 +1274,7 @@ static Suite *suite(void)
     tcase_add_test(tc, crash_new_image);
     tcase_add_test(tc, crash_pull_aliases);
     tcase_add_test(tc, crash_repull);
+    tcase_add_test(tc, crash_repull_untimed);
     tcase_add_test(tc, crash_failed_pull);
     tcase_add_test(tc, crash_aliases);
     tcase_add_test(tc, crash_prune);
