@@ -355,11 +355,16 @@ int pg_record_cache_get(pg_record_cache *c, int dirfd, const char *dir_key, cons
     int rc = check_args(c, dir_key, name, load, free_obj, err);
     if (rc != PG_OK)
         return rc;
-    /* Anything but a regular file (gone, a symlink, unreadable) goes to the
-     * loader, which reports it exactly as the uncached path does. */
+    /* Anything but a regular file or nothing at all (a symlink, unreadable) goes
+     * to the loader, which reports it exactly as the uncached path does. */
     struct stat st;
     file_id now;
-    bool regular = fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+    int found = fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 1 : errno == ENOENT ? 0 : -1;
+    if (found == 0) { /* nothing to load: the loader's own open would say the same */
+        pg_record_cache_forget(c, dir_key, name);
+        return pg_fail(err, PG_ERR_NOT_FOUND, "%s: not found", name);
+    }
+    bool regular = found == 1 && S_ISREG(st.st_mode);
     if (regular)
         id_from_stat(&st, &now);
     uint64_t hash = key_hash(dir_key, name);

@@ -9,13 +9,14 @@
  * parsed object with the file identity it was parsed from, so a repeated
  * lookup costs one fstatat(2) and a hash lookup. Never trusted blindly: every
  * lookup re-stats the name (AT_SYMLINK_NOFOLLOW) and compares device, inode,
- * size, mtime, ctime, mode, owner and link count with what was parsed. Any
- * difference, a missing name, or anything that is not a regular file goes back
- * to the loader, which applies every check the uncached path applies (so a
- * cached lookup decides exactly as an uncached one). Missing files are never
- * cached: a lookup that finds nothing is not evidence. Measurements:
- * bench/README.md, "Record cache for long-lived hosts"; the store uses it
- * when a host calls pg_store_enable_cache (plugin/store_credidx.c).
+ * size, mtime, ctime, mode, owner and link count with what was parsed. A
+ * missing name is PG_ERR_NOT_FOUND at once; any difference, or anything that
+ * is not a regular file goes back to the loader, which applies every check
+ * the uncached path applies (so a cached lookup decides exactly as an
+ * uncached one). Missing files are never cached: a lookup that finds nothing
+ * is not evidence. Measurements: bench/README.md, "Record cache for
+ * long-lived hosts"; the store uses it when a host calls
+ * pg_store_enable_cache (plugin/store_lookup.c).
  *
  * Thread-safe: one mutex guards the table; loading and parsing run outside it.
  * Records handed out are immutable and reference-counted, so readers keep

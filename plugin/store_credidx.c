@@ -432,7 +432,7 @@ int pg_st_credidx_load(const record_dir *w, int idx_fd, const char *file,
     file_name named;
     *out = (pg_focused){0};
     if (!record_file_ok(rec_st) ||
-        pg_read_file_at(idx_fd, file, MAX_IDX_BYTES, PG_READ_STRICT, &text, &len, NULL) != PG_OK)
+        pg_st_read_strict(idx_fd, w, SUB_CREDIDX, file, MAX_IDX_BYTES, &text, &len, NULL) != PG_OK)
         return PG_ERR_NOT_FOUND;
     bool ok = header_ok(text, len, &v) &&
               pg_record_file_name(v.image_ref, named, NULL) == PG_OK && !strcmp(named, file);

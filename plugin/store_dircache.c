@@ -205,7 +205,8 @@ static bool cache_usable(int fd, dc_header *h)
 /* Opens dircache/<name> when usable, with its header. */
 static int open_cache(int cache_dir_fd, const char *name, int *fd_out, dc_header *h)
 {
-    int fd = openat(cache_dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    int fd = pg_st_sys_openat(cache_dir_fd, name,
+                              O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0);
     if (fd < 0)
         return -1;
     if (!cache_usable(fd, h)) {

@@ -90,6 +90,8 @@ int pg_st_sys_openat(int dirfd, const char *name, int flags, mode_t mode)
 #ifdef PG_STORE_TRACE
     if (fd >= 0 && (flags & O_CREAT) && !existed)
         TRACE(PG_TR_CREATE, dirfd, name, NULL, fd, NULL, 0);
+    else if (!(flags & O_CREAT))
+        TRACE(PG_TR_OPEN, dirfd, name, NULL, fd, NULL, 0);
 #endif
     return fd;
 }
@@ -155,7 +157,7 @@ static int check_dir_fd(int fd, const char *path, pg_error *err)
 /* Opens base/name as a safe directory. Missing: PG_ERR_NOT_FOUND. */
 int pg_st_open_dir_at(int base, const char *name, const char *shown, int *fd_out, pg_error *err)
 {
-    int fd = openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = pg_st_sys_openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT)
@@ -688,6 +690,7 @@ int pg_st_remove_file(int dirfd, const char *dir, const char *sub, const char *n
 int pg_st_read_strict(int dirfd, const record_dir *d, const char *sub, const char *name, size_t max,
                       char **buf, size_t *len, pg_error *err)
 {
+    TRACE(PG_TR_OPEN, dirfd, name, NULL, -1, NULL, 0);
     int rc = pg_read_file_at(dirfd, name, max, PG_READ_STRICT, buf, len, err);
     if (rc != PG_OK && rc != PG_ERR_NOT_FOUND) /* pg_read_file_at's message names the file */
         pg_error_prefix(err, "%s/%s", d->path, sub);

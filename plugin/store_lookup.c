@@ -461,17 +461,38 @@ int pg_lookup_record(pg_lookup *l, size_t i, const char *key, const pg_focused *
 
 /* ----------------------------------------------------------- index entries */
 
+static int load_index(int fd, const char *name, void **out, pg_error *err, void *ud)
+{
+    char *ref = NULL;
+    int rc = pg_st_index_read(fd, ud, name, &ref, err);
+    *out = ref;
+    return rc;
+}
+
+/* The entry, through a long-lived store's cache (re-validated by fstatat). */
 static int read_index(pg_lookup *l, size_t i, memo *e, pg_error *err)
 {
+    const pg_store *s = l->s;
+    const record_dir *d = &s->dirs[i];
     uint64_t gen = 0;
     int rc;
     int fd = sub_fd(l, i, PG_LC_IMAGES, &rc, err);
-    if (rc == PG_OK && pg_lookup_cache_absent(l->s->lookups, i, PG_LC_IMAGES, e->file, &gen))
+    if (rc == PG_OK && pg_lookup_cache_absent(s->lookups, i, PG_LC_IMAGES, e->file, &gen))
         return PG_ERR_NOT_FOUND;
+    if (rc == PG_OK && !s->cache)
+        return pg_st_index_read(fd, d, e->file, &e->ref, err);
+    char *key = rc == PG_OK ? pg_st_cache_key(d, SUB_IMAGES) : NULL;
+    pg_cached_record *ref = NULL;
     if (rc == PG_OK)
-        rc = pg_st_index_read(fd, &l->s->dirs[i], e->file, &e->ref, err);
+        rc = key ? pg_record_cache_get(s->cache, fd, key, e->file, load_index, free, (void *)d,
+                                       &ref, err)
+                 : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    free(key);
+    if (rc == PG_OK && !(e->ref = strdup(pg_cached_get(ref))))
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    pg_cached_record_release(ref);
     if (rc == PG_ERR_NOT_FOUND && fd >= 0)
-        pg_lookup_cache_note_absent(l->s->lookups, i, PG_LC_IMAGES, e->file, gen);
+        pg_lookup_cache_note_absent(s->lookups, i, PG_LC_IMAGES, e->file, gen);
     return rc;
 }
 

@@ -287,6 +287,7 @@ static void trace_locked(pg_st_trace_op op, int dirfd, const char *name, const c
         push(e);
         break;
     case PG_TR_MKDIR: add_dir(rel); break;
+    case PG_TR_OPEN: break; /* reads change nothing */
     }
     free(rel);
 }
