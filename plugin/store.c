@@ -117,9 +117,9 @@ PG_API void pg_store_free(pg_store *store)
         close(store->dirs[i].fd);
         if (store->dirs[i].pulled_fd >= 0)
             close(store->dirs[i].pulled_fd);
-        for (size_t k = 0; store->kept && k < PG_LC_SUBS; k++)
-            if (store->kept[i * PG_LC_SUBS + k] >= 0)
-                close(store->kept[i * PG_LC_SUBS + k]);
+        for (size_t k = 0; store->kept && k < PG_STORE_SUBS; k++)
+            if (store->kept[i * PG_STORE_SUBS + k] >= 0)
+                close(store->kept[i * PG_STORE_SUBS + k]);
     }
     free(store->kept);
     free(store->dirs);
@@ -212,11 +212,16 @@ static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
  * makes one decision, which probes most of them by path and opens one or two
  * (measured: bench/README.md, "Round three").
  */
-static void open_lookup_fds(pg_store *s)
+static int open_lookup_fds(pg_store *s, pg_error *err)
 {
+    if (!(s->kept = malloc((s->n_dirs + 1) * PG_STORE_SUBS * sizeof *s->kept)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < (s->n_dirs + 1) * PG_STORE_SUBS; k++)
+        atomic_init(&s->kept[k], -1);
     for (size_t i = 0; i < s->n_dirs; i++)
         if (pg_st_open_subdir(&s->dirs[i], SUB_PULLED, &s->dirs[i].pulled_fd, NULL) != PG_OK)
             s->dirs[i].pulled_fd = -1;
+    return PG_OK;
 }
 
 PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_error *err)
@@ -225,23 +230,20 @@ PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_e
     if (!s)
         return NULL;
     if (add_writable_dir(s, pg_config_state_dir(cfg), err) != PG_OK ||
-        add_read_only_dirs(s, cfg, err) != PG_OK) {
+        add_read_only_dirs(s, cfg, err) != PG_OK || open_lookup_fds(s, err) != PG_OK) {
         pg_store_free(s);
         return NULL;
     }
-    open_lookup_fds(s);
     return s;
 }
 
 PG_API pg_store *pg_store_open_readonly(const pg_config *cfg, pg_error *err)
 {
     pg_store *s = store_new(cfg, NULL, err);
-    if (s && add_read_only_dirs(s, cfg, err) != PG_OK) {
+    if (s && (add_read_only_dirs(s, cfg, err) != PG_OK || open_lookup_fds(s, err) != PG_OK)) {
         pg_store_free(s);
         return NULL;
     }
-    if (s)
-        open_lookup_fds(s);
     return s;
 }
 
@@ -763,21 +765,22 @@ PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char
  * 3 MiB of table at most, touched as used); the table starts over when full. */
 #define LOOKUP_CACHE_ENTRIES 131072
 
-/* Every subdirectory a decision reads, of every record directory, kept open;
- * the absence cache watches exactly these. */
-static int keep_lookup_fds(pg_store *s)
+/* Every subdirectory a decision reads, of every record directory, kept open (those
+ * a decision kept already stay); the absence cache watches exactly these. */
+static void keep_lookup_fds(pg_store *s)
 {
-    if (!(s->kept = malloc(s->n_dirs * PG_LC_SUBS * sizeof *s->kept)))
-        return PG_ERR_NOMEM;
     for (size_t i = 0; i < s->n_dirs; i++)
         for (size_t k = 0; k < PG_LC_SUBS; k++) {
-            int *fd = &s->kept[i * PG_LC_SUBS + k];
+            atomic_int *kept = &s->kept[i * PG_STORE_SUBS + k];
+            int fd = -1;
+            if (atomic_load(kept) >= 0)
+                continue;
             if (k == PG_LC_PULLED && s->dirs[i].pulled_fd >= 0)
-                *fd = dup(s->dirs[i].pulled_fd);
-            else if (pg_st_open_subdir(&s->dirs[i], pg_lc_sub_name((pg_lc_sub)k), fd, NULL) != PG_OK)
-                *fd = -1;
+                fd = dup(s->dirs[i].pulled_fd);
+            else if (pg_st_open_subdir(&s->dirs[i], pg_lc_sub_name((pg_lc_sub)k), &fd, NULL) != PG_OK)
+                fd = -1;
+            atomic_store(kept, fd);
         }
-    return PG_OK;
 }
 
 /*
@@ -789,16 +792,20 @@ static struct pg_lookup_cache *lookups_new(const pg_store *s)
 {
     const char **paths = calloc(s->n_dirs + 1, sizeof *paths);
     int *dir_fds = calloc(s->n_dirs + 1, sizeof *dir_fds);
+    int *sub_fds = calloc((s->n_dirs + 1) * PG_LC_SUBS, sizeof *sub_fds);
     pg_lookup_cache *lc = NULL;
-    if (paths && dir_fds) {
+    if (paths && dir_fds && sub_fds) {
         for (size_t i = 0; i < s->n_dirs; i++) {
             paths[i] = s->dirs[i].path;
             dir_fds[i] = s->dirs[i].fd;
+            for (size_t k = 0; k < PG_LC_SUBS; k++)
+                sub_fds[i * PG_LC_SUBS + k] = atomic_load(&s->kept[i * PG_STORE_SUBS + k]);
         }
-        lc = pg_lookup_cache_new(s->n_dirs, paths, dir_fds, s->kept, LOOKUP_CACHE_ENTRIES, NULL);
+        lc = pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds, LOOKUP_CACHE_ENTRIES, NULL);
     }
     free(paths);
     free(dir_fds);
+    free(sub_fds);
     return lc;
 }
 
@@ -815,11 +822,7 @@ int pg_store_enable_cache_settle(pg_store *s, size_t max_entries, size_t max_byt
     s->cache = pg_record_cache_new(entries, max_bytes, settle_ms, &local);
     if (!s->cache)
         return pg_fail(err, local.code ? local.code : PG_ERR_INVALID, "%s", local.message);
-    if (keep_lookup_fds(s) != PG_OK) {
-        pg_record_cache_free(s->cache);
-        s->cache = NULL;
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
+    keep_lookup_fds(s);
     s->lookups = lookups_new(s);
     return PG_OK;
 }

@@ -34,6 +34,12 @@
 #include "lookup_cache.h"
 #include "store_fs.h"
 
+#include <stdatomic.h>
+
+/* The subdirectories a decision reads, per record directory: the absence cache's
+ * (lookup_cache.h), then two only the writable directory has. */
+enum { PG_SUB_CREDIDX = PG_LC_SUBS, PG_SUB_NAMES, PG_STORE_SUBS };
+
 struct pg_store {
     record_dir *dirs; /* dirs[0] is the writable one when writable */
     size_t n_dirs;
@@ -41,13 +47,17 @@ struct pg_store {
     char *api_version;
     char **pinned; /* NULL-terminated copy of pinnedImages */
     pg_notifier *notifier;
-    /* pg_store_enable_cache (long-lived hosts), NULL otherwise: parsed records and
-     * credential times (record_cache.h), absences (lookup_cache.h; NULL when inotify
-     * cannot be used), and every record directory's subdirectories a decision
-     * reads kept open: kept[i * PG_LC_SUBS + sub], -1 when missing. */
+    /* Every record directory's subdirectories a decision reads, kept open:
+     * kept[i * PG_STORE_SUBS + sub], -1 none (yet). A one-shot store keeps the first
+     * one a decision opened (atomically: decisions may share the store); a
+     * long-lived one opens them all at pg_store_enable_cache and uses one only
+     * while the absence cache's watches say it is the directory at its path. */
+    atomic_int *kept;
+    /* pg_store_enable_cache (long-lived hosts), NULL otherwise: parsed records,
+     * credential times and index entries (record_cache.h), absences
+     * (lookup_cache.h; NULL when inotify cannot be used). */
     struct pg_record_cache *cache;
     struct pg_lookup_cache *lookups;
-    int *kept;
     int test_stop_after; /* tests only: record_pulled's batch stops (pg_st_batch) */
 };
 

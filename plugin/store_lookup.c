@@ -30,14 +30,14 @@
 
 #define FD_UNTRIED (-2)
 #define FD_REFUSED (-3)
-
-/* The subdirectories a decision reads: the absence cache's (lookup_cache.h) and
- * two of the writable directory only a one-shot decision reads. */
-enum { SUB_IDX = PG_LC_SUBS, SUB_NAMESIDX, N_SUBS };
+#define FD_KEPT (-4) /* opened by this decision, now the store's */
+#define N_SUBS PG_STORE_SUBS
 
 static const char *sub_name(int sub)
 {
-    return sub == SUB_IDX ? SUB_CREDIDX : sub == SUB_NAMESIDX ? SUB_NAMES : pg_lc_sub_name(sub);
+    return sub == PG_SUB_CREDIDX ? SUB_CREDIDX
+           : sub == PG_SUB_NAMES ? SUB_NAMES
+                                 : pg_lc_sub_name((pg_lc_sub)sub);
 }
 
 /* What the decision learnt about one file. */
@@ -108,17 +108,20 @@ size_t pg_lookup_dirs(const pg_lookup *l) { return l && l->s ? l->s->n_dirs : 0;
 static int open_fd(const pg_lookup *l, size_t i, int sub)
 {
     const pg_store *s = l->s;
-    if (sub < PG_LC_SUBS && s->kept && s->kept[i * PG_LC_SUBS + sub] >= 0 &&
-        (!s->lookups || pg_lookup_cache_trusted(s->lookups, i, (pg_lc_sub)sub)))
-        return s->kept[i * PG_LC_SUBS + sub];
-    if (sub == PG_LC_PULLED && s->dirs[i].pulled_fd >= 0 && !s->kept)
+    int kept = atomic_load(&s->kept[i * PG_STORE_SUBS + sub]);
+    if (kept >= 0 && (!s->lookups || sub >= PG_LC_SUBS ||
+                      pg_lookup_cache_trusted(s->lookups, i, (pg_lc_sub)sub)))
+        return kept;
+    if (sub == PG_LC_PULLED && s->dirs[i].pulled_fd >= 0 && !s->cache)
         return s->dirs[i].pulled_fd;
     int fd = l->fds[i * N_SUBS + sub];
     return fd >= 0 ? fd : -1;
 }
 
 /* Directory i's subdirectory for reading: open_fd's, else opened and checked now,
- * once per decision. -1: missing (PG_ERR_NOT_FOUND) or refused (the error). */
+ * once per decision, and kept by a one-shot store for its next decisions (a
+ * long-lived one keeps only what its absence cache watches). -1: missing
+ * (PG_ERR_NOT_FOUND) or refused (the error). */
 static int sub_fd(pg_lookup *l, size_t i, int sub, int *rc, pg_error *err)
 {
     int fd = open_fd(l, i, sub);
@@ -132,6 +135,13 @@ static int sub_fd(pg_lookup *l, size_t i, int sub, int *rc, pg_error *err)
             *mine = *rc == PG_ERR_NOT_FOUND ? -1 : FD_REFUSED;
     } else if (*mine < 0) {
         *rc = PG_ERR_NOT_FOUND;
+    }
+    int none = -1;
+    if (*rc == PG_OK && !l->s->cache &&
+        atomic_compare_exchange_strong(&l->s->kept[i * PG_STORE_SUBS + sub], &none, *mine)) {
+        fd = *mine;
+        *mine = FD_KEPT;
+        return fd;
     }
     return *rc == PG_OK ? *mine : -1;
 }
@@ -383,7 +393,7 @@ static int record_indexed(pg_lookup *l, int pulled_fd, memo *e, bool *absent)
     int found = rc == PG_ERR_NOT_FOUND ? 0 : rc != PG_OK ? -1
                 : fstatat(times_fd, e->file, &times_st, AT_SYMLINK_NOFOLLOW) == 0 ? 1
                 : errno == ENOENT ? 0 : -1;
-    int idx_fd = found >= 0 ? sub_fd(l, 0, SUB_IDX, &rc, &ignored) : -1;
+    int idx_fd = found >= 0 ? sub_fd(l, 0, PG_SUB_CREDIDX, &rc, &ignored) : -1;
     if (idx_fd < 0)
         return PG_ERR_NOT_FOUND;
     return pg_st_credidx_load(&l->s->dirs[0], idx_fd, e->file, &rec_st, found ? &times_st : NULL,
@@ -539,7 +549,7 @@ static int files_mapping(pg_lookup *l, size_t i, const char *image_name, pg_strv
     const record_dir *w = s->writable ? &s->dirs[0] : NULL;
     int rc;
     if (i == 0 && w && pg_st_names_complete(w)) {
-        int fd = sub_fd(l, 0, SUB_NAMESIDX, &rc, err);
+        int fd = sub_fd(l, 0, PG_SUB_NAMES, &rc, err);
         if (rc == PG_OK)
             rc = pg_st_names_files(w, fd, image_name, files, err);
         return rc == PG_ERR_NOT_FOUND ? PG_OK : rc;
