@@ -116,6 +116,22 @@ fallback() { # NAME STATE CONFIG [RUNS]: noop and pullgate-hook-local (this buil
         echo "fallback_$1 base_median_us=$(kv "$nb" median_us) new_over_base=$(ratio "$(kv "$b" median_us)" "$(kv "$nb" median_us)")"
     fi
 }
+# reason CONFIG I|-: what pullgatectl decides for bench record I's pod (-: the preloaded image),
+# so that each side below is known to decide what it is meant to.
+reason() {
+    local args
+    if [ "$2" = - ]; then
+        args=(--image registry.example.com/preloaded/base:1 --image-ref "sha256:$(printf preloaded | sha256sum | cut -c1-64)" --namespace team-1)
+    else
+        args=(--image "$("$bin/gen_records" --print-image "$2")" --image-ref "$("$bin/gen_records" --print-ref "$2")"
+            --namespace "$("$bin/gen_records" --print-ns "$2")" --credentials "$("$bin/gen_records" --print-annotation "$2")")
+    fi
+    "$build/tools/pullgatectl" --config "$1" verify "${args[@]}" --json |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["reason"])'
+}
+echo "reasons one=$(reason "$work/one.json" 7) thousand=$(reason "$work/thousand.json" 7)" \
+    "thousand_no_index=$(reason "$work/thousand-noidx.json" 7)" \
+    "kubelet_allow=$(reason "$work/kub.json" $((RECORDS / 2 + 7))) kubelet_preloaded=$(reason "$work/kub.json" -)"
 log "1. the fallback path, $RUNS runs per side"
 fallback one_secret "$work/b7/state.json" "$work/one.json"
 fallback thousand_secrets "$work/b7/state.json" "$work/thousand.json"
@@ -150,11 +166,16 @@ resident() { # NAME CONFIG RECORDS IMAGES: this build's pullgate-cri (and base's
     mkdir -p "$work/bundles-$1"
     "$bin/hook_decide_bench" -t "$work/template.json" -d "$work/bundles-$1" -n "$CALLS" "${sides[@]}" |
         sed "s/^/resident_$1 /"
+    local log # what was decided (the sides must have decided what was meant)
+    for log in "$work/cri-$1-new/cri.log" ${base:+"$work/cri-$1-base/cri.log"}; do
+        echo "resident_$1 reasons $(grep -o 'msg="hook decision".* reason="[a-z-]*"' "$log" |
+            sed 's/.*reason="//; s/"//' | sort | uniq -c | tr -s ' \n' ' ')"
+    done
 }
 log "2. the resident path, $CALLS requests per side"
-# The template picks record k * RECORDS / IMAGES + 7: record 7 with 1 record, 1 image.
-resident one_secret "$work/one.json" 1 1
-resident thousand_secrets "$work/thousand.json" 1 1
+# The template picks record k * (RECORDS / IMAGES) + 7: record 7 with 8 records, 1 image.
+resident one_secret "$work/one.json" 8 1
+resident thousand_secrets "$work/thousand.json" 8 1
 cfg "$work/kub-state.json" "$kub" ""
 resident records_images "$work/kub-state.json" "$RECORDS" "$IMAGES"
 
