@@ -56,7 +56,8 @@ typedef struct memo {
 struct pg_lookup {
     const pg_store *s;
     const pg_record_focus *focus;
-    int *fds;    /* n_dirs * N_SUBS opened by this decision; FD_UNTRIED, -1 missing, FD_REFUSED */
+    int *fds; /* n_dirs * N_SUBS opened by this decision (or FD_UNTRIED, -1 missing, FD_REFUSED,
+               * FD_KEPT) */
     memo **m;    /* one allocation each: callers keep pointers to their records */
     size_t n, cap;
 };
