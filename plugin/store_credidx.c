@@ -36,7 +36,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#define IDX_FIRST_LINE "pullgate-credidx\x1f" "1\n"
+#define IDX_FIRST_LINE                                                                             \
+    "pullgate-credidx\x1f"                                                                         \
+    "1\n"
 #define US '\x1f'
 #define MAX_IDX_BYTES (PG_MAX_RECORD_BYTES + (64u << 10))
 #define MAX_FIELDS 8
@@ -50,9 +52,10 @@ typedef struct stamp {
 
 static void stamp_of(const struct stat *st, stamp *s)
 {
-    *s = (stamp){(uintmax_t)st->st_dev, (uintmax_t)st->st_ino, (uintmax_t)st->st_size,
-                 (intmax_t)st->st_mtim.tv_sec, (intmax_t)st->st_mtim.tv_nsec,
-                 (intmax_t)st->st_ctim.tv_sec, (intmax_t)st->st_ctim.tv_nsec};
+    *s = (stamp){(uintmax_t)st->st_dev,         (uintmax_t)st->st_ino,
+                 (uintmax_t)st->st_size,        (intmax_t)st->st_mtim.tv_sec,
+                 (intmax_t)st->st_mtim.tv_nsec, (intmax_t)st->st_ctim.tv_sec,
+                 (intmax_t)st->st_ctim.tv_nsec};
 }
 
 static bool stamp_equal(const stamp *a, const stamp *b)
@@ -67,8 +70,9 @@ static bool stamp_equal(const stamp *a, const stamp *b)
  */
 static bool record_file_ok(const struct stat *st)
 {
-    return S_ISREG(st->st_mode) && st->st_nlink <= 1 && (st->st_uid == 0 || st->st_uid == geteuid()) &&
-           !(st->st_mode & (S_IWGRP | S_IWOTH)) && (uintmax_t)st->st_size <= PG_MAX_RECORD_BYTES;
+    return S_ISREG(st->st_mode) && st->st_nlink <= 1 &&
+           (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH)) &&
+           (uintmax_t)st->st_size <= PG_MAX_RECORD_BYTES;
 }
 
 /* -------------------------------------------------------------- writing */
@@ -133,7 +137,10 @@ static void render(pg_buf *b, const pg_record *rec, const stamp *rec_st, const s
     size_t lines = 0;
     for (size_t m = 0; m < rec->n_maps; m++) {
         const pg_rec_mapping *map = &rec->maps[m];
-        pg_buf_puts(b, map->node_pods_accessible ? "M\x1f" "1" : "M\x1f" "0");
+        pg_buf_puts(b, map->node_pods_accessible ? "M\x1f"
+                                                   "1"
+                                                 : "M\x1f"
+                                                   "0");
         put_field(b, map->image_name, bad);
         pg_buf_puts(b, "\n");
         for (size_t i = 0; i < map->n_secrets; i++)
@@ -398,8 +405,7 @@ static bool load_body(index_view *v, load_ctx *c)
         case 'E':
             return l.n == 1 && parse_u64(l.f[0], &count) && count == lines &&
                    v->body.p == v->body.end;
-        default:
-            return false;
+        default: return false;
         }
         lines++;
     }
@@ -407,8 +413,7 @@ static bool load_body(index_view *v, load_ctx *c)
 }
 
 /* The focused record the body describes; PG_ERR_NOT_FOUND: malformed. */
-static int build_focused(index_view *v, const char *dir, const pg_record_focus *f,
-                         pg_focused *out)
+static int build_focused(index_view *v, const char *dir, const pg_record_focus *f, pg_focused *out)
 {
     *out = (pg_focused){0};
     out->rec = pg_st_focused_new(v->image_ref, dir, v->api_version, (time_t)v->last_updated,
@@ -421,9 +426,8 @@ static int build_focused(index_view *v, const char *dir, const pg_record_focus *
     return rc;
 }
 
-int pg_st_credidx_load(const record_dir *w, int idx_fd, const char *file,
-                       const struct stat *rec_st, const struct stat *times_st,
-                       const pg_record_focus *f, pg_focused *out)
+int pg_st_credidx_load(const record_dir *w, int idx_fd, const char *file, const struct stat *rec_st,
+                       const struct stat *times_st, const pg_record_focus *f, pg_focused *out)
 {
     char *text = NULL;
     size_t len = 0;
@@ -434,8 +438,8 @@ int pg_st_credidx_load(const record_dir *w, int idx_fd, const char *file,
     if (!record_file_ok(rec_st) ||
         pg_st_read_strict(idx_fd, w, SUB_CREDIDX, file, MAX_IDX_BYTES, &text, &len, NULL) != PG_OK)
         return PG_ERR_NOT_FOUND;
-    bool ok = header_ok(text, len, &v) &&
-              pg_record_file_name(v.image_ref, named, NULL) == PG_OK && !strcmp(named, file);
+    bool ok = header_ok(text, len, &v) && pg_record_file_name(v.image_ref, named, NULL) == PG_OK &&
+              !strcmp(named, file);
     stamp_of(rec_st, &now);
     ok = ok && stamp_equal(&now, &v.rec_st) && v.times_absent == !times_st;
     if (ok && times_st) {
@@ -447,8 +451,8 @@ int pg_st_credidx_load(const record_dir *w, int idx_fd, const char *file,
     return rc;
 }
 
-int pg_credidx_decode(const char *data, size_t len, const char *image_ref,
-                      const pg_record_focus *f, pg_record **out)
+int pg_credidx_decode(const char *data, size_t len, const char *image_ref, const pg_record_focus *f,
+                      pg_record **out)
 {
     *out = NULL;
     if (len > MAX_IDX_BYTES || memchr(data, '\0', len))

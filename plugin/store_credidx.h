@@ -39,9 +39,8 @@ void pg_st_credidx_remove(const record_dir *w, const char *file);
  * record file's fstatat, times_st the credential-times file's (NULL: absent).
  * PG_OK; PG_ERR_NOT_FOUND: no usable index; PG_ERR_NOMEM.
  */
-int pg_st_credidx_load(const record_dir *w, int idx_fd, const char *file,
-                       const struct stat *rec_st, const struct stat *times_st,
-                       const pg_record_focus *focus, pg_focused *out);
+int pg_st_credidx_load(const record_dir *w, int idx_fd, const char *file, const struct stat *rec_st,
+                       const struct stat *times_st, const pg_record_focus *focus, pg_focused *out);
 
 /*
  * The focused record an index text describes, without reading files or

@@ -58,7 +58,7 @@ struct pg_lookup {
     const pg_record_focus *focus;
     int *fds; /* n_dirs * N_SUBS opened by this decision (or FD_UNTRIED, -1 missing, FD_REFUSED,
                * FD_KEPT) */
-    memo **m;    /* one allocation each: callers keep pointers to their records */
+    memo **m; /* one allocation each: callers keep pointers to their records */
     size_t n, cap;
 };
 
@@ -240,8 +240,9 @@ static bool exists_file(pg_lookup *l, size_t i, int sub, const char *file)
 
 static int sub_of(pg_entry_kind kind)
 {
-    return kind == PG_ENTRY_PULLED ? PG_LC_PULLED
-                                   : kind == PG_ENTRY_INTENT ? PG_LC_PULLING : PG_LC_IMAGES;
+    return kind == PG_ENTRY_PULLED   ? PG_LC_PULLED
+           : kind == PG_ENTRY_INTENT ? PG_LC_PULLING
+                                     : PG_LC_IMAGES;
 }
 
 bool pg_lookup_exists(pg_lookup *l, size_t i, pg_entry_kind kind, const char *key)
@@ -298,8 +299,7 @@ static int times_cached(pg_lookup *l, const char *file, const pg_record *rec,
     char *key = rc == PG_OK ? pg_st_cache_key(&s->dirs[0], SUB_CREDTIMES) : NULL;
     times_of_record t = {&s->dirs[0], rec->image_ref};
     if (rc == PG_OK)
-        rc = key ? pg_record_cache_get(s->cache, fd, key, file, load_times, free_json, &t, ref,
-                                       err)
+        rc = key ? pg_record_cache_get(s->cache, fd, key, file, load_times, free_json, &t, ref, err)
                  : pg_fail(err, PG_ERR_NOMEM, "out of memory");
     free(key);
     if (rc == PG_ERR_NOT_FOUND && fd >= 0)
@@ -391,9 +391,11 @@ static int record_indexed(pg_lookup *l, int pulled_fd, memo *e, bool *absent)
     }
     /* The times file's stamp through its checked directory: "absent" can lead to an allow. */
     int times_fd = sub_fd(l, 0, PG_LC_CREDTIMES, &rc, &ignored);
-    int found = rc == PG_ERR_NOT_FOUND ? 0 : rc != PG_OK ? -1
+    int found = rc == PG_ERR_NOT_FOUND                                            ? 0
+                : rc != PG_OK                                                     ? -1
                 : fstatat(times_fd, e->file, &times_st, AT_SYMLINK_NOFOLLOW) == 0 ? 1
-                : errno == ENOENT ? 0 : -1;
+                : errno == ENOENT                                                 ? 0
+                                                                                  : -1;
     int idx_fd = found >= 0 ? sub_fd(l, 0, PG_SUB_CREDIDX, &rc, &ignored) : -1;
     if (idx_fd < 0)
         return PG_ERR_NOT_FOUND;
@@ -433,8 +435,8 @@ static int read_record(pg_lookup *l, size_t i, memo *e, pg_error *err)
     if (l->s->cache && l->focus)
         return record_cached(l, i, fd, e, err);
     bool absent = false;
-    rc = l->focus && i == 0 && l->s->writable ? record_indexed(l, fd, e, &absent)
-                                              : PG_ERR_NOT_FOUND;
+    rc =
+        l->focus && i == 0 && l->s->writable ? record_indexed(l, fd, e, &absent) : PG_ERR_NOT_FOUND;
     return rc == PG_ERR_NOT_FOUND && !absent ? record_parsed(l, i, fd, e, err) : rc;
 }
 
@@ -458,8 +460,7 @@ static int record_file(pg_lookup *l, size_t i, const char *file, const pg_focuse
     return memo_result(e, err);
 }
 
-int pg_lookup_record(pg_lookup *l, size_t i, const char *key, const pg_focused **out,
-                     pg_error *err)
+int pg_lookup_record(pg_lookup *l, size_t i, const char *key, const pg_focused **out, pg_error *err)
 {
     file_name file;
     *out = NULL;

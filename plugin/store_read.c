@@ -241,8 +241,7 @@ static int decode_index(const char *buf, size_t len, const record_dir *d, const 
     return pg_st_prefix_error(err, PG_ERR_CORRUPT, d->path, SUB_IMAGES, name);
 }
 
-int pg_st_index_read(int fd, const record_dir *d, const char *name, char **ref_out,
-                     pg_error *err)
+int pg_st_index_read(int fd, const record_dir *d, const char *name, char **ref_out, pg_error *err)
 {
     char *buf;
     size_t len;

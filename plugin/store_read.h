@@ -69,7 +69,6 @@ int pg_st_credential_time(const json_t *times, const char *image_name, const pg_
 
 /* The imageRef of image index entry pullgate-images/<name> (fd: that subdirectory),
  * whose key must hash to name: *ref_out caller frees. NOT_FOUND when absent. */
-int pg_st_index_read(int fd, const record_dir *d, const char *name, char **ref_out,
-                     pg_error *err);
+int pg_st_index_read(int fd, const record_dir *d, const char *name, char **ref_out, pg_error *err);
 
 #endif

@@ -37,8 +37,8 @@
 #define NAME "docker.io/library/nginx"
 #define NS "team-a"
 #define HASH "abababababababababababababababababababababababababababababababab"
-#define CREDS                                                                                  \
-    "{\"" NAME "\":{\"kubernetesSecrets\":[{\"namespace\":\"" NS "\",\"name\":\"regcred\","    \
+#define CREDS                                                                                      \
+    "{\"" NAME "\":{\"kubernetesSecrets\":[{\"namespace\":\"" NS "\",\"name\":\"regcred\","        \
     "\"uid\":\"uid-1\",\"credentialHash\":\"" HASH "\"}]}}"
 
 /* ------------------------------------------------------------ recorder */
@@ -182,8 +182,7 @@ static pg_store *open_store(bool cached)
 }
 
 /* One decision traced: each file opened at most once; returns how many opens. */
-static size_t assert_each_once(const pg_store *s, const char *image, const char *ref,
-                               int reason)
+static size_t assert_each_once(const pg_store *s, const char *image, const char *ref, int reason)
 {
     record_on();
     pg_decision d = decide(s, image, ref);
