@@ -338,7 +338,7 @@ size_t pg_config_cri_record_cache_bytes(const pg_config *cfg);
 size_t pg_config_cri_absence_cache_entries(const pg_config *cfg);
 /*
  * pg_store_enable_cache with the absence cache's bound too (criAbsenceCacheEntries:
- * 1,024 to 2^24; 0: the built-in 131,072). Defined by the store (store_credidx.c),
+ * 1,024 to 2^24; 0: the built-in 131,072). Defined by the store (store.c),
  * beside pg_store_enable_cache.
  */
 int pg_store_enable_caches(pg_store *store, size_t max_entries, size_t max_bytes,
