@@ -111,8 +111,11 @@ CFG="$PG_TMPDIR/pullgate.json"
 KEY="$PG_TMPDIR/hmac.key"
 head -c 48 /dev/urandom >"$KEY" && chmod 0600 "$KEY"
 METRICS="127.0.0.1:$(pg_free_port)" # pullgate-cri's GET /metrics (docs/metrics.md)
+# pullgate-cri's socket is named in the configuration, as on a node (doctor finds the
+# pullgate-cri serving criListen; pg_node_proxy_start listens on PG_PROXY_SOCK).
+PG_PROXY_SOCK="$(pg_mktemp_dir cri-run)/cri.sock"
 pg_write_config "$CFG" "$STATE" NeverVerifyPreloadedImages "$PG_BUS_ADDR" \
-    "\"hmacKeyFile\": \"$KEY\", \"criMetricsListen\": \"$METRICS\""
+    "\"hmacKeyFile\": \"$KEY\", \"criMetricsListen\": \"$METRICS\", \"criListen\": \"unix://$PG_PROXY_SOCK\""
 chmod 0600 "$CFG"
 say "pullgate config ($CFG), read by the hook, pullgate-cri and pullgatectl alike:"
 indent <"$CFG"

@@ -3,12 +3,12 @@
 # Runs every pullgate test on a fresh Debian 12 machine (as root):
 #   1. release build with -Werror and hardening; unit + integration tests (ctest)
 #   2. ASan + UBSan build; unit tests and the CLI/hook integration tests under it
-#   3. exported-symbol check of libpullgate.so
+#   3. exported-symbol check of libpullgate.so; the demo (scripts/demo.sh), as the README runs it
 #   4. every libFuzzer target for a bounded time, one per core at a time (FUZZ_SECONDS, default
 #      10, keeps the whole run inside the 20-minute CI budget on 2 cores; longer runs by hand,
 #      e.g. FUZZ_SECONDS=300)
 # Environment: JOBS (default nproc), SOAK_SECONDS (default 20), SKIP_SANITIZE=1, SKIP_FUZZ=1, SKIP_INTEGRATION=1,
-# PG_EXPECTED_SKIPS="test names allowed to skip" (any other skip fails the tests stage).
+# SKIP_DEMO=1, PG_EXPECTED_SKIPS="test names allowed to skip" (any other skip fails the tests stage).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -79,10 +79,15 @@ test_sanitize() (
 )
 check_symbols() { bash scripts/check-symbols.sh build/plugin/libpullgate.so.1; }
 fuzz() { bash scripts/fuzz.sh "$FUZZ_SECONDS"; }
+# The README's other command, as a newcomer runs it (its own build in build-demo/): the whole
+# flow must keep working, not only its parts (the tests above ran its pieces; the demo's own
+# doctor step once broke unnoticed).
+demo() { bash scripts/demo.sh; }
 
 stage build build_release
 stage tests test_release
 stage symbols check_symbols
+[ "${SKIP_DEMO:-0}" = 1 ] || stage demo demo
 if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
   stage asan-build build_sanitize
   stage asan-tests test_sanitize
