@@ -776,8 +776,8 @@ const char *hook_doc_map_get(const hook_doc *d, const char *key)
 /* ------------------------------------------------------------ reading */
 
 /*
- * As pg_read_file_at(dir_fd, name, max, PG_READ_CHECK_OWNER): O_NOFOLLOW and
- * O_NONBLOCK (a planted FIFO never blocks), a regular file of root's (or of
+ * Opened as pg_read_file_at(dir_fd, name, max, PG_READ_CHECK_OWNER) opens: O_NOFOLLOW
+ * and O_NONBLOCK (a planted FIFO never blocks), a regular file of root's (or of
  * the effective uid), at most max bytes; read into the doc's buffer. A read
  * that came up short once the size fstat said is in is the end of the file,
  * so a file of that size costs one read(2); anything shorter reads on to EOF.
@@ -785,31 +785,15 @@ const char *hook_doc_map_get(const hook_doc *d, const char *key)
 int hook_doc_read_at(hook_doc *d, int dir_fd, const char *name, size_t max, const char **buf,
                      size_t *len, pg_error *err)
 {
-    int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT)
-            return pg_fail(err, PG_ERR_NOT_FOUND, "%s: not found", name);
-        if (e == ELOOP)
-            return pg_fail(err, PG_ERR_UNSAFE, "%s: is a symbolic link", name);
-        return pg_fail_errno(err, e, "open %s", name);
-    }
+    int fd;
     struct stat st;
-    int rc = PG_OK;
-    if (fstat(fd, &st) != 0)
-        rc = pg_fail_errno(err, errno, "stat %s", name);
-    else if (!S_ISREG(st.st_mode))
-        rc = pg_fail(err, PG_ERR_UNSAFE, "%s: not a regular file", name);
-    else if (st.st_uid != 0 && st.st_uid != geteuid())
-        rc =
-            pg_fail(err, PG_ERR_UNSAFE, "%s: owned by uid %u, not root", name, (unsigned)st.st_uid);
-    else if ((uintmax_t)st.st_size > max)
-        rc = pg_fail(err, PG_ERR_LIMIT, "%s: %jd bytes, larger than the limit of %zu", name,
-                     (intmax_t)st.st_size, max);
+    int rc = pg_open_file_at(dir_fd, name, max, PG_READ_CHECK_OWNER, &fd, &st, err);
+    if (rc != PG_OK)
+        return rc;
     size_t n = 0;
     /* Room for the size fstat said plus one byte, so a file that grew is seen growing. */
-    size_t want = rc == PG_OK ? (size_t)st.st_size + 1 : 0;
-    if (rc == PG_OK && !reserve((void **)&d->in, &d->in_cap, want + 1, 1))
+    size_t want = (size_t)st.st_size + 1;
+    if (!reserve((void **)&d->in, &d->in_cap, want + 1, 1))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     while (rc == PG_OK) {
         if (n == d->in_cap - 1 &&

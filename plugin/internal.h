@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #define PG_API __attribute__((visibility("default")))
@@ -49,6 +50,13 @@ typedef enum pg_read_flags {
  * Missing file: PG_ERR_NOT_FOUND. Unsafe: PG_ERR_UNSAFE. Too big: PG_ERR_LIMIT.
  */
 int pg_read_file_at(int dirfd, const char *name, size_t max, int flags, char **buf, size_t *len,
+                    pg_error *err);
+
+/*
+ * The opening half of pg_read_file_at: *fd (caller closes) of a regular file that passed the
+ * same checks, and its fstat in *st (the size said then: a reader sizes its buffer by it).
+ */
+int pg_open_file_at(int dirfd, const char *name, size_t max, int flags, int *fd, struct stat *st,
                     pg_error *err);
 /*
  * Replaces (or creates) the file at path with len bytes, through a temporary file beside it

@@ -165,8 +165,8 @@ int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err)
     return PG_OK;
 }
 
-int pg_read_file_at(int dirfd, const char *name, size_t max, int flags, char **buf, size_t *len,
-                    pg_error *err)
+int pg_open_file_at(int dirfd, const char *name, size_t max, int flags, int *fd_out,
+                    struct stat *st, pg_error *err)
 {
     int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
@@ -177,17 +177,31 @@ int pg_read_file_at(int dirfd, const char *name, size_t max, int flags, char **b
             return pg_fail(err, PG_ERR_UNSAFE, "%s: is a symbolic link", name);
         return pg_fail_errno(err, e, "open %s", name);
     }
-    struct stat st;
     int rc;
-    if (fstat(fd, &st) != 0)
+    if (fstat(fd, st) != 0)
         rc = pg_fail_errno(err, errno, "stat %s", name);
-    else if ((rc = check_stat(&st, name, flags, err)) != PG_OK)
+    else if ((rc = check_stat(st, name, flags, err)) != PG_OK)
         ;
-    else if ((uintmax_t)st.st_size > max)
+    else if ((uintmax_t)st->st_size > max)
         rc = pg_fail(err, PG_ERR_LIMIT, "%s: %jd bytes, larger than the limit of %zu", name,
-                     (intmax_t)st.st_size, max);
-    else
-        rc = pg_read_fd(fd, max, buf, len, err);
+                     (intmax_t)st->st_size, max);
+    if (rc != PG_OK) {
+        close(fd);
+        return rc;
+    }
+    *fd_out = fd;
+    return PG_OK;
+}
+
+int pg_read_file_at(int dirfd, const char *name, size_t max, int flags, char **buf, size_t *len,
+                    pg_error *err)
+{
+    int fd;
+    struct stat st;
+    int rc = pg_open_file_at(dirfd, name, max, flags, &fd, &st, err);
+    if (rc != PG_OK)
+        return rc;
+    rc = pg_read_fd(fd, max, buf, len, err);
     close(fd);
     return rc;
 }
