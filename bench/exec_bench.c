@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * exec_bench -n RUNS [-w WARMUP] -s STATE_FILE [-o OUT_PREFIX] NAME -- CMD ARGS... [:: NAME -- CMD ARGS...]...
+ * exec_bench -n RUNS [-w WARMUP] -s STATE_FILE [-o OUT_PREFIX] [-r RAW_PREFIX] NAME -- CMD ARGS... [:: NAME -- CMD ARGS...]...
  *
- * Spawns each command RUNS times, interleaved (A B A B ...), feeding
- * STATE_FILE on stdin through a pipe, and measures wall time from spawn to
- * reaped exit (wait4). Prints per command one line:
- *   NAME runs=N fail=F median_us=.. p90_us=.. mean_us=.. min_us=.. maxrss_kib=..
+ * Spawns each command RUNS times, interleaved round by round, the order
+ * rotating from one round to the next (A B C, B C A, C A B, ...: no command
+ * always runs after the same one), feeding STATE_FILE on stdin through a
+ * pipe, and measures wall time from spawn to reaped exit (wait4). Prints per
+ * command one line:
+ *   NAME runs=N fail=F median_us=.. p90_us=.. mean_us=.. min_us=.. maxrss_kib=.. p25_us=..
+ * With -r, RAW_PREFIX.NAME.us gets each run's time in round order, one a line:
+ * line i of two commands is the same round, for paired comparisons.
  * where maxrss_kib is the largest ru_maxrss over the runs (wait4's rusage of
  * each child; getrusage(RUSAGE_CHILDREN) reports the same maximum). A run
  * whose exit status is not 0 counts as a failure (the benchmark uses the
@@ -98,7 +102,7 @@ int main(int argc, char **argv)
     size_t runs = 200, warmup = 10;
     /* A command that exits without reading stdin must not kill the driver. */
     signal(SIGPIPE, SIG_IGN);
-    const char *state_path = NULL, *out = "/tmp/exec_bench";
+    const char *state_path = NULL, *out = "/tmp/exec_bench", *raw = NULL;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc)
@@ -107,6 +111,8 @@ int main(int argc, char **argv)
             warmup = strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "-s") && i + 1 < argc)
             state_path = argv[++i];
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc)
+            raw = argv[++i];
         else if (!strcmp(argv[i], "-o") && i + 1 < argc)
             out = argv[++i];
         else
@@ -140,8 +146,8 @@ int main(int argc, char **argv)
         return 2;
     char err_path[4096];
     for (size_t r = 0; r < warmup + runs; r++) {
-        for (size_t k = 0; k < n_cmds; k++) {
-            cmd *c = &cmds[k];
+        for (size_t j = 0; j < n_cmds; j++) {
+            cmd *c = &cmds[(r + j) % n_cmds];
             double us;
             snprintf(err_path, sizeof err_path, "%s.%s.err", out, c->name);
             int rc = run_once(c, state, state_len, c->fails ? "/dev/null" : err_path, &us);
@@ -155,6 +161,18 @@ int main(int argc, char **argv)
             c->us[c->n++] = us;
         }
     }
+    for (size_t k = 0; raw && k < n_cmds; k++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s.%s.us", raw, cmds[k].name);
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            perror("exec_bench: raw file");
+            return 2;
+        }
+        for (size_t j = 0; j < cmds[k].n; j++)
+            fprintf(f, "%.1f\n", cmds[k].us[j]);
+        fclose(f);
+    }
     /* RUSAGE_CHILDREN: the largest child ever waited for (a cross-check). */
     struct rusage ru;
     getrusage(RUSAGE_CHILDREN, &ru);
@@ -166,9 +184,10 @@ int main(int argc, char **argv)
         double mean = c->n ? sum / (double)c->n : 0;
         double p90 = bench_quantile(c->us, c->n, 0.90);
         double med = bench_quantile(c->us, c->n, 0.50);
+        double p25 = bench_quantile(c->us, c->n, 0.25);
         printf("%s runs=%zu fail=%u median_us=%.1f p90_us=%.1f mean_us=%.1f min_us=%.1f "
-               "maxrss_kib=%ld\n",
-               c->name, c->n, c->fails, med, p90, mean, c->n ? c->us[0] : 0.0, c->maxrss);
+               "maxrss_kib=%ld p25_us=%.1f\n",
+               c->name, c->n, c->fails, med, p90, mean, c->n ? c->us[0] : 0.0, c->maxrss, p25);
     }
     printf("all_children_maxrss_kib=%ld\n", ru.ru_maxrss);
     return 0;

@@ -36,7 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_SIDES 4
+#define MAX_SIDES 8
 #define CONTAINER_ID "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
 typedef struct side {

@@ -31,7 +31,9 @@ typedef struct req_buf {
 } req_buf;
 
 /* The store's read path for one pulled record (plugin/store.c read_record_at). */
-static int load_record(int dirfd, const char *name, pg_record **out, pg_error *err, void *ud)
+static void free_record(void *obj) { pg_record_free(obj); }
+
+static int load_record(int dirfd, const char *name, void **out, pg_error *err, void *ud)
 {
     (void)ud;
     char *buf;
@@ -79,7 +81,7 @@ static bool matches(const pg_record *rec, const req_buf *b)
 static bool decide_parse(int dirfd, const req_buf *b)
 {
     char name[7 + PG_HASH_HEX_LEN + 1];
-    pg_record *rec;
+    void *rec;
     if (pg_record_file_name(b->ref, name, NULL) != PG_OK || load_record(dirfd, name, &rec, NULL, NULL))
         return false;
     bool ok = matches(rec, b);
@@ -92,9 +94,9 @@ static bool decide_cached(pg_record_cache *c, int dirfd, const char *dir_key, co
     char name[7 + PG_HASH_HEX_LEN + 1];
     pg_cached_record *ref;
     if (pg_record_file_name(b->ref, name, NULL) != PG_OK ||
-        pg_record_cache_get(c, dirfd, dir_key, name, load_record, NULL, &ref, NULL) != PG_OK)
+        pg_record_cache_get(c, dirfd, dir_key, name, load_record, free_record, NULL, &ref, NULL) != PG_OK)
         return false;
-    bool ok = matches(pg_cached_record_get(ref), b);
+    bool ok = matches(pg_cached_get(ref), b);
     pg_cached_record_release(ref);
     return ok;
 }

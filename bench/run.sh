@@ -479,7 +479,8 @@ fi
 # Issue 32: the resident hook as deployed, where the daemon's time goes, and scale.
 if [ "${RESIDENT:-1}" != 0 ]; then
     log "resident hook: ratio, fixed cost, syscalls, profile; pullgate-cri at scale"
-    RESIDENT_OUT=$work/resident.txt BENCH_WORK=$work/resident "$here/resident_bench.sh" "$BUILD_DIR" >/dev/null
+    RESIDENT_OUT=$work/resident.txt BENCH_WORK=$work/resident SIZING_IMAGES=${SIZING_IMAGES:-0} \
+        "$here/resident_bench.sh" "$BUILD_DIR" >/dev/null
     rs=$(cat "$work/resident.txt")
     hr=$(printf '%s\n' "$rs" | grep '^hook_ratio ') hf=$(printf '%s\n' "$rs" | grep '^hook_fixed_cost ')
     h=$(printf '%s\n' "$rs" | grep '^hook ') n=$(printf '%s\n' "$rs" | grep '^noop ')
@@ -489,8 +490,12 @@ if [ "${RESIDENT:-1}" != 0 ]; then
     row "resident hook: fixed cost (median − no-op median)" "$(kv "$hf" median_ms) ms" \
         "min − min $(kv "$hf" min_ms) ms" "—" "≤ 0.3 ms" "$(met "$(kv "$hf" median_ms)" le 0.3)"
     row "pullgate-cri per hook decision: CPU, syscalls" \
-        "$(printf '%s\n' "$rs" | sed -n 's/^daemon_cpu_per_decision_us=\([0-9]*\).*/\1/p') µs CPU" \
-        "$(printf '%s\n' "$rs" | awk '$1 == "total" { print $2 }') syscalls (strace -c)" "—" "(info)" "—"
+        "$(printf '%s\n' "$rs" | sed -n 's/^hook_daemon_cpu_per_decision_us=\([0-9]*\).*/\1/p') µs CPU" \
+        "$(printf '%s\n' "$rs" | awk '$1 == "total" { print $2; exit }') syscalls (strace -c)" "—" "(info)" "—"
+    ps=$(printf '%s\n' "$rs" | grep '^paired hook/noop_static ') || true
+    [ -z "$ps" ] || row "resident hook (static PIE) vs a static no-op hook, paired per round" \
+        "$(printf '%s\n' "$ps" | sed 's/.*ratio=\([^ ]*\).*/\1/')×" \
+        "$(printf '%s\n' "$ps" | sed 's/.*diff_ms=\([^ ]*\).*/\1/') ms more" "—" "(info)" "—"
     sb=$(printf '%s\n' "$rs" | grep '^base ') sw=$(printf '%s\n' "$rs" | grep '^wide ')
     scale="${SCALE_RECORDS:-100000} records / ${SCALE_IMAGES:-5000} images"
     row "resident decision over the hook socket, $scale: p99" "$(kv "$sw" p99_us) µs" \

@@ -10,9 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define CACHE_ENTRIES 4096
-#define CACHE_BYTES (64u << 20)
-
 /*
  * A long-lived store holds its record directories open and skips a read-only
  * directory that was missing when it opened. The hook opens them afresh on
@@ -86,7 +83,10 @@ struct cri_decider {
 static pg_store *open_cached_store(const pg_config *cfg, pg_error *err)
 {
     pg_store *store = hook_open_store(cfg, err);
-    if (store && pg_store_enable_cache(store, CACHE_ENTRIES, CACHE_BYTES, err) != PG_OK) {
+    /* The bounds are configuration (criRecordCache*, criAbsenceCacheEntries). */
+    if (store && pg_store_enable_caches(store, pg_config_cri_record_cache_entries(cfg),
+                                        pg_config_cri_record_cache_bytes(cfg),
+                                        pg_config_cri_absence_cache_entries(cfg), err) != PG_OK) {
         pg_store_free(store);
         store = NULL;
     }

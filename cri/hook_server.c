@@ -125,11 +125,15 @@ static int peer_is_root(int fd)
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == 0;
 }
 
-static void set_io_timeouts(int fd)
+/* 1 when fd became readable within IO_TIMEOUT_MS. */
+static int readable_soon(int fd)
 {
-    struct timeval tv = {.tv_sec = IO_TIMEOUT_MS / 1000, .tv_usec = (IO_TIMEOUT_MS % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r;
+    do
+        r = poll(&p, 1, IO_TIMEOUT_MS);
+    while (r < 0 && errno == EINTR);
+    return r == 1;
 }
 
 /* One message; every fd that came with it lands in fds (all must be closed by the caller). */
@@ -144,10 +148,19 @@ static ssize_t receive_request(int conn, unsigned char *buf, size_t cap, int *fd
                         .msg_iovlen = 1,
                         .msg_control = control.buf,
                         .msg_controllen = sizeof control.buf};
+    /*
+     * The hook sends right after connecting, so the request is usually there by
+     * now: try first, wait (bounded) only when it is not; a peer that stalls
+     * holds a worker at most IO_TIMEOUT_MS, without a per-connection timeout.
+     */
     ssize_t r;
-    do
-        r = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC);
-    while (r < 0 && errno == EINTR);
+    for (;;) {
+        r = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        if (r >= 0 || (errno != EINTR && errno != EAGAIN))
+            break;
+        if (errno == EAGAIN && !readable_soon(conn))
+            break;
+    }
     *n_fds = 0;
     if (r >= 0) {
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
@@ -173,9 +186,11 @@ static int send_reply(int conn, hook_reply_kind kind, int status, const char *li
     size_t len = hook_proto_encode_reply(&reply, out, sizeof out);
     if (len == 0)
         return 0; /* cannot happen (the line is bounded); the hook then decides locally */
+    /* One short message into a fresh socket's empty buffer never has to wait: a
+     * send that would is a peer not playing the protocol (undelivered). */
     ssize_t w;
     do
-        w = send(conn, out, len, MSG_NOSIGNAL);
+        w = send(conn, out, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (w < 0 && errno == EINTR);
     return w == (ssize_t)len;
 }
@@ -219,8 +234,9 @@ static int config_is_mine(const cri_hook_server *s, const hook_request *req, con
     return 0;
 }
 
-/* Decides, replies, closes the connection, then logs and signals. */
-static void decide_and_reply(cri_hook_server *s, int conn, const hook_request *req, int bundle_fd)
+/* Decides, replies, closes the connection, then logs and signals. doc: the worker's reader. */
+static void decide_and_reply(cri_hook_server *s, hook_doc *doc, int conn, const hook_request *req,
+                             int bundle_fd)
 {
     long long t0 = pg_metrics_now_us();
     pg_store *store = cri_decider_acquire(s->decider);
@@ -235,7 +251,7 @@ static void decide_and_reply(cri_hook_server *s, int conn, const hook_request *r
     stage[req->stage_len] = '\0';
     hook_run run;
     memset(&run, 0, sizeof run);
-    hook_evaluate_resident(&run, s->cfg, store, stage, req->state, req->state_len, bundle_fd);
+    hook_evaluate_resident(&run, s->cfg, store, doc, stage, req->state, req->state_len, bundle_fd);
     cri_decider_release(s->decider);
     hook_subject who = hook_run_subject(&run);
     pg_mode mode = hook_run_mode(&run);
@@ -258,9 +274,11 @@ static void decide_and_reply(cri_hook_server *s, int conn, const hook_request *r
             "reason", run.decision.reason ? pg_reason_name(run.decision.reason) : "not-kubernetes",
             NULL);
     hook_run_free(&run);
+    hook_doc_trim(doc); /* a large config.json's buffers are not kept */
 }
 
-static void serve_connection(cri_hook_server *s, int conn, unsigned char *buf, size_t cap)
+static void serve_connection(cri_hook_server *s, hook_doc *doc, int conn, unsigned char *buf,
+                             size_t cap)
 {
     int fds[MAX_FDS];
     size_t n_fds = 0;
@@ -272,7 +290,6 @@ static void serve_connection(cri_hook_server *s, int conn, unsigned char *buf, s
         close(conn);
         return;
     }
-    set_io_timeouts(conn);
     ssize_t r = receive_request(conn, buf, cap, fds, &n_fds);
     if (r <= 0 || cri_hook_check_request(buf, (size_t)r, fds, n_fds, &req) != 0) {
         cri_log(CRI_LOG_WARNING, "hook server: malformed request dropped", NULL);
@@ -288,7 +305,7 @@ static void serve_connection(cri_hook_server *s, int conn, unsigned char *buf, s
         send_reply(conn, HOOK_REPLY_NOT_MINE, 0, NULL);
         close(conn);
     } else {
-        decide_and_reply(s, conn, &req, fds[0]);
+        decide_and_reply(s, doc, conn, &req, fds[0]);
     }
     for (size_t i = 0; i < n_fds; i++)
         close(fds[i]);
@@ -296,7 +313,14 @@ static void serve_connection(cri_hook_server *s, int conn, unsigned char *buf, s
 
 /* ------------------------------------------------------------ workers */
 
-/* 1 when a connection may be waiting, 0 when asked to stop. */
+/*
+ * 1 when a connection may be waiting, 0 when asked to stop. Every idle worker
+ * wakes for a connection and the first to run takes it (the others get
+ * EAGAIN): on a loaded machine the first to get a CPU answers. Waking one
+ * worker only (epoll, EPOLLEXCLUSIVE) was tried: ~10 µs less at the median, a
+ * p99 no better, and worse in the most loaded runs (bench/README.md, "The hook
+ * at the exec floor, round two"), as the one woken may not get a CPU soon.
+ */
 static int wait_for_connection(cri_hook_server *s)
 {
     struct pollfd p[2] = {{.fd = s->listen_fd, .events = POLLIN},
@@ -317,14 +341,18 @@ static void *worker_main(void *arg)
     cri_hook_server *s = arg;
     size_t cap = HOOK_PROTO_MAX_REQUEST + 1; /* one byte more: an oversize message is cut */
     unsigned char *buf = malloc(cap);
-    while (buf && wait_for_connection(s)) {
+    hook_doc *doc = hook_doc_new(); /* this worker's JSON reader, reused request after request */
+    if (!buf || !doc)
+        cri_log(CRI_LOG_ERROR, "hook server: a worker could not start (out of memory)", NULL);
+    while (buf && doc && wait_for_connection(s)) {
         /* Both workers wake for one connection; the one that loses gets EAGAIN. */
         int conn = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
         if (conn >= 0)
-            serve_connection(s, conn, buf, cap);
+            serve_connection(s, doc, conn, buf, cap);
         else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
             usleep(10000); /* EMFILE and the like: do not spin */
     }
+    hook_doc_free(doc);
     free(buf);
     return NULL;
 }

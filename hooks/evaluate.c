@@ -159,7 +159,7 @@ static void decide_application(hook_run *run)
         .image = run->identity.image,
         .image_ref = run->identity.image_ref,
         .namespace_ = run->identity.namespace_,
-        .credentials = hook_annotation(run->annotations, pg_config_annotation(run->cfg)),
+        .credentials = hook_annotation(run->doc, pg_config_annotation(run->cfg)),
     };
     pg_decide_pod(run->cfg, run->store, &req, run->identity.pod_uid, run->identity.aliases,
                   (const char *const *)run->identity.hints, &run->decision);
@@ -175,8 +175,7 @@ static void decide_from_annotations(hook_run *run, int rc, const pg_error *read_
     pg_error err = {0};
     if (rc != PG_OK)
         deny(run, PG_REASON_BAD_REQUEST, NULL, read_err); /* names the bundle */
-    else if (hook_identify(pg_config_runtime(run->cfg), run->annotations, &run->identity, &err) !=
-             PG_OK)
+    else if (hook_identify(pg_config_runtime(run->cfg), run->doc, &run->identity, &err) != PG_OK)
         deny(run, PG_REASON_BAD_REQUEST, "identifying the container", &err);
     else if (run->identity.kind == HOOK_NOT_KUBERNETES)
         allow(run, 0, "not a Kubernetes container (no CRI-O or containerd annotations)");
@@ -195,7 +194,10 @@ void hook_evaluate_local(hook_run *run, int argc, char **argv, int state_fd, int
     pg_error args_err = {0}, cfg_err = {0}, state_err = {0}, bundle_err = {0};
     int args_rc = hook_parse_args(argc, argv, &run->args, &args_err);
     int cfg_rc = args_rc == PG_OK ? load_config(run, &cfg_err) : PG_OK;
-    int state_rc = hook_read_state_spent(state_fd, stdin_spent_ms, &run->state, &state_err);
+    run->doc = run->own_doc = hook_doc_new();
+    int state_rc = run->doc ? hook_read_state_spent(run->doc, state_fd, stdin_spent_ms, &run->state,
+                                                    &state_err)
+                            : pg_fail(&state_err, PG_ERR_NOMEM, "out of memory");
     if (cfg_rc != PG_OK || args_rc != PG_OK) {
         /* A configuration we could not load names no mode: enforce (fail closed). */
         pg_config_free(run->own_cfg);
@@ -209,23 +211,25 @@ void hook_evaluate_local(hook_run *run, int argc, char **argv, int state_fd, int
     } else if (state_rc != PG_OK) {
         deny(run, PG_REASON_BAD_REQUEST, NULL, &state_err); /* names the OCI state */
     } else {
-        int rc = hook_read_bundle_annotations(run->state.bundle, &run->annotations, &bundle_err);
+        int rc = hook_read_bundle_annotations(run->state.bundle, run->doc, &bundle_err);
         decide_from_annotations(run, rc, &bundle_err);
     }
 }
 
-void hook_evaluate_resident(hook_run *run, const pg_config *cfg, pg_store *store, const char *stage,
-                            const char *state, size_t state_len, int bundle_fd)
+void hook_evaluate_resident(hook_run *run, const pg_config *cfg, pg_store *store, hook_doc *doc,
+                            const char *stage, const char *state, size_t state_len, int bundle_fd)
 {
     pg_error state_err = {0}, bundle_err = {0};
     run->args.stage = stage;
     run->cfg = cfg;
     run->store = store;
-    if (hook_parse_state(state, state_len, &run->state, &state_err) != PG_OK) {
+    run->doc = doc;
+    if (hook_parse_state(doc, state, state_len, &run->state, &state_err) != PG_OK) {
         deny(run, PG_REASON_BAD_REQUEST, NULL, &state_err);
         return;
     }
-    int rc = hook_read_bundle_annotations_at(bundle_fd, &run->annotations, &bundle_err);
+    /* The state's strings were copied out: the same reader takes config.json now. */
+    int rc = hook_read_bundle_annotations_at(bundle_fd, doc, &bundle_err);
     decide_from_annotations(run, rc, &bundle_err);
 }
 
@@ -255,7 +259,7 @@ void hook_run_free(hook_run *run)
     pg_store_free(run->own_store);
     pg_free(run->reported_ref);
     hook_identity_clear(&run->identity);
-    json_decref(run->annotations);
+    hook_doc_free(run->own_doc);
     hook_state_clear(&run->state);
     pg_config_free(run->own_cfg);
     memset(run, 0, sizeof *run);

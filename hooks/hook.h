@@ -11,7 +11,6 @@
 
 #include "internal.h"
 
-#include <jansson.h>
 #include <stdbool.h>
 
 /* Fixed bounds on what the runtime hands us (every input is hostile). */
@@ -64,27 +63,85 @@ int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t
 /* As hook_read_fd_partial when spent_ms of the deadline_ms are used up already. */
 int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char **buf, size_t *len,
                        bool *timed_out, pg_error *err);
-/* Reads and validates the OCI state JSON from fd (bounded, deadline). */
+/* ------------------------------------------------------------- oci_scan.c */
+
+/*
+ * The hook's JSON reader for the OCI state and the bundle's config.json: one
+ * bounded pass that accepts exactly the documents pg_json_parse accepts
+ * (jansson, JSON_REJECT_DUPLICATES: syntax, UTF-8, escapes, number ranges,
+ * depth, duplicate keys in every object) and keeps only what the hook decides
+ * from: the root object's members, and every member of the one named map_key
+ * (config.json's "annotations"). The buffers are kept from one document to the
+ * next, so a resident worker that reuses its hook_doc allocates nothing per
+ * request once warm; hook_doc_trim gives back what a large document grew.
+ * One hook_doc per thread. Strings returned are borrowed from it, valid until
+ * its next scan, trim or free.
+ */
+typedef struct hook_doc hook_doc;
+
+typedef enum hook_json_kind {
+    HOOK_JSON_ABSENT = 0, /* no such member */
+    HOOK_JSON_STRING = 1,
+    HOOK_JSON_OBJECT = 2,
+    HOOK_JSON_OTHER = 3 /* an array, a number, true, false or null */
+} hook_json_kind;
+
+hook_doc *hook_doc_new(void); /* NULL when out of memory; release with hook_doc_free */
+void hook_doc_free(hook_doc *doc);
+/* Gives back buffers a large document grew beyond a usual one's (forgets the last scan). */
+void hook_doc_trim(hook_doc *doc);
+/*
+ * Scans buf (len bytes; NUL bytes in it are data). PG_ERR_INVALID ("<what>: invalid
+ * JSON at offset N: why") for anything jansson would refuse; the previous scan is gone.
+ */
+int hook_doc_scan(hook_doc *doc, const char *buf, size_t len, const char *map_key, const char *what,
+                  pg_error *err);
+/* After a successful scan: whether the root is an object (else an array). */
+bool hook_doc_root_is_object(const hook_doc *doc);
+/* A root member's kind, and *value (may be NULL) its decoded string when a string. */
+hook_json_kind hook_doc_member(const hook_doc *doc, const char *key, const char **value);
+/* The map's members (0 when it is absent or not an object), in byte order of their keys. */
+size_t hook_doc_map_size(const hook_doc *doc);
+/* Member i: *key, and *value its string (NULL when the value is not a string). */
+int hook_doc_map_entry(const hook_doc *doc, size_t i, const char **key, const char **value);
+/* The map member's string value, or NULL (absent, or not a string). NULL-safe. */
+const char *hook_doc_map_get(const hook_doc *doc, const char *key);
+/*
+ * Reads dir_fd/name into doc's own buffer (*buf, NUL-terminated, valid until the
+ * next read, trim or free) with pg_read_file_at's checks for PG_READ_CHECK_OWNER:
+ * O_NOFOLLOW, a regular file of root's or the effective uid's, at most max bytes.
+ */
+int hook_doc_read_at(hook_doc *doc, int dir_fd, const char *name, size_t max, const char **buf,
+                     size_t *len, pg_error *err);
+
+/* ------------------------------------------------------------ oci_input.c (cont.) */
+
+/* Reads and validates the OCI state JSON from fd (bounded, deadline); doc may be NULL. */
 int hook_read_state(int fd, hook_state *state, pg_error *err);
 /* The same when spent_ms of the stdin deadline were used by the thin hook already. */
-int hook_read_state_spent(int fd, int spent_ms, hook_state *state, pg_error *err);
-/* Validates the OCI state JSON in buf (len bytes, at most HOOK_MAX_STATE_BYTES). */
-int hook_parse_state(const char *buf, size_t len, hook_state *state, pg_error *err);
+int hook_read_state_spent(hook_doc *doc, int fd, int spent_ms, hook_state *state, pg_error *err);
+/*
+ * Validates the OCI state JSON in buf (len bytes, at most HOOK_MAX_STATE_BYTES), scanned
+ * with doc (NULL: a temporary one).
+ */
+int hook_parse_state(hook_doc *doc, const char *buf, size_t len, hook_state *state, pg_error *err);
 void hook_state_clear(hook_state *state);
 
 /*
- * Reads <bundle>/config.json (no symlink, regular file, bounded) and returns
- * its "annotations" object (a new reference; an empty object when absent).
- * Every annotation value must be a string.
+ * Reads <bundle>/config.json (no symlink, regular file, bounded) into doc, whose
+ * map is then its "annotations" object (empty when absent). Every annotation
+ * value must be a string.
  */
-int hook_read_bundle_annotations(const char *bundle, json_t **annotations, pg_error *err);
+int hook_read_bundle_annotations(const char *bundle, hook_doc *doc, pg_error *err);
 /* The same from an already open bundle directory (borrowed: not closed). */
-int hook_read_bundle_annotations_at(int bundle_fd, json_t **annotations, pg_error *err);
+int hook_read_bundle_annotations_at(int bundle_fd, hook_doc *doc, pg_error *err);
+/* The same from config.json's bytes (len of them). */
+int hook_parse_bundle_config(hook_doc *doc, const char *buf, size_t len, pg_error *err);
 /* Opens the bundle directory as the local hook does (O_DIRECTORY, close-on-exec). */
 int hook_open_bundle(const char *bundle, int *fd, pg_error *err);
 
 /* The string value of an annotation, or NULL when absent. */
-const char *hook_annotation(const json_t *annotations, const char *key);
+const char *hook_annotation(const hook_doc *annotations, const char *key);
 
 /* ------------------------------------------------------------- identity.c */
 
@@ -120,7 +177,7 @@ typedef struct hook_identity {
 } hook_identity;
 
 /* Fills *id from annotations per the configured runtime (auto/cri-o/containerd). */
-int hook_identify(pg_runtime configured, const json_t *annotations, hook_identity *id,
+int hook_identify(pg_runtime configured, const hook_doc *annotations, hook_identity *id,
                   pg_error *err);
 void hook_identity_clear(hook_identity *id);
 /* 1 when s is an image ID (64 hex digits, optionally "sha256:"-prefixed), not a name. */
@@ -180,7 +237,8 @@ typedef struct hook_run {
     const pg_config *cfg; /* NULL: no usable configuration (enforce, fail closed) */
     pg_config *own_cfg;   /* the local hook's, loaded from args.config_path */
     hook_state state;
-    json_t *annotations;
+    hook_doc *doc;     /* the scanned config.json: its map is the annotations */
+    hook_doc *own_doc; /* the local hook's; the server lends each worker's */
     hook_identity identity;
     pg_store *store;     /* borrowed (the server's) or own_store */
     pg_store *own_store; /* the local hook's, opened per run */
@@ -202,11 +260,13 @@ void hook_evaluate_local(hook_run *run, int argc, char **argv, int state_fd, int
 #define HOOK_STDIN_SPENT_ENV "PULLGATE_HOOK_STDIN_SPENT_MS"
 /*
  * The resident server: cfg (borrowed, the file the hook names) and store
- * (borrowed, long-lived) are already open; the OCI state comes as bytes and
- * the bundle as a directory fd (borrowed; the server never opens the path).
+ * (borrowed, long-lived) are already open; doc is the worker's own reader
+ * (borrowed, reused: the decision's strings point into it until the next);
+ * the OCI state comes as bytes and the bundle as a directory fd (borrowed;
+ * the server never opens the path).
  */
-void hook_evaluate_resident(hook_run *run, const pg_config *cfg, pg_store *store, const char *stage,
-                            const char *state, size_t state_len, int bundle_fd);
+void hook_evaluate_resident(hook_run *run, const pg_config *cfg, pg_store *store, hook_doc *doc,
+                            const char *stage, const char *state, size_t state_len, int bundle_fd);
 /* Opens the record store as the hook reads it (see evaluate.c). */
 pg_store *hook_open_store(const pg_config *cfg, pg_error *err);
 /* What the decision's report names, borrowed from run. */

@@ -45,7 +45,7 @@ static int nonempty(const char *s) { return s && *s; }
 
 /* A pod UID the runtime set, when it is one; anything else is no pod identity (not a denial:
  * it only means no pod binding can match). */
-static const char *pod_uid(const json_t *ann, const char *key)
+static const char *pod_uid(const hook_doc *ann, const char *key)
 {
     const char *uid = hook_annotation(ann, key);
     return pg_pod_uid_valid(uid) ? uid : NULL;
@@ -72,7 +72,7 @@ static int classify(const char *type, const char *key, hook_identity *id, pg_err
  * what the kubelet passed, which may be an image ID. An ID is not a name: the
  * image is then unknown and only a policy that needs no name can exempt it.
  */
-static const char *crio_image(const json_t *ann)
+static const char *crio_image(const hook_doc *ann)
 {
     const char *name = hook_annotation(ann, CRIO_IMAGE_NAME_KEY);
     if (nonempty(name))
@@ -134,7 +134,7 @@ void hook_identity_clear(hook_identity *id)
     id->hints = NULL;
 }
 
-static int identify_crio(const json_t *ann, hook_identity *id, pg_error *err)
+static int identify_crio(const hook_doc *ann, hook_identity *id, pg_error *err)
 {
     id->runtime = PG_RUNTIME_CRIO;
     int rc = classify(hook_annotation(ann, CRIO_TYPE_KEY), CRIO_TYPE_KEY, id, err);
@@ -152,7 +152,7 @@ static int identify_crio(const json_t *ann, hook_identity *id, pg_error *err)
     return split_hints(hook_annotation(ann, CRIO_REPO_DIGESTS_KEY), id, err);
 }
 
-static int identify_containerd(const json_t *ann, hook_identity *id, pg_error *err)
+static int identify_containerd(const hook_doc *ann, hook_identity *id, pg_error *err)
 {
     id->runtime = PG_RUNTIME_CONTAINERD;
     int rc = classify(hook_annotation(ann, CTRD_TYPE_KEY), CTRD_TYPE_KEY, id, err);
@@ -174,7 +174,7 @@ static int identify_containerd(const json_t *ann, hook_identity *id, pg_error *e
  * can inject). Under containerd a pod can only inject it if the runtime
  * handler's pod_annotations let it through (docs/runtime-trust.md).
  */
-static pg_runtime detect_runtime(const json_t *ann)
+static pg_runtime detect_runtime(const hook_doc *ann)
 {
     const char *manager = hook_annotation(ann, CRIO_MANAGER_KEY);
     if (manager && strcmp(manager, CRIO_MANAGER_VALUE) == 0)
@@ -184,7 +184,7 @@ static pg_runtime detect_runtime(const json_t *ann)
     return PG_RUNTIME_AUTO;
 }
 
-static int identify(pg_runtime configured, const json_t *annotations, hook_identity *id,
+static int identify(pg_runtime configured, const hook_doc *annotations, hook_identity *id,
                   pg_error *err)
 {
     memset(id, 0, sizeof *id); /* the caller releases hints with hook_identity_clear */
@@ -207,7 +207,7 @@ static int identify(pg_runtime configured, const json_t *annotations, hook_ident
     return identify_containerd(annotations, id, err);
 }
 
-int hook_identify(pg_runtime configured, const json_t *annotations, hook_identity *id,
+int hook_identify(pg_runtime configured, const hook_doc *annotations, hook_identity *id,
                   pg_error *err)
 {
     int rc = identify(configured, annotations, id, err);

@@ -35,6 +35,7 @@
 
 #define SPOOL_FOLDING HOOK_SPOOL_NAME ".folding"
 #define WORD_MAX 40
+#define HOOK_SPOOL_APPEND_ATTEMPTS 8
 
 /* stateDir as the spool's directory: ours (root's) and not writable by others. */
 static int open_spool_dir(const char *state_dir)
@@ -93,8 +94,11 @@ int hook_spool_append(const char *state_dir, long long when, const char *result,
     int dfd = len > 0 && state_dir ? open_spool_dir(state_dir) : -1;
     if (dfd < 0)
         return -1;
+    /* A fold renames the file and locks it: an appender that opened it just before retries at
+     * the path, where a fresh file waits. Each attempt is an open and a non-blocking lock, never
+     * a wait; a few cover folds that follow each other closely. */
     int rc = 0;
-    for (int attempt = 0; attempt < 2 && rc == 0; attempt++)
+    for (int attempt = 0; attempt < HOOK_SPOOL_APPEND_ATTEMPTS && rc == 0; attempt++)
         rc = append_once(dfd, line, (size_t)len);
     close(dfd);
     return rc == 1 ? 0 : -1;

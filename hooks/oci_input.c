@@ -99,41 +99,43 @@ int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char *
     return rc;
 }
 
-static int take_string(const json_t *obj, const char *key, char **out, pg_error *err)
+/* A root member that must be a non-empty string (the scanner refuses a NUL in any string). */
+static int take_string(const hook_doc *doc, const char *key, char **out, pg_error *err)
 {
-    const json_t *v = json_object_get(obj, key);
-    if (!v)
+    const char *v;
+    hook_json_kind kind = hook_doc_member(doc, key, &v);
+    if (kind == HOOK_JSON_ABSENT)
         return pg_fail(err, PG_ERR_INVALID, "OCI state: no \"%s\"", key);
-    if (!json_is_string(v) || json_string_length(v) == 0)
+    if (kind != HOOK_JSON_STRING || !v[0])
         return pg_fail(err, PG_ERR_INVALID, "OCI state: \"%s\" is not a non-empty string", key);
-    /* An embedded NUL would make the C string mean something else than the JSON. */
-    if (strlen(json_string_value(v)) != json_string_length(v))
-        return pg_fail(err, PG_ERR_INVALID, "OCI state: \"%s\" contains a NUL byte", key);
-    *out = strdup(json_string_value(v));
+    *out = strdup(v);
     return *out ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
 }
 
-static int state_from_json(const json_t *root, hook_state *state, pg_error *err)
+static int state_from_doc(const hook_doc *doc, hook_state *state, pg_error *err)
 {
-    if (!json_is_object(root))
+    if (!hook_doc_root_is_object(doc))
         return pg_fail(err, PG_ERR_INVALID, "OCI state: not a JSON object");
-    int rc = take_string(root, "id", &state->id, err);
+    int rc = take_string(doc, "id", &state->id, err);
     if (rc == PG_OK)
-        rc = take_string(root, "bundle", &state->bundle, err);
+        rc = take_string(doc, "bundle", &state->bundle, err);
     if (rc == PG_OK && state->bundle[0] != '/')
         rc = pg_fail(err, PG_ERR_INVALID, "OCI state: bundle is not an absolute path");
     return rc;
 }
 
-int hook_parse_state(const char *buf, size_t len, hook_state *state, pg_error *err)
+int hook_parse_state(hook_doc *doc, const char *buf, size_t len, hook_state *state, pg_error *err)
 {
+    memset(state, 0, sizeof *state);
     if (len > HOOK_MAX_STATE_BYTES)
         return pg_fail(err, PG_ERR_LIMIT, "OCI state: larger than %u bytes", HOOK_MAX_STATE_BYTES);
-    json_t *root = pg_json_parse(buf, len, "OCI state", err);
-    if (!root)
-        return PG_ERR_INVALID;
-    int rc = state_from_json(root, state, err);
-    json_decref(root);
+    hook_doc *own = doc ? NULL : hook_doc_new();
+    if (!doc && !(doc = own))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    int rc = hook_doc_scan(doc, buf, len, NULL, "OCI state", err);
+    if (rc == PG_OK)
+        rc = state_from_doc(doc, state, err);
+    hook_doc_free(own);
     if (rc != PG_OK)
         hook_state_clear(state);
     return rc;
@@ -141,10 +143,10 @@ int hook_parse_state(const char *buf, size_t len, hook_state *state, pg_error *e
 
 int hook_read_state(int fd, hook_state *state, pg_error *err)
 {
-    return hook_read_state_spent(fd, 0, state, err);
+    return hook_read_state_spent(NULL, fd, 0, state, err);
 }
 
-int hook_read_state_spent(int fd, int spent_ms, hook_state *state, pg_error *err)
+int hook_read_state_spent(hook_doc *doc, int fd, int spent_ms, hook_state *state, pg_error *err)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -156,7 +158,7 @@ int hook_read_state_spent(int fd, int spent_ms, hook_state *state, pg_error *err
         pg_error_prefix(err, "reading the OCI state on stdin");
         return rc;
     }
-    rc = hook_parse_state(buf, len, state, err);
+    rc = hook_parse_state(doc, buf, len, state, err);
     free(buf);
     return rc;
 }
@@ -168,49 +170,37 @@ void hook_state_clear(hook_state *state)
     state->id = state->bundle = NULL;
 }
 
-static int check_annotations(const json_t *ann, pg_error *err)
+/* The runtime spec makes annotations map[string]string; anything else is forged input. */
+static int check_annotations(const hook_doc *doc, pg_error *err)
 {
-    if (!json_is_object(ann))
-        return pg_fail(err, PG_ERR_INVALID, "bundle config.json: annotations is not an object");
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)ann, key, v)
-    {
-        /* The runtime spec makes annotations map[string]string; anything else is forged input. */
-        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+    for (size_t i = 0; i < hook_doc_map_size(doc); i++) {
+        const char *key, *value;
+        if (hook_doc_map_entry(doc, i, &key, &value) == 0 && !value)
             return pg_fail(err, PG_ERR_INVALID,
                            "bundle config.json: annotation \"%.64s\" is not a string", key);
     }
     return PG_OK;
 }
 
-static int annotations_from_config(const char *buf, size_t len, json_t **annotations,
-                                   pg_error *err)
+int hook_parse_bundle_config(hook_doc *doc, const char *buf, size_t len, pg_error *err)
 {
-    json_t *root = pg_json_parse(buf, len, "bundle config.json", err);
-    if (!root)
-        return PG_ERR_INVALID;
-    int rc = PG_OK;
-    json_t *ann = json_object_get(root, "annotations");
-    if (!json_is_object(root))
-        rc = pg_fail(err, PG_ERR_INVALID, "bundle config.json: not a JSON object");
-    else if (!ann)
-        ann = json_object(); /* no annotations: decided later as "not Kubernetes" */
-    else if ((rc = check_annotations(ann, err)) == PG_OK)
-        json_incref(ann);
-    if (rc == PG_OK && !ann)
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (rc == PG_OK)
-        *annotations = ann;
-    json_decref(root);
-    return rc;
+    int rc = hook_doc_scan(doc, buf, len, "annotations", "bundle config.json", err);
+    if (rc != PG_OK)
+        return rc;
+    if (!hook_doc_root_is_object(doc))
+        return pg_fail(err, PG_ERR_INVALID, "bundle config.json: not a JSON object");
+    hook_json_kind kind = hook_doc_member(doc, "annotations", NULL);
+    /* No annotations: an empty map, decided later as "not Kubernetes". */
+    if (kind != HOOK_JSON_ABSENT && kind != HOOK_JSON_OBJECT)
+        return pg_fail(err, PG_ERR_INVALID, "bundle config.json: annotations is not an object");
+    return check_annotations(doc, err);
 }
 
 /*
  * Annotations come from config.json, not from the state: runc rebuilds the
  * state's annotations from labels (drops a key named "bundle", splits keys
  * containing '='). config.json is opened relative to the bundle directory fd
- * with O_NOFOLLOW and must be a regular file (pg_read_file_at also opens with
+ * with O_NOFOLLOW and must be a regular file (hook_doc_read_at also opens with
  * O_NONBLOCK, so a FIFO planted there cannot block us).
  */
 int hook_open_bundle(const char *bundle, int *fd, pg_error *err)
@@ -221,33 +211,31 @@ int hook_open_bundle(const char *bundle, int *fd, pg_error *err)
     return PG_OK;
 }
 
-int hook_read_bundle_annotations_at(int bundle_fd, json_t **annotations, pg_error *err)
+int hook_read_bundle_annotations_at(int bundle_fd, hook_doc *doc, pg_error *err)
 {
-    char *buf = NULL;
+    const char *buf = NULL;
     size_t len = 0;
-    int rc = pg_read_file_at(bundle_fd, "config.json", HOOK_MAX_BUNDLE_CONFIG_BYTES,
-                             PG_READ_CHECK_OWNER, &buf, &len, err);
+    int rc = hook_doc_read_at(doc, bundle_fd, "config.json", HOOK_MAX_BUNDLE_CONFIG_BYTES, &buf,
+                              &len, err);
     if (rc != PG_OK) {
         pg_error_prefix(err, "bundle");
         return rc;
     }
-    rc = annotations_from_config(buf, len, annotations, err);
-    free(buf);
-    return rc;
+    return hook_parse_bundle_config(doc, buf, len, err);
 }
 
-int hook_read_bundle_annotations(const char *bundle, json_t **annotations, pg_error *err)
+int hook_read_bundle_annotations(const char *bundle, hook_doc *doc, pg_error *err)
 {
     int dirfd;
     int rc = hook_open_bundle(bundle, &dirfd, err);
     if (rc != PG_OK)
         return rc;
-    rc = hook_read_bundle_annotations_at(dirfd, annotations, err);
+    rc = hook_read_bundle_annotations_at(dirfd, doc, err);
     close(dirfd);
     return rc;
 }
 
-const char *hook_annotation(const json_t *annotations, const char *key)
+const char *hook_annotation(const hook_doc *annotations, const char *key)
 {
-    return json_string_value(json_object_get(annotations, key));
+    return hook_doc_map_get(annotations, key);
 }

@@ -185,7 +185,7 @@ int main(int argc, char **argv)
      * The daemon resolves no path of ours: a relative --config would name
      * another file in its working directory, so that is decided locally too.
      */
-    if (args.config_path[0] != '/' || hook_parse_state(state, state_len, &st, &err) != PG_OK ||
+    if (args.config_path[0] != '/' || hook_parse_state(NULL, state, state_len, &st, &err) != PG_OK ||
         hook_open_bundle(st.bundle, &bundle_fd, &err) != PG_OK)
         fall_back(argv, STDIN_THE_BYTES, state, state_len);
 

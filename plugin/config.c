@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -33,6 +34,10 @@ struct pg_config {
     int64_t cri_prune_interval; /* pullgate-cri: seconds between its prunes, 0 = never */
     bool cri_verify_pulls;      /* pullgate-cri: answer "not present" to unverified pods */
     char *cri_metrics_listen;   /* pullgate-cri: ADDR:PORT of GET /metrics, "none" = off */
+    /* pullgate-cri's memory bounds: parsed records kept, their bytes (MiB), absences kept. */
+    int64_t cri_record_cache_entries;
+    int64_t cri_record_cache_mib;
+    int64_t cri_absence_cache_entries;
     pg_strv allowlist;
     pg_strv read_only_dirs;
     pg_strv pinned_images;
@@ -119,6 +124,9 @@ PG_API pg_config *pg_config_new(pg_error *err)
     cfg->record_api_version = PG_API_V1ALPHA1;
     cfg->cri_prune_interval = 3600;
     cfg->cri_verify_pulls = true;
+    cfg->cri_record_cache_entries = PG_DEFAULT_CRI_RECORD_CACHE_ENTRIES;
+    cfg->cri_record_cache_mib = PG_DEFAULT_CRI_RECORD_CACHE_MIB;
+    cfg->cri_absence_cache_entries = PG_DEFAULT_CRI_ABSENCE_CACHE_ENTRIES;
     int rc = PG_OK;
     if (!(cfg->state_dir = pg_strdup(PG_DEFAULT_STATE_DIR)) ||
         !(cfg->annotation = pg_strdup("pullgate.dev/credentials")) ||
@@ -161,6 +169,9 @@ static pg_config *config_clone(const pg_config *src, pg_error *err)
     c->record_api_version = src->record_api_version;
     c->cri_prune_interval = src->cri_prune_interval;
     c->cri_verify_pulls = src->cri_verify_pulls;
+    c->cri_record_cache_entries = src->cri_record_cache_entries;
+    c->cri_record_cache_mib = src->cri_record_cache_mib;
+    c->cri_absence_cache_entries = src->cri_absence_cache_entries;
     int rc = PG_OK;
     if (!(c->state_dir = pg_strdup(src->state_dir)) ||
         !(c->annotation = pg_strdup(src->annotation)) || !(c->dbus = pg_strdup(src->dbus)) ||
@@ -343,7 +354,7 @@ static int check_allowlist_pattern(const char *key, const char *value, pg_error 
 
 /* ----------------------------------------------------------------- setting */
 
-typedef enum key_kind { KEY_SCALAR, KEY_BOOL, KEY_LIST } key_kind;
+typedef enum key_kind { KEY_SCALAR, KEY_BOOL, KEY_LIST, KEY_INT } key_kind;
 
 typedef int (*scalar_setter)(pg_config *cfg, const char *key, const char *value, pg_error *err);
 typedef int (*item_check)(const char *key, const char *value, pg_error *err);
@@ -499,6 +510,42 @@ static int set_cri_verify_pulls(pg_config *cfg, const char *key, const char *val
     return PG_OK;
 }
 
+/* A whole number in [min, max]: a JSON integer in a file, its decimal digits through
+ * pg_config_set. */
+static int parse_count(const char *key, const char *value, int64_t min, int64_t max, int64_t *out,
+                       pg_error *err)
+{
+    char expected[96];
+    snprintf(expected, sizeof expected, "expected a whole number from %" PRId64 " to %" PRId64, min,
+             max);
+    char *end = NULL;
+    errno = 0;
+    long long v = value[0] >= '0' && value[0] <= '9' ? strtoll(value, &end, 10) : -1;
+    if (!end || *end || errno || v < min || v > max)
+        return bad_value(err, key, value, expected);
+    *out = v;
+    return PG_OK;
+}
+
+/* The record cache's and the absence cache's bounds (docs/kubelet-setup.md, "Sizing"). */
+static int set_cri_record_cache_entries(pg_config *cfg, const char *key, const char *value,
+                                        pg_error *err)
+{
+    return parse_count(key, value, 1, 1 << 24, &cfg->cri_record_cache_entries, err);
+}
+
+static int set_cri_record_cache_mib(pg_config *cfg, const char *key, const char *value,
+                                    pg_error *err)
+{
+    return parse_count(key, value, 1, 65536, &cfg->cri_record_cache_mib, err);
+}
+
+static int set_cri_absence_cache_entries(pg_config *cfg, const char *key, const char *value,
+                                         pg_error *err)
+{
+    return parse_count(key, value, 1024, 1 << 24, &cfg->cri_absence_cache_entries, err);
+}
+
 static pg_strv *list_of(pg_config *cfg, size_t offset)
 {
     return (pg_strv *)((char *)cfg + offset);
@@ -543,6 +590,9 @@ static const key_spec keys[] = {
     {"criMetricsListen", KEY_SCALAR, set_cri_metrics_listen, 0, NULL, "1.0.0"},
     {"nodeCredentialFiles", KEY_LIST, NULL, offsetof(pg_config, node_credential_files),
      check_absolute_path, "1.0.0"},
+    {"criRecordCacheEntries", KEY_INT, set_cri_record_cache_entries, 0, NULL, "1.1.0"},
+    {"criRecordCacheMiB", KEY_INT, set_cri_record_cache_mib, 0, NULL, "1.1.0"},
+    {"criAbsenceCacheEntries", KEY_INT, set_cri_absence_cache_entries, 0, NULL, "1.1.0"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -701,6 +751,13 @@ static int load_one(pg_config *cfg, const char *name, const json_t *v, pg_error 
             return wrong_type(err, k->name, v, "a boolean");
         return k->set(cfg, k->name, json_is_true(v) ? "true" : "false", err);
     }
+    if (k->kind == KEY_INT) {
+        if (!json_is_integer(v))
+            return wrong_type(err, k->name, v, "a whole number");
+        char digits[32];
+        snprintf(digits, sizeof digits, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return k->set(cfg, k->name, digits, err);
+    }
     if (!is_plain_string(v))
         return wrong_type(err, k->name, v, "a string");
     return k->set(cfg, k->name, json_string_value(v), err);
@@ -804,6 +861,18 @@ const char *const *pg_config_node_credential_files(const pg_config *cfg)
 {
     return (const char *const *)cfg->node_credential_files.v;
 }
+size_t pg_config_cri_record_cache_entries(const pg_config *cfg)
+{
+    return (size_t)cfg->cri_record_cache_entries;
+}
+size_t pg_config_cri_record_cache_bytes(const pg_config *cfg)
+{
+    return (size_t)cfg->cri_record_cache_mib << 20;
+}
+size_t pg_config_cri_absence_cache_entries(const pg_config *cfg)
+{
+    return (size_t)cfg->cri_absence_cache_entries;
+}
 
 /* ------------------------------------------------------------------ output */
 
@@ -860,7 +929,10 @@ PG_API char *pg_config_to_json(const pg_config *cfg, pg_error *err)
               put(o, "criPruneInterval", json_string(prune)) ||
               put(o, "criVerifyPulls", json_boolean(cfg->cri_verify_pulls)) ||
               put(o, "criMetricsListen", json_string(cfg->cri_metrics_listen)) ||
-              put(o, "nodeCredentialFiles", list_to_json(&cfg->node_credential_files));
+              put(o, "nodeCredentialFiles", list_to_json(&cfg->node_credential_files)) ||
+              put(o, "criRecordCacheEntries", json_integer(cfg->cri_record_cache_entries)) ||
+              put(o, "criRecordCacheMiB", json_integer(cfg->cri_record_cache_mib)) ||
+              put(o, "criAbsenceCacheEntries", json_integer(cfg->cri_absence_cache_entries));
     char *text = bad ? NULL : json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
     json_decref(o);
     if (!text)

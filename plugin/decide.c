@@ -8,7 +8,6 @@
 #include "annotation_mac.h"
 #include "image_identity.h"
 #include "internal.h"
-#include "store_credidx.h"
 #include "store_lookup.h"
 
 #include <inttypes.h>
@@ -16,8 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* presented.c; not in internal.h yet. */
 
 PG_API const char *pg_reason_name(int reason)
 {
@@ -87,8 +84,9 @@ typedef struct decide_ctx {
     pg_keyset intent_keys;      /* intent spellings of every trusted reference */
     pg_keyset hint_keys;        /* keys of the hints (records, index, intents) */
     pg_keyset ref_names;        /* normalised names of every reference given (aliases, hints) */
-    pg_record **recs;           /* the union of trusted records found */
-    pg_cred_times *times;       /* recs[i]'s credential times when its index gave them */
+    pg_record_focus focus;      /* what the decision reads of a record */
+    pg_lookup *lk;              /* the decision's lookups: each file read once */
+    const pg_focused **recs;    /* the union of trusted records found (owned by lk) */
     size_t n_recs, cap_recs;
     bool pulled;                /* something says the image was pulled by us */
     char pulled_why[200];       /* what said so first */
@@ -266,58 +264,38 @@ static void note_pulled(decide_ctx *c, const char *fmt, ...)
 
 /* ------------------------------------------------------------- gathering */
 
-/* Adds rec (and its credentials' times, taken over) to the union unless a record of the
- * same directory and imageRef is there. */
-static int add_record(decide_ctx *c, pg_record *rec, pg_cred_times *times)
+/* Adds a record found to the union unless it is there (the same file, found again). */
+static int add_record(decide_ctx *c, const pg_focused *f)
 {
-    pg_cred_times none = {0};
-    if (!times)
-        times = &none;
     for (size_t i = 0; i < c->n_recs; i++)
-        if (strcmp(c->recs[i]->image_ref, rec->image_ref) == 0 &&
-            strcmp(c->recs[i]->dir ? c->recs[i]->dir : "", rec->dir ? rec->dir : "") == 0) {
-            pg_record_free(rec);
-            pg_cred_times_clear(times);
+        if (c->recs[i] == f)
             return PG_OK;
-        }
     if (c->n_recs == c->cap_recs) {
         size_t cap = c->cap_recs ? c->cap_recs * 2 : 4;
-        pg_record **grown = realloc(c->recs, cap * sizeof *grown);
-        if (grown)
-            c->recs = grown;
-        pg_cred_times *grown_t = grown ? realloc(c->times, cap * sizeof *grown_t) : NULL;
-        if (grown_t)
-            c->times = grown_t;
-        if (!grown || !grown_t) {
-            pg_record_free(rec);
-            pg_cred_times_clear(times);
+        const pg_focused **grown = realloc(c->recs, cap * sizeof *grown);
+        if (!grown)
             return PG_ERR_NOMEM;
-        }
+        c->recs = grown;
         c->cap_recs = cap;
     }
-    c->times[c->n_recs] = *times;
-    c->recs[c->n_recs++] = rec;
-    note_pulled(c, "a pull record of %.160s exists", rec->image_ref);
+    c->recs[c->n_recs++] = f;
+    note_pulled(c, "a pull record of %.160s exists", f->rec->image_ref);
     return PG_OK;
 }
 
 /*
  * Records of key in every directory. A file that exists but is unusable: error.
- * Focused (store_credidx.h): only the image's mapping and the recorded
- * credentials that match presented ones, which is all the later steps read.
- * A record read from its credential index comes with its credentials' times,
- * so judging them reads nothing more.
+ * Focused (store_read.h): only the image's mapping and the recorded credentials
+ * that match presented ones, which is all the later steps read, with their times.
  */
 static int gather_records(decide_ctx *c, const char *key, pg_error *err)
 {
     int rc = PG_OK;
-    const pg_record_focus focus = {c->name, c->presented, c->namespace_, c->pod_uid};
-    for (size_t i = 0; rc == PG_OK && i < pg_store_dir_count(c->store); i++) {
-        pg_record *rec = NULL;
-        pg_cred_times times;
-        rc = pg_store_get_focused_timed_in(c->store, i, key, &focus, &rec, &times, err);
+    for (size_t i = 0; rc == PG_OK && i < pg_lookup_dirs(c->lk); i++) {
+        const pg_focused *f = NULL;
+        rc = pg_lookup_record(c->lk, i, key, &f, err);
         if (rc == PG_OK)
-            rc = add_record(c, rec, &times);
+            rc = add_record(c, f);
         else if (rc == PG_ERR_NOT_FOUND)
             rc = PG_OK;
     }
@@ -349,9 +327,9 @@ static int gather_index(decide_ctx *c, const pg_keyset *ks, bool authorises, pg_
 {
     int rc = PG_OK;
     for (size_t k = 0; rc == PG_OK && k < ks->n; k++)
-        for (size_t i = 0; rc == PG_OK && i < pg_store_dir_count(c->store); i++) {
-            char *ref = NULL;
-            rc = pg_store_index_in(c->store, i, ks->v[k], &ref, err);
+        for (size_t i = 0; rc == PG_OK && i < pg_lookup_dirs(c->lk); i++) {
+            const char *ref = NULL;
+            rc = pg_lookup_index(c->lk, i, ks->v[k], &ref, err);
             if (rc == PG_ERR_NOT_FOUND) {
                 rc = PG_OK;
                 continue;
@@ -361,7 +339,6 @@ static int gather_index(decide_ctx *c, const pg_keyset *ks, bool authorises, pg_
                 if (authorises)
                     rc = gather_resolved(c, ref, err);
             }
-            free(ref);
         }
     return rc;
 }
@@ -370,8 +347,8 @@ static int gather_index(decide_ctx *c, const pg_keyset *ks, bool authorises, pg_
 static const char *first_entry(const decide_ctx *c, const pg_keyset *ks, pg_entry_kind kind)
 {
     for (size_t k = 0; k < ks->n; k++)
-        for (size_t i = 0; i < pg_store_dir_count(c->store); i++)
-            if (pg_store_entry_exists(c->store, i, kind, ks->v[k]))
+        for (size_t i = 0; i < pg_lookup_dirs(c->lk); i++)
+            if (pg_lookup_exists(c->lk, i, kind, ks->v[k]))
                 return ks->v[k];
     return NULL;
 }
@@ -405,7 +382,11 @@ static bool step_gather(decide_ctx *c)
     }
     pg_error err = {0};
     int rc = PG_OK;
-    pg_store_lookups_refresh(c->store); /* the decision sees the store as it is now */
+    c->focus = (pg_record_focus){c->name, c->presented, c->namespace_, c->pod_uid};
+    if (!(c->lk = pg_lookup_new(c->store, &c->focus))) {
+        pg_error nomem = {PG_ERR_NOMEM, "out of memory"};
+        return store_error(c, &nomem);
+    }
     for (size_t k = 0; rc == PG_OK && k < c->content_keys.n; k++)
         rc = gather_records(c, c->content_keys.v[k], &err);
     for (size_t k = 0; rc == PG_OK && k < c->tag_keys.n; k++)
@@ -436,7 +417,7 @@ static int names_mapped(decide_ctx *c)
     pg_error err = {0};
     size_t n = 0;
     bool unknown = false;
-    if (pg_store_records_mapping(c->store, c->name, NULL, &n, &unknown, &err) != PG_OK) {
+    if (pg_lookup_mapping(c->lk, c->name, false, NULL, &n, &unknown, &err) != PG_OK) {
         store_error(c, &err);
         return -1;
     }
@@ -477,17 +458,14 @@ static bool step_name_union(decide_ctx *c)
     if (c->n_recs || c->content_known)
         return false;
     pg_error err = {0};
-    pg_record **recs = NULL;
+    const pg_focused **recs = NULL;
     size_t n = 0;
     bool unknown = false;
-    if (pg_store_records_mapping(c->store, c->name, &recs, &n, &unknown, &err) != PG_OK)
+    if (pg_lookup_mapping(c->lk, c->name, true, &recs, &n, &unknown, &err) != PG_OK)
         return store_error(c, &err);
     int rc = PG_OK;
-    for (size_t i = 0; i < n; i++)
-        if (rc == PG_OK)
-            rc = add_record(c, recs[i], NULL);
-        else
-            pg_record_free(recs[i]);
+    for (size_t i = 0; rc == PG_OK && i < n; i++)
+        rc = add_record(c, recs[i]);
     free(recs);
     if (rc != PG_OK) {
         pg_error nomem = {PG_ERR_NOMEM, "out of memory"};
@@ -529,7 +507,7 @@ static int other_name_mapped(decide_ctx *c, const char *name)
     pg_error err = {0};
     size_t n = 0;
     bool unknown = false;
-    if (pg_store_records_mapping(c->store, name, NULL, &n, &unknown, &err) != PG_OK) {
+    if (pg_lookup_mapping(c->lk, name, false, NULL, &n, &unknown, &err) != PG_OK) {
         store_error(c, &err);
         return -1;
     }
@@ -537,25 +515,24 @@ static int other_name_mapped(decide_ctx *c, const char *name)
 }
 
 /*
- * Whether every record gathered maps some image (read whole: the gathered ones
- * are focused on this image's name). 1 yes; 0 no; -1 settled (store error).
+ * Whether every record of the gathered ones' imageRefs, in every directory, maps
+ * some image (the gathered ones are focused on this image's name: the lookup
+ * says whether the whole record maps any). 1 yes; 0 no; -1 settled (store error).
  */
 static int records_map_other_images(decide_ctx *c)
 {
     for (size_t r = 0; r < c->n_recs; r++)
-        for (size_t i = 0; i < pg_store_dir_count(c->store); i++) {
+        for (size_t i = 0; i < pg_lookup_dirs(c->lk); i++) {
             pg_error err = {0};
-            pg_record *full = NULL;
-            int rc = pg_store_get_in(c->store, i, c->recs[r]->image_ref, &full, &err);
+            const pg_focused *f = NULL;
+            int rc = pg_lookup_record(c->lk, i, c->recs[r]->rec->image_ref, &f, &err);
             if (rc == PG_ERR_NOT_FOUND)
                 continue;
             if (rc != PG_OK) {
                 store_error(c, &err);
                 return -1;
             }
-            bool maps = full->n_maps > 0;
-            pg_record_free(full);
-            if (!maps)
+            if (!f->maps_any)
                 return 0;
         }
     return 1;
@@ -578,7 +555,7 @@ static bool step_preloaded_name(decide_ctx *c)
     /* Every name given for the image (CRI-O's Image may hold the one the pod wrote). */
     for (size_t k = 0; k < c->ref_names.n; k++)
         for (size_t i = 0; i < c->n_recs; i++)
-            if (pg_record_find(c->recs[i], c->ref_names.v[k]))
+            if (pg_record_find(c->recs[i]->rec, c->ref_names.v[k]))
                 return false;
     if (name_pulled(c))
         return false;
@@ -598,19 +575,19 @@ static bool step_preloaded_name(decide_ctx *c)
         "%.256s (%.160s) was not pulled by the kubelet or pullgate under this name "
         "(preloaded: the pull record%s of its content map%s only other images; no record, "
         "intent or hint names it)",
-        c->name, c->image_ref ? c->image_ref : c->recs[0]->image_ref, c->n_recs > 1 ? "s" : "",
+        c->name, c->image_ref ? c->image_ref : c->recs[0]->rec->image_ref, c->n_recs > 1 ? "s" : "",
         c->n_recs > 1 ? "" : "s");
 }
 
 static const char *shown_ref(const decide_ctx *c)
 {
-    return c->image_ref ? c->image_ref : c->n_recs ? c->recs[0]->image_ref : "(unknown)";
+    return c->image_ref ? c->image_ref : c->n_recs ? c->recs[0]->rec->image_ref : "(unknown)";
 }
 
 static bool step_mapping(decide_ctx *c)
 {
     for (size_t i = 0; i < c->n_recs; i++)
-        if (pg_record_find(c->recs[i], c->name))
+        if (pg_record_find(c->recs[i]->rec, c->name))
             return false;
     return settle(c, 0, PG_REASON_NO_MAPPING,
                   "the pull record%s of %.160s ha%s no credentials for %.256s",
@@ -620,11 +597,11 @@ static bool step_mapping(decide_ctx *c)
 static bool step_node_accessible(decide_ctx *c)
 {
     for (size_t i = 0; i < c->n_recs; i++) {
-        const pg_rec_mapping *m = pg_record_find(c->recs[i], c->name);
+        const pg_rec_mapping *m = pg_record_find(c->recs[i]->rec, c->name);
         if (m && m->node_pods_accessible)
             return settle(c, 1, PG_REASON_NODE_ACCESSIBLE,
                           "%.256s was pulled without pod credentials (accessible to every pod "
-                          "on the node; record of %.160s)", c->name, c->recs[i]->image_ref);
+                          "on the node; record of %.160s)", c->name, c->recs[i]->rec->image_ref);
     }
     return false;
 }
@@ -641,34 +618,14 @@ typedef struct match_state {
     const char *kind, *ns, *who, *image_ref;
 } match_state;
 
-/* When recorded credential j (of kind secret/sa) of record r was recorded:
- * from the index read with the record, else from the store. */
-static int credential_time(decide_ctx *c, size_t r, size_t j, bool secret, time_t *when,
-                           pg_error *err)
+/* Judges one matching credential (j of record r) by its recorded time. */
+static void judge_time(decide_ctx *c, match_state *m, size_t r, size_t j, bool secret)
 {
-    const pg_cred_times *t = &c->times[r];
-    if (t->known) {
-        *when = secret ? t->secrets[j] : t->sas[j];
-        return PG_OK;
-    }
-    const pg_rec_mapping *m = pg_record_find(c->recs[r], c->name);
-    const pg_pod_cred *cred = secret ? &m->secrets[j] : &m->sas[j];
-    return (t->index_unusable ? pg_store_credential_time_noindex : pg_store_credential_time)(
-        c->store, c->recs[r], c->name, secret ? cred : NULL, secret ? NULL : cred, when, err);
-}
-
-/* Judges one matching credential (j of record r); returns false on a store error (settled). */
-static bool judge_time(decide_ctx *c, match_state *m, size_t r, size_t j, bool secret)
-{
-    time_t when;
-    pg_error err = {0};
-    const pg_record *rec = c->recs[r];
+    const pg_record *rec = c->recs[r]->rec;
     const pg_rec_mapping *map = pg_record_find(rec, c->name);
     const pg_pod_cred *cred = secret ? &map->secrets[j] : &map->sas[j];
-    if (credential_time(c, r, j, secret, &when, &err) != PG_OK) {
-        store_error(c, &err);
-        return false;
-    }
+    /* Read with the record (store_lookup.h): judging it reads nothing more. */
+    time_t when = secret ? c->recs[r]->secret_times[j] : c->recs[r]->sa_times[j];
     int64_t ttl = pg_config_credential_ttl(c->cfg);
     int64_t age = (int64_t)c->now - (int64_t)when;
     bool future = age < -PG_FUTURE_SKEW_S;
@@ -684,7 +641,6 @@ static bool judge_time(decide_ctx *c, match_state *m, size_t r, size_t j, bool s
         m->ns = cred->namespace_;
         m->who = cred->name;
     }
-    return true;
 }
 
 static const char *match_kind(const pg_pod_cred *p, const pg_pod_cred *r, bool secret)
@@ -716,17 +672,16 @@ static size_t recorded_creds(const decide_ctx *c, const pg_record *rec, bool sec
  * presents them), judged like a credential (TTL). After the presented
  * secrets, so that a match of theirs names the secret.
  */
-static bool find_pod_binding(decide_ctx *c, match_state *m)
+static void find_pod_binding(decide_ctx *c, match_state *m)
 {
     const pg_pod_cred *rec_creds = NULL;
     for (size_t r = 0; c->pod_uid && r < c->n_recs; r++) {
-        size_t n_rec = recorded_creds(c, c->recs[r], true, &rec_creds);
+        size_t n_rec = recorded_creds(c, c->recs[r]->rec, true, &rec_creds);
         for (size_t j = 0; j < n_rec; j++) {
             if (!pg_pod_binding_matches(c->namespace_, c->pod_uid, &rec_creds[j]))
                 continue;
             bool was_fresh = m->fresh;
-            if (!judge_time(c, m, r, j, true))
-                return false;
+            judge_time(c, m, r, j, true);
             if (!was_fresh && m->fresh) {
                 m->by_pod = true;
                 m->kind = "this pod's own pull (pod binding)";
@@ -735,23 +690,21 @@ static bool find_pod_binding(decide_ctx *c, match_state *m)
             }
         }
     }
-    return true;
 }
 
-static bool find_matches(decide_ctx *c, bool secrets, match_state *m)
+static void find_matches(decide_ctx *c, bool secrets, match_state *m)
 {
     const pg_pod_cred *pres = NULL, *rec_creds = NULL;
     size_t n = secrets ? pg_presented_secrets(c->presented, c->name, &pres)
                        : pg_presented_sas(c->presented, c->name, &pres);
     for (size_t r = 0; r < c->n_recs; r++) {
-        size_t n_rec = recorded_creds(c, c->recs[r], secrets, &rec_creds);
+        size_t n_rec = recorded_creds(c, c->recs[r]->rec, secrets, &rec_creds);
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < n_rec; j++) {
                 if (!pg_pod_cred_matches(&pres[i], &rec_creds[j]))
                     continue;
                 bool was_fresh = m->fresh;
-                if (!judge_time(c, m, r, j, secrets))
-                    return false;
+                judge_time(c, m, r, j, secrets);
                 if (!was_fresh && m->fresh) {
                     m->kind = match_kind(&pres[i], &rec_creds[j], secrets);
                     m->ns = pres[i].namespace_;
@@ -759,14 +712,14 @@ static bool find_matches(decide_ctx *c, bool secrets, match_state *m)
                 }
             }
     }
-    return !secrets || find_pod_binding(c, m);
+    if (secrets)
+        find_pod_binding(c, m);
 }
 
 static bool settle_matches(decide_ctx *c, bool secrets, int reason)
 {
     match_state m = {0};
-    if (!find_matches(c, secrets, &m))
-        return true; /* a store error, settled */
+    find_matches(c, secrets, &m);
     if (m.fresh)
         return settle(c, 1, m.by_pod ? PG_REASON_POD_PULLED : reason,
                       "%s %.64s/%.128s matches the pull record of %.160s for %.256s", m.kind,
@@ -848,12 +801,8 @@ static const decide_step steps[] = {
 
 static void decide_cleanup(decide_ctx *c)
 {
-    for (size_t i = 0; i < c->n_recs; i++) {
-        pg_record_free(c->recs[i]);
-        pg_cred_times_clear(&c->times[i]);
-    }
     free(c->recs);
-    free(c->times);
+    pg_lookup_free(c->lk);
     pg_keyset_free(&c->content_keys);
     pg_keyset_free(&c->tag_keys);
     pg_keyset_free(&c->intent_keys);

@@ -323,6 +323,26 @@ const char *pg_config_cri_metrics_listen(const pg_config *cfg);
 /* The node's own docker config files (nodeCredentialFiles): credentials found
  * there make a pull node-accessible. NULL-terminated, owned by cfg. */
 const char *const *pg_config_node_credential_files(const pg_config *cfg);
+/*
+ * pullgate-cri's memory bounds (docs/kubelet-setup.md, "Sizing"): the record
+ * cache's parsed records (criRecordCacheEntries) and their file bytes
+ * (criRecordCacheMiB, returned in bytes), the absence cache's remembered absent
+ * files (criAbsenceCacheEntries). The defaults are the bounds before they were
+ * configuration.
+ */
+#define PG_DEFAULT_CRI_RECORD_CACHE_ENTRIES 4096
+#define PG_DEFAULT_CRI_RECORD_CACHE_MIB 64
+#define PG_DEFAULT_CRI_ABSENCE_CACHE_ENTRIES 131072
+size_t pg_config_cri_record_cache_entries(const pg_config *cfg);
+size_t pg_config_cri_record_cache_bytes(const pg_config *cfg);
+size_t pg_config_cri_absence_cache_entries(const pg_config *cfg);
+/*
+ * pg_store_enable_cache with the absence cache's bound too (criAbsenceCacheEntries:
+ * 1,024 to 2^24; 0: the built-in 131,072). Defined by the store (store.c),
+ * beside pg_store_enable_cache.
+ */
+int pg_store_enable_caches(pg_store *store, size_t max_entries, size_t max_bytes,
+                           size_t max_absences, pg_error *err);
 
 /* --------------------------------------------------------- presented.c */
 

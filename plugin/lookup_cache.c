@@ -58,7 +58,7 @@ struct pg_lookup_cache {
 };
 
 static const char *const sub_names[PG_LC_SUBS] = {"pulled", "pulling", "pullgate-images",
-                                                  "pullgate-credtimes", "pullgate-credidx"};
+                                                  "pullgate-credtimes"};
 
 const char *pg_lc_sub_name(pg_lc_sub sub) { return sub < PG_LC_SUBS ? sub_names[sub] : ""; }
 

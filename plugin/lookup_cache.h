@@ -49,7 +49,6 @@ typedef enum pg_lc_sub {
     PG_LC_PULLING,
     PG_LC_IMAGES,
     PG_LC_CREDTIMES,
-    PG_LC_CREDIDX,
     PG_LC_SUBS
 } pg_lc_sub;
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * In-process cache of parsed pulled records (record_cache.h): a chained hash
- * table keyed by (directory key, file name), an LRU list for eviction, one
- * mutex. Values are immutable records behind an atomic reference count, so a
- * reader never holds the lock while it decides.
+ * In-process cache of parsed files (record_cache.h): a chained hash table
+ * keyed by (directory key, file name), an LRU list for eviction, one mutex.
+ * Values are immutable objects behind an atomic reference count, so a reader
+ * never holds the lock while it decides.
  */
 #include "record_cache.h"
 
@@ -21,7 +21,8 @@
 
 struct pg_cached_record {
     atomic_uint refs;
-    pg_record *rec;
+    void *obj;
+    pg_cache_free free_obj;
 };
 
 /* What a record was parsed from. Equal identities mean the same file version:
@@ -59,13 +60,14 @@ struct pg_record_cache {
 
 /* ------------------------------------------------------- references */
 
-static pg_cached_record *ref_new(pg_record *rec)
+static pg_cached_record *ref_new(void *obj, pg_cache_free free_obj)
 {
     pg_cached_record *r = malloc(sizeof *r);
     if (!r)
         return NULL;
     atomic_init(&r->refs, 1);
-    r->rec = rec;
+    r->obj = obj;
+    r->free_obj = free_obj;
     return r;
 }
 
@@ -77,12 +79,12 @@ void pg_cached_record_release(pg_cached_record *r)
         return;
     /* acq_rel: the last owner must see every other owner's reads finished. */
     if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
-        pg_record_free(r->rec);
+        r->free_obj(r->obj);
         free(r);
     }
 }
 
-const pg_record *pg_cached_record_get(const pg_cached_record *r) { return r ? r->rec : NULL; }
+const void *pg_cached_get(const pg_cached_record *r) { return r ? r->obj : NULL; }
 
 /* ------------------------------------------------------ file identity */
 
@@ -298,9 +300,9 @@ static pg_cached_record *lookup_valid(pg_record_cache *c, uint64_t hash, const c
 }
 
 static int check_args(const pg_record_cache *c, const char *dir_key, const char *name,
-                      pg_record_loader load, pg_error *err)
+                      pg_record_loader load, pg_cache_free free_obj, pg_error *err)
 {
-    if (!c || !dir_key || !name || !load)
+    if (!c || !dir_key || !name || !load || !free_obj)
         return pg_fail(err, PG_ERR_INVALID, "record cache: missing argument");
     size_t nl = strnlen(name, NAME_MAX + 1);
     if (nl == 0 || nl > NAME_MAX || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
@@ -317,18 +319,20 @@ static int check_args(const pg_record_cache *c, const char *dir_key, const char 
  */
 static int load_and_cache(pg_record_cache *c, int dirfd, uint64_t hash, const char *dir_key,
                           const char *name, const file_id *before, pg_record_loader load,
-                          void *ud, pg_cached_record **out, pg_error *err)
+                          pg_cache_free free_obj, void *ud, pg_cached_record **out,
+                          pg_error *err)
 {
-    pg_record *rec = NULL;
-    int rc = load(dirfd, name, &rec, err, ud);
-    if (rc != PG_OK || !rec) {
-        pg_record_free(rec);
+    void *obj = NULL;
+    int rc = load(dirfd, name, &obj, err, ud);
+    if (rc != PG_OK || !obj) {
+        if (obj)
+            free_obj(obj);
         pg_record_cache_forget(c, dir_key, name);
-        return rc != PG_OK ? rc : pg_fail(err, PG_ERR_INTERNAL, "record cache: loader gave no record");
+        return rc != PG_OK ? rc : pg_fail(err, PG_ERR_INTERNAL, "record cache: loader gave nothing");
     }
-    pg_cached_record *ref = ref_new(rec);
+    pg_cached_record *ref = ref_new(obj, free_obj);
     if (!ref) {
-        pg_record_free(rec);
+        free_obj(obj);
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
     struct stat st;
@@ -344,24 +348,31 @@ static int load_and_cache(pg_record_cache *c, int dirfd, uint64_t hash, const ch
 }
 
 int pg_record_cache_get(pg_record_cache *c, int dirfd, const char *dir_key, const char *name,
-                        pg_record_loader load, void *ud, pg_cached_record **out, pg_error *err)
+                        pg_record_loader load, pg_cache_free free_obj, void *ud,
+                        pg_cached_record **out, pg_error *err)
 {
     *out = NULL;
-    int rc = check_args(c, dir_key, name, load, err);
+    int rc = check_args(c, dir_key, name, load, free_obj, err);
     if (rc != PG_OK)
         return rc;
-    /* Anything but a regular file (gone, a symlink, unreadable) goes to the
-     * loader, which reports it exactly as the uncached path does. */
+    /* Anything but a regular file or nothing at all (a symlink, unreadable) goes
+     * to the loader, which reports it exactly as the uncached path does. */
     struct stat st;
     file_id now;
-    bool regular = fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+    int found = fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? 1 : errno == ENOENT ? 0 : -1;
+    if (found == 0) { /* nothing to load: the loader's own open would say the same */
+        pg_record_cache_forget(c, dir_key, name);
+        return pg_fail(err, PG_ERR_NOT_FOUND, "%s: not found", name);
+    }
+    bool regular = found == 1 && S_ISREG(st.st_mode);
     if (regular)
         id_from_stat(&st, &now);
     uint64_t hash = key_hash(dir_key, name);
     *out = lookup_valid(c, hash, dir_key, name, regular ? &now : NULL);
     if (*out)
         return PG_OK;
-    return load_and_cache(c, dirfd, hash, dir_key, name, regular ? &now : NULL, load, ud, out, err);
+    return load_and_cache(c, dirfd, hash, dir_key, name, regular ? &now : NULL, load, free_obj, ud,
+                          out, err);
 }
 
 /* ------------------------------------------------------ life and stats */

@@ -10,6 +10,7 @@
  *   DIR/pullgate-images/sha256-<hex(image)>       {"image":..,"imageRef":..} index
  *   DIR/pullgate-names/sha256-<hex(name)>         record file names mapping name, one a line
  *   DIR/pullgate-credtimes/sha256-<hex(imageRef)> per-credential lastUpdatedTime
+ *   DIR/pullgate-credidx/sha256-<hex(imageRef)>   a record's credential index (a cache)
  *   DIR/pullgate-dircache/sha256-<hex(path)>      names of a read-only directory (a cache)
  *   DIR/.pullgate.lock                            flock(2) lock file
  * Directories are 0700, files 0600.
@@ -18,9 +19,11 @@
  *  - The writable directory (stateDir) is opened once, O_DIRECTORY|O_NOFOLLOW,
  *    and its fd kept; read-only directories are opened by path at open time (a
  *    missing one is skipped). Subdirectories are opened relative to those fds
- *    on every operation (a missing pulling/ or pulled/ is empty). A directory
- *    that is a symlink, not owned by root or the effective uid, or writable by
- *    group/others is refused (PG_ERR_UNSAFE).
+ *    (a missing pulling/ or pulled/ is empty): pulled/ at open, the others by
+ *    each operation (a decision: once each, store_lookup.c), or all of them
+ *    kept from pg_store_enable_cache on. A directory that is a symlink, not
+ *    owned by root or the effective uid, or writable by group/others is
+ *    refused (PG_ERR_UNSAFE).
  *  - Files are read only through pg_read_file_at(..., PG_READ_STRICT): symlinks,
  *    hard links, FIFOs, devices, wrong owner/mode and oversize files are refused,
  *    never followed.
@@ -31,8 +34,9 @@
  *    O_EXCL 0600 in the same directory, written, fsync'd, renamed over the
  *    target, directory fsync'd. Deletes: unlinkat + directory fsync. A pull's
  *    files are one staged write (pg_st_batch, docs/design.md "Durability"):
- *    credential times and name index durable before the record and image
- *    index are renamed; the intent released (unsynced) only after those.
+ *    its name-index lines (and its credential times when their order
+ *    matters) durable before the record and image index are renamed; the
+ *    intent released (unsynced) only after those.
  *  - Every read-modify-write takes flock(LOCK_EX) on DIR/.pullgate.lock, opened
  *    per operation so that threads sharing one pg_store exclude each other too
  *    (flock locks belong to open file descriptions). Readers never lock: rename
@@ -45,15 +49,14 @@
  *  - The store holds only immutable data after open: thread-safe, no globals.
  */
 #include "image_identity.h"
-#include "internal.h"
-#include "lookup_cache.h"
 #include "record_cache.h"
 #include "store_credidx.h"
 #include "store_credtimes.h"
+#include "store_dircache.h"
+#include "store_impl.h"
 #include "store_index.h"
 #include "store_intent.h"
 #include "store_names.h"
-#include "store_read.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -88,12 +91,22 @@ static int add_dir(pg_store *s, const char *path, bool optional, pg_error *err)
         close(fd);
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
-    s->dirs[s->n_dirs] = (record_dir){copy, fd, -1, -1, -1, -1, -1, NULL, s->n_dirs};
+    s->dirs[s->n_dirs] = (record_dir){copy, fd, -1};
     s->n_dirs++;
     return PG_OK;
 }
 
 /* --------------------------------------------------------- open/free */
+
+int pg_st_require_writable(const pg_store *store, pg_error *err)
+{
+    if (!store)
+        return pg_fail(err, PG_ERR_INVALID, "no store");
+    if (!store->writable)
+        return pg_fail(err, PG_ERR_INVALID, "the store was opened read-only");
+    /* Every subdirectory of the layout exists before a write (re-made if removed). */
+    return pg_st_make_subdirs(&store->dirs[0], err);
+}
 
 PG_API void pg_store_free(pg_store *store)
 {
@@ -102,13 +115,13 @@ PG_API void pg_store_free(pg_store *store)
     for (size_t i = 0; i < store->n_dirs; i++) {
         free(store->dirs[i].path);
         close(store->dirs[i].fd);
-        const record_dir *d = &store->dirs[i];
-        const int kept[] = {d->pulled_fd, d->pulling_fd, d->images_fd, d->credtimes_fd,
-                            d->credidx_fd};
-        for (size_t k = 0; k < sizeof kept / sizeof kept[0]; k++)
-            if (kept[k] >= 0)
-                close(kept[k]);
+        if (store->dirs[i].pulled_fd >= 0)
+            close(store->dirs[i].pulled_fd);
+        for (size_t k = 0; store->kept && k < PG_STORE_SUBS; k++)
+            if (store->kept[i * PG_STORE_SUBS + k] >= 0)
+                close(store->kept[i * PG_STORE_SUBS + k]);
     }
+    free(store->kept);
     free(store->dirs);
     pg_record_cache_free(store->cache);
     pg_lookup_cache_free(store->lookups);
@@ -167,18 +180,26 @@ static int add_read_only_dirs(pg_store *s, const pg_config *cfg, pg_error *err)
     return PG_OK;
 }
 
+/* stateDir, made when it does not exist yet. Its layout is made when its name
+ * index is not marked complete (a new or an older layout) and by every write
+ * (pg_st_require_writable): an open of a current store that only reads makes
+ * nothing. */
 static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
 {
     if (!path || !*path)
         return pg_fail(err, PG_ERR_CONFIG, "stateDir: empty");
-    int rc = pg_st_make_dirs(path, err);
-    if (rc == PG_OK)
-        rc = add_dir(s, path, false, err);
-    if (rc == PG_OK)
+    int rc = add_dir(s, path, true, err);
+    if (rc == PG_OK && s->n_dirs == 0) {
+        rc = pg_st_make_dirs(path, err);
+        if (rc == PG_OK)
+            rc = add_dir(s, path, false, err);
+    }
+    if (rc == PG_OK && !pg_st_names_complete(&s->dirs[0])) {
         rc = pg_st_make_subdirs(&s->dirs[0], err);
+        if (rc == PG_OK)
+            pg_st_names_mark_complete_if_empty(&s->dirs[0]);
+    }
     s->writable = rc == PG_OK;
-    if (rc == PG_OK)
-        pg_st_names_mark_complete_if_empty(&s->dirs[0]);
     return rc;
 }
 
@@ -186,16 +207,21 @@ static int add_writable_dir(pg_store *s, const char *path, pg_error *err)
  * Lookups (pg_store_get, i.e. every decision) read pulled/ through a
  * descriptor opened and checked once here, saving an openat + fstat + close
  * per lookup. A pulled/ that is missing now is still opened per lookup. The
- * other subdirectories a decision reads are kept from the first lookup that
- * opens one (pg_st_lookup_fd), not here: a one-shot store (the hook) makes one
- * decision, which probes most of them by path and opens one or two (measured:
- * bench/README.md, "Round three").
+ * other subdirectories a decision reads are opened by the decision's lookup
+ * context, once each (store_lookup.c), not here: a one-shot store (the hook)
+ * makes one decision, which probes most of them by path and opens one or two
+ * (measured: bench/README.md, "Round three").
  */
-static void open_lookup_fds(pg_store *s)
+static int open_lookup_fds(pg_store *s, pg_error *err)
 {
+    if (!(s->kept = malloc((s->n_dirs + 1) * PG_STORE_SUBS * sizeof *s->kept)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < (s->n_dirs + 1) * PG_STORE_SUBS; k++)
+        atomic_init(&s->kept[k], -1);
     for (size_t i = 0; i < s->n_dirs; i++)
         if (pg_st_open_subdir(&s->dirs[i], SUB_PULLED, &s->dirs[i].pulled_fd, NULL) != PG_OK)
             s->dirs[i].pulled_fd = -1;
+    return PG_OK;
 }
 
 PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_error *err)
@@ -204,27 +230,37 @@ PG_API pg_store *pg_store_open(const pg_config *cfg, pg_notifier *notifier, pg_e
     if (!s)
         return NULL;
     if (add_writable_dir(s, pg_config_state_dir(cfg), err) != PG_OK ||
-        add_read_only_dirs(s, cfg, err) != PG_OK) {
+        add_read_only_dirs(s, cfg, err) != PG_OK || open_lookup_fds(s, err) != PG_OK) {
         pg_store_free(s);
         return NULL;
     }
-    open_lookup_fds(s);
     return s;
 }
 
 PG_API pg_store *pg_store_open_readonly(const pg_config *cfg, pg_error *err)
 {
     pg_store *s = store_new(cfg, NULL, err);
-    if (s && add_read_only_dirs(s, cfg, err) != PG_OK) {
+    if (s && (add_read_only_dirs(s, cfg, err) != PG_OK || open_lookup_fds(s, err) != PG_OK)) {
         pg_store_free(s);
         return NULL;
     }
-    if (s)
-        open_lookup_fds(s);
     return s;
 }
 
 /* ------------------------------------------------------------ reading */
+
+static int get_from_dir(const record_dir *d, const char *name, pg_record **out, pg_error *err)
+{
+    if (d->pulled_fd >= 0)
+        return pg_st_read_record_at(d->pulled_fd, d, name, out, err);
+    int fd;
+    int rc = pg_st_open_subdir(d, SUB_PULLED, &fd, err);
+    if (rc != PG_OK)
+        return rc;
+    rc = pg_st_read_record_at(fd, d, name, out, err);
+    close(fd);
+    return rc;
+}
 
 PG_API int pg_store_get(const pg_store *store, const char *image_ref, pg_record **out,
                         pg_error *err)
@@ -238,28 +274,11 @@ PG_API int pg_store_get(const pg_store *store, const char *image_ref, pg_record 
     if (rc != PG_OK)
         return rc;
     for (size_t i = 0; i < store->n_dirs; i++) {
-        rc = pg_st_get_from_dir(&store->dirs[i], name, out, err);
+        rc = get_from_dir(&store->dirs[i], name, out, err);
         if (rc != PG_ERR_NOT_FOUND) /* found, or a bad file: fail closed */
             return rc;
     }
     return pg_fail(err, PG_ERR_NOT_FOUND, "no pulled record for \"%.200s\"", image_ref);
-}
-
-/* 1 if some directory has a pulled/<hash(image_ref)> entry (not parsed), else 0. */
-int pg_store_record_exists(const pg_store *store, const char *image_ref)
-{
-    file_name name;
-    if (!store || pg_st_check_input("imageRef", image_ref, NULL) != PG_OK ||
-        pg_record_file_name(image_ref, name, NULL) != PG_OK)
-        return 0;
-    for (size_t i = 0; i < store->n_dirs; i++) {
-        char path[sizeof SUB_PULLED + FILE_NAME_LEN + 1];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s", SUB_PULLED, name);
-        if (fstatat(store->dirs[i].fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
-            return 1; /* present, or unreadable: pg_decide reads it and fails closed */
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------ record_pulled */
@@ -322,29 +341,36 @@ static int record_text(const pg_store *s, const char *name, const pg_record *rec
 }
 
 /*
- * Stages every file of a pull, then makes them durable in two groups
- * (docs/design.md, "Durability"): first the evidence that must never lag the
- * record (credential times, name index), then the record and the image index.
+ * Stages every file of a pull, then makes them durable (docs/design.md,
+ * "Durability"): first the evidence that must never lag the record (its
+ * name-index lines; its credential times when their order matters), then the
+ * record, the image index and whatever else. *times: the credential times
+ * written (for the credential index; caller releases).
  */
 static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const char *name,
                             const pg_record *rec, const json_t *old_keys, const pull *p,
-                            time_t previous, pg_error *err)
+                            time_t previous, json_t **times, pg_error *err)
 {
+    const record_dir *w = &s->dirs[0];
     char *text = NULL;
     size_t len = 0;
+    bool ordered = false;
     int rc = record_text(s, name, rec, &text, &len, err);
     if (rc == PG_OK)
-        rc = pg_st_credtimes_update_locked(s, b, rec, old_keys, name, p, previous, err);
-    if (rc == PG_OK)
-        rc = pg_st_names_add_locked(s, b, rec, name, err);
+        rc = pg_st_names_add_locked(w, b, rec, name, err);
     size_t evidence = b->n;
     if (rc == PG_OK)
-        rc = pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_PULLED, name, text, len, err);
+        rc = pg_st_credtimes_update_locked(w, b, rec, old_keys, name, p, previous, &ordered,
+                                           times, err);
+    if (rc == PG_OK && ordered)
+        evidence = b->n;
+    if (rc == PG_OK)
+        rc = pg_st_batch_stage(b, fd, w->path, SUB_PULLED, name, text, len, err);
     free(text);
     if (rc == PG_OK)
-        rc = pg_st_update_index(s, b, p->image, p->full_name, p->digest_only, p->image_ref, err);
+        rc = pg_st_update_index(w, b, p->image, p->full_name, p->digest_only, p->image_ref, err);
     if (rc == PG_OK) /* the aliases in the record's round: durable with it */
-        rc = pg_st_stage_aliases(s, b, p->alias_keys, p->image_ref, err);
+        rc = pg_st_stage_aliases(w, b, p->alias_keys, p->image_ref, err);
     if (rc == PG_OK)
         rc = pg_st_batch_commit(b, evidence, err);
     if (rc == PG_OK)
@@ -359,7 +385,7 @@ static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const cha
  * lastUpdatedTime for a credential they do not name.
  */
 typedef struct binding_clock {
-    const pg_store *s;
+    const record_dir *w;
     const char *file;
     const char *image_ref;
     time_t fallback;
@@ -373,36 +399,36 @@ static time_t binding_recorded_at(const char *image_name, const pg_pod_cred *sec
     if (!c->loaded) {
         int fd;
         c->loaded = true;
-        if (pg_st_open_subdir(&c->s->dirs[0], SUB_CREDTIMES, &fd, NULL) == PG_OK) {
-            if (pg_st_credtimes_load(c->s, fd, c->file, c->image_ref, &c->times, NULL) != PG_OK)
+        if (pg_st_open_subdir(c->w, SUB_CREDTIMES, &fd, NULL) == PG_OK) {
+            if (pg_st_credtimes_read(fd, c->w, c->file, c->image_ref, &c->times, NULL) != PG_OK)
                 c->times = NULL;
             close(fd);
         }
     }
-    char *key = c->times ? pg_st_credential_key(image_name, secret, NULL) : NULL;
-    json_t *t = key ? json_object_get(c->times, key) : NULL;
-    free(key);
-    return json_is_integer(t) ? (time_t)json_integer_value(t) : c->fallback;
+    time_t when = c->fallback;
+    (void)pg_st_credential_time(c->times, image_name, secret, NULL, c->fallback, &when, NULL);
+    return when;
 }
 
 /* Under the lock: merge into pulled/<hash(imageRef)>, index, release the intent. */
 static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
 {
+    const record_dir *w = &s->dirs[0];
     file_name name;
     int fd;
     int rc = pg_record_file_name(p->image_ref, name, err);
     if (rc == PG_OK)
-        rc = pg_st_open_subdir(&s->dirs[0], SUB_PULLED, &fd, err);
+        rc = pg_st_open_subdir(w, SUB_PULLED, &fd, err);
     if (rc != PG_OK)
         return rc;
     pg_record *rec = NULL;
     bool existed = false;
     rc = load_or_new(s, fd, name, p->image_ref, &rec, &existed, err);
     time_t previous = rec ? rec->last_updated : 0;
-    json_t *old_keys = NULL;
+    json_t *old_keys = NULL, *times = NULL;
     if (rc == PG_OK && existed && !(old_keys = pg_st_credtimes_keys(rec)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    binding_clock clock = {s, name, p->image_ref, previous, NULL, false};
+    binding_clock clock = {w, name, p->image_ref, previous, NULL, false};
     if (rc == PG_OK) /* one key per image; a pull without credentials still maps its name */
         rc = pg_record_merge_pull(rec, p->image_name, p->creds, binding_recorded_at, &clock, err);
     json_decref(clock.times);
@@ -412,21 +438,22 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
     pg_st_batch_init(&b, s->test_stop_after);
     if (rc == PG_OK)
         rc = write_pull_files(s, &b, fd, name, rec, old_keys, p,
-                              existed ? previous : rec->last_updated, err);
+                              existed ? previous : rec->last_updated, &times, err);
     pg_st_batch_free(&b);
     json_decref(old_keys);
-    pg_st_cache_forget(s, s->dirs[0].path, name); /* the record may have changed, even on error */
+    pg_st_cache_forget(s, name); /* the record may have changed, even on error */
     if (rc == PG_OK) {
         /* An optimisation only (store_credidx.h): on failure there is no index and
-         * decisions parse the record. */
+         * one-shot decisions parse the record. */
         pg_error ignored = {0};
-        (void)pg_st_credidx_write_locked(s, rec, name, &ignored);
+        (void)pg_st_credidx_write_locked(w, rec, times, name, &ignored);
     }
+    json_decref(times);
     pg_record_free(rec);
     close(fd);
     /* Only once the record and the index are durable may the intent go. */
     if (rc == PG_OK)
-        rc = pg_st_release_intents(s, p->image, err);
+        rc = pg_st_release_intents(w, p->image, err);
     return rc;
 }
 
@@ -475,7 +502,7 @@ static int record_pulled(pg_store *store, const char *image, const char *image_r
         rc = normalise_pull(&p, err);
     int lock_fd = -1;
     if (rc == PG_OK)
-        rc = pg_st_lock_store(store, &lock_fd, err);
+        rc = pg_st_lock_store(&store->dirs[0], &lock_fd, err);
     if (rc == PG_OK)
         rc = record_pulled_locked(store, &p, err);
     pg_st_unlock_store(lock_fd);
@@ -549,23 +576,30 @@ PG_API int pg_store_list(const pg_store *store, pg_record_cb cb, pg_bad_record_c
     return PG_OK;
 }
 
-static int delete_locked(const pg_store *s, const char *image_ref, pg_error *err)
+typedef struct delete_ctx {
+    const pg_store *s;
+    const char *image_ref;
+} delete_ctx;
+
+static int delete_locked(void *ctx, pg_error *err)
 {
+    const delete_ctx *c = ctx;
+    const record_dir *w = &c->s->dirs[0];
     file_name name;
     int fd;
     bool removed = false;
-    int rc = pg_record_file_name(image_ref, name, err);
+    int rc = pg_record_file_name(c->image_ref, name, err);
     if (rc == PG_OK)
-        rc = pg_st_open_subdir(&s->dirs[0], SUB_PULLED, &fd, err);
+        rc = pg_st_open_subdir(w, SUB_PULLED, &fd, err);
     if (rc != PG_OK)
         return rc;
-    rc = pg_st_remove_file(fd, s->dirs[0].path, SUB_PULLED, name, &removed, err);
+    rc = pg_st_remove_file(fd, w->path, SUB_PULLED, name, &removed, err);
     close(fd);
-    pg_st_cache_forget(s, s->dirs[0].path, name);
-    pg_st_credidx_remove(s, name);
+    pg_st_cache_forget(c->s, name);
+    pg_st_credidx_remove(w, name);
     if (rc == PG_OK && !removed)
-        rc = pg_fail(err, PG_ERR_NOT_FOUND, "no pulled record for \"%.200s\" in %s", image_ref,
-                     s->dirs[0].path);
+        rc = pg_fail(err, PG_ERR_NOT_FOUND, "no pulled record for \"%.200s\" in %s", c->image_ref,
+                     w->path);
     return rc;
 }
 
@@ -574,7 +608,289 @@ PG_API int pg_store_delete(pg_store *store, const char *image_ref, pg_error *err
     int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("imageRef", image_ref, err);
+    delete_ctx c = {store, image_ref};
     if (rc == PG_OK)
-        rc = pg_st_with_lock(store, delete_locked, image_ref, err);
+        rc = pg_st_with_lock(&store->dirs[0], delete_locked, &c, err);
+    return rc;
+}
+
+/* ------------------------------------------------------------ intents */
+
+typedef struct intent_ctx {
+    const pg_store *s;
+    const char *image;
+    bool take;
+} intent_ctx;
+
+static int intents_locked(void *ctx, pg_error *err)
+{
+    const intent_ctx *c = ctx;
+    return c->take ? pg_st_take_intents(&c->s->dirs[0], c->s->api_version, c->image, err)
+                   : pg_st_release_intents(&c->s->dirs[0], c->image, err);
+}
+
+static int intent_op(pg_store *store, const char *image, bool take, pg_error *err)
+{
+    int rc = pg_st_require_writable(store, err);
+    if (rc == PG_OK)
+        rc = pg_st_check_input("image", image, err);
+    intent_ctx c = {store, image, take};
+    if (rc == PG_OK)
+        rc = pg_st_with_lock(&store->dirs[0], intents_locked, &c, err);
+    return rc;
+}
+
+PG_API int pg_store_record_intent(pg_store *store, const char *image, pg_error *err)
+{
+    int rc = intent_op(store, image, true, err);
+    if (rc == PG_OK && store->notifier)
+        pg_notify_pull_intent(store->notifier, image);
+    return rc;
+}
+
+PG_API int pg_store_record_failed(pg_store *store, const char *image, pg_error *err)
+{
+    int rc = intent_op(store, image, false, err);
+    if (rc == PG_OK && store->notifier)
+        pg_notify_pull_failed(store->notifier, image);
+    return rc;
+}
+
+/*
+ * Existence is what counts: whatever sits at pulling/<name> (even a file we
+ * would refuse to read) makes the image "pulled by us", the strict side.
+ */
+int pg_store_intent_exists(const pg_store *store, const char *image, bool *exists,
+                           pg_error *err)
+{
+    file_name name;
+    *exists = false;
+    int rc =
+        store ? pg_st_check_input("image", image, err) : pg_fail(err, PG_ERR_INVALID, "no store");
+    if (rc == PG_OK)
+        rc = pg_record_file_name(image, name, err);
+    for (size_t i = 0; rc == PG_OK && !*exists && i < store->n_dirs; i++) {
+        int fd;
+        rc = pg_st_open_subdir(&store->dirs[i], SUB_PULLING, &fd, err);
+        if (rc == PG_ERR_NOT_FOUND) { /* no pulling/: no intents */
+            rc = PG_OK;
+            continue;
+        }
+        if (rc != PG_OK)
+            break;
+        struct stat st;
+        *exists = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        if (!*exists && errno != ENOENT)
+            rc = pg_fail_errno(err, errno, "stat %s/%s/%s", store->dirs[i].path, SUB_PULLING, name);
+        close(fd);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ aliases */
+
+/* The changed entries staged, then durable together (their data, then the directory). */
+typedef struct aliases_ctx {
+    const record_dir *w;
+    const char *image_ref;
+    char *const *keys;
+} aliases_ctx;
+
+static int record_aliases_locked(void *ctx, pg_error *err)
+{
+    const aliases_ctx *c = ctx;
+    pg_st_batch b;
+    pg_st_batch_init(&b, 0);
+    int rc = pg_st_stage_aliases(c->w, &b, c->keys, c->image_ref, err);
+    if (rc == PG_OK)
+        rc = pg_st_batch_commit(&b, b.n, err);
+    pg_st_batch_free(&b);
+    return rc;
+}
+
+PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
+                                   const char *const *aliases, pg_error *err)
+{
+    char **keys = NULL;
+    int rc = pg_st_require_writable(store, err);
+    if (rc == PG_OK)
+        rc = pg_st_check_input("imageRef", image_ref, err);
+    if (rc == PG_OK)
+        rc = pg_st_alias_keys(aliases, &keys, err);
+    aliases_ctx c = {rc == PG_OK ? &store->dirs[0] : NULL, image_ref, keys};
+    if (rc == PG_OK && keys && keys[0])
+        rc = pg_st_with_lock(&store->dirs[0], record_aliases_locked, &c, err);
+    pg_strv_free(keys);
+    return rc;
+}
+
+/* The imageRef the index of some directory gives image (as written or normalised). */
+PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char **ref_out,
+                                  pg_error *err)
+{
+    *ref_out = NULL;
+    int rc =
+        store ? pg_st_check_input("image", image, err) : pg_fail(err, PG_ERR_INVALID, "no store");
+    if (rc != PG_OK)
+        return rc;
+    pg_ref *ref = pg_ref_parse(image, NULL);
+    const char *keys[2] = {ref ? pg_ref_string(ref) : image, image};
+    size_t n_keys = ref && strcmp(keys[0], image) != 0 ? 2 : 1;
+    rc = PG_ERR_NOT_FOUND;
+    for (size_t i = 0; rc == PG_ERR_NOT_FOUND && i < store->n_dirs; i++) {
+        int fd = -1;
+        rc = pg_st_open_subdir(&store->dirs[i], SUB_IMAGES, &fd, err);
+        for (size_t k = 0; rc == PG_OK && k < n_keys; k++) {
+            file_name name;
+            rc = pg_record_file_name(keys[k], name, err);
+            if (rc == PG_OK)
+                rc = pg_st_index_read(fd, &store->dirs[i], name, ref_out, err);
+            if (rc == PG_ERR_NOT_FOUND && k + 1 < n_keys)
+                rc = PG_OK; /* the next spelling */
+            else if (rc == PG_OK)
+                break;
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    pg_ref_free(ref);
+    if (rc == PG_ERR_NOT_FOUND)
+        return pg_fail(err, PG_ERR_NOT_FOUND, "no imageRef recorded for \"%.200s\"", image);
+    return rc;
+}
+
+/* ------------------------------------------------ long-lived hosts' caches */
+
+/* Absences remembered (~10 per distinct image decided; about 100 bytes each,
+ * 3 MiB of table at most, touched as used); the table starts over when full. */
+#define LOOKUP_CACHE_ENTRIES 131072
+
+/* Every subdirectory a decision reads, of every record directory, kept open (those
+ * a decision kept already stay); the absence cache watches exactly these. */
+static void keep_lookup_fds(pg_store *s)
+{
+    for (size_t i = 0; i < s->n_dirs; i++)
+        for (size_t k = 0; k < PG_LC_SUBS; k++) {
+            atomic_int *kept = &s->kept[i * PG_STORE_SUBS + k];
+            int fd = -1;
+            if (atomic_load(kept) >= 0)
+                continue;
+            if (k == PG_LC_PULLED && s->dirs[i].pulled_fd >= 0)
+                fd = dup(s->dirs[i].pulled_fd);
+            else if (pg_st_open_subdir(&s->dirs[i], pg_lc_sub_name((pg_lc_sub)k), &fd, NULL) != PG_OK)
+                fd = -1;
+            atomic_store(kept, fd);
+        }
+}
+
+/*
+ * The absence cache (lookup_cache.h) over the kept descriptors. NULL when
+ * inotify cannot be used (limits): the store then probes as without it,
+ * which is only slower.
+ */
+static struct pg_lookup_cache *lookups_new(const pg_store *s, size_t max_absences)
+{
+    const char **paths = calloc(s->n_dirs + 1, sizeof *paths);
+    int *dir_fds = calloc(s->n_dirs + 1, sizeof *dir_fds);
+    int *sub_fds = calloc((s->n_dirs + 1) * PG_LC_SUBS, sizeof *sub_fds);
+    pg_lookup_cache *lc = NULL;
+    if (paths && dir_fds && sub_fds) {
+        for (size_t i = 0; i < s->n_dirs; i++) {
+            paths[i] = s->dirs[i].path;
+            dir_fds[i] = s->dirs[i].fd;
+            for (size_t k = 0; k < PG_LC_SUBS; k++)
+                sub_fds[i * PG_LC_SUBS + k] = atomic_load(&s->kept[i * PG_STORE_SUBS + k]);
+        }
+        lc = pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds,
+                                 max_absences ? max_absences : LOOKUP_CACHE_ENTRIES, NULL);
+    }
+    free(paths);
+    free(dir_fds);
+    free(sub_fds);
+    return lc;
+}
+
+static int enable_caches(pg_store *s, size_t max_entries, size_t max_bytes, size_t max_absences,
+                         unsigned settle_ms, pg_error *err)
+{
+    if (!s)
+        return pg_fail(err, PG_ERR_INVALID, "no store");
+    if (s->cache)
+        return pg_fail(err, PG_ERR_INVALID, "the record cache is already enabled");
+    pg_error local = {0};
+    /* A record and its credential times are two entries: twice the records asked for. */
+    size_t entries = max_entries <= SIZE_MAX / 2 ? 2 * max_entries : max_entries;
+    s->cache = pg_record_cache_new(entries, max_bytes, settle_ms, &local);
+    if (!s->cache)
+        return pg_fail(err, local.code ? local.code : PG_ERR_INVALID, "%s", local.message);
+    keep_lookup_fds(s);
+    s->lookups = lookups_new(s, max_absences);
+    return PG_OK;
+}
+
+int pg_store_enable_cache_settle(pg_store *s, size_t max_entries, size_t max_bytes,
+                                 unsigned settle_ms, pg_error *err)
+{
+    return enable_caches(s, max_entries, max_bytes, 0, settle_ms, err);
+}
+
+int pg_store_enable_caches(pg_store *s, size_t max_entries, size_t max_bytes, size_t max_absences,
+                           pg_error *err)
+{
+    return enable_caches(s, max_entries, max_bytes, max_absences, PG_RECORD_CACHE_SETTLE_MS, err);
+}
+
+PG_API int pg_store_enable_cache(pg_store *store, size_t max_entries, size_t max_bytes,
+                                 pg_error *err)
+{
+    return enable_caches(store, max_entries, max_bytes, 0, PG_RECORD_CACHE_SETTLE_MS, err);
+}
+
+/* The cache's key of a subdirectory of the writable directory (caller frees). */
+char *pg_st_cache_key(const record_dir *d, const char *sub)
+{
+    char *key = NULL;
+    return asprintf(&key, "%s/%s", d->path, sub) < 0 ? NULL : key;
+}
+
+void pg_st_cache_forget(const pg_store *s, const char *file)
+{
+    const char *subs[] = {SUB_PULLED, SUB_CREDTIMES};
+    for (size_t k = 0; s && s->cache && k < 2; k++) {
+        char *key = pg_st_cache_key(&s->dirs[0], subs[k]);
+        if (key)
+            pg_record_cache_forget(s->cache, key, file);
+        free(key);
+    }
+}
+
+/* Tests: under the lock, rebuilds the credential index of image_ref's record (the
+ * writable directory's) from the record and its credential times files. */
+int pg_store_credidx_build(const pg_store *s, const char *image_ref, pg_error *err)
+{
+    file_name file;
+    int rc = pg_st_require_writable(s, err);
+    if (rc == PG_OK)
+        rc = pg_record_file_name(image_ref, file, err);
+    int lock_fd = -1, fd = -1;
+    if (rc == PG_OK)
+        rc = pg_st_lock_store(&s->dirs[0], &lock_fd, err);
+    pg_record *rec = NULL;
+    json_t *times = NULL;
+    if (rc == PG_OK)
+        rc = get_from_dir(&s->dirs[0], file, &rec, err);
+    if (rc == PG_OK)
+        rc = pg_st_open_subdir(&s->dirs[0], SUB_CREDTIMES, &fd, err);
+    if (rc == PG_OK) {
+        rc = pg_st_credtimes_read(fd, &s->dirs[0], file, image_ref, &times, err);
+        rc = rc == PG_ERR_NOT_FOUND ? PG_OK : rc; /* an unusable times file: no index */
+    }
+    if (rc == PG_OK)
+        rc = pg_st_credidx_write_locked(&s->dirs[0], rec, times, file, err);
+    if (fd >= 0)
+        close(fd);
+    json_decref(times);
+    pg_record_free(rec);
+    pg_st_unlock_store(lock_fd);
     return rc;
 }

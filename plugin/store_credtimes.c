@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Layer 3 of the record store: the per-credential times files
- * (pullgate-credtimes/) beside the records pullgate writes: written under the
- * lock in a pull's batch, before the record (docs/design.md, "Durability").
+ * (pullgate-credtimes/, their format in store_read.c) beside the records
+ * pullgate writes: written under the lock in a pull's batch, before the
+ * record when the order matters (docs/design.md, "Durability").
  */
 #include "store_credtimes.h"
 
@@ -10,64 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* ------------------------------------------------- per-credential times */
-
-/*
- * credentialTTL applies per credential, but the kubelet's format has one
- * lastUpdatedTime per record. pullgate keeps, beside each record it writes,
- * pullgate-credtimes/<record file>: {"imageRef":..,"times":{<credential>:<unix s>}}.
- * Kubelet records stay byte-compatible; records without the side file use
- * their lastUpdatedTime.
- */
-#define MAX_CREDTIMES_BYTES (16u << 20)
-
-static char *credential_key(const char *image_name, const pg_pod_cred *s, const pg_pod_cred *sa)
-{
-    char *key = NULL;
-    int n = s ? asprintf(&key, "secret\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s", image_name, s->namespace_,
-                         s->name, s->uid, s->credential_hash ? s->credential_hash : "")
-              : asprintf(&key, "serviceAccount\x1f%s\x1f%s\x1f%s\x1f%s", image_name, sa->namespace_,
-                         sa->name, sa->uid);
-    return n < 0 ? NULL : key;
-}
-
-/* times object of the side file (new reference); NULL times = none or unusable. */
-static int credtimes_read(int fd, const record_dir *d, const char *file, const char *image_ref,
-                          json_t **times, pg_error *err)
-{
-    char *buf;
-    size_t len;
-    *times = NULL;
-    int rc = pg_st_read_strict(fd, d, SUB_CREDTIMES, file, MAX_CREDTIMES_BYTES, &buf, &len, err);
-    if (rc != PG_OK)
-        return rc;
-    json_t *o = pg_json_parse(buf, len, "credential times", err);
-    free(buf);
-    const char *ref = NULL;
-    json_t *t = NULL;
-    if (!o || json_unpack(o, "{s:s, s:o}", "imageRef", &ref, "times", &t) != 0 ||
-        !json_is_object(t) || strcmp(ref, image_ref) != 0) {
-        json_decref(o);
-        return pg_st_prefix_error(
-            err, pg_fail(err, PG_ERR_CORRUPT, "not the credential times of %.200s", image_ref),
-            d->path, SUB_CREDTIMES, file);
-    }
-    *times = json_incref(t);
-    json_decref(o);
-    return PG_OK;
-}
-
-char *pg_st_credential_key(const char *image_name, const pg_pod_cred *s, const pg_pod_cred *sa)
-{
-    return credential_key(image_name, s, sa);
-}
-
-int pg_st_credtimes_load(const pg_store *s, int fd, const char *file, const char *image_ref,
-                         json_t **times, pg_error *err)
-{
-    return credtimes_read(fd, &s->dirs[0], file, image_ref, times, err);
-}
 
 static bool same(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
 
@@ -100,7 +43,7 @@ static bool pulled_now(const pull *p, const char *image_name, const pg_pod_cred 
 static int credtimes_add(json_t *out, const json_t *old, const pull *p, const char *image_name,
                          const pg_pod_cred *s, const pg_pod_cred *sa, time_t now, time_t previous)
 {
-    char *key = credential_key(image_name, s, sa);
+    char *key = pg_st_credential_key(image_name, s, sa);
     if (!key)
         return PG_ERR_NOMEM;
     json_t *was = old ? json_object_get(old, key) : NULL;
@@ -120,8 +63,9 @@ json_t *pg_st_credtimes_keys(const pg_record *rec)
         size_t n = map->n_secrets + map->n_sas;
         for (size_t i = 0; keys && i < n; i++) {
             char *key = i < map->n_secrets
-                            ? credential_key(map->image_name, &map->secrets[i], NULL)
-                            : credential_key(map->image_name, NULL, &map->sas[i - map->n_secrets]);
+                            ? pg_st_credential_key(map->image_name, &map->secrets[i], NULL)
+                            : pg_st_credential_key(map->image_name, NULL,
+                                                   &map->sas[i - map->n_secrets]);
             if (!key || json_object_set_new(keys, key, json_true()) != 0) {
                 json_decref(keys);
                 keys = NULL;
@@ -152,18 +96,34 @@ static int carry_superseded(json_t *times, const json_t *old, const json_t *old_
     return PG_OK;
 }
 
-int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
-                                  const json_t *old_keys, const char *file, const pull *p,
-                                  time_t previous, pg_error *err)
+/* Whether the old side file gives every credential of the old record a time. */
+static bool covers(const json_t *old, const json_t *old_keys)
 {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)old_keys, key, v)
+    {
+        if (!json_is_integer(json_object_get(old, key)))
+            return false;
+    }
+    return true;
+}
+
+int pg_st_credtimes_update_locked(const record_dir *w, pg_st_batch *b, const pg_record *rec,
+                                  const json_t *old_keys, const char *file, const pull *p,
+                                  time_t previous, bool *ordered, json_t **times_out,
+                                  pg_error *err)
+{
+    *times_out = NULL;
     int fd;
-    int rc = pg_st_open_subdir(&s->dirs[0], SUB_CREDTIMES, &fd, err);
+    int rc = pg_st_open_subdir(w, SUB_CREDTIMES, &fd, err);
     if (rc != PG_OK)
         return rc;
     json_t *old = NULL;
     pg_error ignored = {0};
     /* An unusable old side file is replaced: its times fall back to the record's. */
-    credtimes_read(fd, &s->dirs[0], file, rec->image_ref, &old, &ignored);
+    pg_st_credtimes_read(fd, w, file, rec->image_ref, &old, &ignored);
+    *ordered = old_keys && !(old && covers(old, old_keys));
     json_t *times = json_object();
     rc = times ? PG_OK : PG_ERR_NOMEM;
     for (size_t m = 0; rc == PG_OK && m < rec->n_maps; m++) {
@@ -183,10 +143,11 @@ int pg_st_credtimes_update_locked(const pg_store *s, pg_st_batch *b, const pg_re
     if (!text)
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     else
-        rc =
-            pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_CREDTIMES, file, text, strlen(text), err);
+        rc = pg_st_batch_stage(b, fd, w->path, SUB_CREDTIMES, file, text, strlen(text), err);
     free(text);
     json_decref(o);
+    if (rc == PG_OK)
+        *times_out = json_incref(times);
     json_decref(times);
     json_decref(old);
     close(fd);

@@ -205,7 +205,8 @@ static bool cache_usable(int fd, dc_header *h)
 /* Opens dircache/<name> when usable, with its header. */
 static int open_cache(int cache_dir_fd, const char *name, int *fd_out, dc_header *h)
 {
-    int fd = openat(cache_dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    int fd = pg_st_sys_openat(cache_dir_fd, name,
+                              O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0);
     if (fd < 0)
         return -1;
     if (!cache_usable(fd, h)) {
@@ -381,7 +382,7 @@ static int build(const record_dir *d, const dc_table *old, dc_table *t, pg_error
 }
 
 /* Best effort: a cache not written only means the next lookup builds again. */
-static void write_cache(const pg_store *s, int cache_dir_fd, const char *name, const dc_table *t,
+static void write_cache(const record_dir *w, int cache_dir_fd, const char *name, const dc_table *t,
                         const char *stamp)
 {
     dc_header h = {{0}, t->n_names, t->n_recs, t->n_unknown};
@@ -397,7 +398,7 @@ static void write_cache(const pg_store *s, int cache_dir_fd, const char *name, c
         memcpy(buf + DC_HEADER, t->names, names);
     if (recs)
         memcpy(buf + DC_HEADER + names, t->recs, recs);
-    (void)pg_st_write_file_atomic(cache_dir_fd, s->dirs[0].path, SUB_DIRCACHE, name, buf,
+    (void)pg_st_write_file_atomic(cache_dir_fd, w->path, SUB_DIRCACHE, name, buf,
                                   DC_HEADER + names + recs, NULL);
     free(buf);
 }
@@ -409,7 +410,7 @@ static void write_cache(const pg_store *s, int cache_dir_fd, const char *name, c
  * when there is one), written back when the store is writable and d quiet,
  * and answered from memory. refresh_only: nothing is kept open (*out NULL).
  */
-static int dirnames_get(const pg_store *s, const record_dir *d, bool refresh_only,
+static int dirnames_get(const record_dir *w, const record_dir *d, bool refresh_only,
                         pg_st_dirnames **out, pg_error *err)
 {
     char stamp[128], after[128];
@@ -422,7 +423,7 @@ static int dirnames_get(const pg_store *s, const record_dir *d, bool refresh_onl
     dir_stamp(d, stamp, sizeof stamp, &recent);
     int cache_dir_fd = -1, fd = -1;
     dc_header h;
-    if (s->writable && pg_st_open_subdir(&s->dirs[0], SUB_DIRCACHE, &cache_dir_fd, NULL) != PG_OK)
+    if (w && pg_st_open_subdir(w, SUB_DIRCACHE, &cache_dir_fd, NULL) != PG_OK)
         cache_dir_fd = -1;
     if (cache_dir_fd >= 0 && open_cache(cache_dir_fd, cache_name, &fd, &h) == 0 &&
         strcmp(h.stamp, stamp) == 0) {
@@ -449,7 +450,7 @@ static int dirnames_get(const pg_store *s, const record_dir *d, bool refresh_onl
     table_free(&old);
     dir_stamp(d, after, sizeof after, &recent_after);
     if (rc == PG_OK && cache_dir_fd >= 0 && !recent && strcmp(stamp, after) == 0)
-        write_cache(s, cache_dir_fd, cache_name, &t, stamp);
+        write_cache(w, cache_dir_fd, cache_name, &t, stamp);
     if (cache_dir_fd >= 0)
         close(cache_dir_fd);
     pg_st_dirnames *v = rc == PG_OK && !refresh_only ? calloc(1, sizeof *v) : NULL;
@@ -476,15 +477,16 @@ int pg_st_dirnames_from_fd(int fd, const char *stamp, pg_st_dirnames **out)
     return 0;
 }
 
-int pg_st_dirnames_open(const pg_store *s, const record_dir *d, pg_st_dirnames **out, pg_error *err)
+int pg_st_dirnames_open(const record_dir *w, const record_dir *d, pg_st_dirnames **out,
+                        pg_error *err)
 {
-    return dirnames_get(s, d, false, out, err);
+    return dirnames_get(w, d, false, out, err);
 }
 
-int pg_st_dirnames_refresh(const pg_store *s, const record_dir *d, pg_error *err)
+int pg_st_dirnames_refresh(const record_dir *w, const record_dir *d, pg_error *err)
 {
     pg_st_dirnames *none;
-    return dirnames_get(s, d, true, &none, err);
+    return dirnames_get(w, d, true, &none, err);
 }
 
 static bool entry_at(const pg_st_dirnames *v, uint64_t i, dc_name *e)

@@ -8,8 +8,6 @@
 #include "internal.h"
 #include "store_fs.h"
 #include "store_trace.h"
-#ifdef PG_STORE_TRACE
-#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -55,15 +53,6 @@ int pg_st_check_input(const char *what, const char *s, pg_error *err)
     return PG_OK;
 }
 
-int pg_st_require_writable(const pg_store *store, pg_error *err)
-{
-    if (!store)
-        return pg_fail(err, PG_ERR_INVALID, "no store");
-    if (!store->writable)
-        return pg_fail(err, PG_ERR_INVALID, "the store was opened read-only");
-    return PG_OK;
-}
-
 /* ------------------------------------------------ file-system changes */
 
 /*
@@ -101,6 +90,8 @@ int pg_st_sys_openat(int dirfd, const char *name, int flags, mode_t mode)
 #ifdef PG_STORE_TRACE
     if (fd >= 0 && (flags & O_CREAT) && !existed)
         TRACE(PG_TR_CREATE, dirfd, name, NULL, fd, NULL, 0);
+    else if (!(flags & O_CREAT))
+        TRACE(PG_TR_OPEN, dirfd, name, NULL, fd, NULL, 0);
 #endif
     return fd;
 }
@@ -126,14 +117,6 @@ int pg_st_sys_mkdirat(int dirfd, const char *name, mode_t mode)
     int rc = mkdirat(dirfd, name, mode);
     if (rc == 0)
         TRACE(PG_TR_MKDIR, dirfd, name, NULL, -1, NULL, 0);
-    return rc;
-}
-
-int pg_st_sys_syncfs(int fd)
-{
-    int rc = syncfs(fd);
-    if (rc == 0)
-        TRACE(PG_TR_SYNCFS, -1, NULL, NULL, fd, NULL, 0);
     return rc;
 }
 
@@ -174,7 +157,7 @@ static int check_dir_fd(int fd, const char *path, pg_error *err)
 /* Opens base/name as a safe directory. Missing: PG_ERR_NOT_FOUND. */
 int pg_st_open_dir_at(int base, const char *name, const char *shown, int *fd_out, pg_error *err)
 {
-    int fd = openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = pg_st_sys_openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT)
@@ -230,9 +213,8 @@ int pg_st_make_subdirs(const record_dir *d, pg_error *err)
 
 /* ------------------------------------------------------------ locking */
 
-int pg_st_lock_store(const pg_store *s, int *lock_fd, pg_error *err)
+int pg_st_lock_store(const record_dir *d, int *lock_fd, pg_error *err)
 {
-    const record_dir *d = &s->dirs[0];
     int fd = pg_st_sys_openat(d->fd, LOCK_FILE,
                               O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0)
@@ -264,15 +246,15 @@ void pg_st_unlock_store(int lock_fd)
 #define STEP_MS 25
 #define STEP_GAP_NS 1000000L
 
-int pg_st_in_steps(const pg_store *s, size_t n, pg_st_step_item item, pg_st_step_end end, void *ctx,
-                   pg_error *err)
+int pg_st_in_steps(const record_dir *w, size_t n, pg_st_step_item item, pg_st_step_end end,
+                   void *ctx, pg_error *err)
 {
     int rc = PG_OK;
     for (size_t i = 0; rc == PG_OK && i < n;) {
         if (i > 0)
             nanosleep(&(struct timespec){0, STEP_GAP_NS}, NULL);
         int lock_fd = -1;
-        rc = pg_st_lock_store(s, &lock_fd, err);
+        rc = pg_st_lock_store(w, &lock_fd, err);
         if (rc != PG_OK)
             break;
         int64_t started = pg_monotonic_ms();
@@ -631,6 +613,48 @@ int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err)
     return rc;
 }
 
+/*
+ * For files whose content nobody reads (an intent counts by existing): every
+ * staged entry renamed at once, then its data and its directory fsync'd in ONE
+ * round, durable on return. A crash during it leaves each name old, or new
+ * with its data possibly torn.
+ */
+int pg_st_batch_commit_existence(pg_st_batch *b, pg_error *err)
+{
+    if (b->abandoned)
+        return pg_fail(err, PG_ERR_IO, "write batch already stopped");
+    size_t from = b->done, n = b->n - from;
+    for (size_t i = from; i < b->n; i++) {
+        st_staged *e = &b->v[i];
+        if (pg_st_sys_renameat(e->dirfd, e->tmp, e->name) != 0)
+            return pg_fail_errno(err, errno, "rename %s/%s/%s", e->dir, e->sub, e->tmp);
+        e->renamed = true;
+        if (batch_stops_here(b, err))
+            return PG_ERR_IO;
+    }
+    sync_job *jobs = calloc(n + BATCH_MAX_DIRS + 1, sizeof *jobs);
+    if (!jobs)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = from; i < b->n; i++)
+        if (b->v[i].fd >= 0)
+            jobs[k++].fd = b->v[i].fd;
+    for (size_t i = 0; i < b->n_dirs; i++)
+        jobs[k++].fd = b->dirs[i].fd;
+    size_t bad = 0;
+    int e = k ? fsync_together(jobs, k, &bad) : 0;
+    free(jobs);
+    for (size_t i = from; i < b->n; i++)
+        if (b->v[i].fd >= 0) {
+            close(b->v[i].fd);
+            b->v[i].fd = -1;
+        }
+    if (e)
+        return pg_fail_errno(err, e, "fsync %s/%s", b->v[from].dir, b->v[from].sub);
+    b->done = b->n;
+    return batch_stops_here(b, err) ? PG_ERR_IO : PG_OK;
+}
+
 void pg_st_batch_free(pg_st_batch *b)
 {
     for (size_t i = 0; i < b->n; i++) {
@@ -666,6 +690,7 @@ int pg_st_remove_file(int dirfd, const char *dir, const char *sub, const char *n
 int pg_st_read_strict(int dirfd, const record_dir *d, const char *sub, const char *name, size_t max,
                       char **buf, size_t *len, pg_error *err)
 {
+    TRACE(PG_TR_OPEN, dirfd, name, NULL, -1, NULL, 0);
     int rc = pg_read_file_at(dirfd, name, max, PG_READ_STRICT, buf, len, err);
     if (rc != PG_OK && rc != PG_ERR_NOT_FOUND) /* pg_read_file_at's message names the file */
         pg_error_prefix(err, "%s/%s", d->path, sub);
@@ -686,13 +711,14 @@ bool pg_st_exists_at(int dirfd, const char *name)
     return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-int pg_st_with_lock(const pg_store *s, pg_st_locked_op op, const char *image, pg_error *err)
+int pg_st_with_lock(const record_dir *w, int (*op)(void *ctx, pg_error *err), void *ctx,
+                    pg_error *err)
 {
     int lock_fd;
-    int rc = pg_st_lock_store(s, &lock_fd, err);
+    int rc = pg_st_lock_store(w, &lock_fd, err);
     if (rc != PG_OK)
         return rc;
-    rc = op(s, image, err);
+    rc = op(ctx, err);
     pg_st_unlock_store(lock_fd);
     return rc;
 }

@@ -1,17 +1,42 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Layer 1 of the record store (store_fs.c): safe-filesystem primitives:
- * directory checks, strict reads, atomic durable writes and write batches,
- * the lock and its short steps, directory walks.
+ * Layer 1 of the record store (store_fs.c): the layout's names, a record
+ * directory, and the safe-filesystem primitives: directory checks, strict
+ * reads, atomic durable writes and write batches, the lock and its short
+ * steps, directory walks. Nothing here knows what a record means.
  * Private to the record store (store_impl.h: the layers).
  */
 #ifndef PULLGATE_STORE_FS_H
 #define PULLGATE_STORE_FS_H
 
-#include "store_impl.h"
+#include "internal.h"
 
 #include <stdbool.h>
 #include <sys/stat.h>
+
+#define SUB_PULLING "pulling"
+#define SUB_PULLED "pulled"
+#define SUB_INTENTS "pullgate-intents"
+#define SUB_IMAGES "pullgate-images"
+#define SUB_NAMES "pullgate-names"
+#define SUB_CREDTIMES "pullgate-credtimes"
+#define SUB_DIRCACHE "pullgate-dircache"
+#define SUB_CREDIDX "pullgate-credidx"
+#define LOCK_FILE ".pullgate.lock"
+#define NAME_PREFIX "sha256-"
+#define TMP_SUFFIX ".tmp"
+#define FILE_NAME_LEN (7 + PG_HASH_HEX_LEN)
+#define MAX_INDEX_BYTES (2 * PG_MAX_IMAGE_LEN + 4096)
+#define MAX_COUNT_BYTES 64
+
+typedef char file_name[FILE_NAME_LEN + 1];
+
+/* A record directory: the writable one (stateDir) or a read-only one. */
+typedef struct record_dir {
+    char *path;
+    int fd;
+    int pulled_fd; /* pulled/, opened and checked at store open; -1: open per lookup */
+} record_dir;
 
 /* Sets code and prefixes err's message with "dir/sub/name: " (pg_error_prefix). */
 int pg_st_prefix_error(pg_error *err, int code, const char *dir, const char *sub, const char *name);
@@ -19,8 +44,6 @@ int pg_st_prefix_error(pg_error *err, int code, const char *dir, const char *sub
 bool pg_st_is_record_name(const char *name);
 /* Non-empty and at most PG_MAX_IMAGE_LEN. */
 int pg_st_check_input(const char *what, const char *s, pg_error *err);
-/* INVALID unless store was opened writable. */
-int pg_st_require_writable(const pg_store *store, pg_error *err);
 /* fsync, retried on EINTR. */
 int pg_st_fsync_retry(int fd);
 /*
@@ -32,7 +55,6 @@ int pg_st_sys_openat(int dirfd, const char *name, int flags, mode_t mode);
 int pg_st_sys_renameat(int dirfd, const char *from, const char *to);
 int pg_st_sys_unlinkat(int dirfd, const char *name);
 int pg_st_sys_mkdirat(int dirfd, const char *name, mode_t mode);
-int pg_st_sys_syncfs(int fd);
 /* Opens base/name as a safe directory (ours, not group/other writable, no
  * symlink); shown names it in errors. Missing: PG_ERR_NOT_FOUND. */
 int pg_st_open_dir_at(int base, const char *name, const char *shown, int *fd_out, pg_error *err);
@@ -42,19 +64,19 @@ int pg_st_open_subdir(const record_dir *d, const char *sub, int *fd_out, pg_erro
 int pg_st_make_dirs(const char *path, pg_error *err);
 /* Every subdirectory of the layout in d (mode 0700). */
 int pg_st_make_subdirs(const record_dir *d, pg_error *err);
-/* flock(LOCK_EX) on the writable directory's lock file; release with unlock. */
-int pg_st_lock_store(const pg_store *s, int *lock_fd, pg_error *err);
+/* flock(LOCK_EX) on the writable directory w's lock file; release with unlock. */
+int pg_st_lock_store(const record_dir *w, int *lock_fd, pg_error *err);
 void pg_st_unlock_store(int lock_fd);
 /* item(ctx, i) for i in [0, n) under the store lock, taken in short steps
  * (a few dozen items or milliseconds each, released in between); end(ctx)
  * closes each step still under the lock (may be NULL). Stops at an error. */
 typedef int (*pg_st_step_item)(void *ctx, size_t i, pg_error *err);
 typedef int (*pg_st_step_end)(void *ctx, pg_error *err);
-int pg_st_in_steps(const pg_store *s, size_t n, pg_st_step_item item, pg_st_step_end end, void *ctx,
-                   pg_error *err);
-typedef int (*pg_st_locked_op)(const pg_store *s, const char *key, pg_error *err);
-/* op(s, key) under the store lock. */
-int pg_st_with_lock(const pg_store *s, pg_st_locked_op op, const char *key, pg_error *err);
+int pg_st_in_steps(const record_dir *w, size_t n, pg_st_step_item item, pg_st_step_end end,
+                   void *ctx, pg_error *err);
+/* op(ctx) under the store lock. */
+int pg_st_with_lock(const record_dir *w, int (*op)(void *ctx, pg_error *err), void *ctx,
+                    pg_error *err);
 /* Atomic replacement of dir/sub/name; durable (file and directory fsync'd) when sync. */
 int pg_st_write_file_replace(int dirfd, const char *dir, const char *sub, const char *name,
                              const char *data, size_t len, bool sync, pg_error *err);
@@ -104,6 +126,9 @@ int pg_st_batch_sync_data(pg_st_batch *b, pg_error *err);
 /* Every staged file's data durable (first time), then entries [done, upto)
  * renamed in staging order and their directories fsync'd: durable on return. */
 int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err);
+/* For files read only for their existence (intents): every entry renamed, then
+ * its data and directory fsync'd together (one round). Durable on return. */
+int pg_st_batch_commit_existence(pg_st_batch *b, pg_error *err);
 /* Removes the temporary files never renamed; closes everything. */
 void pg_st_batch_free(pg_st_batch *b);
 /* unlinkat + directory fsync; *removed tells whether anything was there. */

@@ -1,69 +1,44 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The record store's private types (record directories, the store, a pull),
- * shared by its files, and its layers. Each layer's functions are declared in
- * its own header, which includes only the headers of layers below it, so a
- * call upwards does not compile (docs/design.md, "Parts and data flow"):
- *   1 store_fs.c       (store_fs.h) safe-filesystem primitives: directory
- *                      checks, strict reads, atomic durable writes and write
- *                      batches, the lock and its short steps, directory walks
- *   2 store_read.c     (store_read.h) the subdirectory descriptors lookups read
- *                      through, reading one pulled record
- *   3 store_intent.c   (store_intent.h) intents and their reference counts
- *     store_index.c    (store_index.h) the identity -> imageRef index, aliases
- *     store_credtimes.c (store_credtimes.h) per-credential times files
- *     store_dircache.c (store_dircache.h) names caches of read-only directories
- *   4 store_identity.c (store_identity.h) per-directory lookups for the decision
- *   5 store_credidx.c  (store_credidx.h) focused records, the credential index,
- *                      the record cache's use, credential times for decisions
- *     store_names.c    (store_names.h) the name index, which records map a
- *                      name, prune's upkeep of the index
- *   6 store.c          open/free, pulled records (get, record_pulled), list, delete
- *     store_prune.c    prune
- * Beside them, below the store: lookup_cache.c (absences), record_cache.c
- * (parsed records). Above: store_lookup.h gathers the lookups for decide.c.
- * Not installed; nothing outside the engine includes these headers.
+ * The record store's top layer: the store itself (struct pg_store), shared by
+ * store.c, store_prune.c and store_lookup.c. The layers below work on record
+ * directories, never on the store; each layer's functions are declared in its
+ * own header, which includes only the headers of layers below it, so a call
+ * upwards does not compile (docs/design.md, "Parts and data flow";
+ * test_store_layers):
+ *   1 store_fs.c        (store_fs.h) the layout, a record directory,
+ *                       safe-filesystem primitives: directory checks, strict
+ *                       reads, atomic durable writes and write batches, the
+ *                       lock and its short steps, directory walks
+ *   2 store_read.c      (store_read.h) reading a record, credential times, an
+ *                       index entry; a record focused on what a decision reads
+ *   3 store_intent.c    (store_intent.h) intents and their reference counts
+ *     store_index.c     (store_index.h) writing the identity -> imageRef index
+ *     store_credtimes.c (store_credtimes.h) writing per-credential times
+ *     store_credidx.c   (store_credidx.h) the credential index (one-shot lookups)
+ *     store_names.c     (store_names.h) the writable directory's name index
+ *     store_dircache.c  (store_dircache.h) names caches of the other directories
+ *   4 store_impl.h      this header: the store
+ *   5 store.c           open/free, get, record_pulled and the other writes,
+ *                       list, delete, the long-lived caches
+ *     store_prune.c     prune
+ *   6 store_lookup.c    (store_lookup.h) a decision's lookups, each file read
+ *                       once: for the engine above the store (decide.c)
+ * Beside them, below the top layer: lookup_cache.c (absences), record_cache.c
+ * (parsed files). Not installed; nothing outside the engine includes these
+ * headers.
  */
 #ifndef PULLGATE_STORE_IMPL_H
 #define PULLGATE_STORE_IMPL_H
 
-#include "internal.h"
+#include "lookup_cache.h"
+#include "store_fs.h"
 
 #include <stdatomic.h>
-#include <stdbool.h>
-#include <sys/stat.h>
-#include <time.h>
 
-#define SUB_PULLING "pulling"
-#define SUB_PULLED "pulled"
-#define SUB_INTENTS "pullgate-intents"
-#define SUB_IMAGES "pullgate-images"
-#define SUB_NAMES "pullgate-names"
-#define SUB_CREDTIMES "pullgate-credtimes"
-#define SUB_DIRCACHE "pullgate-dircache"
-#define SUB_CREDIDX "pullgate-credidx" /* store_credidx.c */
-#define LOCK_FILE ".pullgate.lock"
-#define NAME_PREFIX "sha256-"
-#define TMP_SUFFIX ".tmp"
-#define FILE_NAME_LEN (7 + PG_HASH_HEX_LEN)
-#define MAX_INDEX_BYTES (2 * PG_MAX_IMAGE_LEN + 4096)
-#define MAX_COUNT_BYTES 64
-
-typedef char file_name[FILE_NAME_LEN + 1];
-
-typedef struct record_dir {
-    char *path;
-    int fd;
-    int pulled_fd; /* pulled/, opened and checked at store open; -1: open per lookup */
-    /* The other subdirectories a decision reads: kept once a lookup had to open
-     * one (pg_st_lookup_fd; atomic: lookups run on shared stores), and all at
-     * pg_store_enable_cache (pg_st_keep_lookup_fds); -1: not kept. */
-    atomic_int pulling_fd, images_fd, credtimes_fd, credidx_fd;
-    /* With pg_store_enable_cache: the kept descriptors are used only while this
-     * absence cache's watches say they are still the directories at their paths. */
-    struct pg_lookup_cache *lookups;
-    size_t index; /* of this directory in the store */
-} record_dir;
+/* The subdirectories a decision reads, per record directory: the absence cache's
+ * (lookup_cache.h), then two only the writable directory has. */
+enum { PG_SUB_CREDIDX = PG_LC_SUBS, PG_SUB_NAMES, PG_STORE_SUBS };
 
 struct pg_store {
     record_dir *dirs; /* dirs[0] is the writable one when writable */
@@ -72,19 +47,34 @@ struct pg_store {
     char *api_version;
     char **pinned; /* NULL-terminated copy of pinnedImages */
     pg_notifier *notifier;
-    struct pg_record_cache *cache; /* pg_store_enable_cache (store_credidx.c); NULL: none */
-    int test_stop_after;           /* tests only: record_pulled's batch stops (pg_st_batch) */
-    struct pg_lookup_cache *lookups; /* absences, with cache enabled (lookup_cache.h); NULL: none */
+    /* Every record directory's subdirectories a decision reads, kept open:
+     * kept[i * PG_STORE_SUBS + sub], -1 none (yet). A one-shot store keeps the first
+     * one a decision opened (atomically: decisions may share the store); a
+     * long-lived one opens them all at pg_store_enable_cache and uses one only
+     * while the absence cache's watches say it is the directory at its path. */
+    atomic_int *kept;
+    /* pg_store_enable_cache (long-lived hosts), NULL otherwise: parsed records,
+     * credential times and index entries (record_cache.h), absences
+     * (lookup_cache.h; NULL when inotify cannot be used). */
+    struct pg_record_cache *cache;
+    struct pg_lookup_cache *lookups;
+    int test_stop_after; /* tests only: record_pulled's batch stops (pg_st_batch) */
 };
 
-/* One record_pulled call, normalised. */
-typedef struct pull {
-    const char *image, *image_ref;
-    const pg_pull_credentials *creds;
-    char *image_name;  /* normalised, no tag/digest: the credentialMapping key */
-    char *full_name;   /* normalised with tag/digest: the index key */
-    char *digest_only; /* "name@digest" when a digest is given, else NULL */
-    char **alias_keys; /* index keys of the aliases recorded with it (pg_st_alias_keys), or NULL */
-} pull;
+/* INVALID unless store was opened writable. */
+int pg_st_require_writable(const pg_store *store, pg_error *err);
+/* After a write or removal of the writable directory's pulled/<file>: its parsed
+ * record and credential times dropped from the cache (memory only: a cached file
+ * is re-validated on every use anyway). */
+void pg_st_cache_forget(const pg_store *s, const char *file);
+/* The cache's key of subdirectory sub of d (caller frees; NULL: out of memory). */
+char *pg_st_cache_key(const record_dir *d, const char *sub);
+
+/* pg_store_enable_cache with a settle time (record_cache.h; tests use 0). */
+int pg_store_enable_cache_settle(pg_store *store, size_t max_entries, size_t max_bytes,
+                                 unsigned settle_ms, pg_error *err);
+/* Tests: under the lock, rebuilds the credential index of image_ref's record of the
+ * writable directory from its files. */
+int pg_store_credidx_build(const pg_store *store, const char *image_ref, pg_error *err);
 
 #endif

@@ -28,7 +28,7 @@ static char *index_json(const char *image, const char *image_ref)
 
 /* images/<hash(key)> = {"image":key,"imageRef":ref}, staged in b; unchanged entries are not
  * rewritten. */
-static int write_index(const pg_store *s, pg_st_batch *b, int fd, const char *key,
+static int write_index(const record_dir *w, pg_st_batch *b, int fd, const char *key,
                        const char *image_ref, pg_error *err)
 {
     file_name name;
@@ -40,105 +40,31 @@ static int write_index(const pg_store *s, pg_st_batch *b, int fd, const char *ke
         return pg_fail(err, PG_ERR_INVALID, "cannot serialise the image index entry of \"%.200s\"",
                        key);
     char *old = NULL;
-    rc = pg_st_read_strict(fd, &s->dirs[0], SUB_IMAGES, name, MAX_INDEX_BYTES, &old, NULL, err);
+    rc = pg_st_read_strict(fd, w, SUB_IMAGES, name, MAX_INDEX_BYTES, &old, NULL, err);
     if (rc == PG_OK && strcmp(old, text) == 0)
         rc = PG_OK;
     else if (rc == PG_OK || rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
-        rc = pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_IMAGES, name, text, strlen(text), err);
+        rc = pg_st_batch_stage(b, fd, w->path, SUB_IMAGES, name, text, strlen(text), err);
     free(old);
     free(text);
     return rc;
 }
 
 /* Index keys: as written, normalised, and name@digest (a tag beside a digest is decoration). */
-int pg_st_update_index(const pg_store *s, pg_st_batch *b, const char *image, const char *normalised,
-                       const char *digest_only, const char *image_ref, pg_error *err)
+int pg_st_update_index(const record_dir *w, pg_st_batch *b, const char *image,
+                       const char *normalised, const char *digest_only, const char *image_ref,
+                       pg_error *err)
 {
     int fd;
-    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
+    int rc = pg_st_open_subdir(w, SUB_IMAGES, &fd, err);
     if (rc != PG_OK)
         return rc;
-    rc = write_index(s, b, fd, normalised, image_ref, err);
+    rc = write_index(w, b, fd, normalised, image_ref, err);
     if (rc == PG_OK && strcmp(image, normalised) != 0)
-        rc = write_index(s, b, fd, image, image_ref, err);
+        rc = write_index(w, b, fd, image, image_ref, err);
     if (rc == PG_OK && digest_only && strcmp(digest_only, normalised) != 0)
-        rc = write_index(s, b, fd, digest_only, image_ref, err);
+        rc = write_index(w, b, fd, digest_only, image_ref, err);
     close(fd);
-    return rc;
-}
-
-/* The entry's strings, borrowed from *o (caller releases it); CORRUPT naming the file if it is none. */
-static int decode_index(const char *buf, size_t len, const record_dir *d, const char *name,
-                        json_t **o, const char **image, const char **ref, pg_error *err)
-{
-    static const char *const keys[] = {"image", "imageRef", NULL};
-    *o = pg_json_parse(buf, len, "image index entry", err);
-    if (*o && json_is_object(*o) &&
-        pg_json_only_keys(*o, keys, "image index entry", err) == PG_OK &&
-        json_unpack(*o, "{s:s, s:s}", "image", image, "imageRef", ref) == 0 && **ref)
-        return PG_OK;
-    if (*o)
-        pg_fail(err, PG_ERR_CORRUPT, "not an image index entry");
-    return pg_st_prefix_error(err, PG_ERR_CORRUPT, d->path, SUB_IMAGES, name);
-}
-
-static int parse_index(const char *buf, size_t len, const record_dir *d, const char *name,
-                       char **ref_out, pg_error *err)
-{
-    json_t *o;
-    const char *image = NULL, *ref = NULL;
-    file_name expected;
-    int rc = decode_index(buf, len, d, name, &o, &image, &ref, err);
-    if (rc == PG_OK)
-        rc = pg_record_file_name(image, expected, err);
-    if (rc == PG_OK && strcmp(expected, name) != 0) /* its own message names the file */
-        rc = pg_st_mismatch(err, d, SUB_IMAGES, name, "image", image);
-    else if (rc == PG_OK && !(*ref_out = strdup(ref)))
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    json_decref(o);
-    return rc;
-}
-
-int pg_st_resolve_in_dir(const record_dir *d, const char *key, char **ref_out, pg_error *err)
-{
-    file_name name;
-    int fd;
-    bool owned = false;
-    int rc = pg_record_file_name(key, name, err);
-    if (rc == PG_OK)
-        rc = pg_st_lookup_fd(d, SUB_IMAGES, &fd, &owned, err);
-    if (rc != PG_OK)
-        return rc;
-    char *buf;
-    size_t len;
-    rc = pg_st_read_strict(fd, d, SUB_IMAGES, name, MAX_INDEX_BYTES, &buf, &len, err);
-    if (owned)
-        close(fd);
-    if (rc != PG_OK)
-        return rc;
-    rc = parse_index(buf, len, d, name, ref_out, err);
-    free(buf);
-    return rc;
-}
-
-PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char **ref_out,
-                                  pg_error *err)
-{
-    *ref_out = NULL;
-    int rc =
-        store ? pg_st_check_input("image", image, err) : pg_fail(err, PG_ERR_INVALID, "no store");
-    if (rc != PG_OK)
-        return rc;
-    pg_ref *ref = pg_ref_parse(image, NULL);
-    const char *keys[2] = {ref ? pg_ref_string(ref) : image, image};
-    size_t n_keys = ref && strcmp(keys[0], image) != 0 ? 2 : 1;
-    rc = PG_ERR_NOT_FOUND;
-    for (size_t i = 0; rc == PG_ERR_NOT_FOUND && i < store->n_dirs; i++)
-        for (size_t k = 0; rc == PG_ERR_NOT_FOUND && k < n_keys; k++)
-            rc = pg_st_resolve_in_dir(&store->dirs[i], keys[k], ref_out, err);
-    pg_ref_free(ref);
-    if (rc == PG_ERR_NOT_FOUND)
-        return pg_fail(err, PG_ERR_NOT_FOUND, "no imageRef recorded for \"%.200s\"", image);
     return rc;
 }
 
@@ -155,16 +81,13 @@ PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char
  */
 
 /* The imageRef's record file, when the entry is readable and names one. */
-static bool entry_record_file(const pg_store *s, int images_fd, const char *entry, file_name record)
+static bool entry_record_file(const record_dir *w, int images_fd, const char *entry,
+                              file_name record)
 {
-    char *buf = NULL, *ref = NULL;
-    size_t len = 0;
+    char *ref = NULL;
     pg_error ignored = {0};
-    bool ok = pg_st_read_strict(images_fd, &s->dirs[0], SUB_IMAGES, entry, MAX_INDEX_BYTES, &buf,
-                                &len, &ignored) == PG_OK &&
-              parse_index(buf, len, &s->dirs[0], entry, &ref, &ignored) == PG_OK &&
+    bool ok = pg_st_index_read(images_fd, w, entry, &ref, &ignored) == PG_OK &&
               pg_record_file_name(ref, record, &ignored) == PG_OK;
-    free(buf);
     free(ref);
     return ok;
 }
@@ -175,10 +98,10 @@ static bool no_record(int pulled_fd, const char *record)
     return fstatat(pulled_fd, record, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
 }
 
-bool pg_st_index_orphan(const pg_store *s, int images_fd, int pulled_fd, const char *entry)
+bool pg_st_index_orphan(const record_dir *w, int images_fd, int pulled_fd, const char *entry)
 {
     file_name record;
-    return entry_record_file(s, images_fd, entry, record) && no_record(pulled_fd, record);
+    return entry_record_file(w, images_fd, entry, record) && no_record(pulled_fd, record);
 }
 
 /* ------------------------------------------------------------ aliases */
@@ -241,48 +164,16 @@ int pg_st_alias_keys(const char *const *aliases, char ***keys, pg_error *err)
     return rc;
 }
 
-int pg_st_stage_aliases(const pg_store *s, pg_st_batch *b, char *const *keys, const char *image_ref,
-                        pg_error *err)
+int pg_st_stage_aliases(const record_dir *w, pg_st_batch *b, char *const *keys,
+                        const char *image_ref, pg_error *err)
 {
     if (!keys || !keys[0])
         return PG_OK;
     int fd = -1;
-    int rc = pg_st_open_subdir(&s->dirs[0], SUB_IMAGES, &fd, err);
+    int rc = pg_st_open_subdir(w, SUB_IMAGES, &fd, err);
     for (size_t i = 0; rc == PG_OK && keys[i]; i++)
-        rc = write_index(s, b, fd, keys[i], image_ref, err);
+        rc = write_index(w, b, fd, keys[i], image_ref, err);
     if (fd >= 0)
         close(fd);
-    return rc;
-}
-
-/* The changed entries staged, then durable together (their data, then the directory). */
-static int record_aliases_locked(const pg_store *s, const char *image_ref, char *const *keys,
-                                 pg_error *err)
-{
-    pg_st_batch b;
-    pg_st_batch_init(&b, 0);
-    int rc = pg_st_stage_aliases(s, &b, keys, image_ref, err);
-    if (rc == PG_OK)
-        rc = pg_st_batch_commit(&b, b.n, err);
-    pg_st_batch_free(&b);
-    return rc;
-}
-
-PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
-                                   const char *const *aliases, pg_error *err)
-{
-    char **keys = NULL;
-    int rc = pg_st_require_writable(store, err);
-    if (rc == PG_OK)
-        rc = pg_st_check_input("imageRef", image_ref, err);
-    if (rc == PG_OK)
-        rc = pg_st_alias_keys(aliases, &keys, err);
-    int lock_fd = -1;
-    if (rc == PG_OK && keys && keys[0])
-        rc = pg_st_lock_store(store, &lock_fd, err);
-    if (rc == PG_OK && keys && keys[0])
-        rc = record_aliases_locked(store, image_ref, keys, err);
-    pg_st_unlock_store(lock_fd);
-    pg_strv_free(keys);
     return rc;
 }

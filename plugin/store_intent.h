@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Layer 3 of the record store (store_intent.c): intents and their counts.
+ * Layer 3 of the record store (store_intent.c): intents and their counts in
+ * the writable directory w.
  * Private to the record store (store_impl.h: the layers).
  */
 #ifndef PULLGATE_STORE_INTENT_H
@@ -8,8 +9,12 @@
 
 #include "store_fs.h"
 
+/* Under the lock: count++ of image's intents (both spellings) and the intents
+ * written if absent, durable on return. */
+int pg_st_take_intents(const record_dir *w, const char *api_version, const char *image,
+                       pg_error *err);
 /* Under the lock: count-- of image's intents (both spellings); at 0 they go. Not
  * synced: a release lost in a crash leaves an intent, the strict side. */
-int pg_st_release_intents(const pg_store *s, const char *image, pg_error *err);
+int pg_st_release_intents(const record_dir *w, const char *image, pg_error *err);
 
 #endif

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The record store's name index (pullgate-names/, writable directory) and
- * the name caches of read-only directories (pullgate-dircache/): which
- * records map an image name, the "preloaded" proof (docs/design.md, "Image
- * identity").
+ * The record store's name index (pullgate-names/, writable directory): which
+ * of its records map an image name, the "preloaded" proof (docs/design.md,
+ * "Image identity"), written with each record and kept exact by prune.
  */
 #include "store_names.h"
 
@@ -22,16 +21,12 @@
 /*
  * "Preloaded" must be proven, which includes: no record in any directory maps
  * the image's normalised name. Scanning every record per decision would cost
- * O(records), so:
- *  - the writable directory keeps pullgate-names/<hash(name)>: the record file
- *    names that map name, one a line, written under the lock with the record
- *    and rebuilt by prune. An entry may be stale (record since deleted): that
- *    errs on the strict side and lookups skip missing records.
- *  - a read-only directory (the kubelet's) gets a names cache in the writable
- *    one, pullgate-dircache/<hash(path)> (store_dircache.c: sorted fixed-width
- *    entries searched with pread, refreshed incrementally when pulled/
- *    changes, by prune or else by the lookup that finds it stale); without a
- *    writable directory, every lookup scans.
+ * O(records), so the writable directory keeps pullgate-names/<hash(name)>:
+ * the record file names that map name, one a line, written under the lock
+ * with the record and kept exact by prune. A line may be stale (record since
+ * deleted): that errs on the strict side and lookups skip missing records.
+ * Read-only directories (and this one before its index is complete) are
+ * asked through their names caches (store_dircache.c).
  */
 
 #define MAX_NAMES_BYTES (16u << 20)
@@ -43,12 +38,12 @@
  */
 #define NAMES_COMPLETE SUB_NAMES "/.complete-2" /* -2: lines by the image a key names */
 
-static bool names_complete(const record_dir *d) { return pg_st_exists_at(d->fd, NAMES_COMPLETE); }
+bool pg_st_names_complete(const record_dir *w) { return pg_st_exists_at(w->fd, NAMES_COMPLETE); }
 
-static void names_mark_complete(const record_dir *d)
+static void names_mark_complete(const record_dir *w)
 {
     int fd =
-        pg_st_sys_openat(d->fd, NAMES_COMPLETE, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        pg_st_sys_openat(w->fd, NAMES_COMPLETE, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0)
         close(fd);
 }
@@ -59,10 +54,10 @@ static void names_mark_complete(const record_dir *d)
  * first record, instead of readdir's 32 KiB batch (~340 entries read for the
  * hook's every run). A read error counts as "has records" (nothing marked).
  */
-static bool has_no_records(const record_dir *d)
+static bool has_no_records(const record_dir *w)
 {
     int fd;
-    if (pg_st_open_subdir(d, SUB_PULLED, &fd, NULL) != PG_OK)
+    if (pg_st_open_subdir(w, SUB_PULLED, &fd, NULL) != PG_OK)
         return false;
     char buf[1024] __attribute__((aligned(8)));
     bool empty = true, done = false;
@@ -81,11 +76,12 @@ static bool has_no_records(const record_dir *d)
     return empty;
 }
 
-void pg_st_names_mark_complete_if_empty(const record_dir *d)
+void pg_st_names_mark_complete_if_empty(const record_dir *w)
 {
-    if (!names_complete(d) && has_no_records(d))
-        names_mark_complete(d);
+    if (has_no_records(w))
+        names_mark_complete(w);
 }
+
 static bool line_present(const char *text, const char *line, size_t n)
 {
     for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
@@ -95,12 +91,12 @@ static bool line_present(const char *text, const char *line, size_t n)
 }
 
 /* Adds the line file to pullgate-names/<name> unless present. */
-static int name_add_file(const pg_store *s, pg_st_batch *b, int fd, const char *name,
+static int name_add_file(const record_dir *w, pg_st_batch *b, int fd, const char *name,
                          const char *file, pg_error *err)
 {
     char *old = NULL;
     size_t len = 0;
-    int rc = pg_st_read_strict(fd, &s->dirs[0], SUB_NAMES, name, MAX_NAMES_BYTES, &old, &len, err);
+    int rc = pg_st_read_strict(fd, w, SUB_NAMES, name, MAX_NAMES_BYTES, &old, &len, err);
     if (rc == PG_ERR_NOT_FOUND)
         rc = PG_OK;
     if (rc != PG_OK || (old && line_present(old, file, strlen(file)))) {
@@ -113,8 +109,8 @@ static int name_add_file(const pg_store *s, pg_st_batch *b, int fd, const char *
         free(old);
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
-    int w = snprintf(text, n, "%s%s\n", old ? old : "", file);
-    rc = pg_st_batch_stage(b, fd, s->dirs[0].path, SUB_NAMES, name, text, (size_t)w, err);
+    int wr = snprintf(text, n, "%s%s\n", old ? old : "", file);
+    rc = pg_st_batch_stage(b, fd, w->path, SUB_NAMES, name, text, (size_t)wr, err);
     free(text);
     free(old);
     return rc;
@@ -133,11 +129,11 @@ static int indexed_name(const char *key, char **owned, const char **name, pg_err
     return PG_OK;
 }
 
-int pg_st_names_add_locked(const pg_store *s, pg_st_batch *b, const pg_record *rec,
+int pg_st_names_add_locked(const record_dir *w, pg_st_batch *b, const pg_record *rec,
                            const char *file, pg_error *err)
 {
     int fd;
-    int rc = pg_st_open_subdir(&s->dirs[0], SUB_NAMES, &fd, err);
+    int rc = pg_st_open_subdir(w, SUB_NAMES, &fd, err);
     if (rc != PG_OK)
         return rc;
     for (size_t i = 0; rc == PG_OK && i < rec->n_maps; i++) {
@@ -148,221 +144,28 @@ int pg_st_names_add_locked(const pg_store *s, pg_st_batch *b, const pg_record *r
         if (rc == PG_OK)
             rc = pg_record_file_name(image, name, err);
         if (rc == PG_OK)
-            rc = name_add_file(s, b, fd, name, file, err);
+            rc = name_add_file(w, b, fd, name, file, err);
         free(owned);
     }
     close(fd);
     return rc;
 }
 
-/* A growable text buffer. */
-typedef struct text_buf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-} text_buf;
-
-static void buf_add(text_buf *b, const char *a, const char *c)
-{
-    size_t need = strlen(a) + strlen(c) + 3;
-    if (b->failed)
-        return;
-    if (b->len + need > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + need)
-            cap *= 2;
-        char *grown = realloc(b->p, cap);
-        if (!grown) {
-            b->failed = true;
-            return;
-        }
-        b->p = grown;
-        b->cap = cap;
-    }
-    b->len += (size_t)snprintf(b->p + b->len, b->cap - b->len, "%s %s\n", a, c);
-}
-
-/* The writable directory's index as the same line format, from pullgate-names/. */
-static int own_names(const pg_store *s, const char *image_name, const char *hex, char **text_out,
-                     pg_error *err)
+int pg_st_names_files(const record_dir *w, int names_fd, const char *image_name, pg_strv *files,
+                      pg_error *err)
 {
     file_name name;
-    int fd;
-    *text_out = NULL;
+    char *text = NULL;
     int rc = pg_record_file_name(image_name, name, err);
-    if (rc == PG_OK &&
-        (rc = pg_st_open_subdir(&s->dirs[0], SUB_NAMES, &fd, err)) == PG_ERR_NOT_FOUND)
-        return PG_OK;
-    if (rc != PG_OK)
-        return rc;
-    char *files = NULL;
-    rc = pg_st_read_strict(fd, &s->dirs[0], SUB_NAMES, name, MAX_NAMES_BYTES, &files, NULL, err);
-    close(fd);
+    if (rc == PG_OK)
+        rc = pg_st_read_strict(names_fd, w, SUB_NAMES, name, MAX_NAMES_BYTES, &text, NULL, err);
     if (rc == PG_ERR_NOT_FOUND)
         return PG_OK;
-    if (rc != PG_OK)
-        return rc;
-    text_buf b = {0};
-    for (char *line = strtok(files, "\n"); line; line = strtok(NULL, "\n"))
-        buf_add(&b, hex, line);
-    free(files);
-    if (b.failed) {
-        free(b.p);
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
-    *text_out = b.p;
-    return PG_OK;
-}
-
-typedef struct name_hits {
-    bool load; /* false: count only */
-    pg_record **recs;
-    size_t n, cap;
-    bool unknown;
-} name_hits;
-
-static int hit_load(const pg_store *s, size_t i, const char *file, const char *image_name,
-                    name_hits *h, pg_error *err)
-{
-    if (!h->load) {
-        /* Counting (the preloaded proof): the record file existing is enough. A
-         * record never loses a mapping (merges only add), and anything at that
-         * name, even unreadable, errs on the strict side. A stale line is skipped. */
-        char path[sizeof SUB_PULLED + FILE_NAME_LEN + 1];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s", SUB_PULLED, file);
-        if (fstatat(s->dirs[i].fd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
-            h->n++;
-        return PG_OK;
-    }
-    pg_record *rec;
-    int rc = pg_st_get_from_dir(&s->dirs[i], file, &rec, err);
-    if (rc == PG_ERR_NOT_FOUND) /* a stale line: the record is gone */
-        return PG_OK;
-    if (rc != PG_OK)
-        return rc;
-    if (!pg_record_find(rec, image_name)) {
-        pg_record_free(rec);
-        return PG_OK;
-    }
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 8;
-        pg_record **grown = realloc(h->recs, cap * sizeof *grown);
-        if (!grown) {
-            pg_record_free(rec);
-            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        }
-        h->recs = grown;
-        h->cap = cap;
-    }
-    h->recs[h->n++] = rec;
-    return PG_OK;
-}
-
-/* Applies the lines of text that name hex (or "?") to h. */
-static int hits_from_text(const pg_store *s, size_t i, const char *text, const char *hex,
-                          const char *image_name, name_hits *h, pg_error *err)
-{
-    int rc = PG_OK;
-    for (const char *p = text; rc == PG_OK && p && *p;) {
-        const char *end = strchr(p, '\n');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        char file[FILE_NAME_LEN + 1];
-        if (!h->load && h->n)
-            break; /* counting stops at the first record: one is proof enough */
-        if (n == PG_HASH_HEX_LEN + 1 + FILE_NAME_LEN && memcmp(p, hex, PG_HASH_HEX_LEN) == 0) {
-            memcpy(file, p + PG_HASH_HEX_LEN + 1, FILE_NAME_LEN);
-            file[FILE_NAME_LEN] = '\0';
-            if (pg_st_is_record_name(file))
-                rc = hit_load(s, i, file, image_name, h, err);
-        } else if (n > 2 && p[0] == '?' && p[1] == ' ') {
-            h->unknown = true;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return rc;
-}
-
-/* A record file a directory's names cache lists under the name. */
-typedef struct dir_hit_ctx {
-    const pg_store *s;
-    size_t i;
-    const char *image_name;
-    name_hits *h;
-} dir_hit_ctx;
-
-static int dir_hit(const char *file, void *ud, pg_error *err)
-{
-    dir_hit_ctx *c = ud;
-    if (!c->h->load && c->h->n)
-        return -1; /* counting stops at the first record: one is proof enough */
-    int rc = hit_load(c->s, c->i, file, c->image_name, c->h, err);
-    return rc == PG_OK && !c->h->load && c->h->n ? -1 : rc;
-}
-
-/* The records of directory i that map the name, from its names cache. */
-static int hits_from_cache(const pg_store *s, size_t i, const unsigned char raw[32],
-                           const char *image_name, name_hits *h, pg_error *err)
-{
-    pg_st_dirnames *v;
-    int rc = pg_st_dirnames_open(s, &s->dirs[i], &v, err);
-    if (rc != PG_OK)
-        return rc;
-    dir_hit_ctx c = {s, i, image_name, h};
-    bool unknown = false;
-    rc = pg_st_dirnames_find(v, raw, dir_hit, &c, &unknown, err);
-    h->unknown |= unknown;
-    pg_st_dirnames_free(v);
-    return rc;
-}
-
-int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_record ***recs,
-                             size_t *n_out, bool *unknown_out, pg_error *err)
-{
-    *n_out = 0;
-    *unknown_out = false;
-    if (recs)
-        *recs = NULL;
-    char hex[PG_HASH_HEX_LEN + 1];
-    unsigned char raw[32];
-    int rc = store ? pg_st_check_input("image name", image_name, err)
-                   : pg_fail(err, PG_ERR_INVALID, "no store");
-    if (rc == PG_OK)
-        rc = pg_sha256_hex(image_name, strlen(image_name), hex, err);
-    if (rc == PG_OK)
-        rc = pg_st_name_hash(image_name, raw, err);
-    name_hits h = {recs != NULL, NULL, 0, 0, false};
-    for (size_t i = 0; rc == PG_OK && i < store->n_dirs && (h.load || !h.n); i++) {
-        if (i == 0 && store->writable && names_complete(&store->dirs[0])) {
-            char *text = NULL;
-            rc = own_names(store, image_name, hex, &text, err);
-            if (rc == PG_OK && text)
-                rc = hits_from_text(store, i, text, hex, image_name, &h, err);
-            free(text);
-        } else {
-            rc = hits_from_cache(store, i, raw, image_name, &h, err);
-        }
-    }
-    if (rc != PG_OK) {
-        for (size_t i = 0; h.recs && i < h.n; i++)
-            pg_record_free(h.recs[i]);
-        free(h.recs);
-        return rc;
-    }
-    *n_out = h.n;
-    *unknown_out = h.unknown;
-    if (recs)
-        *recs = h.recs;
-    return PG_OK;
-}
-
-int pg_store_refresh_name_caches(const pg_store *store, pg_error *err)
-{
-    if (!store || !store->writable)
-        return PG_OK; /* no cache without a writable directory */
-    int rc = PG_OK;
-    for (size_t i = names_complete(&store->dirs[0]) ? 1 : 0; rc == PG_OK && i < store->n_dirs; i++)
-        rc = pg_st_dirnames_refresh(store, &store->dirs[i], err);
+    for (char *save = NULL, *line = rc == PG_OK ? strtok_r(text, "\n", &save) : NULL;
+         rc == PG_OK && line; line = strtok_r(NULL, "\n", &save))
+        if (strlen(line) == FILE_NAME_LEN && pg_st_is_record_name(line))
+            rc = pg_strv_push(files, line, err);
+    free(text);
     return rc;
 }
 
@@ -476,7 +279,7 @@ static bool record_present(int pulled_fd, const char *file)
 }
 
 typedef struct upkeep {
-    const pg_store *s;
+    const record_dir *w;
     const pg_st_name_lines *lines; /* sorted */
     int names_fd, pulled_fd;
     bool rebuild; /* no completeness marker: every name file rewritten durably */
@@ -491,8 +294,8 @@ static int name_file_set(const upkeep *u, const char *hex, file_set *out, bool *
 {
     char name[FILE_NAME_LEN + 1], *text = NULL;
     snprintf(name, sizeof name, "%s%s", NAME_PREFIX, hex);
-    int rc = pg_st_read_strict(u->names_fd, &u->s->dirs[0], SUB_NAMES, name, MAX_NAMES_BYTES, &text,
-                               NULL, err);
+    int rc =
+        pg_st_read_strict(u->names_fd, u->w, SUB_NAMES, name, MAX_NAMES_BYTES, &text, NULL, err);
     *exists = rc == PG_OK;
     if (rc == PG_ERR_NOT_FOUND || rc == PG_ERR_CORRUPT)
         rc = PG_OK;
@@ -561,8 +364,7 @@ static int stage_name(upkeep *u, const char *hex, const char *text, size_t len, 
 {
     char name[FILE_NAME_LEN + 1];
     snprintf(name, sizeof name, "%s%s", NAME_PREFIX, hex);
-    return pg_st_batch_stage(&u->batch, u->names_fd, u->s->dirs[0].path, SUB_NAMES, name, text, len,
-                             err);
+    return pg_st_batch_stage(&u->batch, u->names_fd, u->w->path, SUB_NAMES, name, text, len, err);
 }
 
 #define UPKEEP_CHUNK 64
@@ -581,7 +383,7 @@ static int name_settle(upkeep *u, const char *hex, const char *prepared, pg_erro
         snprintf(name, sizeof name, "%s%s", NAME_PREFIX, hex);
         /* Not synced: a removal lost in a crash leaves only lines of records gone. */
         if (pg_st_sys_unlinkat(u->names_fd, name) != 0 && errno != ENOENT)
-            rc = pg_fail_errno(err, errno, "remove %s/%s/%s", u->s->dirs[0].path, SUB_NAMES, name);
+            rc = pg_fail_errno(err, errno, "remove %s/%s/%s", u->w->path, SUB_NAMES, name);
     }
     /* Nothing to list now but a text prepared: it lists only records since
      * removed (stale lines, neutral); the next prune drops it. */
@@ -610,7 +412,7 @@ static int upkeep_chunk(upkeep *u, size_t from, size_t to, pg_error *err)
         rc = pg_st_batch_sync_data(&u->batch, err);
     int lock_fd = -1;
     if (rc == PG_OK)
-        rc = pg_st_lock_store(u->s, &lock_fd, err);
+        rc = pg_st_lock_store(u->w, &lock_fd, err);
     for (size_t i = from; rc == PG_OK && i < to; i++)
         rc = name_settle(u, u->names[i], prepared[i - from], err);
     if (rc == PG_OK)
@@ -651,7 +453,7 @@ static int collect_names(upkeep *u, pg_error *err)
     if (!dir) {
         if (dup_fd >= 0)
             close(dup_fd);
-        return pg_fail_errno(err, errno, "list %s/%s", u->s->dirs[0].path, SUB_NAMES);
+        return pg_fail_errno(err, errno, "list %s/%s", u->w->path, SUB_NAMES);
     }
     struct dirent *de;
     while (rc == PG_OK && (de = readdir(dir)) != NULL)
@@ -694,20 +496,19 @@ static int mark_complete(void *ctx, size_t i, pg_error *err)
 {
     (void)i;
     upkeep *u = ctx;
-    const record_dir *d = &u->s->dirs[0];
+    const record_dir *d = u->w;
     pg_st_sys_unlinkat(d->fd, SUB_NAMES "/.complete"); /* format 1's marker: no longer read */
     names_mark_complete(d);
-    if (!names_complete(d) || pg_st_fsync_retry(u->names_fd) != 0)
+    if (!pg_st_names_complete(d) || pg_st_fsync_retry(u->names_fd) != 0)
         return pg_fail_errno(err, errno, "mark %s/%s complete", d->path, SUB_NAMES);
     return PG_OK;
 }
 
-int pg_st_names_upkeep(const pg_store *s, pg_st_name_lines *lines, pg_error *err)
+int pg_st_names_upkeep(const record_dir *d, pg_st_name_lines *lines, pg_error *err)
 {
-    const record_dir *d = &s->dirs[0];
-    upkeep u = {.s = s, .lines = lines, .names_fd = -1, .pulled_fd = -1};
+    upkeep u = {.w = d, .lines = lines, .names_fd = -1, .pulled_fd = -1};
     pg_st_batch_init(&u.batch, 0);
-    u.rebuild = !names_complete(d);
+    u.rebuild = !pg_st_names_complete(d);
     if (lines->n)
         qsort(lines->v, lines->n, sizeof *lines->v, cmp_line);
     int rc = pg_st_open_subdir(d, SUB_NAMES, &u.names_fd, err);
@@ -720,7 +521,7 @@ int pg_st_names_upkeep(const pg_store *s, pg_st_name_lines *lines, pg_error *err
     for (size_t i = 0; rc == PG_OK && i < u.n_names; i += UPKEEP_CHUNK)
         rc = upkeep_chunk(&u, i, i + UPKEEP_CHUNK < u.n_names ? i + UPKEEP_CHUNK : u.n_names, err);
     if (rc == PG_OK && u.rebuild)
-        rc = pg_st_in_steps(s, 1, mark_complete, NULL, &u, err);
+        rc = pg_st_in_steps(d, 1, mark_complete, NULL, &u, err);
     pg_st_batch_free(&u.batch);
     if (u.names_fd >= 0)
         close(u.names_fd);

@@ -26,8 +26,7 @@
  * entry or name line only keeps an image verified), so they are not synced,
  * except name files that are rewritten (data before rename).
  */
-#include "internal.h"
-#include "store_credidx.h"
+#include "store_impl.h"
 #include "store_index.h"
 #include "store_names.h"
 
@@ -176,7 +175,7 @@ static int remove_record(void *ctx, size_t i, pg_error *err)
         return PG_OK;
     if (pg_st_sys_unlinkat(p->pulled_fd, name) != 0 && errno != ENOENT)
         return pg_fail_errno(err, errno, "remove %s/%s/%s", p->d->path, SUB_PULLED, name);
-    pg_st_cache_forget(p->s, p->d->path, name);
+    pg_st_cache_forget(p->s, name);
     p->pruned++;
     return PG_OK;
 }
@@ -218,7 +217,7 @@ static int list_index_orphan(int dirfd, const record_dir *d, const char *name, v
 {
     (void)d;
     prune *p = ud;
-    return pg_st_index_orphan(p->s, dirfd, p->pulled_fd, name)
+    return pg_st_index_orphan(p->d, dirfd, p->pulled_fd, name)
                ? pg_strv_push(&p->todo, name, p->err)
                : PG_OK;
 }
@@ -228,7 +227,7 @@ static int remove_index_orphan(void *ctx, size_t i, pg_error *err)
     prune *p = ctx;
     const char *name = p->todo.v[i];
     /* Rewritten since the walk (the image pulled again): it names a record now. */
-    if (pg_st_index_orphan(p->s, p->sub_fd, p->pulled_fd, name) &&
+    if (pg_st_index_orphan(p->d, p->sub_fd, p->pulled_fd, name) &&
         pg_st_sys_unlinkat(p->sub_fd, name) != 0 && errno != ENOENT)
         return pg_fail_errno(err, errno, "remove %s/%s/%s", p->d->path, SUB_IMAGES, name);
     return PG_OK;
@@ -246,7 +245,7 @@ static int sweep(prune *p, const char *sub, pg_st_entry_fn list, pg_st_step_item
     if (rc == PG_OK)
         rc = pg_st_walk_records(p->d, sub, list, p, err);
     if (rc == PG_OK)
-        rc = pg_st_in_steps(p->s, p->todo.n, remove, NULL, p, err);
+        rc = pg_st_in_steps(p->d, p->todo.n, remove, NULL, p, err);
     close(p->sub_fd);
     p->sub_fd = -1;
     return rc;
@@ -260,13 +259,13 @@ static int prune_all(prune *p, pg_error *err)
     if (rc == PG_OK)
         rc = list_temps(p, err);
     if (rc == PG_OK)
-        rc = pg_st_in_steps(p->s, p->todo.n, remove_temp, NULL, p, err);
+        rc = pg_st_in_steps(p->d, p->todo.n, remove_temp, NULL, p, err);
     if (rc == PG_OK) {
         todo_reset(p);
         rc = pg_st_walk_records(p->d, SUB_PULLED, plan_entry, p, err);
     }
     if (rc == PG_OK)
-        rc = pg_st_in_steps(p->s, p->todo.n, remove_record, NULL, p, err);
+        rc = pg_st_in_steps(p->d, p->todo.n, remove_record, NULL, p, err);
     if (rc == PG_OK)
         rc = records_durable(p, err);
     if (rc == PG_OK)
@@ -276,7 +275,7 @@ static int prune_all(prune *p, pg_error *err)
     if (rc == PG_OK)
         rc = sweep(p, SUB_IMAGES, list_index_orphan, remove_index_orphan, err);
     if (rc == PG_OK)
-        rc = pg_st_names_upkeep(p->s, &p->lines, err);
+        rc = pg_st_names_upkeep(p->d, &p->lines, err);
     return rc;
 }
 

@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!presented &&
         pg_presented_parse(PRESENTED, strlen(PRESENTED), "team-0", &presented, NULL) != PG_OK)
         __builtin_trap();
-    const pg_record_focus focus = {NAME, presented};
+    const pg_record_focus focus = {NAME, presented, NULL, NULL};
     pg_record *rec = NULL;
     if (pg_credidx_decode((const char *)data, size, IMAGE_REF, &focus, &rec) == PG_OK) {
         check_focused(presented, rec);

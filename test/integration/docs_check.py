@@ -24,7 +24,7 @@ cri/, hooks/containerd/, packaging/*/ and README.Debian) and checks, one line pe
              plugin/config.c's table; a JSON block that is a pullgate configuration holds only
              keys of that table; a code span one or two letters away from a key is a typo;
   metrics    every pullgate_* metric is one the daemons define (metrics_consistency.py's
-             reading of cri/cri_metrics.c and webhook/whmetrics.c), every recording rule name
+             reading of cri/cri_metrics.c, webhook/whmetrics.c and common/metrics.c), every recording rule name
              (pullgate:..., kep2535:...) one the shipped rules define;
   README     its first 40 lines hold the node's five commands (install, wire, enable
              pullgate-cri, the kubelet's image service, doctor), in that order, and that block
@@ -489,6 +489,7 @@ def metric_names():
     defs = {}
     for f in ("cri/cri_metrics.c", "webhook/whmetrics.c"):
         defs.update(metrics_consistency.definitions(REPLACED.get(f, os.path.join(SRC, f))))
+    defs.update(metrics_consistency.build_info(SRC))  # defined once, in common/metrics.c
     names = set(defs)
     names |= {n + s for n, d in defs.items() if d["type"] == "histogram" for s in ("_bucket", "_sum", "_count")}
     rules = read("packaging/kubernetes/prometheus-rules.yaml")

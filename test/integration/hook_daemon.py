@@ -316,11 +316,16 @@ def hostile(root, env):
 
 
 def no_libcrypto():
+    # Dynamic: no libcrypto needed, no EVP_ symbol imported. Static (PG_HOOK_STATIC_PIE): no
+    # EVP_ function linked in (the symbol table of the unstripped build).
     out = subprocess.run(["nm", "-D", "--undefined-only", HOOK], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL).stdout.decode()
+    linked = subprocess.run(["nm", "--defined-only", HOOK], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL).stdout.decode()
     libs = subprocess.run(["readelf", "-d", HOOK], stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL).stdout.decode()
-    check("EVP_" not in out and "libcrypto" not in libs, "pullgate-hook links no libcrypto")
+    check("EVP_" not in out and "EVP_" not in linked and "libcrypto" not in libs,
+          "pullgate-hook links no libcrypto")
 
 
 def main():

@@ -429,6 +429,30 @@ pod_in() { # NS [ANNOTATION]: a pod through the kubelet's endpoint
     pg_node_run_pod "$@" || { pg_node_show_log; pg_check_fail "RunPodSandbox ($1)"; return 1; }
 }
 
+# What the installed pullgatectl decides, under NeverVerifyPreloadedImages, for a pod without
+# credentials (team-b) of the image team-a pulled: with its image ID, without it (containerd),
+# and another tag of the same name without an image ID. "<reason> <allow>" a line.
+preloaded_verdicts() {
+    local ref image id spec
+    ref="$("$PG_PY" - "$NODE_STATE" "${IMG_APP%:*}" <<'EOF2'
+import glob, json, sys
+state, name = sys.argv[1:3]
+for path in sorted(glob.glob(state + "/pulled/sha256-*")):
+    rec = json.load(open(path))
+    if any(key.endswith(name.split("/", 1)[1]) for key in rec.get("credentialMapping", {})):
+        print(rec["imageRef"])
+        break
+EOF2
+)"
+    for spec in "$IMG_APP $ref" "$IMG_APP -" "${IMG_APP%:*}:2.0 -"; do
+        read -r image id <<<"$spec"
+        [[ "$id" == - ]] && id=""
+        pullgatectl --policy NeverVerifyPreloadedImages verify --image "$image" --image-ref "$id" \
+            --namespace team-b --json |
+            "$PG_PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["reason"], d["allow"])'
+    done
+}
+
 NODE_OK=1
 if [[ "${PG_PACKAGING_SKIP_NODE:-0}" == 1 ]]; then
     NODE_OK=0
@@ -548,6 +572,10 @@ EOF2
         OLD_BUILD_PID=""
         cp "$WORK"/old-deb/pullgate_"$PREV_V"-*.deb "$DEBS/" || pg_fail "no pullgate $PREV_V .deb built"
         records_before="$(ls "$NODE_STATE/pulled" | sort)"
+        verdicts_new="$(preloaded_verdicts)"
+        [[ "$verdicts_new" != *preloaded* && "$verdicts_new" != *True* ]] &&
+            pg_check_ok "$V: an image pulled with credentials is denied, never preloaded ($(tr '\n' ' ' <<<"$verdicts_new"))" ||
+            pg_check_fail "$V: $(tr '\n' ' ' <<<"$verdicts_new")"
         run_block rollback
         [[ "$(pkg_version)" == "$PREV_V-1" ]] && pg_check_ok "pullgate $PREV_V-1 is installed" ||
             pg_check_fail "installed: $(pkg_version)"
@@ -562,6 +590,12 @@ EOF2
         pg_check_ok "pullgate-cri $PREV_V starts with the configuration"
         [[ "$(ls "$NODE_STATE/pulled" | sort)" == "$records_before" ]] && pg_check_ok "the records are kept" ||
             pg_check_fail "the records changed with the rollback"
+        # The store $V wrote (its name index, credential index, credential times) read by
+        # $PREV_V: never more than $V allows (docs/lifecycle.md, "Roll back").
+        verdicts_old="$(preloaded_verdicts)"
+        [[ -n "$verdicts_old" && "$verdicts_old" == "$verdicts_new" ]] &&
+            pg_check_ok "$PREV_V decides as $V on the store $V wrote ($(tr '\n' ' ' <<<"$verdicts_old"))" ||
+            pg_check_fail "$PREV_V: $(tr '\n' ' ' <<<"$verdicts_old"), $V: $(tr '\n' ' ' <<<"$verdicts_new")"
         pod_in team-a "$ANN_A"
         expect_runs "team-a's container starts under $PREV_V on the record $V wrote" "$IMG_APP"
         pod_in team-b

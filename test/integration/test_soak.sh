@@ -36,4 +36,5 @@ fi
 WORK=$(mktemp -d /tmp/pg-soak.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 python3 "$HERE/soak.py" --ctl "$ctl" --hook "$hook" --work "$WORK" --seconds "$SECONDS_TO_RUN" \
-    --parallel "${SOAK_PARALLEL:-32}" --valgrind-runs "$valgrind_runs"
+    --parallel "${SOAK_PARALLEL:-32}" --valgrind-runs "$valgrind_runs" \
+    --memcheck-hook "${PULLGATE_HOOK_MEMCHECK:-$hook}"

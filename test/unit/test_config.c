@@ -232,6 +232,55 @@ START_TEST(cri_verify_pulls_is_a_boolean)
 }
 END_TEST
 
+/* pullgate-cri's memory bounds: whole numbers, defaults that keep the built-in bounds. */
+START_TEST(cri_cache_bounds_are_whole_numbers)
+{
+    pg_config *cfg = new_config();
+    pg_error err = {0};
+    ck_assert_uint_eq(pg_config_cri_record_cache_entries(cfg), 4096);
+    ck_assert_uint_eq(pg_config_cri_record_cache_bytes(cfg), (size_t)64 << 20);
+    ck_assert_uint_eq(pg_config_cri_absence_cache_entries(cfg), 131072);
+    ck_assert_msg(load(cfg,
+                       "{\"criRecordCacheEntries\":1000,\"criRecordCacheMiB\":16,"
+                       "\"criAbsenceCacheEntries\":1024}",
+                       &err) == PG_OK,
+                  "%s", err.message);
+    ck_assert_uint_eq(pg_config_cri_record_cache_entries(cfg), 1000);
+    ck_assert_uint_eq(pg_config_cri_record_cache_bytes(cfg), (size_t)16 << 20);
+    ck_assert_uint_eq(pg_config_cri_absence_cache_entries(cfg), 1024);
+    char *text = pg_config_to_json(cfg, &err);
+    ck_assert_msg(strstr(text, "\"criRecordCacheEntries\":1000,\"criRecordCacheMiB\":16,"
+                               "\"criAbsenceCacheEntries\":1024"),
+                  "%s", text);
+    pg_config *again = new_config();
+    ck_assert_msg(load(again, text, &err) == PG_OK, "%s", err.message);
+    ck_assert_uint_eq(pg_config_cri_record_cache_entries(again), 1000);
+    pg_free(text);
+    pg_config_free(again);
+    ck_assert_int_eq(pg_config_set(cfg, "criRecordCacheEntries", "16777216", &err), PG_OK);
+    ck_assert_uint_eq(pg_config_cri_record_cache_entries(cfg), 16777216);
+    static const char *const refused[] = {
+        "0", "16777217", "-1", "+5", " 5", "5 ", "5x", "", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        ck_assert_msg(pg_config_set(cfg, "criRecordCacheEntries", refused[i], &err) ==
+                          PG_ERR_CONFIG,
+                      "\"%s\" accepted", refused[i]);
+        ck_assert_msg(strstr(err.message, "expected a whole number from 1 to 16777216"), "%s",
+                      err.message);
+    }
+    ck_assert_uint_eq(pg_config_cri_record_cache_entries(cfg), 16777216);
+    pg_config_free(cfg);
+    assert_config_error("{\"criRecordCacheEntries\":\"4096\"}",
+                        "key \"criRecordCacheEntries\": expected a whole number, got a string");
+    assert_config_error("{\"criRecordCacheEntries\":4096.0}",
+                        "key \"criRecordCacheEntries\": expected a whole number, got a number");
+    assert_config_error("{\"criRecordCacheMiB\":0}", "key \"criRecordCacheMiB\"");
+    assert_config_error("{\"criRecordCacheMiB\":65537}", "key \"criRecordCacheMiB\"");
+    assert_config_error("{\"criAbsenceCacheEntries\":1023}", "key \"criAbsenceCacheEntries\"");
+    assert_config_error("{\"criAbsenceCacheEntries\":true}", "key \"criAbsenceCacheEntries\"");
+}
+END_TEST
+
 START_TEST(unknown_duplicate_and_mistyped_keys)
 {
     assert_config_error("{\"polcy\":\"AlwaysVerify\"}", "unknown key \"polcy\"");
@@ -527,6 +576,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, set_and_clear_list);
     tcase_add_test(tc, release_versions_compare);
     tcase_add_test(tc, every_key_is_registered);
+    tcase_add_test(tc, cri_cache_bounds_are_whole_numbers);
     tcase_add_test(tc, registry_is_the_key_table);
     suite_add_tcase(s, tc);
     TCase *files = tcase_create("files");

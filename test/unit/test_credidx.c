@@ -12,6 +12,7 @@
 #include "decision_cases.h"
 #include "internal.h"
 #include "store_credidx.h"
+#include "store_impl.h"
 #include "testutil.h"
 
 #include <check.h>

@@ -18,6 +18,7 @@
 #include "testutil.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -399,8 +400,20 @@ START_TEST(changes_while_another_thread_decides)
 END_TEST
 
 /* A store without the cache, shared by threads: the subdirectory descriptors
- * it keeps from the first lookup that opens one (store.c, pg_st_lookup_fd) are
- * kept once, whichever thread gets there first (run under -fsanitize=thread). */
+ * it keeps from the first decision that opens one (store_lookup.c) are kept
+ * once, whichever thread gets there first (run under -fsanitize=thread), and
+ * nothing else is left open. */
+static size_t open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    size_t n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
 typedef struct plain_racer {
     const env *e;
     pg_store *store;
@@ -435,6 +448,7 @@ START_TEST(plain_store_shared_by_threads)
     pg_store_free(writer);
     pg_store *shared = pg_store_open(e.cfg, NULL, &err);
     ck_assert_ptr_nonnull(shared);
+    size_t fds_before = open_fds();
     plain_racer r[4];
     pthread_t t[4];
     for (int i = 0; i < 4; i++) {
@@ -445,8 +459,12 @@ START_TEST(plain_store_shared_by_threads)
         pthread_join(t[i], NULL);
         ck_assert_uint_eq(r[i].bad, 0);
     }
-    /* Kept: the credential index's directory was opened by some lookup. */
-    ck_assert_int_ge(atomic_load(&shared->dirs[0].credidx_fd), 0);
+    /* Kept: the credential index's directory was opened by some decision. */
+    ck_assert_int_ge(atomic_load(&shared->kept[PG_SUB_CREDIDX]), 0);
+    size_t kept = 0;
+    for (size_t k = 0; k < shared->n_dirs * PG_STORE_SUBS; k++)
+        kept += atomic_load(&shared->kept[k]) >= 0;
+    ck_assert_uint_eq(open_fds(), fds_before + kept);
     pg_store_free(shared);
     env_free(&e);
 }

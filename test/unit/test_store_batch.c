@@ -10,6 +10,7 @@
  */
 #include "internal.h"
 #include "store_credtimes.h"
+#include "store_impl.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -334,7 +335,7 @@ static pg_record *check_record(const pg_store *s, const char *ref)
     int fd;
     ck_assert_int_eq(pg_st_open_subdir(&s->dirs[0], SUB_CREDTIMES, &fd, &err), PG_OK);
     json_t *times = NULL;
-    rc = pg_st_credtimes_load(s, fd, file, ref, &times, &err);
+    rc = pg_st_credtimes_read(fd, &s->dirs[0], file, ref, &times, &err);
     close(fd);
     ck_assert_msg(rc == PG_OK, "a record without its credential times: %s", err.message);
     for (size_t m = 0; m < rec->n_maps; m++) {
