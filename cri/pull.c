@@ -35,6 +35,7 @@ static const intercepted intercepted_methods[] = {
  * the same names), relayed as unary calls (unary.h). GetContainerEvents streams and is not here;
  * a method added to the CRI later is pumped as a stream until it is added.
  */
+/* clang-format off */
 static const char *const runtime_unary[] = {
     "Version", "RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "PodSandboxStatus",
     "ListPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "RemoveContainer",
@@ -44,6 +45,7 @@ static const char *const runtime_unary[] = {
     "CheckpointContainer", "ListMetricDescriptors", "ListPodSandboxMetrics", "RuntimeConfig",
     "UpdatePodSandboxResources", NULL};
 static const char *const image_unary[] = {"ListImages", "RemoveImage", "ImageFsInfo", NULL};
+/* clang-format on */
 
 static bool span_is(const char *s, size_t n, const char *text)
 {
@@ -58,8 +60,7 @@ static bool listed(const char *const *names, const char *method, size_t method_l
     return false;
 }
 
-static bool is_unary(const char *service, size_t service_len, const char *method,
-                     size_t method_len)
+static bool is_unary(const char *service, size_t service_len, const char *method, size_t method_len)
 {
     if (span_is(service, service_len, "runtime.v1.RuntimeService") ||
         span_is(service, service_len, "runtime.v1alpha2.RuntimeService"))

@@ -30,7 +30,7 @@ typedef enum cri_method_kind {
     CRI_METHOD_OTHER = 0,
     CRI_METHOD_PULL_IMAGE,
     CRI_METHOD_IMAGE_STATUS, /* intercepted only with criVerifyPulls (verify.h) */
-    CRI_METHOD_UNARY /* a CRI method the CRI declares unary (unary.h): relayed as one */
+    CRI_METHOD_UNARY         /* a CRI method the CRI declares unary (unary.h): relayed as one */
 } cri_method_kind;
 
 typedef struct cri_method {

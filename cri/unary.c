@@ -30,8 +30,8 @@ static void log_call(const unary_call *u, int delivered)
     snprintf(status, sizeof status, "%d", (int)u->c.r.status);
     snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - u->c.start_ms));
     cri_log(CRI_LOG_DEBUG, "call", "method", u->c.method_text, "code", status, "status",
-            cri_status_name(u->c.r.status), "delivered", delivered ? "yes" : "no", "durationMs",
-            ms, NULL);
+            cri_status_name(u->c.r.status), "delivered", delivered ? "yes" : "no", "durationMs", ms,
+            NULL);
 }
 
 static void maybe_done(unary_call *u)

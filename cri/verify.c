@@ -247,8 +247,7 @@ static void post_pull_required(cri_verifier *v, const char *image, const char *n
         p->reason = pg_strdup(reason ? reason : "");
     }
     if (!p || !p->image || !p->namespace_ || !p->reason) {
-        cri_log(CRI_LOG_WARNING, "PullRequired not signalled: out of memory", "image", image,
-                NULL);
+        cri_log(CRI_LOG_WARNING, "PullRequired not signalled: out of memory", "image", image, NULL);
         if (p) {
             free(p->image);
             free(p->namespace_);
