@@ -31,7 +31,7 @@ typedef struct cri_verifier_options {
 typedef struct cri_verifier cri_verifier;
 
 cri_verifier *cri_verifier_new(const cri_verifier_options *o, pg_error *err);
-/* After every ImageStatus call finished and the worker stopped (it may hold a signal). */
+/* After every ImageStatus call finished (a signal still queued on the worker does not use v). */
 void cri_verifier_free(cri_verifier *v);
 
 /* Takes over an incoming ImageStatus call (all moved). Called on the event loop. */
