@@ -256,6 +256,21 @@ def deadline(proxied, events):
             time.sleep(0.05)
         fails += check(open(events).read().count("sleep-cancelled") >= n,
                        "%s: the runtime's call was ended" % method)
+    # A client that gives up (no deadline) ends the runtime's call on both paths too.
+    for n, method in enumerate(("/test.Echo/Sleep", "/runtime.v1.RuntimeService/ExecSync"), 3):
+        started = open(events).read().count("sleep-start")
+        fut = ch.unary_unary(method).future(b"5", timeout=20)
+        for _ in range(100):  # cancel once the runtime is working on it
+            if open(events).read().count("sleep-start") > started:
+                break
+            time.sleep(0.05)
+        fut.cancel()
+        for _ in range(100):
+            if open(events).read().count("sleep-cancelled") >= n:
+                break
+            time.sleep(0.05)
+        fails += check(open(events).read().count("sleep-cancelled") >= n,
+                       "%s: a cancelled call ends the runtime's call" % method)
     return fails
 
 
