@@ -73,10 +73,11 @@ static void on_recv(cri_task *t)
     maybe_done(u);
 }
 
-/* The call's end: a client that gave up cancels the runtime's call too. Not left to the
- * parent link: a client's cancellation did not reach the runtime's call through it (measured:
- * test_cri_proxy_transparency, "a cancelled call ends the runtime's call"), so the close is
- * a batch of its own rather than part of the answer's. */
+/* The call's end: a client that gave up cancels the runtime's call too. The close is a batch
+ * of its own, pending while the runtime works, rather than part of the answer's: with nothing
+ * pending on the incoming call, a client's cancellation reached neither this call nor, through
+ * the parent link, the runtime's (measured: test_cri_proxy_transparency, "a cancelled call ends
+ * the runtime's call", failed with the close folded into the answer). */
 static void on_closed(cri_task *t)
 {
     unary_call *u = t->owner;

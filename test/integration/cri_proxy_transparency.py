@@ -60,6 +60,8 @@ class FakeRuntime(grpc.GenericRpcHandler):
             "/runtime.v1.RuntimeService/ContainerStatus": grpc.unary_unary_rpc_method_handler(self.fail),
             "/runtime.v1.ImageService/ListImages": grpc.unary_unary_rpc_method_handler(self.large),
             "/runtime.v1.RuntimeService/ExecSync": grpc.unary_unary_rpc_method_handler(self.sleep),
+            # ImageStatus is verify.c's (criVerifyPulls); a request it cannot decode goes up as is.
+            "/runtime.v1.ImageService/ImageStatus": grpc.unary_unary_rpc_method_handler(self.sleep),
             "/test.Echo/ServerStream": grpc.unary_stream_rpc_method_handler(self.server_stream),
             "/test.Echo/ClientStream": grpc.stream_unary_rpc_method_handler(self.client_stream),
             "/test.Echo/Bidi": grpc.stream_stream_rpc_method_handler(self.bidi),
@@ -257,7 +259,8 @@ def deadline(proxied, events):
         fails += check(open(events).read().count("sleep-cancelled") >= n,
                        "%s: the runtime's call was ended" % method)
     # A client that gives up (no deadline) ends the runtime's call on both paths too.
-    for n, method in enumerate(("/test.Echo/Sleep", "/runtime.v1.RuntimeService/ExecSync"), 3):
+    for n, method in enumerate(("/test.Echo/Sleep", "/runtime.v1.RuntimeService/ExecSync",
+                                "/runtime.v1.ImageService/ImageStatus"), 3):
         started = open(events).read().count("sleep-start")
         fut = ch.unary_unary(method).future(b"5", timeout=20)
         for _ in range(100):  # cancel once the runtime is working on it
