@@ -8,7 +8,8 @@
 #   direct        containerd itself
 #   relay         bench/grpc_relay (the bare relay on the same gRPC core: the floor)
 #   pullgate-cri  this build, deciding (criVerifyPulls, policy AlwaysVerify; the allow path)
-#   pump          this build with criVerifyPulls false (the byte pump)
+#   pump          this build with criVerifyPulls false (ImageStatus relayed undecided: the unary
+#                 relay since phase 2b, the byte pump before)
 #   base, base-pump   the same two from BASE_BUILD (another build directory), when given: the
 #                 before/after of a change measured in the same run, binaries alternating
 #   relay-*       RELAY_VARIANTS: space-separated "NAME=ARGS" items, grpc_relay started with ARGS
