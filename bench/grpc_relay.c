@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * grpc_relay LISTEN TARGET
+ * grpc_relay [-R METHOD]... [-d] [-e NAME=VALUE]... [-a KEY=INT]... [-b] LISTEN TARGET
  *   e.g. grpc_relay unix:/tmp/x/relay.sock unix:/run/containerd/containerd.sock
  *
  * The baseline pullgate-cri's forwarding is judged against (bench/README.md,
@@ -18,25 +18,60 @@
  * channelz, no HTTP proxy lookup) and abseil's debug deadlock detector off
  * as pullgate-cri turns it off, so the difference between the two is what
  * pullgate-cri does beyond relaying bytes.
+ *
+ * Variants, to find the cheapest relay the core allows (bench/README.md, "The floor"):
+ *   -R METHOD      METHOD registered with GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER: its
+ *                  calls arrive with their request (two batches per call instead of three);
+ *                  repeatable, other methods stay generic
+ *   -d             the upstream channel made on a unix socket connected here
+ *                  (grpc_channel_create_from_fd: no client channel, resolver, load
+ *                  balancing, retry layer or subchannel); TARGET is unix:PATH
+ *   -e NAME=VALUE  set in the environment before grpc_init (GRPC_POLL_STRATEGY,
+ *                  GRPC_EXPERIMENTS)
+ *   -a KEY=INT     one more integer argument for the server and the channel
+ *   -b             no gRPC at all: bytes copied between each accepted connection and a
+ *                  connection of its own to TARGET, one epoll thread (the transport's floor;
+ *                  LISTEN and TARGET are unix:PATH)
  */
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
+#include <grpc/grpc_posix.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #define MAX_MESSAGE_BYTES (16 * 1024 * 1024)
+#define MAX_ARGS 16
+#define MAX_REGISTERED 8
 
 enum stage { AWAIT_REQUEST, AWAIT_ANSWER, AWAIT_DONE };
+
+typedef struct relay relay;
+
+/* A registered method's slot: the call grpc_server_request_registered_call fills. */
+typedef struct registered {
+    relay *r;
+    void *handle;
+    grpc_slice method;
+    struct relay_call *incoming;
+} registered;
 
 typedef struct relay_call {
     enum stage stage;
     grpc_call *down, *up;
     grpc_call_details details;
+    gpr_timespec deadline; /* registered calls: the details hold no deadline */
+    const grpc_slice *method;
     grpc_metadata_array down_md, up_initial, up_trailing;
     grpc_byte_buffer *request, *answer;
     grpc_status_code status;
@@ -44,14 +79,30 @@ typedef struct relay_call {
     int cancelled;
 } relay_call;
 
-typedef struct relay {
+struct relay {
     grpc_server *server;
     grpc_channel *channel;
     grpc_completion_queue *cq;
     relay_call *incoming; /* the slot grpc_server_request_call fills */
-} relay;
+    registered reg[MAX_REGISTERED];
+    size_t n_reg;
+};
 
-static int new_call_tag; /* its address tags the server's new-call event */
+typedef struct options {
+    const char *registered[MAX_REGISTERED];
+    size_t n_registered;
+    grpc_arg args[MAX_ARGS];
+    size_t n_args;
+    int direct, bytes;
+} options;
+
+static int new_call_tag; /* its address tags the server's generic new-call event */
+
+static void die(const char *what)
+{
+    fprintf(stderr, "grpc_relay: %s\n", what);
+    exit(1);
+}
 
 static grpc_arg int_arg(const char *key, int value)
 {
@@ -85,32 +136,43 @@ static void absl_deadlock_detection_off(void)
     }
 }
 
-static void request_call(relay *r)
+static relay_call *call_new(void)
 {
     relay_call *c = calloc(1, sizeof *c);
-    if (!c) {
-        fprintf(stderr, "grpc_relay: out of memory\n");
-        exit(1);
-    }
+    if (!c)
+        die("out of memory");
     grpc_call_details_init(&c->details);
     grpc_metadata_array_init(&c->down_md);
     grpc_metadata_array_init(&c->up_initial);
     grpc_metadata_array_init(&c->up_trailing);
     c->status_details = grpc_empty_slice();
+    return c;
+}
+
+static void request_call(relay *r)
+{
+    relay_call *c = call_new();
     r->incoming = c;
     if (grpc_server_request_call(r->server, &c->down, &c->details, &c->down_md, r->cq, r->cq,
-                                 &new_call_tag) != GRPC_CALL_OK) {
-        fprintf(stderr, "grpc_relay: grpc_server_request_call failed\n");
-        exit(1);
-    }
+                                 &new_call_tag) != GRPC_CALL_OK)
+        die("grpc_server_request_call failed");
+}
+
+static void request_registered(registered *g)
+{
+    relay_call *c = call_new();
+    g->incoming = c;
+    c->method = &g->method;
+    if (grpc_server_request_registered_call(g->r->server, g->handle, &c->down, &c->deadline,
+                                            &c->down_md, &c->request, g->r->cq, g->r->cq,
+                                            g) != GRPC_CALL_OK)
+        die("grpc_server_request_registered_call failed");
 }
 
 static void start(grpc_call *gc, const grpc_op *ops, size_t n, relay_call *c)
 {
-    if (grpc_call_start_batch(gc, ops, n, c, NULL) != GRPC_CALL_OK) {
-        fprintf(stderr, "grpc_relay: grpc_call_start_batch failed\n");
-        exit(1);
-    }
+    if (grpc_call_start_batch(gc, ops, n, c, NULL) != GRPC_CALL_OK)
+        die("grpc_call_start_batch failed");
 }
 
 static void receive_request(relay_call *c)
@@ -125,8 +187,10 @@ static void receive_request(relay_call *c)
 static void forward_up(relay *r, relay_call *c)
 {
     const grpc_slice *host = GRPC_SLICE_LENGTH(c->details.host) ? &c->details.host : NULL;
-    c->up = grpc_channel_create_call(r->channel, c->down, GRPC_PROPAGATE_DEFAULTS, r->cq,
-                                     c->details.method, host, c->details.deadline, NULL);
+    const grpc_slice *method = c->method ? c->method : &c->details.method;
+    gpr_timespec deadline = c->method ? c->deadline : c->details.deadline;
+    c->up = grpc_channel_create_call(r->channel, c->down, GRPC_PROPAGATE_DEFAULTS, r->cq, *method,
+                                     host, deadline, NULL);
     grpc_op ops[6] = {op_of(GRPC_OP_SEND_INITIAL_METADATA), op_of(GRPC_OP_SEND_MESSAGE),
                       op_of(GRPC_OP_SEND_CLOSE_FROM_CLIENT), op_of(GRPC_OP_RECV_INITIAL_METADATA),
                       op_of(GRPC_OP_RECV_MESSAGE), op_of(GRPC_OP_RECV_STATUS_ON_CLIENT)};
@@ -195,59 +259,259 @@ static void step(relay *r, relay_call *c, int success)
     }
 }
 
-static void setup(relay *r, const char *listen, const char *target)
+/* A unix socket connected to TARGET (unix:PATH or unix://PATH), or -1. */
+static int connect_unix(const char *target)
+{
+    const char *path = strncmp(target, "unix://", 7) == 0  ? target + 7
+                       : strncmp(target, "unix:", 5) == 0 ? target + 5
+                                                          : NULL;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (!path || strlen(path) >= sizeof sa.sun_path)
+        return -1;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static grpc_channel *upstream_channel(const options *o, const char *target, grpc_channel_args *ca)
+{
+    grpc_channel_credentials *cc = grpc_insecure_credentials_create();
+    grpc_channel *ch;
+    if (o->direct) {
+        int fd = connect_unix(target);
+        if (fd < 0)
+            die("cannot connect to the target (-d needs unix:PATH)");
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        ch = grpc_channel_create_from_fd(target, fd, cc, ca);
+    } else {
+        ch = grpc_channel_create(target, cc, ca);
+    }
+    grpc_channel_credentials_release(cc);
+    return ch;
+}
+
+static void setup(relay *r, const options *o, const char *listen, const char *target)
 {
     absl_deadlock_detection_off();
-    grpc_arg sargs[] = {int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, MAX_MESSAGE_BYTES),
-                        int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, MAX_MESSAGE_BYTES),
-                        int_arg(GRPC_ARG_ENABLE_CHANNELZ, 0)};
-    grpc_channel_args sca = {sizeof sargs / sizeof sargs[0], sargs};
-    grpc_arg cargs[] = {int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, MAX_MESSAGE_BYTES),
-                        int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, MAX_MESSAGE_BYTES),
-                        int_arg(GRPC_ARG_ENABLE_CHANNELZ, 0),
-                        int_arg(GRPC_ARG_ENABLE_HTTP_PROXY, 0)};
-    grpc_channel_args cca = {sizeof cargs / sizeof cargs[0], cargs};
+    grpc_arg sargs[3 + MAX_ARGS] = {int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, MAX_MESSAGE_BYTES),
+                                    int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, MAX_MESSAGE_BYTES),
+                                    int_arg(GRPC_ARG_ENABLE_CHANNELZ, 0)};
+    memcpy(sargs + 3, o->args, o->n_args * sizeof *o->args);
+    grpc_channel_args sca = {3 + o->n_args, sargs};
+    grpc_arg cargs[4 + MAX_ARGS] = {int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, MAX_MESSAGE_BYTES),
+                                    int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, MAX_MESSAGE_BYTES),
+                                    int_arg(GRPC_ARG_ENABLE_CHANNELZ, 0),
+                                    int_arg(GRPC_ARG_ENABLE_HTTP_PROXY, 0)};
+    memcpy(cargs + 4, o->args, o->n_args * sizeof *o->args);
+    grpc_channel_args cca = {4 + o->n_args, cargs};
     r->cq = grpc_completion_queue_create_for_next(NULL);
     r->server = grpc_server_create(&sca, NULL);
-    grpc_channel_credentials *cc = grpc_insecure_credentials_create();
-    r->channel = grpc_channel_create(target, cc, &cca);
-    grpc_channel_credentials_release(cc);
+    r->channel = upstream_channel(o, target, &cca);
     grpc_server_register_completion_queue(r->server, r->cq, NULL);
+    for (size_t i = 0; i < o->n_registered; i++) {
+        registered *g = &r->reg[r->n_reg++];
+        g->r = r;
+        g->method = grpc_slice_from_static_string(o->registered[i]);
+        g->handle = grpc_server_register_method(r->server, o->registered[i], NULL,
+                                                GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+        if (!g->handle)
+            die("grpc_server_register_method failed");
+    }
     grpc_server_credentials *sc = grpc_insecure_server_credentials_create();
     int port = grpc_server_add_http2_port(r->server, listen, sc);
     grpc_server_credentials_release(sc);
-    if (!port) {
-        fprintf(stderr, "grpc_relay: cannot listen on %s\n", listen);
-        exit(1);
-    }
+    if (!port)
+        die("cannot listen");
     grpc_server_start(r->server);
 }
 
-int main(int argc, char **argv)
+static registered *registered_of(relay *r, void *tag)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: grpc_relay LISTEN TARGET (e.g. unix:/path/relay.sock unix:/path/rt.sock)\n");
-        return 2;
-    }
+    for (size_t i = 0; i < r->n_reg; i++)
+        if (tag == &r->reg[i])
+            return &r->reg[i];
+    return NULL;
+}
+
+static void run_grpc(const options *o, const char *listen, const char *target)
+{
     grpc_init();
     relay r = {0};
-    setup(&r, argv[1], argv[2]);
+    setup(&r, o, listen, target);
     request_call(&r);
-    fprintf(stderr, "grpc_relay: listening on %s, relaying to %s\n", argv[1], argv[2]);
+    for (size_t i = 0; i < r.n_reg; i++)
+        request_registered(&r.reg[i]);
     for (;;) {
         grpc_event ev = grpc_completion_queue_next(r.cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
         if (ev.type != GRPC_OP_COMPLETE)
             break;
-        if (ev.tag == &new_call_tag) {
-            relay_call *c = r.incoming;
-            request_call(&r);
-            if (ev.success)
-                receive_request(c);
+        registered *g = registered_of(&r, ev.tag);
+        if (ev.tag == &new_call_tag || g) {
+            relay_call *c = g ? g->incoming : r.incoming;
+            if (g)
+                request_registered(g);
             else
+                request_call(&r);
+            if (!ev.success)
                 call_free(c);
+            else if (g) /* the request came with the call */
+                step(&r, c, 1);
+            else
+                receive_request(c);
             continue;
         }
         step(&r, ev.tag, ev.success);
     }
+}
+
+/* ------------------------------------------------------------ -b: bytes only */
+
+#define BYTE_BUF 65536
+
+/* One direction of a connection pair: what is read from `from` is written to `to`. */
+typedef struct pipe_end {
+    int from, to;
+    int closed;
+    struct pipe_end *other;
+} pipe_end;
+
+static int listen_unix(const char *addr)
+{
+    const char *path = strncmp(addr, "unix://", 7) == 0  ? addr + 7
+                       : strncmp(addr, "unix:", 5) == 0 ? addr + 5
+                                                          : NULL;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (!path || strlen(path) >= sizeof sa.sun_path)
+        die("-b needs unix:PATH");
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    unlink(path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0)
+        die("cannot listen");
+    return fd;
+}
+
+/* Both ends closed now, freed after the batch of events (which may still name them). */
+static void close_pair(int ep, pipe_end *p, pipe_end **dead, int *n_dead)
+{
+    if (p->closed)
+        return;
+    epoll_ctl(ep, EPOLL_CTL_DEL, p->from, NULL);
+    epoll_ctl(ep, EPOLL_CTL_DEL, p->to, NULL);
+    close(p->from);
+    close(p->to);
+    p->closed = p->other->closed = 1;
+    dead[(*n_dead)++] = p;
+}
+
+static void accept_pair(int ep, int lfd, const char *target)
+{
+    int down = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (down < 0)
+        return;
+    int up = connect_unix(target);
+    pipe_end *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    if (up < 0 || !a || !b)
+        die("cannot connect to the target (-b needs unix:PATH)");
+    *a = (pipe_end){.from = down, .to = up, .other = b};
+    *b = (pipe_end){.from = up, .to = down, .other = a};
+    struct epoll_event ea = {.events = EPOLLIN, .data.ptr = a}, eb = {.events = EPOLLIN, .data.ptr = b};
+    epoll_ctl(ep, EPOLL_CTL_ADD, down, &ea);
+    epoll_ctl(ep, EPOLL_CTL_ADD, up, &eb);
+}
+
+/* Blocking writes: a unary call's bytes fit the socket buffers; this is a floor, not a proxy. */
+static int copy_once(pipe_end *p)
+{
+    char buf[BYTE_BUF];
+    ssize_t n = read(p->from, buf, sizeof buf);
+    if (n <= 0)
+        return -1;
+    for (ssize_t off = 0; off < n;) {
+        ssize_t w = write(p->to, buf + off, (size_t)(n - off));
+        if (w < 0 && errno != EINTR)
+            return -1;
+        off += w > 0 ? w : 0;
+    }
+    return 0;
+}
+
+static void run_bytes(const char *listen, const char *target)
+{
+    int lfd = listen_unix(listen), ep = epoll_create1(EPOLL_CLOEXEC);
+    static int listener_tag;
+    struct epoll_event le = {.events = EPOLLIN, .data.ptr = &listener_tag};
+    epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &le);
+    for (;;) {
+        struct epoll_event evs[16];
+        pipe_end *dead[16];
+        int n = epoll_wait(ep, evs, 16, -1), n_dead = 0;
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.ptr == &listener_tag) {
+                accept_pair(ep, lfd, target);
+                continue;
+            }
+            pipe_end *p = evs[i].data.ptr;
+            if (!p->closed && copy_once(p) != 0)
+                close_pair(ep, p, dead, &n_dead);
+        }
+        for (int i = 0; i < n_dead; i++) {
+            free(dead[i]->other);
+            free(dead[i]);
+        }
+    }
+}
+
+static void parse_options(int argc, char **argv, options *o)
+{
+    int opt;
+    while ((opt = getopt(argc, argv, "R:de:a:b")) != -1) {
+        char *eq = optarg ? strchr(optarg, '=') : NULL;
+        switch (opt) {
+        case 'R':
+            if (o->n_registered == MAX_REGISTERED)
+                die("too many -R");
+            o->registered[o->n_registered++] = optarg;
+            break;
+        case 'd': o->direct = 1; break;
+        case 'b': o->bytes = 1; break;
+        case 'e':
+            if (!eq)
+                die("-e NAME=VALUE");
+            *eq = '\0';
+            setenv(optarg, eq + 1, 1);
+            break;
+        case 'a':
+            if (!eq || o->n_args == MAX_ARGS)
+                die("-a KEY=INT");
+            *eq = '\0';
+            o->args[o->n_args++] = int_arg(optarg, atoi(eq + 1));
+            break;
+        default: exit(2);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    options o = {0};
+    parse_options(argc, argv, &o);
+    if (argc - optind != 2) {
+        fprintf(stderr, "usage: grpc_relay [-R METHOD]... [-d] [-e NAME=VALUE]... [-a KEY=INT]... "
+                        "[-b] LISTEN TARGET (e.g. unix:/path/relay.sock unix:/path/rt.sock)\n");
+        return 2;
+    }
+    const char *listen = argv[optind], *target = argv[optind + 1];
+    fprintf(stderr, "grpc_relay: listening on %s, relaying to %s\n", listen, target);
+    if (o.bytes)
+        run_bytes(listen, target);
+    else
+        run_grpc(&o, listen, target);
     return 0;
 }

@@ -19,13 +19,21 @@ static void post_completion(void *arg, int ok)
     cri_worker_post(ev->worker, &ev->task);
 }
 
+/* The event loop's side of a call that lives there: the task runs at once. */
+static void run_completion(void *arg, int ok)
+{
+    cri_call_event *ev = arg;
+    ev->task.ok = ok;
+    ev->task.fn(&ev->task);
+}
+
 void cri_call_set_event(cri_call *c, cri_call_event *ev, cri_task_fn fn)
 {
-    ev->tag.fn = post_completion;
+    ev->tag.fn = c->on_loop ? run_completion : post_completion;
     ev->tag.arg = ev;
     ev->task.fn = fn;
     ev->task.owner = c->owner;
-    ev->worker = c->worker;
+    ev->worker = c->on_loop ? NULL : c->worker;
 }
 
 bool cri_call_start_batch(cri_call *c, grpc_call *gc, const grpc_op *ops, size_t n,
@@ -60,6 +68,7 @@ void cri_call_init(cri_call *c, void *owner, const cri_call_kind *kind, cri_work
 {
     c->owner = owner;
     c->worker = worker;
+    c->on_loop = kind->on_loop;
     c->start_ms = cri_now_ms();
     c->start_us = pg_metrics_now_us();
     size_t mlen = GRPC_SLICE_LENGTH(details->method);
@@ -136,7 +145,11 @@ bool cri_call_forward(cri_call *c, grpc_channel *channel, grpc_completion_queue 
     pg_grpc_unary_answer into = {&c->r.up_initial_md, &c->response, &c->r.up_trailing_md, &c->r.status,
                                  &c->r.status_details};
     pg_grpc_unary_ops(ops, c->r.fwd_md, c->r.n_fwd_md, c->request, &into);
-    return cri_call_start_batch(c, c->r.up, ops, 6, &c->ev_up);
+    if (c->request)
+        return cri_call_start_batch(c, c->r.up, ops, 6, &c->ev_up);
+    /* No request message: everything but SEND_MESSAGE (ops[1]), which needs one. */
+    memmove(&ops[1], &ops[2], 4 * sizeof ops[0]);
+    return cri_call_start_batch(c, c->r.up, ops, 5, &c->ev_up);
 }
 
 void cri_call_upstream_done(cri_call *c, int ok)

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The gRPC side of an intercepted unary call, shared by PullImage (intercept.c)
- * and ImageStatus (verify.c): the incoming call taken over from the event loop,
- * its request message, the forward to the runtime with the incoming call as
- * parent, the final answer, and the release of every gRPC object. The state
- * machine that decides what happens stays with its owner, which embeds a
- * cri_call; the event loop only posts the completions of the call's batches,
- * which run as the owner's tasks on the worker thread (worker.h).
+ * The gRPC side of a unary call, shared by PullImage (intercept.c), ImageStatus
+ * (verify.c) and the CRI's other unary methods (unary.c): the incoming call
+ * taken over from the event loop, its request message, the forward to the
+ * runtime with the incoming call as parent, the final answer, and the release
+ * of every gRPC object. The state machine that decides what happens stays with
+ * its owner, which embeds a cri_call. Where the completions of the call's
+ * batches run is the kind's: on the event loop itself (on_loop: no thread
+ * hand-off, every batch started from the loop), or posted by the loop to the
+ * worker thread (worker.h) as the owner's tasks.
  */
 #ifndef PULLGATE_CRI_CALL_H
 #define PULLGATE_CRI_CALL_H
@@ -17,16 +19,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* A gRPC completion routed to the worker. */
+/* A gRPC completion, run on the event loop or routed to the worker. */
 typedef struct cri_call_event {
     cri_tag tag;   /* what the event loop sees */
-    cri_task task; /* what the worker runs: task.owner is the call's owner */
-    cri_worker *worker;
+    cri_task task; /* what runs: task.owner is the call's owner */
+    cri_worker *worker; /* NULL: the task runs on the event loop */
 } cri_call_event;
 
-/* What an owner runs on the worker when one of the call's own batches completes. */
+/* What an owner runs when one of the call's own batches completes. */
 typedef struct cri_call_kind {
     const char *name;     /* the method in the logs; NULL: the method's path */
+    bool on_loop;         /* the handlers run on the event loop, not on the worker */
     cri_task_fn received; /* RECV_MESSAGE: starts with cri_call_received() */
     cri_task_fn closed;   /* RECV_CLOSE_ON_SERVER: starts with cri_call_batch_done() */
     cri_task_fn upstream; /* the forward's batch: starts with cri_call_upstream_done() */
@@ -36,6 +39,7 @@ typedef struct cri_call_kind {
 typedef struct cri_call {
     void *owner;
     cri_worker *worker; /* outlives the proxy (stopped after the record writer) */
+    bool on_loop;       /* the kind's: completions run on the event loop */
     const char *name;
     char method_text[256]; /* for the calls metric and the logs */
     int64_t start_ms;     /* the logs' durationMs */
@@ -63,12 +67,13 @@ void cri_call_refuse_unallocated(grpc_call *incoming, grpc_call_details *details
 /*
  * Takes over an incoming call, its details and metadata (all moved: the caller
  * keeps nothing) into c, zeroed by the owner's allocation; the completions of
- * the call's batches run kind's handlers with owner as their task's owner.
+ * the call's batches run kind's handlers with owner as their task's owner, on
+ * the event loop when kind->on_loop (worker may then be NULL), else on worker.
  */
 void cri_call_init(cri_call *c, void *owner, const cri_call_kind *kind, cri_worker *worker,
                    grpc_call *incoming, grpc_call_details *details, grpc_metadata_array *md);
 
-/* An event of the owner's own (another call's batch) posted to the worker like c's. */
+/* An event of the owner's own (another call's batch), run where c's run. */
 void cri_call_set_event(cri_call *c, cri_call_event *ev, cri_task_fn fn);
 /* Starts a batch on gc counted in c->outstanding; false (logged) when gRPC refuses it. */
 bool cri_call_start_batch(cri_call *c, grpc_call *gc, const grpc_op *ops, size_t n,
@@ -102,7 +107,8 @@ void cri_call_drop_request(cri_call *c);
 /* ------------------------------------------------------------ the runtime */
 
 /*
- * The request goes up exactly as it came, with the forwarded metadata; the
+ * The request goes up exactly as it came, with the forwarded metadata, and the
+ * half-close (no request message: the metadata and the half-close); the
  * incoming call is the parent (deadline and cancellation propagate). Sending
  * moves the request's slices out of its byte buffer. False when the call or its
  * batch cannot start (nothing was sent).

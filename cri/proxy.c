@@ -9,9 +9,12 @@
  *
  * Threads: one event-loop thread drives a single completion queue; every
  * completion is a small handler of a per-call state machine, so call state
- * needs no lock. The calls of the intercepted methods (PullImage: pull.c's
- * table) are handed to intercept.c, whose state machines run on the worker
- * thread; the loop only posts their completions. See cri/README.md for why.
+ * needs no lock. The calls of the intercepted methods (pull.c's table) are
+ * handed over: PullImage to intercept.c, whose state machines run on the
+ * worker thread (the loop only posts their completions), ImageStatus to
+ * verify.c, and the CRI's other unary methods to unary.c, both on the loop.
+ * What is left here is the byte pump: streams and methods the table does not
+ * know. See cri/README.md for why.
  */
 #include "proxy.h"
 
@@ -19,6 +22,7 @@
 #include "grpc_util.h"
 #include "intercept.h"
 #include "log.h"
+#include "unary.h"
 
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
@@ -505,6 +509,10 @@ static void on_new_call(void *arg, int ok)
     }
     if (m.kind == CRI_METHOD_PULL_IMAGE) {
         cri_intercept_start(px->intercept, &m, incoming, &details, &md);
+        return;
+    }
+    if (m.kind == CRI_METHOD_UNARY || m.kind == CRI_METHOD_IMAGE_STATUS) {
+        cri_unary_start(px->channel, px->cq, incoming, &details, &md);
         return;
     }
     call *c = call_new(px);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The calls pullgate-cri intercepts (the method table) and the admission rule of
- * a pull (docs/interfaces.md §10): which step a decoded request takes next.
+ * The calls pullgate-cri intercepts (the method table), the ones it relays as
+ * unary calls, and the admission rule of a pull (docs/interfaces.md §10):
+ * which step a decoded request takes next.
  */
 #include "pull.h"
 
@@ -29,9 +30,45 @@ static const intercepted intercepted_methods[] = {
      "/runtime.v1alpha2.ImageService/ImageStatus"},
 };
 
+/*
+ * The CRI's unary methods (cri-api's api.proto, runtime.v1; runtime.v1alpha2 has a subset under
+ * the same names), relayed as unary calls (unary.h). GetContainerEvents streams and is not here;
+ * a method added to the CRI later is pumped as a stream until it is added.
+ */
+/* clang-format off */
+static const char *const runtime_unary[] = {
+    "Version", "RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "PodSandboxStatus",
+    "ListPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "RemoveContainer",
+    "ListContainers", "ContainerStatus", "UpdateContainerResources", "ReopenContainerLog",
+    "ExecSync", "Exec", "Attach", "PortForward", "ContainerStats", "ListContainerStats",
+    "PodSandboxStats", "ListPodSandboxStats", "UpdateRuntimeConfig", "Status",
+    "CheckpointContainer", "ListMetricDescriptors", "ListPodSandboxMetrics", "RuntimeConfig",
+    "UpdatePodSandboxResources", NULL};
+static const char *const image_unary[] = {"ListImages", "RemoveImage", "ImageFsInfo", NULL};
+/* clang-format on */
+
 static bool span_is(const char *s, size_t n, const char *text)
 {
     return strlen(text) == n && memcmp(s, text, n) == 0;
+}
+
+static bool listed(const char *const *names, const char *method, size_t method_len)
+{
+    for (size_t i = 0; names[i]; i++)
+        if (span_is(method, method_len, names[i]))
+            return true;
+    return false;
+}
+
+static bool is_unary(const char *service, size_t service_len, const char *method, size_t method_len)
+{
+    if (span_is(service, service_len, "runtime.v1.RuntimeService") ||
+        span_is(service, service_len, "runtime.v1alpha2.RuntimeService"))
+        return listed(runtime_unary, method, method_len);
+    if (span_is(service, service_len, "runtime.v1.ImageService") ||
+        span_is(service, service_len, "runtime.v1alpha2.ImageService"))
+        return listed(image_unary, method, method_len);
+    return false;
 }
 
 cri_method cri_method_parse(const char *path, size_t len)
@@ -58,8 +95,11 @@ cri_method cri_method_parse(const char *path, size_t len)
         if (span_is(path, service_len, t->service) && span_is(method, method_len, t->method)) {
             m.kind = t->kind;
             m.image_status = t->image_status;
+            return m;
         }
     }
+    if (is_unary(path, service_len, method, method_len))
+        m.kind = CRI_METHOD_UNARY;
     return m;
 }
 

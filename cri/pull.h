@@ -24,11 +24,13 @@
 
 /* ------------------------------------------------------------ methods */
 
-/* The calls pullgate-cri intercepts; every other call is forwarded as bytes. */
+/* The calls pullgate-cri intercepts, and the ones it relays as unary calls; every other call is
+ * pumped as a stream of bytes. */
 typedef enum cri_method_kind {
     CRI_METHOD_OTHER = 0,
     CRI_METHOD_PULL_IMAGE,
-    CRI_METHOD_IMAGE_STATUS /* intercepted only with criVerifyPulls (verify.h) */
+    CRI_METHOD_IMAGE_STATUS, /* intercepted only with criVerifyPulls (verify.h) */
+    CRI_METHOD_UNARY         /* a CRI method the CRI declares unary (unary.h): relayed as one */
 } cri_method_kind;
 
 typedef struct cri_method {
@@ -43,7 +45,10 @@ typedef struct cri_method {
  * grpc-go's Server.handleStream splits it (one leading '/' optional, then
  * service and method at the last '/'), so that every spelling containerd or
  * CRI-O runs as PullImage is intercepted as one. path need not be
- * NUL-terminated; a NUL in it matches nothing.
+ * NUL-terminated; a NUL in it matches nothing. CRI_METHOD_UNARY: a method of
+ * runtime.v1 or runtime.v1alpha2's RuntimeService or ImageService that the
+ * CRI declares unary (every one but GetContainerEvents, PullImage and
+ * ImageStatus); a method this table does not know is OTHER.
  */
 cri_method cri_method_parse(const char *path, size_t len);
 

@@ -19,6 +19,13 @@
  * the namespace the runtime gives. A wrong "present" costs a denial; a wrong
  * "not present" costs a pull that the registry decides with the pod's own
  * credentials, recorded under the pod's real namespace.
+ *
+ * Every step runs on the event loop, the thread that receives the runtime's
+ * answer: the decision is bounded and never waits for a writer (the store's
+ * read path takes no lock, its caches take short mutexes, the decider's
+ * read lock waits only for a store reopen), so the call costs no thread
+ * hand-off (cri/README.md, "Cost"). Only the D-Bus signal, which may wait for
+ * the bus, goes to the worker, after the answer.
  */
 #include "verify.h"
 
@@ -29,14 +36,23 @@
 
 #include <grpc/support/time.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct cri_verifier {
     cri_verifier_options o;
-    cri_verify_memory *memory; /* worker thread only */
+    pthread_mutex_t memory_lock; /* the event loop asks, the worker notes pulls */
+    cri_verify_memory *memory;
 };
+
+/* A PullRequired signal, sent on the worker (the bus may make it wait). */
+typedef struct pull_required {
+    cri_task task;
+    pg_notifier *notifier;
+    char *image, *namespace_, *reason;
+} pull_required;
 
 typedef struct status_call {
     cri_call c; /* the incoming call, its request, the forward and the answer */
@@ -146,7 +162,10 @@ static void decide(cri_verifier *v, const cri_status_request *r, char **aliases,
     }
     uint8_t key[32];
     cri_verify_key(r->image, r->annotation, r->annotation_len, r->config_seen, key);
-    if (cri_verify_memory_ask(v->memory, key, cri_now_ms()))
+    pthread_mutex_lock(&v->memory_lock);
+    bool ask = cri_verify_memory_ask(v->memory, key, cri_now_ms());
+    pthread_mutex_unlock(&v->memory_lock);
+    if (ask)
         out->absent = true;
     else
         out->loop_bound = true;
@@ -207,6 +226,42 @@ static void log_verdict(const status_call *sc, const cri_status_request *r, cons
                 ms, NULL);
 }
 
+static void send_pull_required(cri_task *t)
+{
+    pull_required *p = t->owner;
+    pg_notify_pull_required(p->notifier, p->image, p->namespace_, p->reason);
+    free(p->image);
+    free(p->namespace_);
+    free(p->reason);
+    free(p);
+}
+
+/* The signal, on the worker: after the answer went out, the bus never delays the kubelet. */
+static void post_pull_required(cri_verifier *v, const char *image, const char *ns,
+                               const char *reason)
+{
+    pull_required *p = calloc(1, sizeof *p);
+    if (p) {
+        p->image = pg_strdup(image);
+        p->namespace_ = pg_strdup(ns);
+        p->reason = pg_strdup(reason ? reason : "");
+    }
+    if (!p || !p->image || !p->namespace_ || !p->reason) {
+        cri_log(CRI_LOG_WARNING, "PullRequired not signalled: out of memory", "image", image, NULL);
+        if (p) {
+            free(p->image);
+            free(p->namespace_);
+            free(p->reason);
+            free(p);
+        }
+        return;
+    }
+    p->notifier = v->o.notifier;
+    p->task.fn = send_pull_required;
+    p->task.owner = p;
+    cri_worker_post(v->o.worker, &p->task);
+}
+
 static void on_up(cri_task *t)
 {
     status_call *sc = t->owner;
@@ -221,10 +276,8 @@ static void on_up(cri_task *t)
     log_verdict(sc, r, &vd);
     if (vd.metric)
         cri_metric_verification(vd.metric);
-    /* After the answer went out: the bus never delays the kubelet. */
     if (vd.absent && sc->v->o.notifier)
-        pg_notify_pull_required(sc->v->o.notifier, r->image, vd.namespace_,
-                                pg_reason_name(vd.reason));
+        post_pull_required(sc->v, r->image, vd.namespace_, pg_reason_name(vd.reason));
     maybe_done(sc);
 }
 
@@ -288,12 +341,7 @@ static void on_closed(cri_task *t)
     maybe_done(sc);
 }
 
-/*
- * Runs on the event loop, in cri_verifier_start: the call's first batches start there,
- * which saves the worker a wake-up per call. Safe: no completion of this call can run
- * before the event loop returns from here (it is the only thread reading the queue), and
- * the worker sees the call only through its queue's lock, after these writes.
- */
+/* On the event loop, in cri_verifier_start, like every step of the call. */
 static void start_receiving(status_call *sc)
 {
     if (!cri_call_start_receiving(&sc->c))
@@ -306,6 +354,7 @@ static void start_receiving(status_call *sc)
 
 static const cri_call_kind status_kind = {
     .name = "ImageStatus",
+    .on_loop = true,
     .received = on_recv,
     .closed = on_closed,
     .upstream = on_up,
@@ -332,7 +381,9 @@ void cri_verifier_pulled(cri_verifier *v, const char *image, const char *annotat
         return;
     uint8_t key[32];
     cri_verify_key(image, annotation, annotation_len, config_seen, key);
+    pthread_mutex_lock(&v->memory_lock);
     cri_verify_memory_pulled(v->memory, key, cri_now_ms());
+    pthread_mutex_unlock(&v->memory_lock);
 }
 
 cri_verifier *cri_verifier_new(const cri_verifier_options *o, pg_error *err)
@@ -348,6 +399,7 @@ cri_verifier *cri_verifier_new(const cri_verifier_options *o, pg_error *err)
         free(v);
         return NULL;
     }
+    pthread_mutex_init(&v->memory_lock, NULL);
     return v;
 }
 
@@ -356,5 +408,6 @@ void cri_verifier_free(cri_verifier *v)
     if (!v)
         return;
     cri_verify_memory_free(v->memory);
+    pthread_mutex_destroy(&v->memory_lock);
     free(v);
 }

@@ -7,7 +7,8 @@
  * annotation); when a pull with the pod's own credentials could cure the
  * denial, the kubelet hears "not present" (ImageStatusResponse{}) and pulls,
  * and the registry decides. Every other case, and every failure, answers the
- * runtime's own answer unchanged. Runs on the worker thread, like PullImage.
+ * runtime's own answer unchanged. Runs on the event loop (verify.c says why);
+ * the D-Bus signal is sent on the worker.
  */
 #ifndef PULLGATE_CRI_VERIFY_H
 #define PULLGATE_CRI_VERIFY_H
@@ -30,7 +31,7 @@ typedef struct cri_verifier_options {
 typedef struct cri_verifier cri_verifier;
 
 cri_verifier *cri_verifier_new(const cri_verifier_options *o, pg_error *err);
-/* After every ImageStatus call finished and the worker stopped. */
+/* After every ImageStatus call finished (a signal still queued on the worker does not use v). */
 void cri_verifier_free(cri_verifier *v);
 
 /* Takes over an incoming ImageStatus call (all moved). Called on the event loop. */
@@ -38,9 +39,9 @@ void cri_verifier_start(cri_verifier *v, grpc_call *incoming, grpc_call_details 
                         grpc_metadata_array *md);
 
 /*
- * Worker thread: a PullImage of image with this credentials annotation and
- * config.seen succeeded; a pod told "not present" for it has now pulled
- * (the loop bound, verify_memory.h).
+ * Any thread (PullImage's worker): a PullImage of image with this credentials
+ * annotation and config.seen succeeded; a pod told "not present" for it has
+ * now pulled (the loop bound, verify_memory.h).
  */
 void cri_verifier_pulled(cri_verifier *v, const char *image, const char *annotation,
                          size_t annotation_len, const char *config_seen);

@@ -8,7 +8,8 @@
  * entry makes room) and with a TTL; keyed by cri_verify_key() (image,
  * credentials annotation, the kubelet's config.seen: what both calls carry).
  * Forgetting an entry costs one more pull, never a decision: the hook decides.
- * Not thread-safe: pullgate-cri uses it on its worker thread only.
+ * Not thread-safe: verify.c holds a lock around every use (the event loop asks,
+ * the worker notes pulls).
  */
 #ifndef PULLGATE_CRI_VERIFY_MEMORY_H
 #define PULLGATE_CRI_VERIFY_MEMORY_H

@@ -792,6 +792,20 @@ START_TEST(methods_as_grpc_go_routes_them)
         {"/runtime.v1.RuntimeService/PullImage", CRI_METHOD_OTHER, NULL},
         {"PullImage", CRI_METHOD_OTHER, NULL},
         {"", CRI_METHOD_OTHER, NULL},
+        /* The CRI's unary methods, relayed as unary calls; streams and unknown methods not. */
+        {"/runtime.v1.RuntimeService/ListContainers", CRI_METHOD_UNARY, NULL},
+        {"runtime.v1alpha2.RuntimeService/Version", CRI_METHOD_UNARY, NULL},
+        {"/runtime.v1.RuntimeService/UpdatePodSandboxResources", CRI_METHOD_UNARY, NULL},
+        {"/runtime.v1.ImageService/ListImages", CRI_METHOD_UNARY, NULL},
+        {"/runtime.v1alpha2.ImageService/ImageFsInfo", CRI_METHOD_UNARY, NULL},
+        {"/runtime.v1.RuntimeService/GetContainerEvents", CRI_METHOD_OTHER, NULL},
+        {"/runtime.v1.RuntimeService/NoSuchMethod", CRI_METHOD_OTHER, NULL},
+        {"/runtime.v1.RuntimeService/ListContainer", CRI_METHOD_OTHER, NULL},
+        {"/runtime.v1.ImageService/ListContainers", CRI_METHOD_OTHER, NULL},
+        {"/runtime.v1.RuntimeService/ListImages", CRI_METHOD_OTHER, NULL},
+        {"/runtime.v2.RuntimeService/Version", CRI_METHOD_OTHER, NULL},
+        {"//runtime.v1.RuntimeService/Version", CRI_METHOD_OTHER, NULL},
+        {"/test.Echo/Unary", CRI_METHOD_OTHER, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cri_method m = cri_method_parse(cases[i].path, strlen(cases[i].path));

@@ -53,6 +53,15 @@ class FakeRuntime(grpc.GenericRpcHandler):
         table = {
             "/test.Echo/Unary": grpc.unary_unary_rpc_method_handler(self.unary),
             "/runtime.v1.RuntimeService/Version": grpc.unary_unary_rpc_method_handler(self.unary),
+            # CRI methods the CRI declares unary take pullgate-cri's unary relay (cri/unary.c),
+            # not the byte pump: the same handlers under their names.
+            "/runtime.v1.RuntimeService/ListContainers": grpc.unary_unary_rpc_method_handler(self.unary),
+            "/runtime.v1alpha2.RuntimeService/Version": grpc.unary_unary_rpc_method_handler(self.unary),
+            "/runtime.v1.RuntimeService/ContainerStatus": grpc.unary_unary_rpc_method_handler(self.fail),
+            "/runtime.v1.ImageService/ListImages": grpc.unary_unary_rpc_method_handler(self.large),
+            "/runtime.v1.RuntimeService/ExecSync": grpc.unary_unary_rpc_method_handler(self.sleep),
+            # ImageStatus is verify.c's (criVerifyPulls); a request it cannot decode goes up as is.
+            "/runtime.v1.ImageService/ImageStatus": grpc.unary_unary_rpc_method_handler(self.sleep),
             "/test.Echo/ServerStream": grpc.unary_stream_rpc_method_handler(self.server_stream),
             "/test.Echo/ClientStream": grpc.stream_unary_rpc_method_handler(self.client_stream),
             "/test.Echo/Bidi": grpc.stream_stream_rpc_method_handler(self.bidi),
@@ -169,6 +178,14 @@ def observe(sock):
     obs["cri-version"] = unary(ch, "/runtime.v1.RuntimeService/Version", b"\x0a\x02v1")
     obs["error"] = unary(ch, "/test.Echo/Fail", b"busybox")
     obs["unknown"] = unary(ch, "/runtime.v1.RuntimeService/NoSuchMethod", b"x")[0]
+    # The unary relay: metadata both ways, an empty request, v1alpha2, an error with trailers, size.
+    obs["cri-unary"] = unary(ch, "/runtime.v1.RuntimeService/ListContainers", payload, metadata=md)
+    obs["cri-empty"] = unary(ch, "/runtime.v1.RuntimeService/ListContainers", b"")
+    obs["cri-v1alpha2"] = unary(ch, "/runtime.v1alpha2.RuntimeService/Version", b"\x0a\x02v1")
+    obs["cri-error"] = unary(ch, "/runtime.v1.RuntimeService/ContainerStatus", b"busybox")
+    obs["cri-large-15MiB"] = unary(ch, "/runtime.v1.ImageService/ListImages", b"%d" % (15 * MiB))[:2]
+    obs["bounded:cri-large-17MiB"] = unary(ch, "/runtime.v1.ImageService/ListImages",
+                                           b"%d" % (17 * MiB))[0]
     obs["large-15MiB"] = unary(ch, "/test.Echo/Large", b"%d" % (15 * MiB))[:2]
     # Over the proxy's 16 MiB bound (the kubelet's own default limit): not compared.
     obs["bounded:large-17MiB"] = unary(ch, "/test.Echo/Large", b"%d" % (17 * MiB))[0]
@@ -207,6 +224,13 @@ def compare(direct, proxied):
     fails += check(a["unary"][0] == "OK" and a["unary"][1].startswith(b"echo:"), "echo works")
     fails += check(("x-echo-tenant", "team-a") in a["unary"][2], "metadata echoed")
     fails += check(a["error"][0] == "NOT_FOUND" and "\u00fcber" in a["error"][1], "error status")
+    fails += check(("x-echo-tenant", "team-a") in a["cri-unary"][2] and
+                   ("x-trailer-bin", b"\xff\x00\x01") in a["cri-unary"][3],
+                   "CRI unary: metadata echoed, trailers")
+    fails += check(a["cri-error"][0] == "NOT_FOUND" and ("x-reason", "because") in a["cri-error"][3],
+                   "CRI unary: error status and trailers")
+    fails += check(b["bounded:cri-large-17MiB"] == "RESOURCE_EXHAUSTED",
+                   "CRI unary: 17 MiB refused by the proxy's bound (%s)" % b["bounded:cri-large-17MiB"])
     fails += check(a["unknown"] == "UNIMPLEMENTED", "unknown method is UNIMPLEMENTED")
     fails += check(a["bounded:large-17MiB"] == "OK", "17 MiB passes directly")
     fails += check(b["bounded:large-17MiB"] == "RESOURCE_EXHAUSTED",
@@ -218,18 +242,38 @@ def compare(direct, proxied):
 
 
 def deadline(proxied, events):
+    """The byte pump's path (/test.Echo/Sleep), then the unary relay's (ExecSync)."""
     ch = channel(proxied)
-    t0 = time.monotonic()
-    r = unary(ch, "/test.Echo/Sleep", b"3", timeout=0.5)
-    took = time.monotonic() - t0
-    fails = check(r[0] == "DEADLINE_EXCEEDED", "deadline honoured (%s)" % r[0])
-    fails += check(took < 2.0, "deadline answered in %.2f s" % took)
-    # The runtime saw the call end too (deadline propagated upstream, not just locally).
-    for _ in range(100):
-        if "sleep-cancelled" in open(events).read():
-            break
-        time.sleep(0.05)
-    fails += check("sleep-cancelled" in open(events).read(), "the runtime's call was ended")
+    fails = 0
+    for n, method in enumerate(("/test.Echo/Sleep", "/runtime.v1.RuntimeService/ExecSync"), 1):
+        t0 = time.monotonic()
+        r = unary(ch, method, b"3", timeout=0.5)
+        took = time.monotonic() - t0
+        fails += check(r[0] == "DEADLINE_EXCEEDED", "%s: deadline honoured (%s)" % (method, r[0]))
+        fails += check(took < 2.0, "%s: deadline answered in %.2f s" % (method, took))
+        # The runtime saw the call end too (deadline propagated upstream, not just locally).
+        for _ in range(100):
+            if open(events).read().count("sleep-cancelled") >= n:
+                break
+            time.sleep(0.05)
+        fails += check(open(events).read().count("sleep-cancelled") >= n,
+                       "%s: the runtime's call was ended" % method)
+    # A client that gives up (no deadline) ends the runtime's call on both paths too.
+    for n, method in enumerate(("/test.Echo/Sleep", "/runtime.v1.RuntimeService/ExecSync",
+                                "/runtime.v1.ImageService/ImageStatus"), 3):
+        started = open(events).read().count("sleep-start")
+        fut = ch.unary_unary(method).future(b"5", timeout=20)
+        for _ in range(100):  # cancel once the runtime is working on it
+            if open(events).read().count("sleep-start") > started:
+                break
+            time.sleep(0.05)
+        fut.cancel()
+        for _ in range(100):
+            if open(events).read().count("sleep-cancelled") >= n:
+                break
+            time.sleep(0.05)
+        fails += check(open(events).read().count("sleep-cancelled") >= n,
+                       "%s: a cancelled call ends the runtime's call" % method)
     return fails
 
 
@@ -240,6 +284,8 @@ def unavailable(proxied):
     took = time.monotonic() - t0
     fails = check(r[0] == "UNAVAILABLE", "runtime down: %s" % r[0])
     fails += check(took < 4.0, "answered in %.2f s" % took)
+    r = unary(ch, "/runtime.v1.RuntimeService/Version", b"x", timeout=5)
+    fails += check(r[0] == "UNAVAILABLE", "runtime down, a CRI unary method: %s" % r[0])
     return fails
 
 
