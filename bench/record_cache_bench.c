@@ -7,7 +7,7 @@
  *   parse  what a decision does today: record file name (SHA-256 of imageRef),
  *          safe read + strict parse + file-name check, mapping lookup, the
  *          pod's credentials annotation parsed and its secrets matched
- *   cache  the same, with the record from plugin/record_cache.c (one fstatat
+ *   cache  the same, with the record from plugin/store/record_cache.c (one fstatat
  *          and a hash lookup when the file is unchanged)
  *   noise  a fixed loop of pure computation calibrated to last as long as a
  *          cached lookup's p50: its p99 is what timer ticks, preemption and the
@@ -30,7 +30,7 @@ typedef struct req_buf {
     char image_name[256], ref[65], ns[64], ann[1024];
 } req_buf;
 
-/* The store's read path for one pulled record (plugin/store.c read_record_at). */
+/* The store's read path for one pulled record (plugin/store/store.c read_record_at). */
 static void free_record(void *obj) { pg_record_free(obj); }
 
 static int load_record(int dirfd, const char *name, void **out, pg_error *err, void *ud)

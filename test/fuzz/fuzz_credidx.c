@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target: the credential index decoder (plugin/store_credidx.c).
+ * libFuzzer target: the credential index decoder (plugin/store/store_credidx.c).
  * Whatever the bytes, decoding never crashes and what it yields is a focused
  * record: at most the one mapping of the focus name, holding only recorded
  * credentials that match a presented one (the decision's own rule). Seeds

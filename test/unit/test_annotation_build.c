@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The annotation builder (plugin/annotation_build.c) shared by pullgatectl annotate and
+ * The annotation builder (plugin/credentials/annotation_build.c) shared by pullgatectl annotate and
  * pullgate-webhook: image entries keyed by normalised name, in insertion order, deduplicated;
  * keyring-matched secret entries per image with hashes from the shared vectors; service
  * accounts on every image; credentials of another namespace refused; signed entries verify

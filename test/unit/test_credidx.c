@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Focused record lookups (plugin/store_credidx.c): the store's record cache
+ * Focused record lookups (plugin/store/store_credidx.c): the store's record cache
  * and the per-record credential index must never change a decision. Every
  * case of $PG_TESTDATA/decision-cases.json decides identically with neither,
  * with the cache (first and second lookup, then again after unrelated files

@@ -611,7 +611,7 @@ START_TEST(short_key_in_rebuilt_name_index)
 }
 END_TEST
 
-/* dir_stamp's text for one subdirectory (plugin/store_names.c). */
+/* dir_stamp's text for one subdirectory (plugin/store/store_names.c). */
 static char *sub_stamp(const char *dir, const char *sub)
 {
     char *path = tu_sprintf("%s/%s", dir, sub);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests of plugin/record.c: kubelet record codec, strict decoding, merge rules. */
+/* Unit tests of plugin/records/record.c: kubelet record codec, strict decoding, merge rules. */
 #include "internal.h"
 #include "testutil.h"
 

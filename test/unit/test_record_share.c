@@ -2,7 +2,7 @@
 /*
  * Issue 28, the records part: a namespace's fair share of one pulled record, one
  * entry per credential and namespace, and the pod bindings of pullgate-cri
- * (docs/interfaces.md §2, §5 step 8, §10), in plugin/record.c and through the store.
+ * (docs/interfaces.md §2, §5 step 8, §10), in plugin/records/record.c and through the store.
  * The record fill of the issue (one namespace, 64 secrets with 253-character names
  * holding one credential, a new long image name per pull) is reproduced with its
  * real numbers.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The record store's safe-filesystem primitives (the design is described at
- * the top of plugin/store.c): directory checks, strict reads, atomic durable
+ * the top of plugin/store/store.c): directory checks, strict reads, atomic durable
  * writes, the store lock and directory walks. Nothing here knows what a
  * record means.
  */
