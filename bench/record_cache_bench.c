@@ -16,6 +16,7 @@
  * Prints p50/p99 per call for each (key=value lines). Links the engine's
  * all-symbols archive: the cache is internal until a host wires it in.
  */
+#include "engine_testing.h"
 #include "bench_common.h"
 #include "internal.h"
 #include "record_cache.h"

@@ -81,10 +81,6 @@ int pg_annotation_mac_message(int version, const char *namespace_, const char *i
  * else 1 (an entry holding no hash: the keyed producer signs it so since release 1.0.0). */
 int pg_annotation_entry_version(const json_t *entry);
 
-/* Lowercase hex HMAC-SHA-256 of message under key. */
-int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len,
-                          char out[PG_MAC_HEX_LEN + 1], pg_error *err);
-
 /*
  * The MAC of one annotation entry object (its kubernetesSecrets and
  * kubernetesServiceAccounts as written, "hmac" ignored) for image_name (the

@@ -13,6 +13,7 @@
  * ignored. Every consumer sees the same {credential_hash, auth_hash} either way.
  */
 #include "annotation_mac.h"
+#include "engine_testing.h" /* pg_presented_parse */
 #include "annotation_seal.h"
 #include "internal.h"
 

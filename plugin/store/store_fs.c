@@ -96,7 +96,7 @@ int pg_st_sys_openat(int dirfd, const char *name, int flags, mode_t mode)
     return fd;
 }
 
-int pg_st_sys_renameat(int dirfd, const char *from, const char *to)
+static int pg_st_sys_renameat(int dirfd, const char *from, const char *to)
 {
     int rc = renameat(dirfd, from, dirfd, to);
     if (rc == 0)

@@ -6,6 +6,7 @@
  * credentials that match a presented one (the decision's own rule). Seeds
  * are real indexes written by pg_store_record_pulled for bench record 0.
  */
+#include "engine_testing.h"
 #include "internal.h"
 #include "store_credidx.h"
 

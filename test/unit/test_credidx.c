@@ -9,6 +9,7 @@
  * index; a stale, truncated or malformed index is never used; a record
  * replaced on disk is seen at the next decision with the cache enabled.
  */
+#include "engine_testing.h"
 #include "decision_cases.h"
 #include "internal.h"
 #include "store_credidx.h"

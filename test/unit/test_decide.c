@@ -4,6 +4,7 @@
  * built into real record directories and run through pg_decide, plus cases for
  * TTL expiry, failing closed on store errors, unknown imageRefs and bad input.
  */
+#include "engine_testing.h"
 #include "decision_cases.h"
 #include "store_lookup.h"
 #include "internal.h"

@@ -10,6 +10,7 @@
  * and a read-only directory; a queue overflow; a subdirectory replaced under
  * the store; and the same while another thread decides.
  */
+#include "engine_testing.h"
 #include "decision_cases.h"
 #include "internal.h"
 #include "lookup_cache.h"

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The credentials annotation: strict parsing, key normalisation, namespace filtering. */
+#include "engine_testing.h"
 #include "internal.h"
 #include "testutil.h"
 

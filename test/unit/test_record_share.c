@@ -7,6 +7,7 @@
  * holding one credential, a new long image name per pull) is reproduced with its
  * real numbers.
  */
+#include "engine_testing.h"
 #include "internal.h"
 #include "testutil.h"
 

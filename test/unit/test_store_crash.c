@@ -43,6 +43,7 @@
  * durable): the simulation must then find violations, which shows that it
  * depends on the syncs it checks.
  */
+#include "engine_testing.h"
 #include "decision_cases.h"
 #include "internal.h"
 #include "store_impl.h"

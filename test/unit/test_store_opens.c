@@ -14,6 +14,7 @@
  * hook) and a long-lived one (pullgate-cri), on the allow path and on the
  * preloaded proof.
  */
+#include "engine_testing.h"
 #include "decision_cases.h"
 #include "internal.h"
 #include "store_impl.h"
