@@ -16,6 +16,7 @@
  * Prints p50/p99 per call for each (key=value lines). Links the engine's
  * all-symbols archive: the cache is internal until a host wires it in.
  */
+#include "annotation_mac.h" /* pg_presented_parse_keyed */
 #include "engine_testing.h"
 #include "bench_common.h"
 #include "internal.h"
@@ -65,7 +66,7 @@ static bool matches(const pg_record *rec, const req_buf *b)
 {
     const pg_rec_mapping *m = pg_record_find(rec, b->image_name);
     pg_presented *p = NULL;
-    if (!m || pg_presented_parse(b->ann, strlen(b->ann), b->ns, &p, NULL) != PG_OK)
+    if (!m || pg_presented_parse_keyed(b->ann, strlen(b->ann), b->ns, NULL, &p, NULL) != PG_OK)
         return false;
     const pg_pod_cred *given;
     size_t n = pg_presented_secrets(p, b->image_name, &given);

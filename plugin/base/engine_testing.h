@@ -20,10 +20,6 @@ int pg_intent_parse(const char *buf, size_t len, char **image_out, pg_error *err
 int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
                     pg_error *err);
 
-/* presented.c: pg_presented_parse_keyed without a key. */
-int pg_presented_parse(const char *json, size_t len, const char *pod_namespace,
-                       pg_presented **out, pg_error *err);
-
 /* store.c: *exists: an intent file for image is in some directory. An error (a directory
  * that cannot be searched) leaves *exists false. */
 int pg_store_intent_exists(const pg_store *store, const char *image, bool *exists,

@@ -101,8 +101,9 @@ int pg_annotation_mac_verify_entry(const pg_mac_key *key, const char *namespace_
 
 /* ------------------------------------------------------- presented.c */
 
-/* pg_presented_parse, with every entry's "hmac" checked against key (NULL: not checked);
- * an entry that does not verify for pod_namespace presents no credentials. */
+/* The credentials a pod presents (the annotation json), filtered to pod_namespace, with
+ * every entry's "hmac" checked against key (NULL: not checked); an entry that does not
+ * verify for pod_namespace presents no credentials. */
 int pg_presented_parse_keyed(const char *json, size_t len, const char *pod_namespace,
                              const pg_mac_key *key, pg_presented **out, pg_error *err);
 /* Entries for image_name dropped because their "hmac" did not verify (a clear hash never

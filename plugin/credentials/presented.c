@@ -13,7 +13,6 @@
  * ignored. Every consumer sees the same {credential_hash, auth_hash} either way.
  */
 #include "annotation_mac.h"
-#include "engine_testing.h" /* pg_presented_parse */
 #include "annotation_seal.h"
 #include "internal.h"
 
@@ -463,12 +462,6 @@ static int parse_root(const json_t *root, const char *pod_namespace, const pg_ma
             return rc;
     }
     return sort_and_fold(p, err);
-}
-
-int pg_presented_parse(const char *json, size_t len, const char *pod_namespace,
-                       pg_presented **out, pg_error *err)
-{
-    return pg_presented_parse_keyed(json, len, pod_namespace, NULL, out, err);
 }
 
 int pg_presented_parse_keyed(const char *json, size_t len, const char *pod_namespace,

@@ -7,6 +7,7 @@
  * holding one credential, a new long image name per pull) is reproduced with its
  * real numbers.
  */
+#include "annotation_mac.h" /* pg_presented_parse_keyed */
 #include "engine_testing.h"
 #include "internal.h"
 #include "testutil.h"
@@ -170,7 +171,8 @@ START_TEST(old_reader_grants_nothing_from_a_binding)
         PG_POD_BINDING_PREFIX U1 "\",\"uid\":\"\"}]}}";
     pg_presented *p = NULL;
     pg_error err = {0};
-    ck_assert_int_eq(pg_presented_parse(item, strlen(item), "team-a", &p, &err), PG_ERR_INVALID);
+    ck_assert_int_eq(pg_presented_parse_keyed(item, strlen(item), "team-a", NULL, &p, &err),
+                     PG_ERR_INVALID);
     ck_assert_ptr_null(p);
     pg_pod_cred b = {"team-a", PG_POD_BINDING_PREFIX U1, "", "", NULL};
     pg_pod_cred empty = {"team-a", "regcred", "u", "", ""};
