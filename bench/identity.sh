@@ -64,7 +64,7 @@ kubelet_dir() {
         log "generating a $KUBELET_RECORDS-record read-only kubelet directory"
         "$bin/gen_records" "$dir" "$KUBELET_RECORDS"
         mkdir -p "$dir/pulling"
-        sleep 3 # a directory changed within the last 2 s is never cached (plugin/store_names.c)
+        sleep 3 # a directory changed within the last 2 s is never cached (plugin/store/store_names.c)
     fi
     printf '%s\n' "$dir"
 }

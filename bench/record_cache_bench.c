@@ -7,7 +7,7 @@
  *   parse  what a decision does today: record file name (SHA-256 of imageRef),
  *          safe read + strict parse + file-name check, mapping lookup, the
  *          pod's credentials annotation parsed and its secrets matched
- *   cache  the same, with the record from plugin/record_cache.c (one fstatat
+ *   cache  the same, with the record from plugin/store/record_cache.c (one fstatat
  *          and a hash lookup when the file is unchanged)
  *   noise  a fixed loop of pure computation calibrated to last as long as a
  *          cached lookup's p50: its p99 is what timer ticks, preemption and the
@@ -16,6 +16,8 @@
  * Prints p50/p99 per call for each (key=value lines). Links the engine's
  * all-symbols archive: the cache is internal until a host wires it in.
  */
+#include "annotation_mac.h" /* pg_presented_parse_keyed */
+#include "engine_testing.h"
 #include "bench_common.h"
 #include "internal.h"
 #include "record_cache.h"
@@ -30,7 +32,7 @@ typedef struct req_buf {
     char image_name[256], ref[65], ns[64], ann[1024];
 } req_buf;
 
-/* The store's read path for one pulled record (plugin/store.c read_record_at). */
+/* The store's read path for one pulled record (plugin/store/store.c read_record_at). */
 static void free_record(void *obj) { pg_record_free(obj); }
 
 static int load_record(int dirfd, const char *name, void **out, pg_error *err, void *ud)
@@ -64,7 +66,7 @@ static bool matches(const pg_record *rec, const req_buf *b)
 {
     const pg_rec_mapping *m = pg_record_find(rec, b->image_name);
     pg_presented *p = NULL;
-    if (!m || pg_presented_parse(b->ann, strlen(b->ann), b->ns, &p, NULL) != PG_OK)
+    if (!m || pg_presented_parse_keyed(b->ann, strlen(b->ann), b->ns, NULL, &p, NULL) != PG_OK)
         return false;
     const pg_pod_cred *given;
     size_t n = pg_presented_secrets(p, b->image_name, &given);

@@ -223,7 +223,7 @@ row "pg_decide, $last records: p50" "${dec_p50[$last]} µs" "kubelet ~15 µs (ca
 r=$(ratio "${dec_p99[$last]}" 66)
 row "pg_decide, $last records: p99" "${dec_p99[$last]} µs" "kubelet ~66 µs (from disk)" "${r}×" \
     "p99 ≤ 20 µs" "$(met "${dec_p99[$last]}" le 20)"
-# A long-lived host with the record cache (plugin/record_cache.c), interleaved
+# A long-lived host with the record cache (plugin/store/record_cache.c), interleaved
 # with a parse per lookup and a fixed loop as long as a cached lookup (noise).
 store=$(store_for "$last")
 log "record cache, $last records, $DECIDE_CALLS lookups per side"
@@ -274,7 +274,7 @@ r=$(ratio "$(kv "$line" p50_us)" "$(kv "$line1" p50_us)")
 row "pg_decide, one record with $BIG_SECRETS+1 secrets (kubelet-written, no index): p50" "$(kv "$line" p50_us) µs" \
     "1-secret record $(kv "$line1" p50_us) µs" "${r}×" "(info)" "—"
 # The same record written by pg_store_record_pulled, so it has its credential
-# index (plugin/store_credidx.c); decided with and without it (moved aside),
+# index (plugin/store/store_credidx.c); decided with and without it (moved aside),
 # alternating blocks; the hook's path (no in-process cache).
 log "one record holding $BIG_SECRETS secrets, with and without its credential index"
 rm -rf "$work/store-big-idx" "$work/store-1-idx"

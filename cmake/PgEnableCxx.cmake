@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# C++ for the two toml++ shims (tools/doctor/doctor_toml.cc, cri/crio_toml.cc): Debian 12
+# C++ for the toml++ shim (common/toml.cc, pg_toml.h): Debian 12
 # packages no C TOML parser. `CC=clang cmake` (the sanitizer and fuzz builds) must not pair
 # clang's C with g++: the two sanitizer runtimes do not mix. Take the clang++ beside that clang
 # unless CXX says otherwise.

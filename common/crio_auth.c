@@ -2,7 +2,7 @@
 #include "crio_auth.h"
 
 #include "cleanup.h"
-#include "crio_toml.h"
+#include "pg_toml.h"
 #include "internal.h"
 
 #include <dirent.h>
@@ -15,7 +15,7 @@
 
 int cri_crio_auth_dir_of_text(const char *text, size_t len, char **value, pg_error *err)
 {
-    return cri_toml_string_at(text, len, "crio", "image", "namespaced_auth_dir", value, err);
+    return pg_toml_string_at(text, len, "crio", "image", "namespaced_auth_dir", value, err);
 }
 
 bool cri_version_at_least(const char *version, int major, int minor)

@@ -93,7 +93,7 @@ const char *const cri_metric_hook_results[] = {"answered",          "undelivered
                                                "store-unavailable", "abandoned",   "bad-request",
                                                "not-root",          "other",       NULL};
 const char *const cri_metric_decision_results[] = {"allow", "deny", "audit-deny", "other", NULL};
-/* pg_reason_name()'s names (plugin/decide.c). */
+/* pg_reason_name()'s names (plugin/decide/decide.c). */
 const char *const cri_metric_decision_reasons[] = {"never-verify",
                                                    "pinned",
                                                    "preloaded",

@@ -60,9 +60,6 @@ typedef struct hook_state {
  */
 int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
                          bool *timed_out, pg_error *err);
-/* As hook_read_fd_partial when spent_ms of the deadline_ms are used up already. */
-int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char **buf, size_t *len,
-                       bool *timed_out, pg_error *err);
 /* ------------------------------------------------------------- oci_scan.c */
 
 /*
@@ -116,9 +113,8 @@ int hook_doc_read_at(hook_doc *doc, int dir_fd, const char *name, size_t max, co
 
 /* ------------------------------------------------------------ oci_input.c (cont.) */
 
-/* Reads and validates the OCI state JSON from fd (bounded, deadline); doc may be NULL. */
-int hook_read_state(int fd, hook_state *state, pg_error *err);
-/* The same when spent_ms of the stdin deadline were used by the thin hook already. */
+/* Reads and validates the OCI state JSON from fd (bounded, deadline: spent_ms of it were
+ * used by the thin hook already, 0 for none); doc may be NULL. */
 int hook_read_state_spent(hook_doc *doc, int fd, int spent_ms, hook_state *state, pg_error *err);
 /*
  * Validates the OCI state JSON in buf (len bytes, at most HOOK_MAX_STATE_BYTES), scanned
@@ -180,8 +176,6 @@ typedef struct hook_identity {
 int hook_identify(pg_runtime configured, const hook_doc *annotations, hook_identity *id,
                   pg_error *err);
 void hook_identity_clear(hook_identity *id);
-/* 1 when s is an image ID (64 hex digits, optionally "sha256:"-prefixed), not a name. */
-int hook_is_image_id(const char *s);
 
 /* ------------------------------------------------------------- deadline.c */
 

@@ -39,7 +39,7 @@
 #define TYPE_SANDBOX "sandbox"
 #define TYPE_CONTAINER "container"
 
-int hook_is_image_id(const char *s) { return pg_image_id_hex(s) != NULL; }
+static int hook_is_image_id(const char *s) { return pg_image_id_hex(s) != NULL; }
 
 static int nonempty(const char *s) { return s && *s; }
 

@@ -45,20 +45,9 @@ static int grow(char **buf, size_t *cap, size_t max, pg_error *err)
     return PG_OK;
 }
 
-/*
- * A runtime that never closes our stdin must not make the container start
- * wait for the hooks.d timeout (and then SIGKILL), so reading has its own
- * deadline; reading one byte past max detects oversize input without
- * consuming an unbounded stream.
- */
-int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
-                         bool *timed_out, pg_error *err)
-{
-    return hook_read_fd_spent(fd, max, deadline_ms, 0, buf, len, timed_out, err);
-}
-
-int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char **buf, size_t *len,
-                       bool *timed_out, pg_error *err)
+/* hook_read_fd_partial when spent_ms of the deadline_ms are used up already. */
+static int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char **buf,
+                              size_t *len, bool *timed_out, pg_error *err)
 {
     int64_t deadline = pg_monotonic_ms() + deadline_ms - (spent_ms > 0 ? spent_ms : 0);
     size_t cap = 4096, n = 0;
@@ -97,6 +86,18 @@ int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char *
     *buf = b;
     *len = n;
     return rc;
+}
+
+/*
+ * A runtime that never closes our stdin must not make the container start
+ * wait for the hooks.d timeout (and then SIGKILL), so reading has its own
+ * deadline; reading one byte past max detects oversize input without
+ * consuming an unbounded stream.
+ */
+int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
+                         bool *timed_out, pg_error *err)
+{
+    return hook_read_fd_spent(fd, max, deadline_ms, 0, buf, len, timed_out, err);
 }
 
 /* A root member that must be a non-empty string (the scanner refuses a NUL in any string). */
@@ -139,11 +140,6 @@ int hook_parse_state(hook_doc *doc, const char *buf, size_t len, hook_state *sta
     if (rc != PG_OK)
         hook_state_clear(state);
     return rc;
-}
-
-int hook_read_state(int fd, hook_state *state, pg_error *err)
-{
-    return hook_read_state_spent(NULL, fd, 0, state, err);
 }
 
 int hook_read_state_spent(hook_doc *doc, int fd, int spent_ms, hook_state *state, pg_error *err)

@@ -24,7 +24,8 @@ void pgctl_error(const char *fmt, ...)
     va_end(ap);
 }
 
-int pgctl_status_for_code(int code)
+/* Exit status for a pg_code: input problems 2, everything else 3. */
+static int pgctl_status_for_code(int code)
 {
     switch (code) {
     case PG_OK:

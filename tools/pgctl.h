@@ -76,9 +76,6 @@ int pgctl_exec_helper(const char *helper, const char *config_path, const char *e
 /* Prints "pullgatectl: <message>" and a newline on stderr. */
 void pgctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Exit status for a pg_code: input problems 2, everything else 3. */
-int pgctl_status_for_code(int code);
-
 /* Prints err (prefixed by context when non-NULL); returns its exit status. */
 int pgctl_fail(const pg_error *err, const char *context);
 /* "NS/NAME/UID:HASH" (HASH 64 lowercase hex or empty) and "NS/NAME/UID", split in

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target: the credential index decoder (plugin/store_credidx.c).
+ * libFuzzer target: the credential index decoder (plugin/store/store_credidx.c).
  * Whatever the bytes, decoding never crashes and what it yields is a focused
  * record: at most the one mapping of the focus name, holding only recorded
  * credentials that match a presented one (the decision's own rule). Seeds
  * are real indexes written by pg_store_record_pulled for bench record 0.
  */
+#include "annotation_mac.h" /* pg_presented_parse_keyed */
+#include "engine_testing.h"
 #include "internal.h"
 #include "store_credidx.h"
 
@@ -54,8 +56,8 @@ static void check_focused(const pg_presented *p, const pg_record *rec)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static pg_presented *presented;
-    if (!presented &&
-        pg_presented_parse(PRESENTED, strlen(PRESENTED), "team-0", &presented, NULL) != PG_OK)
+    if (!presented && pg_presented_parse_keyed(PRESENTED, strlen(PRESENTED), "team-0", NULL,
+                                               &presented, NULL) != PG_OK)
         __builtin_trap();
     const pg_record_focus focus = {NAME, presented, NULL, NULL};
     pg_record *rec = NULL;

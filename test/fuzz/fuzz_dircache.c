@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target: a read-only directory's names cache (plugin/store_dircache.c,
+ * libFuzzer target: a read-only directory's names cache (plugin/store/store_dircache.c,
  * format 3). The bytes become a cache file (mode 0600, ours); whatever they
  * hold, opening it never crashes, a file whose size is not what its header
  * promises is never used, and a lookup yields only record file names, each

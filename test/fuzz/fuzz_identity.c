@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target: image identity validation and key expansion
- * (plugin/image_identity.c) on arbitrary bytes. Invariants: a rejected input
+ * (plugin/records/image_identity.c) on arbitrary bytes. Invariants: a rejected input
  * has a one-line message; an accepted one yields keys, and every key is an
  * image ID or a reference (a key that is neither would be a spelling nobody
  * writes); anything accepted that starts like an ID is an ID.

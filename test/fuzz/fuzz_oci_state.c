@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target: hook_read_state, the OCI state JSON the runtime writes to
+ * libFuzzer target: hook_read_state_spent, the OCI state JSON the runtime writes to
  * the hook's stdin. The input reaches the parser through a memfd so the real
  * bounded, deadline-guarded reader runs too (a memfd is always readable, so
  * the deadline never fires and runs stay deterministic). Differential: the
@@ -83,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int fd = fd_holding(data, size);
     hook_state st = {0};
     pg_error err = {0};
-    int rc = hook_read_state(fd, &st, &err);
+    int rc = hook_read_state_spent(NULL, fd, 0, &st, &err);
     close(fd);
     if (rc == PG_OK)
         check_state(&st);

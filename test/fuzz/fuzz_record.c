@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: strict decoding of pulled records and pull intents. */
+#include "engine_testing.h"
 #include "internal.h"
 
 #include <stdbool.h>

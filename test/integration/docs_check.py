@@ -21,7 +21,7 @@ cri/, hooks/containerd/, packaging/*/ and README.Debian) and checks, one line pe
              option one its `--help` (or the global options) names; the same for
              pullgate-cri, pullgate-webhook, pullgate-hook and make-certs.sh;
   keys       the README's configuration table and pullgate.json(5) list exactly the keys of
-             plugin/config.c's table; a JSON block that is a pullgate configuration holds only
+             plugin/base/config.c's table; a JSON block that is a pullgate configuration holds only
              keys of that table; a code span one or two letters away from a key is a typo;
   metrics    every pullgate_* metric is one the daemons define (metrics_consistency.py's
              reading of cri/cri_metrics.c, webhook/whmetrics.c and common/metrics.c), every recording rule name
@@ -433,11 +433,11 @@ def check_commands(rel, code, helps):
 # ------------------------------------------------------------------------ keys
 
 def config_keys():
-    text = read("plugin/config.c")
+    text = read("plugin/base/config.c")
     table = re.search(r"keys\[\]\s*=\s*\{(.*?)\n\};", text, re.S)
     keys = re.findall(r'\{"(\w+)",\s*KEY_', table.group(1) if table else "")
     if len(keys) < 15:
-        problem("plugin/config.c", f"read {len(keys)} keys from the key table: the parser is out of date")
+        problem("plugin/base/config.c", f"read {len(keys)} keys from the key table: the parser is out of date")
     return set(keys)
 
 
@@ -462,7 +462,7 @@ def check_keys(rel, text, code, keys):
             continue
         if isinstance(obj, dict) and len(set(obj) & keys) >= 2:
             for k in sorted(set(obj) - keys):
-                problem(rel, f"a configuration block holds \"{k}\", not a key of plugin/config.c")
+                problem(rel, f"a configuration block holds \"{k}\", not a key of plugin/base/config.c")
     for span in code:
         for word in set(re.findall(r"(?<![\w.-])([a-z]+[A-Z]\w*)(?![\w-])", span)):
             COUNTS["keys"] += word in keys
@@ -474,7 +474,7 @@ def check_key_tables(keys):
     readme = read("README.md")
     table = re.findall(r"^\| `(\w+)` \|", readme.split("## Configuration", 1)[-1], re.M)
     for k in sorted(set(table) - keys):
-        problem("README.md", f"the configuration table lists `{k}`, not a key of plugin/config.c")
+        problem("README.md", f"the configuration table lists `{k}`, not a key of plugin/base/config.c")
     for k in sorted(keys - set(table)):
         problem("README.md", f"the configuration table lacks `{k}`")
     man = troff_text(read("docs/man/pullgate.json.5"))

@@ -4,7 +4,7 @@
 # its anchor, every source-tree path, every path of the packages (in the .deb's and the .rpm's
 # file lists; documentation paths in both), every `pullgatectl` command and option (against the
 # built binaries' --help), pullgate-cri's, pullgate-webhook's, pullgate-hook's and make-certs.sh's
-# options, every configuration key (plugin/config.c's table; the README's table and
+# options, every configuration key (plugin/base/config.c's table; the README's table and
 # pullgate.json(5) list them all), every metric and recording rule; the README's first 40 lines
 # hold the node path, whose block is docs/install.md's.
 # Then the same check on documents with one mistake each (a misspelt package path, option,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The annotation builder (plugin/annotation_build.c) shared by pullgatectl annotate and
+ * The annotation builder (plugin/credentials/annotation_build.c) shared by pullgatectl annotate and
  * pullgate-webhook: image entries keyed by normalised name, in insertion order, deduplicated;
  * keyring-matched secret entries per image with hashes from the shared vectors; service
  * accounts on every image; credentials of another namespace refused; signed entries verify
@@ -105,9 +105,9 @@ START_TEST(foreign_namespace_refused)
     pg_annotation *a = new_team_a();
     pg_error err = {0};
     ck_assert_int_eq(pg_annotation_add_image(a, "nginx", NULL, &err), PG_OK);
-    ck_assert_int_eq(pg_annotation_add_secret_hash(a, "nginx", "team-b", "x", "u", PLAIN_HASH,
-                                                   &err),
-                     PG_ERR_INVALID);
+    ck_assert_int_eq(
+        pg_annotation_add_secret_hashes(a, "nginx", "team-b", "x", "u", PLAIN_HASH, NULL, &err),
+        PG_ERR_INVALID);
     ck_assert_int_eq(pg_annotation_add_service_account(a, NULL, "team-b", "d", "u", &err),
                      PG_ERR_INVALID);
     ck_assert_int_eq(pg_annotation_add_dockerconfig(a, "team-b", "r", "u", DOCKERCONFIG,
@@ -127,8 +127,9 @@ START_TEST(signed_entries_verify_in_their_namespace_only)
     pg_error err = {0};
     ck_assert_int_eq(pg_mac_key_from_bytes(bytes, sizeof bytes, &key, &err), PG_OK);
     pg_annotation *a = new_team_a();
-    ck_assert_int_eq(pg_annotation_add_secret_hash(a, "registry.example.com/team-a/app:1",
-                                                   "team-a", "regcred", "uid-1", PLAIN_HASH, &err),
+    ck_assert_int_eq(pg_annotation_add_secret_hashes(a, "registry.example.com/team-a/app:1",
+                                                     "team-a", "regcred", "uid-1", PLAIN_HASH, NULL,
+                                                     &err),
                      PG_OK);
     ck_assert_int_eq(pg_annotation_sign(a, key, &err), PG_OK);
     ck_assert_int_eq(pg_annotation_sign(a, key, &err), PG_OK); /* re-signing replaces the MAC */

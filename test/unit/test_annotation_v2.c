@@ -284,7 +284,8 @@ START_TEST(clear_items_and_the_empty_hash)
      * authHash. */
     pg_mac_key *key = other_key();
     pg_annotation *a = pg_annotation_new("n", NULL);
-    ck_assert_int_eq(pg_annotation_add_secret_hash(a, "r.io/a", "n", "s", "u", A64, NULL), PG_OK);
+    ck_assert_int_eq(pg_annotation_add_secret_hashes(a, "r.io/a", "n", "s", "u", A64, NULL, NULL),
+                     PG_OK);
     char *clear = pg_annotation_dump(a, NULL);
     pg_annotation_free(a);
     json_t *j = json_loads(clear, 0, NULL);

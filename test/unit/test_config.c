@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration: defaults, every key valid and invalid, strict loading, file safety. */
+#include "engine_testing.h"
 #include "internal.h"
 #include "testutil.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Focused record lookups (plugin/store_credidx.c): the store's record cache
+ * Focused record lookups (plugin/store/store_credidx.c): the store's record cache
  * and the per-record credential index must never change a decision. Every
  * case of $PG_TESTDATA/decision-cases.json decides identically with neither,
  * with the cache (first and second lookup, then again after unrelated files
@@ -9,6 +9,7 @@
  * index; a stale, truncated or malformed index is never used; a record
  * replaced on disk is seen at the next decision with the cache enabled.
  */
+#include "engine_testing.h"
 #include "decision_cases.h"
 #include "internal.h"
 #include "store_credidx.h"

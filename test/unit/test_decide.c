@@ -4,6 +4,7 @@
  * built into real record directories and run through pg_decide, plus cases for
  * TTL expiry, failing closed on store errors, unknown imageRefs and bad input.
  */
+#include "engine_testing.h"
 #include "decision_cases.h"
 #include "store_lookup.h"
 #include "internal.h"
@@ -611,7 +612,7 @@ START_TEST(short_key_in_rebuilt_name_index)
 }
 END_TEST
 
-/* dir_stamp's text for one subdirectory (plugin/store_names.c). */
+/* dir_stamp's text for one subdirectory (plugin/store/store_names.c). */
 static char *sub_stamp(const char *dir, const char *sub)
 {
     char *path = tu_sprintf("%s/%s", dir, sub);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The absence cache of long-lived stores (plugin/lookup_cache.c, enabled by
+ * The absence cache of long-lived stores (plugin/store/lookup_cache.c, enabled by
  * pg_store_enable_cache): a cached "nothing here" must never outlive the
  * evidence that appears. Each test warms a cached store on a preloaded image
  * (so its absences are cached, which the stats prove), changes the record
@@ -10,6 +10,7 @@
  * and a read-only directory; a queue overflow; a subdirectory replaced under
  * the store; and the same while another thread decides.
  */
+#include "engine_testing.h"
 #include "decision_cases.h"
 #include "internal.h"
 #include "lookup_cache.h"

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The credentials annotation: strict parsing, key normalisation, namespace filtering. */
+#include "annotation_mac.h" /* pg_presented_parse_keyed */
+#include "engine_testing.h"
 #include "internal.h"
 #include "testutil.h"
 
@@ -15,8 +17,8 @@ static pg_presented *parse_ok(const char *json, const char *ns)
 {
     pg_presented *p = NULL;
     pg_error err = {0};
-    ck_assert_msg(pg_presented_parse(json, strlen(json), ns, &p, &err) == PG_OK, "%s: %s", json,
-                  err.message);
+    ck_assert_msg(pg_presented_parse_keyed(json, strlen(json), ns, NULL, &p, &err) == PG_OK,
+                  "%s: %s", json, err.message);
     ck_assert_ptr_nonnull(p);
     return p;
 }
@@ -25,7 +27,7 @@ static void parse_bad(const char *json, const char *needle)
 {
     pg_presented *p = (pg_presented *)1;
     pg_error err = {0};
-    int rc = pg_presented_parse(json, strlen(json), "team-a", &p, &err);
+    int rc = pg_presented_parse_keyed(json, strlen(json), "team-a", NULL, &p, &err);
     ck_assert_msg(rc != PG_OK, "accepted: %s", json);
     ck_assert_ptr_null(p);
     ck_assert_msg(strstr(err.message, needle), "%s: \"%s\" lacks \"%s\"", json, err.message,

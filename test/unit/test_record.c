@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests of plugin/record.c: kubelet record codec, strict decoding, merge rules. */
+/* Unit tests of plugin/records/record.c: kubelet record codec, strict decoding, merge rules. */
+#include "engine_testing.h"
 #include "internal.h"
 #include "testutil.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * plugin/record_cache.c: a hit needs the same file (inode, size, times, mode),
+ * plugin/store/record_cache.c: a hit needs the same file (inode, size, times, mode),
  * every change reloads, bounds evict least recently used entries, readers keep
  * their records across replacement and eviction, threads share one cache.
  */

@@ -2,11 +2,13 @@
 /*
  * Issue 28, the records part: a namespace's fair share of one pulled record, one
  * entry per credential and namespace, and the pod bindings of pullgate-cri
- * (docs/interfaces.md §2, §5 step 8, §10), in plugin/record.c and through the store.
+ * (docs/interfaces.md §2, §5 step 8, §10), in plugin/records/record.c and through the store.
  * The record fill of the issue (one namespace, 64 secrets with 253-character names
  * holding one credential, a new long image name per pull) is reproduced with its
  * real numbers.
  */
+#include "annotation_mac.h" /* pg_presented_parse_keyed */
+#include "engine_testing.h"
 #include "internal.h"
 #include "testutil.h"
 
@@ -169,7 +171,8 @@ START_TEST(old_reader_grants_nothing_from_a_binding)
         PG_POD_BINDING_PREFIX U1 "\",\"uid\":\"\"}]}}";
     pg_presented *p = NULL;
     pg_error err = {0};
-    ck_assert_int_eq(pg_presented_parse(item, strlen(item), "team-a", &p, &err), PG_ERR_INVALID);
+    ck_assert_int_eq(pg_presented_parse_keyed(item, strlen(item), "team-a", NULL, &p, &err),
+                     PG_ERR_INVALID);
     ck_assert_ptr_null(p);
     pg_pod_cred b = {"team-a", PG_POD_BINDING_PREFIX U1, "", "", NULL};
     pg_pod_cred empty = {"team-a", "regcred", "u", "", ""};

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests of plugin/store.c: record directories, intents, index, hostile files. */
+/* Unit tests of plugin/store/store.c: record directories, intents, index, hostile files. */
+#include "engine_testing.h"
 #include "internal.h"
 #include "store_lookup.h"
 #include "testutil.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests of the store's staged writes (plugin/store_fs.c pg_st_batch) and
+ * Unit tests of the store's staged writes (plugin/store/store_fs.c pg_st_batch) and
  * of record_pulled's crash safety: failures at each step, a batch stopped
  * after each step as a killed writer would leave it, and writers killed with
  * SIGKILL mid-write. The invariants (docs/design.md, "Durability"): every

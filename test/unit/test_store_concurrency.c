@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Cross-process tests of plugin/store.c:
+ * Cross-process tests of plugin/store/store.c:
  *  (a) concurrent writers of one record lose no update (flock + re-read);
  *  (b) a writer killed at a random moment never leaves an unreadable record,
  *      and every pull it acknowledged survives (rename atomicity, fsync order).

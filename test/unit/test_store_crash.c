@@ -3,7 +3,7 @@
  * Power-loss crash simulation of the record store (in the spirit of SQLite's
  * crash tests and ALICE, application-level crash consistency).
  *
- * This test links pullgate_traced: plugin/store_fs.c built with
+ * This test links pullgate_traced: plugin/store/store_fs.c built with
  * PG_STORE_TRACE reports every change the store makes to a record directory
  * (file created, data written, fsync of a file or a directory, rename,
  * unlink) to pg_st_trace below. For each operation (a scenario), the
@@ -43,6 +43,7 @@
  * durable): the simulation must then find violations, which shows that it
  * depends on the syncs it checks.
  */
+#include "engine_testing.h"
 #include "decision_cases.h"
 #include "internal.h"
 #include "store_impl.h"

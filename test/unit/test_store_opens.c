@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A decision opens each file at most once (plugin/store_lookup.h): every
+ * A decision opens each file at most once (plugin/store/store_lookup.h): every
  * record, index entry, credential-times file, name-index file and
  * subdirectory, whatever spellings, directories and steps ask for it.
  *
- * This test links pullgate_traced: plugin/store_fs.c built with
+ * This test links pullgate_traced: plugin/store/store_fs.c built with
  * PG_STORE_TRACE reports every file and directory the store opens to read
  * (each attempt, ENOENT included) to pg_st_trace below. The decisions are the
  * hook's, as CRI-O's annotations give them (the image as the pod wrote it, its
@@ -14,6 +14,7 @@
  * hook) and a long-lived one (pullgate-cri), on the allow path and on the
  * preloaded proof.
  */
+#include "engine_testing.h"
 #include "decision_cases.h"
 #include "internal.h"
 #include "store_impl.h"

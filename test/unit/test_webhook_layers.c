@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "include_graph.h"
 #include "testutil.h"
 
 typedef struct layer {
@@ -38,55 +39,21 @@ static int level_of(const char *file)
     return -1;
 }
 
-static bool same_base(const char *a, const char *b)
-{
-    size_t n = strcspn(a, ".");
-    return n == strcspn(b, ".") && strncmp(a, b, n) == 0;
-}
-
-static bool has_suffix(const char *name, const char *suffix)
-{
-    size_t n = strlen(name), s = strlen(suffix);
-    return n > s && strcmp(name + n - s, suffix) == 0;
-}
-
-static bool is_source(const char *name)
-{
-    return has_suffix(name, ".c") || has_suffix(name, ".h") || has_suffix(name, ".cc");
-}
-
-/* Calls fn for each `#include "name"` of dir/file; returns the violations fn counts. */
-typedef int (*include_fn)(const char *file, const char *inc, char *why, size_t why_len);
-
-static int each_include(const char *dir, const char *file, include_fn fn, char *why, size_t why_len)
-{
-    char *path = tu_sprintf("%s/%s", dir, file);
-    char *text = tu_read_file(path, NULL);
-    free(path);
-    ck_assert_msg(text != NULL, "read %s", file);
-    int bad = 0;
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        char inc[128];
-        if (sscanf(line, " # include \"%127[^\"]\"", inc) == 1)
-            bad += fn(file, inc, why, why_len);
-    }
-    free(text);
-    return bad;
-}
-
 /* Inside webhook/: a webhook header of a lower layer, or the file's own. */
-static int downward_only(const char *file, const char *inc, char *why, size_t why_len)
+static int downward_only(const char *file, const char *inc, void *ud, char *why, size_t why_len)
 {
+    (void)ud;
     int from = level_of(file), to = level_of(inc);
-    if (to < 0 || to < from || same_base(inc, file))
+    if (to < 0 || to < from || ig_same_base(inc, file))
         return 0; /* a lower layer's, its own, or not the webhook's (common/, plugin/) */
     snprintf(why, why_len, "webhook/%s (layer %d) includes %s (layer %d)", file, from, inc, to);
     return 1;
 }
 
 /* Below the webhook: no webhook header at all. */
-static int no_webhook_header(const char *file, const char *inc, char *why, size_t why_len)
+static int no_webhook_header(const char *file, const char *inc, void *ud, char *why, size_t why_len)
 {
+    (void)ud;
     if (level_of(inc) < 0)
         return 0;
     snprintf(why, why_len, "%s includes the webhook's %s", file, inc);
@@ -102,13 +69,13 @@ START_TEST(webhook_files_include_only_lower_layers)
     ck_assert_ptr_nonnull(d);
     size_t files = 0;
     for (struct dirent *de; (de = readdir(d));) {
-        if (!is_source(de->d_name) || strncmp(de->d_name, "fuzz_", 5) == 0)
+        if (!ig_is_source(de->d_name) || strncmp(de->d_name, "fuzz_", 5) == 0)
             continue;
         ck_assert_msg(level_of(de->d_name) >= 0, "webhook/%s has no layer (test_webhook_layers.c)",
                       de->d_name);
         char why[256] = "";
-        ck_assert_msg(each_include(dir, de->d_name, downward_only, why, sizeof why) == 0, "%s",
-                      why);
+        ck_assert_msg(ig_each_include(dir, de->d_name, downward_only, NULL, why, sizeof why) == 0,
+                      "%s", why);
         files++;
     }
     closedir(d);
@@ -131,11 +98,12 @@ static size_t scan_below(const char *dir)
         if (child) {
             closedir(child);
             files += scan_below(sub);
-        } else if (is_source(de->d_name)) {
+        } else if (ig_is_source(de->d_name)) {
             ck_assert_msg(level_of(de->d_name) < 0, "%s shares a webhook header's name", sub);
             char why[256] = "";
-            ck_assert_msg(each_include(dir, de->d_name, no_webhook_header, why, sizeof why) == 0,
-                          "%s/%s", dir, why);
+            ck_assert_msg(
+                ig_each_include(dir, de->d_name, no_webhook_header, NULL, why, sizeof why) == 0,
+                "%s/%s", dir, why);
             files++;
         }
         free(sub);
@@ -180,14 +148,15 @@ START_TEST(an_upward_include_is_caught)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *f = tu_sprintf("%s/%s", dir, cases[i].file), why[256] = "";
         tu_write_file(f, cases[i].text, -1, 0600);
-        ck_assert_msg(each_include(dir, cases[i].file, downward_only, why, sizeof why) ==
+        ck_assert_msg(ig_each_include(dir, cases[i].file, downward_only, NULL, why, sizeof why) ==
                           cases[i].bad,
                       "%s: %s", cases[i].file, why);
         free(f);
     }
     char *f = tu_sprintf("%s/metrics.c", dir), why[256] = "";
     tu_write_file(f, "#include \"metrics.h\"\n#include \"review.h\"\n", -1, 0600);
-    ck_assert_int_eq(each_include(dir, "metrics.c", no_webhook_header, why, sizeof why), 1);
+    ck_assert_int_eq(ig_each_include(dir, "metrics.c", no_webhook_header, NULL, why, sizeof why),
+                     1);
     ck_assert_msg(strstr(why, "review.h") != NULL, "%s", why);
     free(f);
     tu_rmrf(dir);

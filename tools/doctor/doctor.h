@@ -197,8 +197,6 @@ bool pgd_same_file(const char *a, const char *b);
 json_t *pgd_yaml_to_json(const char *text, size_t len, pg_error *err);
 /* TOML (containerd's configuration) to JSON via toml++; NULL with err set. */
 json_t *pgd_toml_to_json(const char *text, size_t len, pg_error *err);
-/* The C++ half (doctor_toml.cc): malloc'ed JSON text, or NULL with err. */
-char *pgd_toml_json_text(const char *text, size_t len, pg_error *err);
 
 /* ------------------------------------------------------------- status */
 

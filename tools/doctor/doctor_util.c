@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* pullgate-doctor: results, shell words, the node's files, /proc, endpoints, metrics text. */
 #include "doctor.h"
+#include "pg_toml.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -622,7 +623,7 @@ bool pgd_same_file(const char *a, const char *b)
 
 json_t *pgd_toml_to_json(const char *text, size_t len, pg_error *err)
 {
-    char *json = pgd_toml_json_text(text, len, err);
+    char *json = pg_toml_json_text(text, len, err);
     if (!json)
         return NULL;
     json_error_t jerr;

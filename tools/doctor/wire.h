@@ -47,8 +47,4 @@ typedef struct pgw_cd_result {
 int pgw_containerd_edit(const char *text, size_t len, const pgw_cd_params *p, pgw_cd_result *out,
                         pg_error *err);
 
-/* The C++ half (wire_toml.cc): every key's place in the text as JSON (malloc'ed), or NULL with
- * err. */
-char *pgw_toml_map(const char *text, size_t len, pg_error *err);
-
 #endif

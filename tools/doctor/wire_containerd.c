@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pullgate-wire: containerd's configuration, edited as text. toml++ (wire_toml.cc) says where
+ * pullgate-wire: containerd's configuration, edited as text. toml++ (common/toml.cc) says where
  * each runtime handler's header and keys are; the edit replaces a value in place, inserts
  * lines after a header, or deletes a key's lines, and touches nothing else, so comments and
  * layout stay (a rewritten pod_annotations array loses comments inside its brackets). The
  * result is parsed again and must differ from the input in exactly the intended keys: any
  * layout this does not understand is refused rather than guessed at.
  */
+#include "pg_toml.h"
 #include "wire.h"
 
 #include <ctype.h>
@@ -27,7 +28,7 @@ typedef struct doc {
     size_t len;
     size_t *line_start; /* byte offset of each 1-based line; [n_lines + 1] = len */
     size_t n_lines;
-    json_t *map;  /* wire_toml.cc's key places */
+    json_t *map;  /* pg_toml_key_places' answer */
     json_t *data; /* the document as JSON */
     const char *plugin;
     edit edits[MAX_EDITS];
@@ -462,7 +463,7 @@ static int load_doc(doc *d, const char *text, size_t len, pg_error *err)
 {
     d->text = text;
     d->len = len;
-    char *map = pgw_toml_map(text, len, err);
+    char *map = pg_toml_key_places(text, len, err);
     if (!map) {
         pg_error_prefix(err, "not TOML it can parse");
         return PG_ERR_INVALID;

@@ -2,10 +2,10 @@
 /*
  * The doctor's parsers of node files it does not trust: the kubelet's YAML
  * configuration (libyaml -> jansson, doctor_yaml.c) and containerd's / CRI-O's
- * TOML (toml++ -> JSON text -> jansson, doctor_toml.cc), flag lookup in a
+ * TOML (toml++ -> JSON text -> jansson, common/toml.cc), flag lookup in a
  * NUL-separated command line, pullgate-cri's /metrics text (the status
  * section's samples), and pullgate-wire's edit of containerd's TOML
- * (wire_containerd.c: key places from wire_toml.cc, text edits, re-parse), both
+ * (wire_containerd.c: key places from common/toml.cc, text edits, re-parse), both
  * ways; an edit it accepts must parse and a second wire must change nothing. The
  * first byte picks one. Seeds: test/fuzz/corpus/doctor_parse.
  */

@@ -2,7 +2,7 @@
 /*
  * Pull intents (pulling/) and pullgate's reference counts of them
  * (pullgate-intents/); why counts exist is described at the top of
- * plugin/store.c.
+ * plugin/store/store.c.
  */
 #include "internal.h"
 #include "store_intent.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Image identity: the spellings of one image (IDs, references) and their validation.
- * Internal to the engine; see plugin/image_identity.c. */
+ * Internal to the engine; see plugin/records/image_identity.c. */
 #ifndef PULLGATE_IMAGE_IDENTITY_H
 #define PULLGATE_IMAGE_IDENTITY_H
 

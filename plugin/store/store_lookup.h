@@ -56,11 +56,6 @@ bool pg_lookup_exists(pg_lookup *l, size_t i, pg_entry_kind kind, const char *ke
 int pg_lookup_mapping(pg_lookup *l, const char *image_name, bool load, const pg_focused ***recs,
                       size_t *n_out, bool *unknown_out, pg_error *err);
 
-/* pg_lookup_mapping for one caller: the records whole (recs NULL: counts; else
- * caller frees each and the array). */
-int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_record ***recs,
-                             size_t *n_out, bool *unknown_out, pg_error *err);
-
 /*
  * Brings the names cache of every directory the writable one cannot index
  * (read-only directories; the writable one before its name index is
@@ -72,14 +67,5 @@ int pg_store_records_mapping(const pg_store *store, const char *image_name, pg_r
  * writable directory (else no cache: PG_OK).
  */
 int pg_store_refresh_name_caches(const pg_store *store, pg_error *err);
-
-/*
- * When the credential (a secret or, with secret == NULL, a service account) of
- * image_name in rec was last recorded: the writable directory's credential-times
- * file, the record's lastUpdatedTime otherwise (what a decision's times are).
- */
-int pg_store_credential_time(const pg_store *store, const pg_record *rec, const char *image_name,
-                             const pg_pod_cred *secret, const pg_pod_cred *sa, time_t *out,
-                             pg_error *err);
 
 #endif

@@ -2,7 +2,7 @@
 /*
  * Tests only: the record store's file-system changes as the crash simulation
  * (test/unit/test_store_crash.c) records them, and the files it opens to read
- * (test/unit/test_store_opens.c). plugin/store_fs.c reports each here when it
+ * (test/unit/test_store_opens.c). plugin/store/store_fs.c reports each here when it
  * is compiled with PG_STORE_TRACE (the pullgate_traced test archive); the
  * library's own build never includes this header and has no tracing. The test
  * defines pg_st_trace.

@@ -464,12 +464,6 @@ static int parse_root(const json_t *root, const char *pod_namespace, const pg_ma
     return sort_and_fold(p, err);
 }
 
-int pg_presented_parse(const char *json, size_t len, const char *pod_namespace,
-                       pg_presented **out, pg_error *err)
-{
-    return pg_presented_parse_keyed(json, len, pod_namespace, NULL, out, err);
-}
-
 int pg_presented_parse_keyed(const char *json, size_t len, const char *pod_namespace,
                              const pg_mac_key *mac_key, pg_presented **out, pg_error *err)
 {

@@ -14,6 +14,7 @@
  * We are stricter than Go where it costs kubelet-written files nothing: every
  * field the kubelet always writes is required, and null is never accepted.
  */
+#include "engine_testing.h" /* pg_intent_parse, pg_record_merge */
 #include "internal.h"
 
 #include <stdio.h>

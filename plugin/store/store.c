@@ -48,6 +48,7 @@
  *    crash makes the image count as pulled by us (the strict side).
  *  - The store holds only immutable data after open: thread-safe, no globals.
  */
+#include "engine_testing.h" /* the tests' seams defined here */
 #include "image_identity.h"
 #include "record_cache.h"
 #include "store_credidx.h"

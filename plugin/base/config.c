@@ -7,6 +7,7 @@
  * copy that replaces the live configuration only when every key was valid,
  * so a rejected file never leaves a half-applied configuration behind.
  */
+#include "engine_testing.h" /* pg_config_key_at */
 #include "internal.h"
 
 #include <arpa/inet.h>

@@ -162,13 +162,6 @@ int pg_annotation_add_secret_hashes(pg_annotation *a, const char *image, const c
     return append_credential(entry, SECRETS_FIELD, ns, name, uid, hash, auth_hash, err);
 }
 
-int pg_annotation_add_secret_hash(pg_annotation *a, const char *image, const char *ns,
-                                  const char *name, const char *uid, const char *hash,
-                                  pg_error *err)
-{
-    return pg_annotation_add_secret_hashes(a, image, ns, name, uid, hash, NULL, err);
-}
-
 /* The usable entries of dc that apply to image, one item each. */
 static int add_matching_entries(json_t *entry, const pg_dockerconfig *dc, const char *image,
                                 const char *ns, const char *name, const char *uid,

@@ -316,8 +316,9 @@ int pg_annotation_mac_message(int version, const char *namespace_, const char *i
 
 /* ------------------------------------------------------------------- MAC */
 
-int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len,
-                          char out[PG_MAC_HEX_LEN + 1], pg_error *err)
+/* Lowercase hex HMAC-SHA-256 of message under key. */
+static int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len,
+                                 char out[PG_MAC_HEX_LEN + 1], pg_error *err)
 {
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int mac_len = 0;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The record store's safe-filesystem primitives (the design is described at
- * the top of plugin/store.c): directory checks, strict reads, atomic durable
+ * the top of plugin/store/store.c): directory checks, strict reads, atomic durable
  * writes, the store lock and directory walks. Nothing here knows what a
  * record means.
  */
@@ -96,7 +96,7 @@ int pg_st_sys_openat(int dirfd, const char *name, int flags, mode_t mode)
     return fd;
 }
 
-int pg_st_sys_renameat(int dirfd, const char *from, const char *to)
+static int pg_st_sys_renameat(int dirfd, const char *from, const char *to)
 {
     int rc = renameat(dirfd, from, dirfd, to);
     if (rc == 0)

@@ -52,7 +52,6 @@ int pg_st_fsync_retry(int fd);
  * names, renames and unlinks within one directory.
  */
 int pg_st_sys_openat(int dirfd, const char *name, int flags, mode_t mode);
-int pg_st_sys_renameat(int dirfd, const char *from, const char *to);
 int pg_st_sys_unlinkat(int dirfd, const char *name);
 int pg_st_sys_mkdirat(int dirfd, const char *name, mode_t mode);
 /* Opens base/name as a safe directory (ours, not group/other writable, no

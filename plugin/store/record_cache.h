@@ -16,7 +16,7 @@
  * uncached one). Missing files are never cached: a lookup that finds nothing
  * is not evidence. Measurements: bench/README.md, "Record cache for
  * long-lived hosts"; the store uses it when a host calls
- * pg_store_enable_cache (plugin/store_lookup.c).
+ * pg_store_enable_cache (plugin/store/store_lookup.c).
  *
  * Thread-safe: one mutex guards the table; loading and parsing run outside it.
  * Records handed out are immutable and reference-counted, so readers keep

@@ -70,11 +70,4 @@ void pg_st_cache_forget(const pg_store *s, const char *file);
 /* The cache's key of subdirectory sub of d (caller frees; NULL: out of memory). */
 char *pg_st_cache_key(const record_dir *d, const char *sub);
 
-/* pg_store_enable_cache with a settle time (record_cache.h; tests use 0). */
-int pg_store_enable_cache_settle(pg_store *store, size_t max_entries, size_t max_bytes,
-                                 unsigned settle_ms, pg_error *err);
-/* Tests: under the lock, rebuilds the credential index of image_ref's record of the
- * writable directory from its files. */
-int pg_store_credidx_build(const pg_store *store, const char *image_ref, pg_error *err);
-
 #endif

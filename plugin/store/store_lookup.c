@@ -16,6 +16,7 @@
  */
 #include "store_lookup.h"
 
+#include "engine_testing.h" /* pg_store_records_mapping, pg_store_credential_time */
 #include "record_cache.h"
 #include "store_credidx.h"
 #include "store_dircache.h"

@@ -33,12 +33,9 @@ int pg_annotation_add_image(pg_annotation *a, const char *image, const char **na
 
 /* Adds one secret credential to the entry of image_name (added first if absent).
  * hash NULL or "" omits credentialHash. The hash of empty credentials
- * (PG_EMPTY_CREDENTIAL_HASH) is refused: it proves nothing. */
-int pg_annotation_add_secret_hash(pg_annotation *a, const char *image, const char *ns,
-                                  const char *name, const char *uid, const char *hash,
-                                  pg_error *err);
-/* The same with the auth hash A (the hash with the email omitted; NULL or
- * equal to hash when the entry has no email) (docs/interfaces.md §4). */
+ * (PG_EMPTY_CREDENTIAL_HASH) is refused: it proves nothing. auth_hash is A (the
+ * hash with the email omitted; NULL or equal to hash when the entry has no email)
+ * (docs/interfaces.md §4). */
 int pg_annotation_add_secret_hashes(pg_annotation *a, const char *image, const char *ns,
                                     const char *name, const char *uid, const char *hash,
                                     const char *auth_hash, pg_error *err);

@@ -81,10 +81,6 @@ int pg_annotation_mac_message(int version, const char *namespace_, const char *i
  * else 1 (an entry holding no hash: the keyed producer signs it so since release 1.0.0). */
 int pg_annotation_entry_version(const json_t *entry);
 
-/* Lowercase hex HMAC-SHA-256 of message under key. */
-int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, size_t len,
-                          char out[PG_MAC_HEX_LEN + 1], pg_error *err);
-
 /*
  * The MAC of one annotation entry object (its kubernetesSecrets and
  * kubernetesServiceAccounts as written, "hmac" ignored) for image_name (the
@@ -105,8 +101,9 @@ int pg_annotation_mac_verify_entry(const pg_mac_key *key, const char *namespace_
 
 /* ------------------------------------------------------- presented.c */
 
-/* pg_presented_parse, with every entry's "hmac" checked against key (NULL: not checked);
- * an entry that does not verify for pod_namespace presents no credentials. */
+/* The credentials a pod presents (the annotation json), filtered to pod_namespace, with
+ * every entry's "hmac" checked against key (NULL: not checked); an entry that does not
+ * verify for pod_namespace presents no credentials. */
 int pg_presented_parse_keyed(const char *json, size_t len, const char *pod_namespace,
                              const pg_mac_key *key, pg_presented **out, pg_error *err);
 /* Entries for image_name dropped because their "hmac" did not verify (a clear hash never

@@ -19,7 +19,7 @@
  * stores it in *r. Any invalid, overlong, surrogate or truncated sequence
  * yields PG_GO_RUNE_ERROR with length 1, so each bad byte is replaced on its own.
  */
-size_t pg_go_utf8_decode(const unsigned char *s, size_t n, uint32_t *r)
+static size_t pg_go_utf8_decode(const unsigned char *s, size_t n, uint32_t *r)
 {
     unsigned char c = s[0];
     if (c < 0x80) {

@@ -14,10 +14,6 @@
 /* utf8.RuneError: what an invalid byte decodes to. */
 #define PG_GO_RUNE_ERROR 0xFFFDu
 
-/* utf8.DecodeRune(s[:n]), n > 0: the rune's byte length, *r the rune; an
- * invalid, overlong, surrogate or truncated sequence is PG_GO_RUNE_ERROR, length 1. */
-size_t pg_go_utf8_decode(const unsigned char *s, size_t n, uint32_t *r);
-
 /* Appends s[:n] as encoding/json (escapeHTML) writes a string, quotes included. */
 void pg_go_json_string(pg_buf *b, const char *s, size_t n);
 

@@ -196,16 +196,11 @@ struct pg_record {
 
 /* Strict decode of an ImagePulledRecord (either apiVersion). */
 int pg_record_parse(const char *buf, size_t len, pg_record **out, pg_error *err);
-/* Strict decode of an ImagePullIntent; *image_out caller frees. */
-int pg_intent_parse(const char *buf, size_t len, char **image_out, pg_error *err);
 /* Serialise (kubelet field order); *out caller frees. */
 int pg_record_serialize(const pg_record *rec, const char *api_version, char **out,
                         pg_error *err);
 /* *out caller frees. */
 int pg_intent_serialize(const char *image, const char *api_version, char **out, pg_error *err);
-/* Merges creds into rec under image_name, kubelet rules. */
-int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_credentials *creds,
-                    pg_error *err);
 /*
  * The fair share of one namespace in one pulled record (docs/interfaces.md §2):
  * what the recorded credentials of one namespace occupy, over every mapping:
@@ -273,16 +268,6 @@ int pg_record_key_name(const char *key, char **name_out);
 const pg_rec_mapping *pg_record_find(const pg_record *rec, const char *image_name);
 pg_record *pg_record_new(const char *image_ref, pg_error *err);
 
-/* ------------------------------------------------------------ store.c */
-
-/* 1 if a pulled record file for image_ref exists in any directory (a probe:
- * not read or parsed; an entry that cannot be stat'ed also counts), else 0. */
-int pg_store_record_exists(const pg_store *store, const char *image_ref);
-/* *exists: an intent file for image is in some directory. An error (a
- * directory that cannot be searched) leaves *exists false: callers fail closed. */
-int pg_store_intent_exists(const pg_store *store, const char *image, bool *exists,
-                           pg_error *err);
-
 /* --------------------------------------------------------- reference.c */
 
 /* pg_ref_parse returning its code; *out (NULL on failure) freed with pg_ref_free. */
@@ -307,8 +292,6 @@ int pg_pinned_match_ref(const char *const *patterns, const char *image, const pg
  * configuration key `name` ("1.0.0"; static storage), NULL for a key this release does not read.
  */
 const char *pg_config_key_since(const char *name);
-/* The i-th key this release reads (static storage), NULL past the last: for i = 0, 1, ... */
-const char *pg_config_key_at(size_t i);
 /* Orders two release versions by MAJOR.MINOR.PATCH (a package revision or suffix after
  * '-', '~' or '+' is ignored): *cmp < 0, 0, > 0. PG_ERR_INVALID for anything else. */
 int pg_release_compare(const char *a, const char *b, int *cmp, pg_error *err);
@@ -354,10 +337,9 @@ int pg_store_enable_caches(pg_store *store, size_t max_entries, size_t max_bytes
 
 /* --------------------------------------------------------- presented.c */
 
-/* Credentials a pod presents (the annotation), filtered to its namespace. */
+/* Credentials a pod presents (the annotation), filtered to its namespace
+ * (pg_presented_parse_keyed, annotation_mac.h). */
 typedef struct pg_presented pg_presented;
-int pg_presented_parse(const char *json, size_t len, const char *pod_namespace,
-                       pg_presented **out, pg_error *err);
 void pg_presented_free(pg_presented *p);
 /* Secrets / service accounts presented for image_name (borrowed views). */
 size_t pg_presented_secrets(const pg_presented *p, const char *image_name,
@@ -444,7 +426,7 @@ bool pg_reason_curable_by_pull(int reason);
  * ImageStatus carries no pod metadata). PG_OK with *ns (caller frees) the
  * namespace, or NULL when no item names one; PG_ERR_INVALID when the text is
  * not such an annotation or its items name more than one namespace (no
- * producer writes that). Bounded like pg_presented_parse.
+ * producer writes that). Bounded like pg_presented_parse_keyed.
  */
 int pg_presented_namespace(const char *json, size_t len, char **ns, pg_error *err);
 
