@@ -173,14 +173,18 @@ pg_record *pg_record_new(const char *image_ref, pg_error *err)
     return rec;
 }
 
-/* v[0..n) sorted by image_name: the index of image_name's mapping, or where it belongs. */
-static size_t position_in(const pg_rec_mapping *v, size_t n, const char *image_name, bool *found)
+typedef int (*elem_cmp)(const void *, const void *);
+
+/* Binary search of sorted base[0..n): the index of key, or where it belongs. */
+static size_t sorted_position(const void *base, size_t n, size_t size, const void *key, elem_cmp cmp,
+                              bool *found)
 {
+    const char *b = base;
     size_t lo = 0, hi = n;
     *found = false;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(v[mid].image_name, image_name);
+        int c = cmp(b + mid * size, key);
         if (c == 0) {
             *found = true;
             return mid;
@@ -191,6 +195,17 @@ static size_t position_in(const pg_rec_mapping *v, size_t n, const char *image_n
             hi = mid;
     }
     return lo;
+}
+
+static int cmp_mapping_to_name(const void *mapping, const void *image_name)
+{
+    return strcmp(((const pg_rec_mapping *)mapping)->image_name, image_name);
+}
+
+/* v[0..n) sorted by image_name: the index of image_name's mapping, or where it belongs. */
+static size_t position_in(const pg_rec_mapping *v, size_t n, const char *image_name, bool *found)
+{
+    return sorted_position(v, n, sizeof *v, image_name, cmp_mapping_to_name, found);
 }
 
 static size_t mapping_position(const pg_record *rec, const char *image_name, bool *found)
@@ -787,7 +802,6 @@ static int cmp_cred(const void *a, const void *b)
  * not stable, so for that rare case we keep an arbitrary one of them: all
  * name the same secret and the next pull of it rewrites the hash anyway.
  */
-typedef int (*elem_cmp)(const void *, const void *);
 typedef void (*elem_clear)(void *);
 
 /* Sorts base[0..*n) by cmp unless already strictly sorted, then drops repeats (clearing them). */
@@ -819,29 +833,6 @@ static void normalise_creds(pg_pod_cred *v, size_t *n)
 {
     sort_unique(v, n, sizeof *v, cmp_cred, clear_cred_elem);
 }
-
-/* Binary search of sorted base[0..n): the index of key, or where it belongs. */
-static size_t sorted_position(const void *base, size_t n, size_t size, const void *key, elem_cmp cmp,
-                              bool *found)
-{
-    const char *b = base;
-    size_t lo = 0, hi = n;
-    *found = false;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = cmp(b + mid * size, key);
-        if (c == 0) {
-            *found = true;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 
 static int check_coords(const char *kind, size_t i, const char *ns, const char *name,
                         const char *uid, pg_error *err)
