@@ -64,7 +64,9 @@ class Daemon:
              "--runtime-endpoint", f"unix://{self.dir}/no-runtime.sock",
              "--hook-socket", self.sock], stdout=subprocess.DEVNULL, stderr=self.log)
         hs.helpers.add(self.proc.pid)
-        for _ in range(100):
+        # A deadline, not a count of tries: on a loaded machine the start can take seconds.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
             if "hook server listening" in self.text():
                 return
             if self.proc.poll() is not None:
@@ -75,6 +77,22 @@ class Daemon:
     def text(self):
         with open(self.log_path) as f:
             return f.read()
+
+    def logged(self, text, timeout=15):
+        """Whether the log shows text within timeout: a line may land after the answer."""
+        deadline = time.monotonic() + timeout
+        while text not in self.text():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def decided_once(self, cid, timeout=15):
+        """Exactly one decision logged for cid, waited for with a deadline."""
+        deadline = time.monotonic() + timeout
+        while self.decided(cid) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.decided(cid) == 1
 
     def decided(self, cid):
         return len(re.findall(r'msg="hook decision" container="%s"' % re.escape(cid), self.text()))
@@ -166,7 +184,7 @@ def equivalence(root, env, mode, bus):
             thin = run(HOOK, ["--config", cfg, "--daemon-socket", daemon.sock], stdin)
             local = run(LOCAL, ["--config", cfg], stdin)
             check(thin == local, f"equivalent {mode} {name}", f"daemon {thin!r} local {local!r}")
-            check(daemon.decided(cid) == 1, f"daemon answered {mode} {name}",
+            check(daemon.decided_once(cid), f"daemon answered {mode} {name}",
                   f"{daemon.decided(cid)} decisions logged")
             ids.append(cid)
         if mode == "audit":
@@ -219,7 +237,7 @@ def fallback(root, env):
             dst.write(src.read())
         theirs = run(HOOK, ["--config", other, "--daemon-socket", daemon.sock], stdin)
         check(theirs == run(LOCAL, ["--config", other], stdin), "not mine: other config file")
-        check(daemon.decided("ctr-fallback") == 0 and "not mine" in daemon.text(),
+        check(daemon.logged("not mine") and daemon.decided("ctr-fallback") == 0,
               "not mine: the daemon declined", daemon.text()[-600:])
         # A symlink to the daemon's own file: the local hook refuses to load a symlinked
         # configuration, so the daemon must not decide for it either.
@@ -303,13 +321,13 @@ def hostile(root, env):
         os.chmod(daemon.dir, 0o711)
         os.chmod(daemon.sock, 0o666)
         reply, rc, err = raw_exchange(daemon.sock, good, [bundle], as_nobody=True)
-        check(reply == b"" and "refused a peer that is not root" in daemon.text(),
+        check(reply == b"" and daemon.logged("refused a peer that is not root"),
               "non-root client refused", f"reply {reply!r} rc {rc} {err[-300:]}")
         os.chmod(daemon.sock, 0o600)
         os.chmod(daemon.dir, 0o700)
         after = run(HOOK, ["--config", cfg, "--daemon-socket", daemon.sock],
                     hs.state("ctr-after-hostile", bundle))
-        check(daemon.alive() and daemon.decided("ctr-after-hostile") == 1 and after[0] == 1,
+        check(daemon.alive() and daemon.decided_once("ctr-after-hostile") and after[0] == 1,
               "daemon answers after hostile input", f"{after!r}")
     finally:
         daemon.stop()
