@@ -349,7 +349,7 @@ static int serve(const options *o, const char *server_url, const char *annotatio
 static int start(const options *o, const char *server_url, const char *ca, const char *token,
                  const char *annotation, pg_keyholder *keys, pg_error *err)
 {
-    wh_tls *tls = wh_tls_new(o->tls_cert, o->tls_key, wh_log, err);
+    wh_tls *tls = wh_tls_new(o->tls_cert, o->tls_key, err);
     wh_kubeapi *api = NULL;
     wh_metrics metrics = {0};
     int rc = tls ? PG_OK : PG_ERR_CONFIG;
