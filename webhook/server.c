@@ -169,10 +169,8 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
     if (a.kind == WH_ADMIT_EVICTING)
         shut_conn((conn *)a.victim);
     pthread_mutex_unlock(&s->lock);
-    if (a.kind == WH_ADMIT_EVICTING)
-        wh_metrics_connection_evicted(s->cfg.metrics, a.reason);
-    else if (a.kind == WH_REFUSE)
-        wh_metrics_connection_refused(s->cfg.metrics, a.reason);
+    if (a.kind != WH_ADMIT)
+        wh_metrics_connection(s->cfg.metrics, a.kind == WH_ADMIT_EVICTING, a.reason);
     return a.kind == WH_REFUSE ? MHD_NO : MHD_YES;
 }
 
@@ -478,7 +476,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     endpoint *ep = cls;
     /* libmicrohttpd says so only in its log: the one place to count it. */
     if (ep && strncmp(fmt, "Server reached connection limit", 31) == 0)
-        wh_metrics_connection_refused(ep->server->cfg.metrics, "total");
+        wh_metrics_connection(ep->server->cfg.metrics, 0, "total");
     char text[512];
     pg_http_log_text(text, sizeof text, fmt, ap);
     wh_log("warning", "http server", text);
