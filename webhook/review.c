@@ -1,20 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The annotation producer's decision for one AdmissionReview
- * (packaging/kubernetes/annotation-producer.md, docs/webhook.md):
- *  - pods CREATE/UPDATE: recompute the credentials annotation from the pod's
- *    images, its pull secrets (or its service account's) and its service
- *    account, and overwrite it with a JSON patch;
- *  - pods/ephemeralcontainers UPDATE: admit, warn about images the current
- *    annotation does not cover (the API server drops annotation patches there);
- *  - pods/status UPDATE: the annotation cannot change there (restored);
- *  - pods/binding CREATE: a Binding cannot carry the annotation (removed);
- *  - anything that cannot be computed refuses the pod with a message and a
- *    code (pg_error; http_status_of maps it), and every review whose
- *    request.uid can be read is answered HTTP 200, so a failure here is a
- *    refusal, never a call failure failurePolicy decides;
- *  - a body that is not an admission.k8s.io/v1 AdmissionReview with a
- *    readable uid is HTTP 400 (413 when it was cut before the uid).
+ * The annotation producer's decision for one AdmissionReview: pods CREATE/UPDATE recompute
+ * the annotation, pods/ephemeralcontainers warn, pods/status restore it, pods/binding strip it
+ * (docs/webhook.md, "What it does per review" and "Subresources"). Every review whose
+ * request.uid can be read is answered HTTP 200, a refusal with a code (http_status_of) when
+ * the pod cannot be computed, never a call failure that failurePolicy decides; a body that is
+ * not an admission.k8s.io/v1 AdmissionReview with a readable uid is HTTP 400 (413 when cut).
  */
 #include "review.h"
 

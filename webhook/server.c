@@ -11,25 +11,13 @@
  * GET /metrics (Prometheus, whmetrics.h) there only: never on the admission
  * port, whose callers are API servers.
  *
- * Who may hold what, checked before any body is read:
- *  - TLS: with --client-ca-file every session must present a client
- *    certificate that verifies (tlscert.c), checked in the handshake and again
- *    at each request;
- *  - connections: our accept policy (peers.h) gives at most max_connections
- *    slots, max_per_peer from one address, and keeps `reserved` of them for the
- *    API server (its CIDR, or a verified client certificate); under pressure
- *    it shuts the oldest handshake or idle connection of whoever holds the most
- *    rather than refusing the newcomer. libmicrohttpd's own limits, twice ours
- *    (it counts connections shut and still closing), stay as a backstop. A watchdog
- *    shuts a connection down when it does not make progress in time: handshake
- *    and headers within HANDSHAKE_MS of accept, a review within its deadline,
- *    an idle keep-alive connection within IDLE_MS (slow-drip clients included);
- *  - one request object per request (wh_request), created at its first
- *    callback: its deadline (the whole review, parsing and hashing included,
- *    passed down to every API read), and its memory account (memory.h): the
- *    body, the JSON, the API transfers. A body over the bound or the budget is
- *    not kept, only its first bytes, and the review is refused by the uid in
- *    them (HTTP 200): never a call failure that failurePolicy would decide.
+ * Who may hold what is checked before any body is read (docs/webhook.md, "Bounded" and
+ * "Connection slots"): the client certificate (tlscert.c) in the handshake and at each request;
+ * a connection slot by our accept policy (peers.h), libmicrohttpd's own limits, twice ours,
+ * only a backstop; a watchdog that shuts a connection making no progress in time; one request
+ * object (wh_request) with the review's deadline and memory account (memory.h). A body over the
+ * bound or the budget is not kept, only its first bytes, and the review is refused by the uid
+ * in them (HTTP 200): never a call failure that failurePolicy would decide.
  */
 #include "server.h"
 
