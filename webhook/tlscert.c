@@ -288,19 +288,13 @@ static int load_trust(const char *path, gnutls_x509_trust_list_t *out, pg_error 
 
 int wh_tls_require_clients(wh_tls *t, const char *ca_path, pg_error *err)
 {
-    gnutls_x509_trust_list_t list;
     if (wh_file_id_of(ca_path, &t->client_ca_id) != 0)
         return pg_fail(err, PG_ERR_IO, "%.200s: cannot stat", ca_path);
-    int rc = load_trust(ca_path, &list, err);
-    if (rc != PG_OK)
-        return rc;
-    if (!(t->client_ca_path = strdup(ca_path))) {
-        gnutls_x509_trust_list_deinit(list, 1);
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
-    t->client_trust = list;
+    int rc = load_trust(ca_path, &t->client_trust, err); /* freed with t */
+    if (rc == PG_OK && !(t->client_ca_path = strdup(ca_path)))
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     t->client_checked_ms = pg_monotonic_ms();
-    return PG_OK;
+    return rc;
 }
 
 int wh_tls_clients_required(void) { return the_tls && the_tls->client_ca_path; }
