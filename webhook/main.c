@@ -380,16 +380,6 @@ static int run(const options *o, const char *server_url, const char *ca, const c
     return status;
 }
 
-/* Memory: every review's bytes are charged to a budget, and freed blocks are wiped
- * (memory.h); big blocks are mmap'd so they return to the system when freed, and few
- * arenas keep the per-thread caches of a thread per connection small. */
-static int setup_memory(const options *o)
-{
-    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-    mallopt(M_ARENA_MAX, MALLOC_ARENAS);
-    return wh_memory_init((size_t)o->memory_budget_mib * 1024u * 1024u);
-}
-
 int main(int argc, char **argv)
 {
     options o = {0};
@@ -407,7 +397,12 @@ int main(int argc, char **argv)
         token = SA_DIR "/token";
     }
     block_signals();
-    if (setup_memory(&o) != 0) {
+    /* Memory: every review's bytes are charged to a budget, and freed blocks are wiped
+     * (memory.h); big blocks are mmap'd so they return to the system when freed, and few
+     * arenas keep the per-thread caches of a thread per connection small. */
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+    mallopt(M_ARENA_MAX, MALLOC_ARENAS);
+    if (wh_memory_init((size_t)o.memory_budget_mib * 1024u * 1024u) != 0) {
         wh_log("error", "cannot initialise libcurl", NULL);
         return 1;
     }

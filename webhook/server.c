@@ -241,11 +241,9 @@ static enum MHD_Result serve_ready(wh_server *s, struct MHD_Connection *c)
     pg_error err = {0};
     if (wh_kubeapi_ready(s->cfg.api, WH_READY_CACHE_MS, &err) == PG_OK)
         return respond_text(c, MHD_HTTP_OK, "ok\n");
-    size_t n = strlen(err.message) + 2;
-    char *text = malloc(n);
-    if (text)
-        snprintf(text, n, "%s\n", err.message);
-    return pg_http_respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", text);
+    char text[sizeof err.message + 1];
+    snprintf(text, sizeof text, "%s\n", err.message);
+    return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, text);
 }
 
 static enum MHD_Result route_other(endpoint *ep, struct MHD_Connection *c, const char *url,
