@@ -53,11 +53,6 @@ static void identify(const pg_keyholder *h, key_files_id *id)
     }
 }
 
-static int same_files(const key_files_id *a, const key_files_id *b)
-{
-    return memcmp(a, b, sizeof *a) == 0; /* zeroed first: no padding differs */
-}
-
 static void unref(pg_key_ref *r)
 {
     if (r && --r->refs == 0) {
@@ -140,7 +135,7 @@ pg_key_ref *pg_keyholder_get(pg_keyholder *h, pg_error *err)
     key_files_id id;
     identify(h, &id); /* outside the lock: two stat()s */
     pthread_mutex_lock(&h->lock);
-    if (!same_files(&id, &h->id))
+    if (memcmp(&id, &h->id, sizeof id) != 0) /* both zeroed first: no padding differs */
         reload(h, &id, 0);
     if (h->error.code != PG_OK || !h->current) {
         if (err)

@@ -296,14 +296,8 @@ static long series_index(const pg_metric *m, const int *idx)
     return (long)s;
 }
 
-/* The first slot of the series idx, or NULL when an index is out of range. */
-static _Atomic uint64_t *series(const pg_metric *m, const int *idx)
-{
-    long s = series_index(m, idx);
-    return s < 0 ? NULL : &m->slots[(size_t)s * m->stride];
-}
-
-/* The same for an update: a sparse metric's series is shown from now on. */
+/* The first slot of the series idx for an update (NULL when an index is out of range): a
+ * sparse metric's series is shown from now on. */
 static _Atomic uint64_t *series_for_update(pg_metric *m, const int *idx)
 {
     long s = series_index(m, idx);
@@ -322,30 +316,28 @@ static void indices_of(const pg_metric *m, const char *const *v, size_t nv, int 
         idx[l] = l >= m->nlabels ? 0 : l < nv ? pg_metric_value_index(m, l, v[l]) : 0;
 }
 
+/* The first slot of a series by its label values' text, NULL when there is none. */
 static _Atomic uint64_t *series_by_text(const pg_metric *m, const char *const *v, size_t nv)
 {
     int idx[PG_METRICS_MAX_LABELS];
     indices_of(m, v, nv, idx);
-    return series(m, idx);
+    long s = series_index(m, idx);
+    return s < 0 ? NULL : &m->slots[(size_t)s * m->stride];
 }
 
-void pg_metric_add_at(pg_metric *m, int i0, int i1, double delta)
+static void add(pg_metric *m, const int *idx, double delta)
 {
     if (!m || m->type == PG_METRIC_HISTOGRAM || !isfinite(delta) ||
         (m->type == PG_METRIC_COUNTER && delta < 0))
         return;
-    _Atomic uint64_t *slot = series_for_update(m, (const int[PG_METRICS_MAX_LABELS]){i0, i1});
+    _Atomic uint64_t *slot = series_for_update(m, idx);
     if (slot)
         atomic_add_double(slot, delta);
 }
 
-static void set_at(pg_metric *m, int i0, int i1, double value)
+void pg_metric_add_at(pg_metric *m, int i0, int i1, double delta)
 {
-    if (!m || m->type != PG_METRIC_GAUGE)
-        return;
-    _Atomic uint64_t *slot = series_for_update(m, (const int[PG_METRICS_MAX_LABELS]){i0, i1});
-    if (slot)
-        atomic_store_explicit(slot, bits_of(value), memory_order_relaxed);
+    add(m, (const int[PG_METRICS_MAX_LABELS]){i0, i1}, delta);
 }
 
 static void observe(pg_metric *m, const int *idx, double value)
@@ -364,14 +356,11 @@ static void observe(pg_metric *m, const int *idx, double value)
 
 void pg_metric_add3(pg_metric *m, const char *v0, const char *v1, const char *v2, double delta)
 {
-    if (!m || m->type == PG_METRIC_HISTOGRAM || !isfinite(delta) ||
-        (m->type == PG_METRIC_COUNTER && delta < 0))
-        return;
     int idx[PG_METRICS_MAX_LABELS];
+    if (!m)
+        return;
     indices_of(m, (const char *const[]){v0, v1, v2}, 3, idx);
-    _Atomic uint64_t *slot = series_for_update(m, idx);
-    if (slot)
-        atomic_add_double(slot, delta);
+    add(m, idx, delta);
 }
 
 void pg_metric_inc(pg_metric *m, const char *v0, const char *v1)
@@ -389,10 +378,13 @@ void pg_metric_add_value(pg_metric *m, const char *v0, const char *v1, double de
 
 void pg_metric_set(pg_metric *m, const char *v0, const char *v1, double value)
 {
-    if (!m)
+    int idx[PG_METRICS_MAX_LABELS];
+    if (!m || m->type != PG_METRIC_GAUGE)
         return;
-    set_at(m, m->nlabels > 0 ? pg_metric_value_index(m, 0, v0) : 0,
-           m->nlabels > 1 ? pg_metric_value_index(m, 1, v1) : 0, value);
+    indices_of(m, (const char *const[]){v0, v1}, 2, idx);
+    _Atomic uint64_t *slot = series_for_update(m, idx);
+    if (slot)
+        atomic_store_explicit(slot, bits_of(value), memory_order_relaxed);
 }
 
 void pg_metric_observe(pg_metric *m, const char *v0, const char *v1, double value)

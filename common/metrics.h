@@ -5,13 +5,10 @@
  * fixed when the metric is defined, rendered in the text exposition format
  * 0.0.4 (HELP, TYPE, escaping).
  *
- * Why fixed label values: every label set is bounded by construction (an
- * anonymous caller cannot grow the registry by sending new method names or
- * image names), every series exists from the start (rate() sees the first
- * increment), and an increment is an index lookup plus one atomic operation,
- * without a lock, so the daemons' hot paths can count freely. A value that is
- * not in the list counts under the list's LAST value, the catch-all
- * ("other" by convention).
+ * Label values are fixed at definition (docs/metrics.md, "What is never in a
+ * metric"): bounded series, and an increment is an index lookup plus one atomic
+ * operation without a lock, so hot paths count freely. A value not in the list
+ * counts under the list's LAST value, the catch-all ("other" by convention).
  *
  * Thread-safe: definition happens before serving (pg_metrics_add), then
  * increments, sets, observations and renders may run concurrently from any

@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,53 +37,49 @@
 typedef struct options {
     const char *config, *tls_cert, *tls_key, *listen, *health_listen, *client_ca, *api_server,
         *api_ca, *api_token, *hmac_key_file;
-    int unkeyed, reserved_given;
+    int unkeyed;
     unsigned long max_connections, max_per_peer, reserved, memory_budget_mib, deadline_ms;
     wh_cidr api_cidrs[WH_CIDRS_MAX];
     size_t n_api_cidrs;
 } options;
 
-enum {
-    OPT_CONFIG = 256,
-    OPT_CERT,
-    OPT_KEY,
-    OPT_LISTEN,
-    OPT_HEALTH,
-    OPT_CLIENT_CA,
-    OPT_SERVER,
-    OPT_CA,
-    OPT_TOKEN,
-    OPT_HMAC,
-    OPT_UNKEYED,
-    OPT_MAX_CONN,
-    OPT_MAX_PEER,
-    OPT_RESERVED,
-    OPT_API_CIDR,
-    OPT_MEMORY,
-    OPT_DEADLINE
+#define RESERVED_UNSET ULONG_MAX /* --reserved-connections not given: a quarter */
+
+/* Every option but --help and --version, and where its value goes (getopt_long's val is its
+ * index here plus OPT_FIRST). */
+typedef enum { TEXT, NUMBER, FLAG, CIDRS } option_kind;
+
+typedef struct option_spec {
+    const char *name;
+    option_kind kind;
+    size_t member; /* TEXT: a const char *; NUMBER: an unsigned long in [min, max]; FLAG: int */
+    unsigned long min, max;
+} option_spec;
+
+#define AT(member) offsetof(options, member)
+#define OPT_FIRST 256
+
+static const option_spec specs[] = {
+    {"config", TEXT, AT(config), 0, 0},
+    {"tls-cert", TEXT, AT(tls_cert), 0, 0},
+    {"tls-key", TEXT, AT(tls_key), 0, 0},
+    {"listen", TEXT, AT(listen), 0, 0},
+    {"health-listen", TEXT, AT(health_listen), 0, 0},
+    {"client-ca-file", TEXT, AT(client_ca), 0, 0},
+    {"api-server", TEXT, AT(api_server), 0, 0},
+    {"api-ca", TEXT, AT(api_ca), 0, 0},
+    {"api-token-file", TEXT, AT(api_token), 0, 0},
+    {"hmac-key-file", TEXT, AT(hmac_key_file), 0, 0},
+    {"unkeyed-annotations", FLAG, AT(unkeyed), 0, 0},
+    {"max-connections", NUMBER, AT(max_connections), 4, 1024},
+    {"max-connections-per-peer", NUMBER, AT(max_per_peer), 1, 1024},
+    {"reserved-connections", NUMBER, AT(reserved), 0, 1023},
+    {"api-server-cidr", CIDRS, 0, 0, 0},
+    {"memory-budget-mib", NUMBER, AT(memory_budget_mib), 64, 65536},
+    {"review-deadline-ms", NUMBER, AT(deadline_ms), 200, 29000},
 };
 
-static const struct option long_options[] = {
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"tls-cert", required_argument, NULL, OPT_CERT},
-    {"tls-key", required_argument, NULL, OPT_KEY},
-    {"listen", required_argument, NULL, OPT_LISTEN},
-    {"health-listen", required_argument, NULL, OPT_HEALTH},
-    {"client-ca-file", required_argument, NULL, OPT_CLIENT_CA},
-    {"api-server", required_argument, NULL, OPT_SERVER},
-    {"api-ca", required_argument, NULL, OPT_CA},
-    {"api-token-file", required_argument, NULL, OPT_TOKEN},
-    {"hmac-key-file", required_argument, NULL, OPT_HMAC},
-    {"unkeyed-annotations", no_argument, NULL, OPT_UNKEYED},
-    {"max-connections", required_argument, NULL, OPT_MAX_CONN},
-    {"max-connections-per-peer", required_argument, NULL, OPT_MAX_PEER},
-    {"reserved-connections", required_argument, NULL, OPT_RESERVED},
-    {"api-server-cidr", required_argument, NULL, OPT_API_CIDR},
-    {"memory-budget-mib", required_argument, NULL, OPT_MEMORY},
-    {"review-deadline-ms", required_argument, NULL, OPT_DEADLINE},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {NULL, 0, NULL, 0}};
+#define N_SPECS (sizeof specs / sizeof specs[0])
 
 static void usage(FILE *out)
 {
@@ -120,14 +117,22 @@ static int number(const char *text, unsigned long min, unsigned long max, unsign
     return 0;
 }
 
-static int parse_number_option(int c, const char *arg, options *o)
+/* One option's value into o: 0, or the exit status of a usage error. */
+static int set_option(const option_spec *spec, const char *arg, options *o)
 {
-    switch (c) {
-    case OPT_MAX_CONN: return number(arg, 4, 1024, &o->max_connections);
-    case OPT_MAX_PEER: return number(arg, 1, 1024, &o->max_per_peer);
-    case OPT_RESERVED: o->reserved_given = 1; return number(arg, 0, 1023, &o->reserved);
-    case OPT_MEMORY: return number(arg, 64, 65536, &o->memory_budget_mib);
-    default: return number(arg, 200, 29000, &o->deadline_ms);
+    void *at = (char *)o + spec->member;
+    pg_error err = {0};
+    switch (spec->kind) {
+    case TEXT: *(const char **)at = arg; return 0;
+    case FLAG: *(int *)at = 1; return 0;
+    case NUMBER:
+        if (number(arg, spec->min, spec->max, at) != 0)
+            return usage_error("a number option is out of its range");
+        return 0;
+    default:
+        if (wh_cidrs_add(o->api_cidrs, &o->n_api_cidrs, arg, &err) != PG_OK)
+            return usage_error(err.message);
+        return 0;
     }
 }
 
@@ -140,7 +145,7 @@ static int check_options(options *o)
         return usage_error("give all of --api-server, --api-ca and --api-token-file, or none");
     if (o->max_per_peer > o->max_connections)
         return usage_error("--max-connections-per-peer is larger than --max-connections");
-    if (!o->reserved_given)
+    if (o->reserved == RESERVED_UNSET)
         o->reserved = o->max_connections / 4;
     if (o->reserved >= o->max_connections)
         return usage_error("--reserved-connections leaves no connection to other callers");
@@ -151,42 +156,30 @@ static int check_options(options *o)
 
 static int parse_options(int argc, char **argv, options *o)
 {
-    int c;
+    struct option longs[N_SPECS + 3] = {{"help", no_argument, NULL, 'h'},
+                                        {"version", no_argument, NULL, 'V'}};
+    for (size_t i = 0; i < N_SPECS; i++)
+        longs[i + 2] =
+            (struct option){specs[i].name, specs[i].kind == FLAG ? no_argument : required_argument,
+                            NULL, OPT_FIRST + (int)i};
     o->max_connections = DEFAULT_MAX_CONNECTIONS;
     o->max_per_peer = DEFAULT_MAX_PER_PEER;
+    o->reserved = RESERVED_UNSET;
     o->memory_budget_mib = DEFAULT_MEMORY_BUDGET_MIB;
     o->deadline_ms = WH_REVIEW_DEADLINE_MS;
-    while ((c = getopt_long(argc, argv, "hV", long_options, NULL)) != -1) {
-        switch (c) {
-        case OPT_CONFIG: o->config = optarg; break;
-        case OPT_CERT: o->tls_cert = optarg; break;
-        case OPT_KEY: o->tls_key = optarg; break;
-        case OPT_LISTEN: o->listen = optarg; break;
-        case OPT_HEALTH: o->health_listen = optarg; break;
-        case OPT_CLIENT_CA: o->client_ca = optarg; break;
-        case OPT_SERVER: o->api_server = optarg; break;
-        case OPT_CA: o->api_ca = optarg; break;
-        case OPT_TOKEN: o->api_token = optarg; break;
-        case OPT_HMAC: o->hmac_key_file = optarg; break;
-        case OPT_UNKEYED: o->unkeyed = 1; break;
-        case OPT_API_CIDR: {
-            pg_error err = {0};
-            if (wh_cidrs_add(o->api_cidrs, &o->n_api_cidrs, optarg, &err) != PG_OK)
-                return usage_error(err.message);
-            break;
+    for (int c, rc; (c = getopt_long(argc, argv, "hV", longs, NULL)) != -1;) {
+        if (c == 'h') {
+            usage(stdout);
+            exit(0);
         }
-        case OPT_MAX_CONN:
-        case OPT_MAX_PEER:
-        case OPT_RESERVED:
-        case OPT_MEMORY:
-        case OPT_DEADLINE:
-            if (parse_number_option(c, optarg, o) != 0)
-                return usage_error("a number option is out of its range");
-            break;
-        case 'h': usage(stdout); exit(0);
-        case 'V': printf(PROG " %s\n", PG_WEBHOOK_VERSION); exit(0);
-        default: return usage_error("unknown option");
+        if (c == 'V') {
+            printf(PROG " %s\n", PG_WEBHOOK_VERSION);
+            exit(0);
         }
+        if (c < OPT_FIRST || c >= OPT_FIRST + (int)N_SPECS)
+            return usage_error("unknown option");
+        if ((rc = set_option(&specs[c - OPT_FIRST], optarg, o)) != 0)
+            return rc;
     }
     if (optind != argc)
         return usage_error("unexpected operand");
@@ -349,7 +342,7 @@ static int serve(const options *o, const char *server_url, const char *annotatio
 static int start(const options *o, const char *server_url, const char *ca, const char *token,
                  const char *annotation, pg_keyholder *keys, pg_error *err)
 {
-    wh_tls *tls = wh_tls_new(o->tls_cert, o->tls_key, wh_log, err);
+    wh_tls *tls = wh_tls_new(o->tls_cert, o->tls_key, err);
     wh_kubeapi *api = NULL;
     wh_metrics metrics = {0};
     int rc = tls ? PG_OK : PG_ERR_CONFIG;
@@ -387,16 +380,6 @@ static int run(const options *o, const char *server_url, const char *ca, const c
     return status;
 }
 
-/* Memory: every review's bytes are charged to a budget, and freed blocks are wiped
- * (memory.h); big blocks are mmap'd so they return to the system when freed, and few
- * arenas keep the per-thread caches of a thread per connection small. */
-static int setup_memory(const options *o)
-{
-    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
-    mallopt(M_ARENA_MAX, MALLOC_ARENAS);
-    return wh_memory_init((size_t)o->memory_budget_mib * 1024u * 1024u);
-}
-
 int main(int argc, char **argv)
 {
     options o = {0};
@@ -414,7 +397,12 @@ int main(int argc, char **argv)
         token = SA_DIR "/token";
     }
     block_signals();
-    if (setup_memory(&o) != 0) {
+    /* Memory: every review's bytes are charged to a budget, and freed blocks are wiped
+     * (memory.h); big blocks are mmap'd so they return to the system when freed, and few
+     * arenas keep the per-thread caches of a thread per connection small. */
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+    mallopt(M_ARENA_MAX, MALLOC_ARENAS);
+    if (wh_memory_init((size_t)o.memory_budget_mib * 1024u * 1024u) != 0) {
         wh_log("error", "cannot initialise libcurl", NULL);
         return 1;
     }

@@ -1,24 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What the webhook holds in memory, in one place (memory.c):
- *
- *  - wh_account: the bytes one request holds (its body, its JSON, its API
- *    transfers). Every charge also counts against the process-wide budget
- *    set by wh_memory_init; a checked charge over either limit fails and the
- *    request is refused, so the reviews in flight never hold more than the
- *    budget whatever arrives.
- *  - the allocators given to jansson (json_set_alloc_funcs) and libcurl
- *    (curl_global_init_mem): they charge the account of the calling thread
- *    (wh_account_enter) and wipe every block they free, so the JSON of a
- *    Secret, the dockerconfig parsed from it and curl's receive buffers
- *    leave nothing behind. libcurl's allocations can be refused (it handles
- *    that); jansson's never are, because jansson 2.14's lexer ignores a
- *    failed allocation (lex_save) and would then read past its buffer:
- *  - wh_parse_begin/end: a JSON text is parsed only after an upper bound of
- *    what jansson allocates for it (wh_json_parse_cost) was charged, checked;
- *    that bound is what refuses a review too large to parse.
- *  - wh_buf: a bounded byte buffer that charges its account (checked) and
- *    wipes every block it lets go (never realloc, which would leave a copy).
+ * What the webhook holds in memory, in one place (memory.c; docs/webhook.md,
+ * "Memory" and "Secrets in memory and in messages"): a wh_account per request,
+ * charged against the process-wide budget too; the allocators given to jansson
+ * and libcurl, which charge the calling thread's account and wipe every block
+ * they free; wh_parse_begin/end, which admit a parse by an upper bound of what
+ * jansson allocates (jansson's own allocations are never refused: its 2.14
+ * lexer ignores a failed one and reads past its buffer); wh_buf, a bounded
+ * buffer that wipes every block it lets go (never realloc).
  *
  * The allocator hooks are process-wide (a program may set them, the library
  * may not): wh_memory_init is called once by main before any thread starts.

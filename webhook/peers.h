@@ -2,26 +2,10 @@
 /*
  * Who gets a connection slot of an endpoint (peers.c; server.c asks at each
  * accept, before any byte is read). No I/O and no locking here: the caller
- * holds its own lock around a decision and acts on it.
- *
- * A slot is privileged when its peer address is inside --api-server-cidr
- * (known at accept) or once a request arrived over a verified client
- * certificate (known only after the TLS handshake, so every connection starts
- * anonymous unless its address is in the CIDR). Anonymous slots share at most
- * max - reserved; privileged ones may use every slot.
- *
- * A slot is evictable while it is anonymous and serves no request (still in its
- * handshake or headers, or an idle keep-alive). Under pressure a newcomer is not
- * refused while a fair eviction exists: one from the CIDR takes the oldest
- * evictable slot of the peer holding the most anonymous slots; an anonymous one
- * takes it only from a peer that holds at least two more than its own peer
- * does, so that slots move from larger holders to smaller ones only: shares
- * converge, reconnecting in a loop gains nothing and costs the webhook no
- * thread, and a peer that holds little (an API server known by its
- * certificate, its one handshake in flight) is never the one evicted while
- * another holds more. At its per-peer bound an address is refused, except an
- * address inside the CIDR, whose newcomer takes that address's oldest
- * evictable slot (the API server may share its address with other callers).
+ * holds its own lock around a decision and acts on it. The policy (privileged
+ * slots: the CIDR or a verified client certificate; anonymous ones share
+ * max - reserved; who may be evicted, and by whom, so that shares converge) is
+ * docs/webhook.md, "Connection slots: the API server always gets in".
  */
 #ifndef PULLGATE_WEBHOOK_PEERS_H
 #define PULLGATE_WEBHOOK_PEERS_H

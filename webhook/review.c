@@ -1,20 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The annotation producer's decision for one AdmissionReview
- * (packaging/kubernetes/annotation-producer.md, docs/webhook.md):
- *  - pods CREATE/UPDATE: recompute the credentials annotation from the pod's
- *    images, its pull secrets (or its service account's) and its service
- *    account, and overwrite it with a JSON patch;
- *  - pods/ephemeralcontainers UPDATE: admit, warn about images the current
- *    annotation does not cover (the API server drops annotation patches there);
- *  - pods/status UPDATE: the annotation cannot change there (restored);
- *  - pods/binding CREATE: a Binding cannot carry the annotation (removed);
- *  - anything that cannot be computed refuses the pod with a message and a
- *    code (pg_error; http_status_of maps it), and every review whose
- *    request.uid can be read is answered HTTP 200, so a failure here is a
- *    refusal, never a call failure failurePolicy decides;
- *  - a body that is not an admission.k8s.io/v1 AdmissionReview with a
- *    readable uid is HTTP 400 (413 when it was cut before the uid).
+ * The annotation producer's decision for one AdmissionReview: pods CREATE/UPDATE recompute
+ * the annotation, pods/ephemeralcontainers warn, pods/status restore it, pods/binding strip it
+ * (docs/webhook.md, "What it does per review" and "Subresources"). Every review whose
+ * request.uid can be read is answered HTTP 200, a refusal with a code (http_status_of) when
+ * the pod cannot be computed, never a call failure that failurePolicy decides; a body that is
+ * not an admission.k8s.io/v1 AdmissionReview with a readable uid is HTTP 400 (413 when cut).
  */
 #include "review.h"
 
@@ -360,12 +351,13 @@ static json_t *annotation_op(const review *r, const json_t *value)
     return op;
 }
 
-/* Sets the annotation of obj to value ("add" replaces a member; the map must exist first). */
-static json_t *set_annotation_patch(const review *r, const json_t *obj, const json_t *value)
+/* Sets the pod's annotation to value ("add" replaces a member; the map must exist first), or
+ * removes it (value NULL: only ever asked when it is there, so the map exists). */
+static json_t *annotation_patch(const review *r, const json_t *value)
 {
     json_t *patch = json_array();
     int ok = patch != NULL;
-    if (ok && !json_is_object(annotations_of(obj)))
+    if (ok && value && !json_is_object(annotations_of(r->pod)))
         ok = json_array_append_new(patch, json_pack("{s:s, s:s, s:{}}", "op", "add", "path",
                                                     "/metadata/annotations", "value")) == 0;
     if (ok)
@@ -373,16 +365,6 @@ static json_t *set_annotation_patch(const review *r, const json_t *obj, const js
     if (!ok) {
         json_decref(patch);
         return NULL;
-    }
-    return patch;
-}
-
-static json_t *remove_annotation_patch(const review *r)
-{
-    json_t *patch = json_array();
-    if (patch && json_array_append_new(patch, annotation_op(r, NULL)) != 0) {
-        json_decref(patch);
-        patch = NULL;
     }
     return patch;
 }
@@ -437,36 +419,6 @@ static json_t *refusal_of(const char *uid, int code, const char *message)
 }
 
 /* ------------------------------------------------------- pods */
-
-static int compute_credentials(review *r, pg_annotation *a, service_account *sa, json_t *names);
-
-static int compute_annotation(review *r, char **value)
-{
-    pg_error err = {0};
-    pg_annotation *a = pg_annotation_new(r->ns, &err);
-    service_account sa = {0};
-    pg_autojson json_t *names = json_array();
-    int rc = a && names ? 0 : refuse(r, PG_ERR_NOMEM, "out of memory");
-    if (rc == 0)
-        rc = for_each_image(r, all_containers, add_image, a);
-    if (rc == 0)
-        rc = service_account_name(r, &sa);
-    if (rc == 0)
-        rc = compute_credentials(r, a, &sa, names);
-    json_object_set(r->log, "pullSecrets", names);
-    if (rc == 0 && sa.uid &&
-        pg_annotation_add_service_account(a, NULL, r->ns, sa.name, sa.uid, &err) != PG_OK)
-        rc = refuse(r, PG_ERR_IO, "service account %s/%.64s: %s", r->ns, sa.name, err.message);
-    if (rc == 0 && r->cfg->key && pg_annotation_sign(a, r->cfg->key, &err) != PG_OK)
-        rc = refuse(r, PG_ERR_INTERNAL, "cannot seal the annotation: %s", err.message);
-    if (rc == 0 && !(*value = pg_annotation_dump(a, &err)))
-        rc = refuse(r, PG_ERR_NOMEM, "out of memory");
-    if (rc == 0 && past_deadline(r))
-        rc = refuse_late(r, "computing the annotation");
-    json_decref(sa.obj);
-    pg_annotation_free(a);
-    return rc;
-}
 
 /* GETs of one review: the service account, then the secrets (one slot each). */
 typedef struct fetch_plan {
@@ -531,11 +483,33 @@ static int read_credentials(review *r, pg_annotation *a, service_account *sa, js
     return rc;
 }
 
-static int compute_credentials(review *r, pg_annotation *a, service_account *sa, json_t *names)
+static int compute_annotation(review *r, char **value)
 {
+    pg_error err = {0};
+    pg_annotation *a = pg_annotation_new(r->ns, &err);
+    service_account sa = {0};
+    pg_autojson json_t *names = json_array();
     pg_autofree fetch_plan *plan = calloc(1, sizeof *plan);
-    return plan ? read_credentials(r, a, sa, names, plan)
-                : refuse(r, PG_ERR_NOMEM, "out of memory");
+    int rc = a && names && plan ? 0 : refuse(r, PG_ERR_NOMEM, "out of memory");
+    if (rc == 0)
+        rc = for_each_image(r, all_containers, add_image, a);
+    if (rc == 0)
+        rc = service_account_name(r, &sa);
+    if (rc == 0)
+        rc = read_credentials(r, a, &sa, names, plan);
+    json_object_set(r->log, "pullSecrets", names);
+    if (rc == 0 && sa.uid &&
+        pg_annotation_add_service_account(a, NULL, r->ns, sa.name, sa.uid, &err) != PG_OK)
+        rc = refuse(r, PG_ERR_IO, "service account %s/%.64s: %s", r->ns, sa.name, err.message);
+    if (rc == 0 && r->cfg->key && pg_annotation_sign(a, r->cfg->key, &err) != PG_OK)
+        rc = refuse(r, PG_ERR_INTERNAL, "cannot seal the annotation: %s", err.message);
+    if (rc == 0 && !(*value = pg_annotation_dump(a, &err)))
+        rc = refuse(r, PG_ERR_NOMEM, "out of memory");
+    if (rc == 0 && past_deadline(r))
+        rc = refuse_late(r, "computing the annotation");
+    json_decref(sa.obj);
+    pg_annotation_free(a);
+    return rc;
 }
 
 static json_t *pod_answer(review *r)
@@ -549,36 +523,33 @@ static json_t *pod_answer(review *r)
         return NULL;
     json_object_set_new(r->log, "annotationBytes", json_integer((json_int_t)strlen(value)));
     pg_autojson json_t *v = json_string(value);
-    return patched_answer(r, v ? set_annotation_patch(r, r->pod, v) : NULL);
+    return patched_answer(r, v ? annotation_patch(r, v) : NULL);
 }
 
 /* ------------------------------------------------- pods/ephemeralcontainers */
 
-typedef struct coverage {
-    pg_presented *presented; /* NULL: the annotation covers nothing */
-} coverage;
-
-/* The pod's current annotation as the node reads it (namespace, seal or MAC checked). */
-static void read_coverage(review *r, coverage *c)
+/* The pod's current annotation as the node reads it (namespace, seal or MAC checked); NULL:
+ * it covers nothing. */
+static pg_presented *read_coverage(review *r)
 {
     const char *value = wh_text_at(annotations_of(r->pod), r->cfg->annotation_key);
     pg_error err = {0};
-    c->presented = NULL;
+    pg_presented *presented = NULL;
     if (!value || wh_parse_begin(wh_json_parse_cost(value, strlen(value))) != 0)
-        return; /* over the budget: nothing counts as covered */
-    if (pg_presented_parse_keyed(value, strlen(value), r->ns, r->cfg->key, &c->presented, &err) !=
+        return NULL; /* over the budget: nothing counts as covered */
+    if (pg_presented_parse_keyed(value, strlen(value), r->ns, r->cfg->key, &presented, &err) !=
         PG_OK)
-        c->presented = NULL;
+        presented = NULL;
     wh_parse_end();
+    return presented;
 }
 
-static int covered(const coverage *c, const char *image)
+static int covered(const pg_presented *presented, const char *image)
 {
     pg_autofree char *name = pg_image_name(image, NULL);
     const pg_pod_cred *v;
-    return name && c->presented &&
-           pg_presented_secrets(c->presented, name, &v) + pg_presented_sas(c->presented, name, &v) >
-               0;
+    return name && presented &&
+           pg_presented_secrets(presented, name, &v) + pg_presented_sas(presented, name, &v) > 0;
 }
 
 static int warn_uncovered(review *r, const char *list, const char *container, const char *image,
@@ -603,10 +574,9 @@ static int warn_uncovered(review *r, const char *list, const char *container, co
 
 static json_t *ephemeral_answer(review *r)
 {
-    coverage c;
-    read_coverage(r, &c);
-    int rc = for_each_image(r, ephemeral_only, warn_uncovered, &c);
-    pg_presented_free(c.presented);
+    pg_presented *presented = read_coverage(r);
+    int rc = for_each_image(r, ephemeral_only, warn_uncovered, presented);
+    pg_presented_free(presented);
     if (rc != 0)
         return NULL;
     json_t *out = answer_of(r->uid);
@@ -638,8 +608,7 @@ static json_t *status_answer(review *r, const char **outcome)
         return answer_of(r->uid);
     }
     *outcome = "restored";
-    return patched_answer(r,
-                          was ? set_annotation_patch(r, r->pod, was) : remove_annotation_patch(r));
+    return patched_answer(r, annotation_patch(r, was));
 }
 
 /* A Binding's annotations are copied onto the pod: ours is removed from it. */
@@ -650,7 +619,7 @@ static json_t *binding_answer(review *r, const char **outcome)
         return answer_of(r->uid);
     }
     *outcome = "stripped";
-    return patched_answer(r, remove_annotation_patch(r));
+    return patched_answer(r, annotation_patch(r, NULL));
 }
 
 /* ------------------------------------------------------- the review */

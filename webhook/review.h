@@ -13,14 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/*
- * The largest AdmissionReview kube-apiserver can send for a legal request:
- * its request body limit (MaxRequestBodyBytes, 3 MiB) for the object, Go's
- * encoding/json escaping of every character of it (`<` becomes "\u003c",
- * 6 bytes for 1), the stored pod as oldObject (etcd's 1.5 MiB, escaped the
- * same way) and the envelope: 3 * 6 + 1.5 * 6 + 1 = 28 MiB. Anything larger
- * is refused from the first bytes (wh_review_uid_of_prefix); see docs/webhook.md.
- */
+/* The largest AdmissionReview kube-apiserver can send for a legal request, its body limit and
+ * the stored pod as oldObject, every character escaped (docs/webhook.md, "What it returns");
+ * anything larger is refused from the first bytes (wh_review_uid_of_prefix). */
 #define WH_MAX_REVIEW_BYTES (28u * 1024u * 1024u)
 #define WH_REVIEW_PREFIX_BYTES 4096u /* always kept: the uid comes first */
 #define WH_MAX_IMAGES 256      /* distinct image names per pod */

@@ -15,14 +15,9 @@
 
 #include <stdint.h>
 
-/*
- * Matching a dockerconfig against the images costs its entries x the images,
- * in one library call that no deadline interrupts (14,000 entries x 256 images
- * took 2 s here). A review does at most WH_MAX_MATCHING of it (a legitimate pod
- * with 64 secrets of 10 entries and 256 images is 164k), and starts a call only
- * when its estimated duration, from the cost per entry x image measured on this
- * machine (wh_matching_calibrate, then every call), ends before the deadline.
- */
+/* Entries x images one review may match (a legitimate pod with 64 secrets of 10 entries and
+ * 256 images is 164k): one library call that no deadline interrupts, started only when its
+ * estimated duration ends before the deadline (docs/webhook.md, "Bounded", matching). */
 #define WH_MAX_MATCHING 1000000u
 
 typedef struct wh_matching {

@@ -11,25 +11,13 @@
  * GET /metrics (Prometheus, whmetrics.h) there only: never on the admission
  * port, whose callers are API servers.
  *
- * Who may hold what, checked before any body is read:
- *  - TLS: with --client-ca-file every session must present a client
- *    certificate that verifies (tlscert.c), checked in the handshake and again
- *    at each request;
- *  - connections: our accept policy (peers.h) gives at most max_connections
- *    slots, max_per_peer from one address, and keeps `reserved` of them for the
- *    API server (its CIDR, or a verified client certificate); under pressure
- *    it shuts the oldest handshake or idle connection of whoever holds the most
- *    rather than refusing the newcomer. libmicrohttpd's own limits, twice ours
- *    (it counts connections shut and still closing), stay as a backstop. A watchdog
- *    shuts a connection down when it does not make progress in time: handshake
- *    and headers within HANDSHAKE_MS of accept, a review within its deadline,
- *    an idle keep-alive connection within IDLE_MS (slow-drip clients included);
- *  - one request object per request (wh_request), created at its first
- *    callback: its deadline (the whole review, parsing and hashing included,
- *    passed down to every API read), and its memory account (memory.h): the
- *    body, the JSON, the API transfers. A body over the bound or the budget is
- *    not kept, only its first bytes, and the review is refused by the uid in
- *    them (HTTP 200): never a call failure that failurePolicy would decide.
+ * Who may hold what is checked before any body is read (docs/webhook.md, "Bounded" and
+ * "Connection slots"): the client certificate (tlscert.c) in the handshake and at each request;
+ * a connection slot by our accept policy (peers.h), libmicrohttpd's own limits, twice ours,
+ * only a backstop; a watchdog that shuts a connection making no progress in time; one request
+ * object (wh_request) with the review's deadline and memory account (memory.h). A body over the
+ * bound or the budget is not kept, only its first bytes, and the review is refused by the uid
+ * in them (HTTP 200): never a call failure that failurePolicy would decide.
  */
 #include "server.h"
 
@@ -169,10 +157,8 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
     if (a.kind == WH_ADMIT_EVICTING)
         shut_conn((conn *)a.victim);
     pthread_mutex_unlock(&s->lock);
-    if (a.kind == WH_ADMIT_EVICTING)
-        wh_metrics_connection_evicted(s->cfg.metrics, a.reason);
-    else if (a.kind == WH_REFUSE)
-        wh_metrics_connection_refused(s->cfg.metrics, a.reason);
+    if (a.kind != WH_ADMIT)
+        wh_metrics_connection(s->cfg.metrics, a.kind == WH_ADMIT_EVICTING, a.reason);
     return a.kind == WH_REFUSE ? MHD_NO : MHD_YES;
 }
 
@@ -255,11 +241,9 @@ static enum MHD_Result serve_ready(wh_server *s, struct MHD_Connection *c)
     pg_error err = {0};
     if (wh_kubeapi_ready(s->cfg.api, WH_READY_CACHE_MS, &err) == PG_OK)
         return respond_text(c, MHD_HTTP_OK, "ok\n");
-    size_t n = strlen(err.message) + 2;
-    char *text = malloc(n);
-    if (text)
-        snprintf(text, n, "%s\n", err.message);
-    return pg_http_respond(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain", text);
+    char text[sizeof err.message + 1];
+    snprintf(text, sizeof text, "%s\n", err.message);
+    return respond_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, text);
 }
 
 static enum MHD_Result route_other(endpoint *ep, struct MHD_Connection *c, const char *url,
@@ -478,7 +462,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     endpoint *ep = cls;
     /* libmicrohttpd says so only in its log: the one place to count it. */
     if (ep && strncmp(fmt, "Server reached connection limit", 31) == 0)
-        wh_metrics_connection_refused(ep->server->cfg.metrics, "total");
+        wh_metrics_connection(ep->server->cfg.metrics, 0, "total");
     char text[512];
     pg_http_log_text(text, sizeof text, fmt, ap);
     wh_log("warning", "http server", text);

@@ -1,19 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Text the webhook reads before it trusts it (skim.h). Two linear skims of
- * JSON text that build nothing (so they can run on any bytes, of any size,
- * before jansson does), then names and string members.
- *
- * wh_review_uid_of_prefix: request.uid from the first bytes of an
- * AdmissionReview that cannot be
- * parsed whole (over the size bound or the memory budget, malformed, nested
- * too deep): kube-apiserver writes the AdmissionRequest with "uid" as its
- * first member (Go marshals struct fields in declaration order), right after
- * "kind" and "apiVersion", so a review it sent can still be refused with
- * HTTP 200 instead of failing the call (which failurePolicy would decide).
- * A skimmer, not a parser: it finds the first "request" member of the top
- * object and the first "uid" member of that, skipping every other value
- * without building anything, and gives up on anything it does not expect.
+ * Text the webhook reads before it trusts it (skim.h). wh_review_uid_of_prefix
+ * reads the first bytes of a review that cannot be parsed whole (over the size
+ * bound or the memory budget, malformed, nested too deep): kube-apiserver writes
+ * the AdmissionRequest with "uid" as its first member (Go marshals struct fields
+ * in declaration order), so a review it sent can still be refused with HTTP 200
+ * instead of failing the call. A skimmer, not a parser: it skips every other
+ * value without building anything and gives up on anything it does not expect.
  */
 #include "skim.h"
 

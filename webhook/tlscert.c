@@ -20,6 +20,7 @@
 #include "cleanup.h"
 #include "files.h"
 #include "internal.h"
+#include "wlog.h"
 
 #include <gnutls/abstract.h>
 #include <gnutls/x509.h>
@@ -51,7 +52,6 @@ struct wh_tls {
     size_t n_retired;
     wh_file_id cert_id, key_id;
     long long checked_ms;
-    wh_tls_log_fn log;
     /* client certificates: NULL path = not required */
     char *client_ca_path;
     gnutls_x509_trust_list_t client_trust;
@@ -72,11 +72,6 @@ static void pair_free(pair *p)
     free(p);
 }
 
-static int export_pubkey(gnutls_pubkey_t pub, gnutls_datum_t *out)
-{
-    return gnutls_pubkey_export2(pub, GNUTLS_X509_FMT_DER, out);
-}
-
 /* The private key belongs to the leaf certificate. */
 static int key_matches(pair *p)
 {
@@ -86,7 +81,8 @@ static int key_matches(pair *p)
     if (gnutls_pubkey_init(&from_key) < 0)
         return 0;
     if (gnutls_pubkey_import_privkey(from_key, p->key, 0, 0) == 0 &&
-        export_pubkey(from_key, &a) == 0 && export_pubkey(p->chain[0].pubkey, &b) == 0)
+        gnutls_pubkey_export2(from_key, GNUTLS_X509_FMT_DER, &a) == 0 &&
+        gnutls_pubkey_export2(p->chain[0].pubkey, GNUTLS_X509_FMT_DER, &b) == 0)
         ok = a.size == b.size && memcmp(a.data, b.data, a.size) == 0;
     gnutls_free(a.data);
     gnutls_free(b.data);
@@ -175,16 +171,14 @@ static void maybe_reload(wh_tls *t)
     pair *fresh = NULL;
     pg_error err = {0};
     if (load_pair(t->cert_path, t->key_path, &fresh, &err) != PG_OK) {
-        if (t->log)
-            t->log("warning", "certificate reload failed, serving the previous one", err.message);
+        wh_log("warning", "certificate reload failed, serving the previous one", err.message);
         return; /* retried on the next check: the ids are not updated */
     }
     retire(t, t->current, now);
     t->current = fresh;
     t->cert_id = cert_id;
     t->key_id = key_id;
-    if (t->log)
-        t->log("info", "serving certificate reloaded", t->cert_path);
+    wh_log("info", "serving certificate reloaded", t->cert_path);
 }
 
 int wh_tls_retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_rdn, int nreqs,
@@ -223,7 +217,7 @@ long long wh_tls_not_after(wh_tls *t)
     return not_after;
 }
 
-wh_tls *wh_tls_new(const char *cert_path, const char *key_path, wh_tls_log_fn log, pg_error *err)
+wh_tls *wh_tls_new(const char *cert_path, const char *key_path, pg_error *err)
 {
     if (the_tls) {
         pg_fail(err, PG_ERR_INTERNAL, "one serving certificate per process");
@@ -237,7 +231,6 @@ wh_tls *wh_tls_new(const char *cert_path, const char *key_path, wh_tls_log_fn lo
         wh_tls_free(t);
         return NULL;
     }
-    t->log = log;
     int rc = wh_file_id_of(cert_path, &t->cert_id) == 0 && wh_file_id_of(key_path, &t->key_id) == 0
                  ? load_pair(cert_path, key_path, &t->current, err)
                  : pg_fail(err, PG_ERR_IO, "cannot read %.200s or %.200s", cert_path, key_path);
@@ -295,19 +288,13 @@ static int load_trust(const char *path, gnutls_x509_trust_list_t *out, pg_error 
 
 int wh_tls_require_clients(wh_tls *t, const char *ca_path, pg_error *err)
 {
-    gnutls_x509_trust_list_t list;
     if (wh_file_id_of(ca_path, &t->client_ca_id) != 0)
         return pg_fail(err, PG_ERR_IO, "%.200s: cannot stat", ca_path);
-    int rc = load_trust(ca_path, &list, err);
-    if (rc != PG_OK)
-        return rc;
-    if (!(t->client_ca_path = strdup(ca_path))) {
-        gnutls_x509_trust_list_deinit(list, 1);
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
-    t->client_trust = list;
+    int rc = load_trust(ca_path, &t->client_trust, err); /* freed with t */
+    if (rc == PG_OK && !(t->client_ca_path = strdup(ca_path)))
+        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     t->client_checked_ms = pg_monotonic_ms();
-    return PG_OK;
+    return rc;
 }
 
 int wh_tls_clients_required(void) { return the_tls && the_tls->client_ca_path; }
@@ -325,15 +312,13 @@ static void maybe_reload_client_ca(wh_tls *t)
     if (wh_file_id_of(t->client_ca_path, &id) != 0 || wh_file_id_equal(&id, &t->client_ca_id))
         return;
     if (load_trust(t->client_ca_path, &list, &err) != PG_OK) {
-        if (t->log)
-            t->log("warning", "client CA reload failed, keeping the previous one", err.message);
+        wh_log("warning", "client CA reload failed, keeping the previous one", err.message);
         return;
     }
     gnutls_x509_trust_list_deinit(t->client_trust, 1);
     t->client_trust = list;
     t->client_ca_id = id;
-    if (t->log)
-        t->log("info", "client CA reloaded", t->client_ca_path);
+    wh_log("info", "client CA reloaded", t->client_ca_path);
 }
 
 /* 0 when the peer's chain verifies against the client CAs for client authentication. */

@@ -15,10 +15,10 @@
 #include <stddef.h>
 
 typedef struct wh_tls wh_tls;
-typedef void (*wh_tls_log_fn)(const char *level, const char *msg, const char *detail);
 
-/* Loads the pair (the key must belong to the certificate). One per process. NULL with err. */
-wh_tls *wh_tls_new(const char *cert_path, const char *key_path, wh_tls_log_fn log, pg_error *err);
+/* Loads the pair (the key must belong to the certificate). One per process. NULL with err.
+ * Reloads (and failed ones) are logged (wlog.h). */
+wh_tls *wh_tls_new(const char *cert_path, const char *key_path, pg_error *err);
 void wh_tls_free(wh_tls *t);
 
 /*

@@ -142,14 +142,8 @@ void wh_metrics_api_reads(wh_metrics *m, const wh_get_req *reqs, size_t n)
     }
 }
 
-void wh_metrics_connection_refused(wh_metrics *m, const char *reason)
+void wh_metrics_connection(wh_metrics *m, int evicted, const char *reason)
 {
     if (m)
-        pg_metric_inc(m->conns_refused, reason, NULL);
-}
-
-void wh_metrics_connection_evicted(wh_metrics *m, const char *reason)
-{
-    if (m)
-        pg_metric_inc(m->conns_evicted, reason, NULL);
+        pg_metric_inc(evicted ? m->conns_evicted : m->conns_refused, reason, NULL);
 }

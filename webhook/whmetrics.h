@@ -34,10 +34,8 @@ void wh_metrics_free(wh_metrics *m);
 void wh_metrics_review(wh_metrics *m, const char *outcome, int refusal_code, double seconds);
 /* The results of one batch of API reads (wh_get_fn's requests). m may be NULL. */
 void wh_metrics_api_reads(wh_metrics *m, const wh_get_req *reqs, size_t n);
-/* A connection refused before any byte was read: "per-peer", "share" or "total" (peers.h).
- * m may be NULL. */
-void wh_metrics_connection_refused(wh_metrics *m, const char *reason);
-/* A connection shut to give its slot to a new one, by the bound reached (same labels). */
-void wh_metrics_connection_evicted(wh_metrics *m, const char *reason);
+/* A connection refused before any byte was read, or (evicted) shut to give its slot to a new
+ * one, by the bound reached: "per-peer", "share" or "total" (peers.h). m may be NULL. */
+void wh_metrics_connection(wh_metrics *m, int evicted, const char *reason);
 
 #endif
