@@ -285,6 +285,20 @@ static void answer(pull_call *pc)
 
 static void on_record_done(void *arg, int rc, const pg_error *err);
 
+/* Queues the release of the pull's intent; its outcome comes to t_result. False (err says
+ * why) when the writer refused it: the intent stays. */
+static bool release_intent(pull_call *pc, pg_error *err)
+{
+    pull_ref(pc);
+    pc->reserved--;
+    if (cri_record_failed(pc->x->o.recorder, pc->req.image, on_record_done, &pc->t_result, err) ==
+        PG_OK)
+        return true;
+    pc->reserved++;
+    pull_unref(pc);
+    return false;
+}
+
 /* Our own status; the request never reached the runtime. An intent that may
  * still land is released after it (the writer runs them in order). */
 static void refuse(pull_call *pc, grpc_status_code code, const char *message)
@@ -300,15 +314,9 @@ static void refuse(pull_call *pc, grpc_status_code code, const char *message)
         !pc->intent_released) {
         pg_error e = {0};
         pc->intent_released = true;
-        pull_ref(pc);
-        pc->reserved--;
-        if (cri_record_failed(pc->x->o.recorder, pc->req.image, on_record_done, &pc->t_result,
-                              &e) != PG_OK) {
-            pc->reserved++;
-            pull_unref(pc);
+        if (!release_intent(pc, &e))
             cri_log(CRI_LOG_ERROR, "pull intent left behind (image stays verified)", "image",
                     pc->req.image, "error", e.message, NULL);
-        }
     }
     wipe_request(pc); /* refused before anything was sent */
     char text[512];
@@ -488,13 +496,8 @@ static void check_absent(pull_call *pc, int present)
         return;
     }
     pg_error e = {0};
-    pull_ref(pc);
-    pc->reserved--;
     pc->outcome = "intent released";
-    if (cri_record_failed(pc->x->o.recorder, pc->req.image, on_record_done, &pc->t_result, &e) !=
-        PG_OK) {
-        pc->reserved++;
-        pull_unref(pc);
+    if (!release_intent(pc, &e)) {
         pc->outcome = "intent kept (out of memory)";
         answer(pc);
         return;

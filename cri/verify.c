@@ -226,14 +226,21 @@ static void log_verdict(const status_call *sc, const cri_status_request *r, cons
                 ms, NULL);
 }
 
-static void send_pull_required(cri_task *t)
+static void pull_required_free(pull_required *p)
 {
-    pull_required *p = t->owner;
-    pg_notify_pull_required(p->notifier, p->image, p->namespace_, p->reason);
+    if (!p)
+        return;
     free(p->image);
     free(p->namespace_);
     free(p->reason);
     free(p);
+}
+
+static void send_pull_required(cri_task *t)
+{
+    pull_required *p = t->owner;
+    pg_notify_pull_required(p->notifier, p->image, p->namespace_, p->reason);
+    pull_required_free(p);
 }
 
 /* The signal, on the worker: after the answer went out, the bus never delays the kubelet. */
@@ -248,12 +255,7 @@ static void post_pull_required(cri_verifier *v, const char *image, const char *n
     }
     if (!p || !p->image || !p->namespace_ || !p->reason) {
         cri_log(CRI_LOG_WARNING, "PullRequired not signalled: out of memory", "image", image, NULL);
-        if (p) {
-            free(p->image);
-            free(p->namespace_);
-            free(p->reason);
-            free(p);
-        }
+        pull_required_free(p);
         return;
     }
     p->notifier = v->o.notifier;
