@@ -53,13 +53,14 @@ typedef struct hook_state {
 } hook_state;
 
 /*
- * Reads at most max bytes from fd until EOF or until deadline_ms elapsed; on failure
+ * Reads at most max bytes from fd until EOF or until deadline_ms elapsed (spent_ms of it
+ * used up already, 0 for none); on failure
  * *buf and *len still hold what was read (never NULL, NUL-terminated; the caller
  * frees it) and *timed_out says whether the deadline passed: the thin hook hands
  * that to the local hook.
  */
-int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
-                         bool *timed_out, pg_error *err);
+int hook_read_fd_partial(int fd, size_t max, int deadline_ms, int spent_ms, char **buf,
+                         size_t *len, bool *timed_out, pg_error *err);
 /* ------------------------------------------------------------- oci_scan.c */
 
 /*

@@ -163,7 +163,7 @@ int main(int argc, char **argv)
     char *state = NULL;
     size_t state_len = 0;
     bool timed_out = false;
-    if (hook_read_fd_partial(STDIN_FILENO, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, &state,
+    if (hook_read_fd_partial(STDIN_FILENO, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, 0, &state,
                              &state_len, &timed_out, &err) != PG_OK) {
         /*
          * Let the local hook meet the same input: stdin still open (told the
