@@ -8,31 +8,9 @@
  * through the proxy's, the writer's and the hook server's threads). Before
  * cri_metrics_init every function does nothing, so the unit tests and the fuzz
  * targets that link the pull and hook code count nothing and need no setup.
- * After it, every function is lock-free and thread-safe.
- *
- *   metric                                        labels                     counted in
- *   pullgate_build_info                           version, component="cri"   (init)
- *   pullgate_cri_ondisk_pulledrecords             -                          (each scrape)
- *   pullgate_cri_ondisk_pullintents               -                          (each scrape)
- *   pullgate_cri_calls_total                      method, code               cri_metric_call
- *   pullgate_cri_call_duration_seconds            method                     cri_metric_call
- *   pullgate_cri_pulls_recorded_total             credentials                cri_metric_record_done
- *   pullgate_cri_recording_failures_total         stage                      cri_metric_record_done
- *   pullgate_cri_recording_duration_seconds       stage                      cri_metric_record_done
- *   pullgate_cri_pulls_refused_total              code, reason               cri_metric_pull_refused
- *   pullgate_cri_hook_requests_total              result                     cri_metric_hook_request
- *   pullgate_cri_hook_decisions_total             result, reason, path       cri_metric_hook_decision,
- *                                                                            cri_metric_local_decision
- *   pullgate_cri_hook_decision_duration_seconds   -                          cri_metric_hook_decision
- *   pullgate_cri_hook_server_up                   -                          cri_metric_hook_server_up
- *   pullgate_cri_image_verifications_total        result                     cri_metric_verification
- *   pullgate_cri_start_timestamp_seconds          -                          (init)
- *   pullgate_cri_last_prune_timestamp_seconds     -                          cri_metric_pruned
- *   pullgate_cri_records_pruned_total             -                          cri_metric_pruned
- *   pullgate_cri_hook_denials_last_hour           -                          (each scrape)
- *
- * Each scrape also folds the local decisions spool (hooks/local_spool.c) into the
- * decisions counter, as path="local".
+ * After it, every function is lock-free and thread-safe. The metrics and their
+ * labels: docs/metrics.md; each scrape also folds the local decisions spool
+ * (hooks/local_spool.c) into the decisions counter, as path="local".
  */
 #ifndef PULLGATE_CRI_CRI_METRICS_H
 #define PULLGATE_CRI_CRI_METRICS_H
