@@ -1,23 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * PullImage, step by step (docs/interfaces.md §10, cri/README.md):
- *
- *   RECEIVING  the request message and the half-close; a second message, or
- *              none, is refused
- *   ADMITTING  decoded, credentials attributed, a pull slot, the intent
- *              queued and durable: cri_pull_admit() decides at each step;
- *              only "forward" sends the request (the very bytes decoded)
- *   FORWARDED  the runtime has it; its answer is held back
- *   RECORDING  OK: ImageStatus(image_ref) for the identities, then the
- *              pulled record with them, one batch (bounded wait), then the answer
- *   CHECKING   an error other than CANCELLED / DEADLINE_EXCEEDED:
- *              ImageStatus(image); only an image the runtime reports absent
- *              releases the intent
- *   ANSWERING  the runtime's answer, unchanged, or our refusal
- *   DONE       every batch completed: slot and record room returned
- *
- * Everything here runs on the worker thread; the event loop only posts the
- * completions of this call's batches (call.c's post_completion).
+ * PullImage, step by step: the phases below (pull_phase) are cri/README.md's
+ * "PullImage", where each is explained; cri_pull_admit() (pull.c) decides every
+ * admission step. Everything here runs on the worker thread; the event loop
+ * only posts the completions of this call's batches (call.c's post_completion).
  */
 #include "intercept.h"
 

@@ -1,20 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Generic gRPC proxy on gRPC's C core, after the pattern of gRPC's own C-core
- * test proxy fixture: grpc_server_request_call() for any method (no method is
- * registered), one upstream call per incoming call with the same method, host
- * and deadline (the incoming call is the parent: its deadline and cancellation
- * propagate), initial metadata forwarded, messages pumped as byte buffers both
- * ways, trailing metadata, status code and details forwarded.
- *
- * Threads: one event-loop thread drives a single completion queue; every
- * completion is a small handler of a per-call state machine, so call state
- * needs no lock. The calls of the intercepted methods (pull.c's table) are
- * handed over: PullImage to intercept.c, whose state machines run on the
- * worker thread (the loop only posts their completions), ImageStatus to
- * verify.c, and the CRI's other unary methods to unary.c, both on the loop.
- * What is left here is the byte pump: streams and methods the table does not
- * know. See cri/README.md for why.
+ * Generic gRPC proxy on gRPC's C core (cri/README.md, "A generic proxy on
+ * gRPC's C core" and "Threads"): any method, one upstream call per incoming
+ * call (the incoming one its parent), messages pumped as byte buffers. One
+ * event-loop thread drives a single completion queue, so call state needs no
+ * lock. The calls of the methods pull.c's table knows are handed over:
+ * PullImage to intercept.c (on the worker), ImageStatus to verify.c and the
+ * other unary methods to unary.c (both on the loop). What is left here is the
+ * byte pump: streams and methods the table does not know.
  */
 #include "proxy.h"
 
@@ -235,14 +228,9 @@ static void on_down_closed(void *arg, int ok)
 /* ------------------------------------------------------- plain calls */
 
 /*
- * Every call but the intercepted ones. Sends are coalesced: a handler only records what
- * arrived (and asks for the next message at once), and the event loop, once
- * it has handled every completion that is ready, flushes each touched call
- * with as few batches as it can. A unary call, whose request, half-close and
- * answer arrive together, then costs one write each way: headers, message and
- * half-close go up in one batch, and headers, message and status come down in
- * one, as a direct peer would send them. Nothing waits for more input than is
- * already there, so a stream's message is never held back for the next one.
+ * Every call but the handed-over ones. A handler only records what arrived (and asks for the
+ * next message at once); the event loop then flushes each touched call with as few batches as
+ * it can: what arrives together leaves together (cri/README.md, "Threads").
  */
 
 static bool queue_has_room(const msg_queue *q)

@@ -1,24 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ImageStatus, step by step (verify.h):
- *
- *   RECEIVING  the request message (none: INVALID_ARGUMENT); it goes up at
- *              once, anything after it is drained and dropped
- *   FORWARDED  the very bytes received go up (the incoming call is the
- *              parent: deadline and cancellation propagate)
- *   DECIDING   the runtime answered: without pod annotations, on any error,
- *              for an absent image, or for anything but a denial a pull can
- *              cure, its answer goes back unchanged; a curable denial is
- *              answered ImageStatusResponse{} with the runtime's headers,
- *              status and trailers (unless the pod already pulled for it:
- *              the loop bound)
- *   ANSWERING  one batch down; DONE when every batch completed
- *
- * Why a wrong answer cannot let anything run: "present" is only a hint to
- * the kubelet (skip the pull); the hook still decides every container, with
- * the namespace the runtime gives. A wrong "present" costs a denial; a wrong
- * "not present" costs a pull that the registry decides with the pod's own
- * credentials, recorded under the pod's real namespace.
+ * ImageStatus, step by step (RECEIVING, FORWARDED, DECIDING, ANSWERING: cri/README.md
+ * "ImageStatus", and why a wrong answer cannot let anything run: docs/interfaces.md §10).
  *
  * Every step runs on the event loop, the thread that receives the runtime's
  * answer: the decision is bounded and never waits for a writer (the store's

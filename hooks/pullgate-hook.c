@@ -2,26 +2,14 @@
 /*
  * pullgate-hook [--config FILE] [--stage STAGE] [--daemon-socket PATH|none]
  *
- * The OCI hook the runtimes run (hooks.d, containerd's base spec). A thin
- * client: the decision itself is made by pullgate-cri, resident as root with
- * the store open, libcrypto warm and a record cache, so a container start
- * pays for an exec of a small binary without libcrypto plus one local
- * round trip instead of mapping and initialising OpenSSL (docs/design.md,
- * "The resident hook"; bench/README.md).
- *
- * It reads the OCI state (bounded, deadline), opens the bundle directory,
- * connects to the daemon's socket (server must be uid 0), sends one request
- * with the bundle directory as an fd and prints the one reply's line and
- * exits with its status. On ANY failure before a valid reply, or when the
- * daemon answers "not mine" (another configuration), it execs
- * pullgate-hook-local from its own directory with the same argv and the
- * stdin bytes already read: a dead, hung or confused daemon costs time
- * (bounded by HOOK_DAEMON_BUDGET_MS) but never changes a decision.
- * If even that exec fails it denies (fail closed). Like the local hook it
- * never forks, so a runtime timeout can never leave a child holding the
- * runtime's stdout/stderr pipes.
- *
- * Links no libcrypto (checked by test_hook_daemon.sh with nm).
+ * The OCI hook the runtimes run: a thin client of pullgate-cri's resident hook
+ * server (docs/design.md, "The resident hook", has the protocol, the trust and
+ * the fallback). On ANY failure before a valid reply, or a "not mine", it execs
+ * pullgate-hook-local with the same argv and the stdin bytes already read: a
+ * dead, hung or confused daemon costs time (at most HOOK_DAEMON_BUDGET_MS) but
+ * never changes a decision; if even that exec fails it denies. It never forks,
+ * so a runtime timeout cannot leave a child holding the runtime's pipes. Links
+ * no libcrypto (checked by test_hook_daemon.sh with nm).
  */
 #include "hook.h"
 #include "hook_client.h"
