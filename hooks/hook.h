@@ -137,9 +137,6 @@ int hook_parse_bundle_config(hook_doc *doc, const char *buf, size_t len, pg_erro
 /* Opens the bundle directory as the local hook does (O_DIRECTORY, close-on-exec). */
 int hook_open_bundle(const char *bundle, int *fd, pg_error *err);
 
-/* The string value of an annotation, or NULL when absent. */
-const char *hook_annotation(const hook_doc *annotations, const char *key);
-
 /* ------------------------------------------------------------- identity.c */
 
 typedef enum hook_container_kind {

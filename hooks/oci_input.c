@@ -223,8 +223,3 @@ int hook_read_bundle_annotations(const char *bundle, hook_doc *doc, pg_error *er
     close(dirfd);
     return rc;
 }
-
-const char *hook_annotation(const hook_doc *annotations, const char *key)
-{
-    return hook_doc_map_get(annotations, key);
-}
