@@ -185,7 +185,7 @@ static void ask_slot(pull_call *pc)
             x->waiters_head = pc;
         x->waiters_tail = pc;
         x->n_waiters++;
-        cri_worker_arm(x->o.worker, &pc->timer, cri_now_ms() + x->o.slot_wait_ms);
+        cri_worker_arm(x->o.worker, &pc->timer, pg_monotonic_ms() + x->o.slot_wait_ms);
     } else {
         pc->slot = CRI_SLOT_NONE;
         pc->why = "no pull slot free";
@@ -234,7 +234,7 @@ static void log_pull(pull_call *pc, cri_log_level level, const char *msg)
     if (!cri_log_enabled(level))
         return;
     char ms[24];
-    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - pc->c.start_ms));
+    snprintf(ms, sizeof ms, "%lld", (long long)(pg_monotonic_ms() - pc->c.start_ms));
     grpc_status_code code = pc->refused ? pc->answer_code : pc->c.r.status;
     cri_log(level, msg, "method", pc->c.method_text, "image", pc->req.image, "imageRef",
             pc->image_ref, "status", cri_status_name(code), "outcome", pc->outcome, "credentials",
@@ -526,7 +526,7 @@ static void on_up(cri_task *t)
     cri_call_upstream_done(&pc->c, t->ok);
     wipe_request(pc);
     cri_intercept *x = pc->x;
-    int64_t due = cri_now_ms() + x->o.record_budget_ms;
+    int64_t due = pg_monotonic_ms() + x->o.record_budget_ms;
     grpc_status_code status = pc->c.r.status;
     if (status == GRPC_STATUS_OK && pc->c.response) {
         pg_error e = {0};
@@ -600,7 +600,7 @@ static void submit_intent(pull_call *pc)
         return;
     }
     pc->intent = CRI_RECORD_WAITING;
-    cri_worker_arm(x->o.worker, &pc->timer, cri_now_ms() + x->o.intent_budget_ms);
+    cri_worker_arm(x->o.worker, &pc->timer, pg_monotonic_ms() + x->o.intent_budget_ms);
 }
 
 static void node_creds_warning(const char *path, const char *why)

@@ -179,15 +179,7 @@ static void on_down_sent_final(void *arg, int ok)
 {
     call *c = arg;
     cri_metric_call(c->method, (int)c->r.status, (double)(pg_metrics_now_us() - c->start_us) / 1e6);
-    if (!cri_log_enabled(CRI_LOG_DEBUG)) { /* every call ends here: no formatting for nothing */
-        call_unref(c);
-        return;
-    }
-    char status[16], ms[24];
-    snprintf(status, sizeof status, "%d", (int)c->r.status);
-    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - c->start_ms));
-    cri_log(CRI_LOG_DEBUG, "call", "method", c->method, "code", status, "status",
-            cri_status_name(c->r.status), "delivered", ok ? "yes" : "no", "durationMs", ms, NULL);
+    cri_log_call_end(c->method, c->r.status, c->start_ms, ok);
     call_unref(c);
 }
 
@@ -427,7 +419,7 @@ static call *call_new(cri_proxy *px)
         return NULL;
     c->px = px;
     atomic_init(&c->refs, 1);
-    c->start_ms = cri_now_ms();
+    c->start_ms = pg_monotonic_ms();
     c->start_us = pg_metrics_now_us();
     set_tag(&c->t_up_recv_md, on_up_recv_md, c);
     set_tag(&c->t_up_status, on_up_status, c);
@@ -690,7 +682,7 @@ cri_proxy *cri_proxy_start(const cri_proxy_options *opts, pg_error *err)
 /* Waits until the server reported that no call is left, or timeout_ms passed. */
 static bool wait_server_down(cri_proxy *px, int timeout_ms)
 {
-    int64_t until_ms = cri_now_ms() + timeout_ms;
+    int64_t until_ms = pg_monotonic_ms() + timeout_ms;
     struct timespec until = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
     pthread_mutex_lock(&px->lock);
     int e = 0;

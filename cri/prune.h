@@ -14,7 +14,7 @@
 #define PULLGATE_CRI_PRUNE_H
 
 #include "grpc_util.h"
-#include "recorder.h" /* cri_now_ms */
+#include "internal.h"
 
 #define CRI_PRUNE_MIN_AGE_S 3600
 #define CRI_PRUNE_LIST_MS 30000

@@ -146,7 +146,7 @@ static void decide(cri_verifier *v, const cri_status_request *r, char **aliases,
     uint8_t key[32];
     cri_verify_key(r->image, r->annotation, r->annotation_len, r->config_seen, key);
     pthread_mutex_lock(&v->memory_lock);
-    bool ask = cri_verify_memory_ask(v->memory, key, cri_now_ms());
+    bool ask = cri_verify_memory_ask(v->memory, key, pg_monotonic_ms());
     pthread_mutex_unlock(&v->memory_lock);
     if (ask)
         out->absent = true;
@@ -188,7 +188,7 @@ static void judge(status_call *sc, const cri_status_request *r, bool decoded, ve
 static void log_verdict(const status_call *sc, const cri_status_request *r, const verdict *vd)
 {
     char ms[24];
-    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - sc->c.start_ms));
+    snprintf(ms, sizeof ms, "%lld", (long long)(pg_monotonic_ms() - sc->c.start_ms));
     const char *reason = vd->reason ? pg_reason_name(vd->reason) : NULL;
     if (vd->absent)
         /* Never a hash: image, namespace and the decision's reason only. */
@@ -367,7 +367,7 @@ void cri_verifier_pulled(cri_verifier *v, const char *image, const char *annotat
     uint8_t key[32];
     cri_verify_key(image, annotation, annotation_len, config_seen, key);
     pthread_mutex_lock(&v->memory_lock);
-    cri_verify_memory_pulled(v->memory, key, cri_now_ms());
+    cri_verify_memory_pulled(v->memory, key, pg_monotonic_ms());
     pthread_mutex_unlock(&v->memory_lock);
 }
 
