@@ -18,7 +18,7 @@
 
 /* clang-format off: label values by the line, not one per line */
 /* The CRI v1 methods (k8s.io/cri-api runtime/v1/api.proto, RuntimeService and ImageService). */
-const char *const cri_metric_methods[] = {
+static const char *const cri_metric_methods[] = {
     "Version", "RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "PodSandboxStatus",
     "ListPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "RemoveContainer",
     "ListContainers", "ContainerStatus", "UpdateContainerResources", "ReopenContainerLog",
@@ -32,27 +32,27 @@ const char *const cri_metric_codes[] = {
     "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
     "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
     "other", NULL};
-const char *const cri_metric_credentials[] = {
+static const char *const cri_metric_credentials[] = {
     "none", "node", "secret", "unverified", "runtime-namespace", "other", NULL};
-const char *const cri_metric_record_stages[] = {
+static const char *const cri_metric_record_stages[] = {
     "intent", "record", "release", "prune", "other", NULL};
-const char *const cri_metric_refusal_reasons[] = {
+static const char *const cri_metric_refusal_reasons[] = {
     "not-understood", "credentials-unusable", "out-of-memory", "no-slot", "intent-failed",
     "intent-timeout", "writer-full", "cancelled", "not-forwarded", "record-share", "record-full",
     "other", NULL};
-const char *const cri_metric_hook_results[] = {
+static const char *const cri_metric_hook_results[] = {
     "answered", "undelivered", "not-mine", "store-unavailable", "abandoned", "bad-request",
     "not-root", "other", NULL};
-const char *const cri_metric_decision_results[] = {"allow", "deny", "audit-deny", "other", NULL};
+static const char *const cri_metric_decision_results[] = {"allow", "deny", "audit-deny", "other", NULL};
 /* pg_reason_name()'s names (plugin/decide/decide.c). */
-const char *const cri_metric_decision_reasons[] = {
+static const char *const cri_metric_decision_reasons[] = {
     "never-verify", "pinned", "preloaded", "allowlisted", "node-accessible", "secret-match",
     "service-account-match", "sandbox", "pod-pulled", "no-image-ref", "no-record", "no-mapping",
     "no-credentials", "credentials-mismatch", "expired", "bad-annotation", "store-error",
     "bad-request", "config-error", "annotation-signature", "not-kubernetes", "other", NULL};
-const char *const cri_metric_verification_results[] = {
+static const char *const cri_metric_verification_results[] = {
     "verified", "policy-allowed", "must-pull", "error", "other", NULL};
-const char *const cri_metric_decision_paths[] = {"resident", "local", "other", NULL};
+static const char *const cri_metric_decision_paths[] = {"resident", "local", "other", NULL};
 /* clang-format on */
 
 static const double decision_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
