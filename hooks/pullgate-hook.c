@@ -128,8 +128,8 @@ static int ask_daemon(const char *path, const hook_request *req, int bundle_fd, 
     size_t len = hook_proto_encode_request(req, msg, sizeof msg);
     if (len == 0)
         return -1; /* over a bound: the local hook handles any size it accepts */
-    return hook_client_exchange(path, msg, len, bundle_fd,
-                                pg_monotonic_ms() + HOOK_DAEMON_BUDGET_MS, buf, cap, reply);
+    int64_t deadline = pg_monotonic_ms() + HOOK_DAEMON_BUDGET_MS;
+    return hook_client_exchange_why(path, msg, len, bundle_fd, deadline, buf, cap, reply, NULL);
 }
 
 /* ---------------------------------------------------------------- main */
