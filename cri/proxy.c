@@ -112,12 +112,6 @@ static void call_unref(call *c);
 
 #define op cri_op
 
-static void set_tag(tag *t, cri_handler_fn fn, call *c)
-{
-    t->fn = fn;
-    t->arg = c;
-}
-
 /* -------------------------------------------------------- call lifetime */
 
 static void msg_queue_clear(msg_queue *q)
@@ -421,10 +415,10 @@ static call *call_new(cri_proxy *px)
     atomic_init(&c->refs, 1);
     c->start_ms = pg_monotonic_ms();
     c->start_us = pg_metrics_now_us();
-    set_tag(&c->t_up_recv_md, on_up_recv_md, c);
-    set_tag(&c->t_up_status, on_up_status, c);
-    set_tag(&c->t_down_closed, on_down_closed, c);
-    set_tag(&c->t_down_sent_final, on_down_sent_final, c);
+    c->t_up_recv_md = (tag){on_up_recv_md, c};
+    c->t_up_status = (tag){on_up_status, c};
+    c->t_down_closed = (tag){on_down_closed, c};
+    c->t_down_sent_final = (tag){on_down_sent_final, c};
     pump *pumps[] = {&c->to_up, &c->to_down};
     for (size_t i = 0; i < 2; i++) {
         pumps[i]->c = c;
