@@ -345,12 +345,8 @@ static void on_intent_done(cri_task *t)
     pull_unref(pc);
 }
 
-/*
- * A pod asked to pull (verification pulls) has pulled and its record is on disk: its next
- * ImageStatus is answered truthfully even if the record still does not verify it (no pull
- * loop). Only while the call runs (x is valid); a record that landed late or failed is not
- * remembered, so the pod is asked to pull again (the kubelet backs off).
- */
+/* The loop bound (cri/README.md, "ImageStatus"): only while the call runs (x is valid); a
+ * record that landed late or failed is not remembered, so the pod is asked to pull again. */
 static void remember_pulled(pull_call *pc)
 {
     cri_verifier_pulled(pc->x->o.verifier, pc->req.image, pc->req.annotation,
@@ -358,12 +354,9 @@ static void remember_pulled(pull_call *pc)
 }
 
 /*
- * The runtime pulled, but the record cannot take the pull: its namespace's
- * share of the record is used up (PG_ERR_QUOTA), or the record would pass the
- * 8 MiB a reader accepts (PG_ERR_LIMIT). The kubelet hears why, never OK (the
- * hook would deny the pod anyway): RESOURCE_EXHAUSTED, a quota of the record,
- * and it retries with back-off. The intent stays, so the image stays verified;
- * nothing is charged to another namespace (docs/interfaces.md §10).
+ * The runtime pulled, but the record cannot take the pull (PG_ERR_QUOTA: the namespace's
+ * share; PG_ERR_LIMIT: 8 MiB): the kubelet hears RESOURCE_EXHAUSTED, never OK (the hook
+ * would deny the pod anyway); the intent stays (docs/interfaces.md §10).
  */
 static void refuse_unrecordable(pull_call *pc, int rc, const pg_error *err)
 {
