@@ -43,7 +43,8 @@ static const char *const cri_metric_refusal_reasons[] = {
 static const char *const cri_metric_hook_results[] = {
     "answered", "undelivered", "not-mine", "store-unavailable", "abandoned", "bad-request",
     "not-root", "other", NULL};
-static const char *const cri_metric_decision_results[] = {"allow", "deny", "audit-deny", "other", NULL};
+static const char *const cri_metric_decision_results[] = {
+    "allow", "deny", "audit-deny", "other", NULL};
 /* pg_reason_name()'s names (plugin/decide/decide.c). */
 static const char *const cri_metric_decision_reasons[] = {
     "never-verify", "pinned", "preloaded", "allowlisted", "node-accessible", "secret-match",
