@@ -25,7 +25,7 @@
 #include "bench_common.h"
 #include "hook_client.h"
 #include "hook_proto.h"
-#include "internal.h" /* pg_monotonic_ms(), the clock of hook_client_exchange's deadline */
+#include "internal.h" /* pg_monotonic_ms(), the clock of hook_client_exchange_why's deadline */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -203,8 +203,8 @@ static void ask(side *s, size_t call, int timed)
     hook_reply reply;
     int rc = fd < 0 || !len
                  ? -1
-                 : hook_client_exchange(s->socket, msg, len, fd, pg_monotonic_ms() + 5000, buf,
-                                        sizeof buf, &reply);
+                 : hook_client_exchange_why(s->socket, msg, len, fd, pg_monotonic_ms() + 5000,
+                                            buf, sizeof buf, &reply, NULL);
     if (fd >= 0)
         close(fd);
     double us = (double)(bench_now_ns() - t0) / 1000.0;

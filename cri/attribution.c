@@ -24,16 +24,20 @@ const char *cri_cred_source_name(cri_cred_source s)
     return "unknown";
 }
 
+static void secret_free(const pg_secret *s)
+{
+    free((char *)s->namespace_);
+    free((char *)s->name);
+    free((char *)s->uid);
+    free((char *)s->credential_hash);
+}
+
 void cri_pull_creds_clear(cri_pull_creds *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->creds.n_secrets; i++) {
-        free((char *)c->secrets[i].namespace_);
-        free((char *)c->secrets[i].name);
-        free((char *)c->secrets[i].uid);
-        free((char *)c->secrets[i].credential_hash);
-    }
+    for (size_t i = 0; i < c->creds.n_secrets; i++)
+        secret_free(&c->secrets[i]);
     free(c->secrets);
     free((char *)c->namespace_marker.namespace_);
     memset(c, 0, sizeof *c);
@@ -49,10 +53,7 @@ static int add_secret(cri_pull_creds *c, const char *ns, const char *name, const
     c->creds.secrets = nv;
     pg_secret s = {pg_strdup(ns), pg_strdup(name), pg_strdup(uid), pg_strdup(hash)};
     if (!s.namespace_ || !s.name || !s.uid || !s.credential_hash) {
-        free((char *)s.namespace_);
-        free((char *)s.name);
-        free((char *)s.uid);
-        free((char *)s.credential_hash);
+        secret_free(&s);
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
     nv[c->creds.n_secrets++] = s;

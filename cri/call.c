@@ -4,7 +4,6 @@
 #include "cri_metrics.h"
 #include "grpc_unary.h"
 #include "log.h"
-#include "recorder.h" /* cri_now_ms */
 
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +68,7 @@ void cri_call_init(cri_call *c, void *owner, const cri_call_kind *kind, cri_work
     c->owner = owner;
     c->worker = worker;
     c->on_loop = kind->on_loop;
-    c->start_ms = cri_now_ms();
+    c->start_ms = pg_monotonic_ms();
     c->start_us = pg_metrics_now_us();
     size_t mlen = GRPC_SLICE_LENGTH(details->method);
     if (mlen >= sizeof c->method_text)

@@ -16,110 +16,45 @@
 #include <time.h>
 #include <unistd.h>
 
+/* clang-format off: label values by the line, not one per line */
 /* The CRI v1 methods (k8s.io/cri-api runtime/v1/api.proto, RuntimeService and ImageService). */
-const char *const cri_metric_methods[] = {"Version",
-                                          "RunPodSandbox",
-                                          "StopPodSandbox",
-                                          "RemovePodSandbox",
-                                          "PodSandboxStatus",
-                                          "ListPodSandbox",
-                                          "CreateContainer",
-                                          "StartContainer",
-                                          "StopContainer",
-                                          "RemoveContainer",
-                                          "ListContainers",
-                                          "ContainerStatus",
-                                          "UpdateContainerResources",
-                                          "ReopenContainerLog",
-                                          "ExecSync",
-                                          "Exec",
-                                          "Attach",
-                                          "PortForward",
-                                          "ContainerStats",
-                                          "ListContainerStats",
-                                          "PodSandboxStats",
-                                          "ListPodSandboxStats",
-                                          "UpdateRuntimeConfig",
-                                          "Status",
-                                          "CheckpointContainer",
-                                          "GetContainerEvents",
-                                          "ListMetricDescriptors",
-                                          "ListPodSandboxMetrics",
-                                          "RuntimeConfig",
-                                          "ListImages",
-                                          "ImageStatus",
-                                          "PullImage",
-                                          "RemoveImage",
-                                          "ImageFsInfo",
-                                          "other",
-                                          NULL};
-const char *const cri_metric_codes[] = {"OK",
-                                        "CANCELLED",
-                                        "UNKNOWN",
-                                        "INVALID_ARGUMENT",
-                                        "DEADLINE_EXCEEDED",
-                                        "NOT_FOUND",
-                                        "ALREADY_EXISTS",
-                                        "PERMISSION_DENIED",
-                                        "RESOURCE_EXHAUSTED",
-                                        "FAILED_PRECONDITION",
-                                        "ABORTED",
-                                        "OUT_OF_RANGE",
-                                        "UNIMPLEMENTED",
-                                        "INTERNAL",
-                                        "UNAVAILABLE",
-                                        "DATA_LOSS",
-                                        "UNAUTHENTICATED",
-                                        "other",
-                                        NULL};
-const char *const cri_metric_credentials[] = {
+static const char *const cri_metric_methods[] = {
+    "Version", "RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "PodSandboxStatus",
+    "ListPodSandbox", "CreateContainer", "StartContainer", "StopContainer", "RemoveContainer",
+    "ListContainers", "ContainerStatus", "UpdateContainerResources", "ReopenContainerLog",
+    "ExecSync", "Exec", "Attach", "PortForward", "ContainerStats", "ListContainerStats",
+    "PodSandboxStats", "ListPodSandboxStats", "UpdateRuntimeConfig", "Status",
+    "CheckpointContainer", "GetContainerEvents", "ListMetricDescriptors", "ListPodSandboxMetrics",
+    "RuntimeConfig", "ListImages", "ImageStatus", "PullImage", "RemoveImage", "ImageFsInfo",
+    "other", NULL};
+const char *const cri_metric_codes[] = {
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+    "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+    "other", NULL};
+static const char *const cri_metric_credentials[] = {
     "none", "node", "secret", "unverified", "runtime-namespace", "other", NULL};
-const char *const cri_metric_record_stages[] = {"intent", "record", "release",
-                                                "prune",  "other",  NULL};
-const char *const cri_metric_refusal_reasons[] = {"not-understood",
-                                                  "credentials-unusable",
-                                                  "out-of-memory",
-                                                  "no-slot",
-                                                  "intent-failed",
-                                                  "intent-timeout",
-                                                  "writer-full",
-                                                  "cancelled",
-                                                  "not-forwarded",
-                                                  "record-share",
-                                                  "record-full",
-                                                  "other",
-                                                  NULL};
-const char *const cri_metric_hook_results[] = {"answered",          "undelivered", "not-mine",
-                                               "store-unavailable", "abandoned",   "bad-request",
-                                               "not-root",          "other",       NULL};
-const char *const cri_metric_decision_results[] = {"allow", "deny", "audit-deny", "other", NULL};
+static const char *const cri_metric_record_stages[] = {
+    "intent", "record", "release", "prune", "other", NULL};
+static const char *const cri_metric_refusal_reasons[] = {
+    "not-understood", "credentials-unusable", "out-of-memory", "no-slot", "intent-failed",
+    "intent-timeout", "writer-full", "cancelled", "not-forwarded", "record-share", "record-full",
+    "other", NULL};
+static const char *const cri_metric_hook_results[] = {
+    "answered", "undelivered", "not-mine", "store-unavailable", "abandoned", "bad-request",
+    "not-root", "other", NULL};
+static const char *const cri_metric_decision_results[] = {
+    "allow", "deny", "audit-deny", "other", NULL};
 /* pg_reason_name()'s names (plugin/decide/decide.c). */
-const char *const cri_metric_decision_reasons[] = {"never-verify",
-                                                   "pinned",
-                                                   "preloaded",
-                                                   "allowlisted",
-                                                   "node-accessible",
-                                                   "secret-match",
-                                                   "service-account-match",
-                                                   "sandbox",
-                                                   "pod-pulled",
-                                                   "no-image-ref",
-                                                   "no-record",
-                                                   "no-mapping",
-                                                   "no-credentials",
-                                                   "credentials-mismatch",
-                                                   "expired",
-                                                   "bad-annotation",
-                                                   "store-error",
-                                                   "bad-request",
-                                                   "config-error",
-                                                   "annotation-signature",
-                                                   "not-kubernetes",
-                                                   "other",
-                                                   NULL};
-const char *const cri_metric_verification_results[] = {"verified", "policy-allowed", "must-pull",
-                                                       "error",    "other",          NULL};
-const char *const cri_metric_decision_paths[] = {"resident", "local", "other", NULL};
+static const char *const cri_metric_decision_reasons[] = {
+    "never-verify", "pinned", "preloaded", "allowlisted", "node-accessible", "secret-match",
+    "service-account-match", "sandbox", "pod-pulled", "no-image-ref", "no-record", "no-mapping",
+    "no-credentials", "credentials-mismatch", "expired", "bad-annotation", "store-error",
+    "bad-request", "config-error", "annotation-signature", "not-kubernetes", "other", NULL};
+static const char *const cri_metric_verification_results[] = {
+    "verified", "policy-allowed", "must-pull", "error", "other", NULL};
+static const char *const cri_metric_decision_paths[] = {"resident", "local", "other", NULL};
+/* clang-format on */
 
 static const double decision_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                           0.01,   0.025,   0.05,   0.1,   0.25,   1};
@@ -238,13 +173,11 @@ static int define_all(pg_error *err)
         {.name = "pullgate_cri_ondisk_pulledrecords",
          .type = PG_METRIC_GAUGE,
          .help = "Pulled records in stateDir (the kubelet's "
-                 "kubelet_imagemanager_ondisk_pulledrecords, for pullgate's store).",
-         .nlabels = 0},
+                 "kubelet_imagemanager_ondisk_pulledrecords, for pullgate's store)."},
         {.name = "pullgate_cri_ondisk_pullintents",
          .type = PG_METRIC_GAUGE,
          .help = "Pull intents in stateDir (the kubelet's kubelet_imagemanager_ondisk_pullintents, "
-                 "for pullgate's store).",
-         .nlabels = 0},
+                 "for pullgate's store)."},
         {.name = "pullgate_cri_calls_total",
          .type = PG_METRIC_COUNTER,
          .help = "CRI calls answered, by method and gRPC status code.",
@@ -302,13 +235,11 @@ static int define_all(pg_error *err)
         {.name = "pullgate_cri_hook_decision_duration_seconds",
          .type = PG_METRIC_HISTOGRAM,
          .help = "Decisions on the resident hook path, from request to answer.",
-         .nlabels = 0,
          .buckets = decision_buckets,
          .nbuckets = sizeof decision_buckets / sizeof decision_buckets[0]},
         {.name = "pullgate_cri_hook_server_up",
          .type = PG_METRIC_GAUGE,
-         .help = "1 while the resident hook server serves its socket.",
-         .nlabels = 0},
+         .help = "1 while the resident hook server serves its socket."},
         {.name = "pullgate_cri_image_verifications_total",
          .type = PG_METRIC_COUNTER,
          .help = "Verifications of the kubelet's ImageStatus, by result (the kubelet's "
@@ -317,21 +248,17 @@ static int define_all(pg_error *err)
          .labels = {{"result", cri_metric_verification_results}}},
         {.name = "pullgate_cri_start_timestamp_seconds",
          .type = PG_METRIC_GAUGE,
-         .help = "When this pullgate-cri process started (Unix time).",
-         .nlabels = 0},
+         .help = "When this pullgate-cri process started (Unix time)."},
         {.name = "pullgate_cri_last_prune_timestamp_seconds",
          .type = PG_METRIC_GAUGE,
-         .help = "When pullgate-cri's own prune last completed (Unix time; 0: not yet).",
-         .nlabels = 0},
+         .help = "When pullgate-cri's own prune last completed (Unix time; 0: not yet)."},
         {.name = "pullgate_cri_records_pruned_total",
          .type = PG_METRIC_COUNTER,
-         .help = "Pulled records deleted by pullgate-cri's own prune.",
-         .nlabels = 0},
+         .help = "Pulled records deleted by pullgate-cri's own prune."},
         {.name = "pullgate_cri_hook_denials_last_hour",
          .type = PG_METRIC_GAUGE,
          .help = "Container starts denied (or audit-denied) in the last hour, both paths: "
-                 "pullgatectl doctor's status; dashboards use the counter.",
-         .nlabels = 0},
+                 "pullgatectl doctor's status; dashboards use the counter."},
     };
     pg_metric **slots[] = {
         &m.pulled_records,   &m.intents,        &m.calls,         &m.call_seconds,  &m.recorded,

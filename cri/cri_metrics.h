@@ -8,31 +8,9 @@
  * through the proxy's, the writer's and the hook server's threads). Before
  * cri_metrics_init every function does nothing, so the unit tests and the fuzz
  * targets that link the pull and hook code count nothing and need no setup.
- * After it, every function is lock-free and thread-safe.
- *
- *   metric                                        labels                     counted in
- *   pullgate_build_info                           version, component="cri"   (init)
- *   pullgate_cri_ondisk_pulledrecords             -                          (each scrape)
- *   pullgate_cri_ondisk_pullintents               -                          (each scrape)
- *   pullgate_cri_calls_total                      method, code               cri_metric_call
- *   pullgate_cri_call_duration_seconds            method                     cri_metric_call
- *   pullgate_cri_pulls_recorded_total             credentials                cri_metric_record_done
- *   pullgate_cri_recording_failures_total         stage                      cri_metric_record_done
- *   pullgate_cri_recording_duration_seconds       stage                      cri_metric_record_done
- *   pullgate_cri_pulls_refused_total              code, reason               cri_metric_pull_refused
- *   pullgate_cri_hook_requests_total              result                     cri_metric_hook_request
- *   pullgate_cri_hook_decisions_total             result, reason, path       cri_metric_hook_decision,
- *                                                                            cri_metric_local_decision
- *   pullgate_cri_hook_decision_duration_seconds   -                          cri_metric_hook_decision
- *   pullgate_cri_hook_server_up                   -                          cri_metric_hook_server_up
- *   pullgate_cri_image_verifications_total        result                     cri_metric_verification
- *   pullgate_cri_start_timestamp_seconds          -                          (init)
- *   pullgate_cri_last_prune_timestamp_seconds     -                          cri_metric_pruned
- *   pullgate_cri_records_pruned_total             -                          cri_metric_pruned
- *   pullgate_cri_hook_denials_last_hour           -                          (each scrape)
- *
- * Each scrape also folds the local decisions spool (hooks/local_spool.c) into the
- * decisions counter, as path="local".
+ * After it, every function is lock-free and thread-safe. The metrics and their
+ * labels: docs/metrics.md; each scrape also folds the local decisions spool
+ * (hooks/local_spool.c) into the decisions counter, as path="local".
  */
 #ifndef PULLGATE_CRI_CRI_METRICS_H
 #define PULLGATE_CRI_CRI_METRICS_H
@@ -41,18 +19,8 @@
 
 #include <stdbool.h>
 
-/* Label values (NULL-terminated; the last is the catch-all). */
-extern const char *const cri_metric_methods[];          /* CRI v1 methods, "other" */
-extern const char *const cri_metric_codes[];            /* gRPC status code names, "other" */
-extern const char *const cri_metric_credentials[]; /* none node secret unverified
-                                                       runtime-namespace other */
-extern const char *const cri_metric_record_stages[];    /* intent record release prune */
-extern const char *const cri_metric_refusal_reasons[];  /* see cri_metric_refusal_reason */
-extern const char *const cri_metric_hook_results[];     /* see cri_metric_hook_request */
-extern const char *const cri_metric_decision_results[]; /* allow deny audit-deny other */
-extern const char *const cri_metric_decision_reasons[]; /* pg_reason_name()s, "other" */
-extern const char *const cri_metric_verification_results[];
-extern const char *const cri_metric_decision_paths[]; /* resident local other */
+/* The gRPC status code names of the code label, by code (NULL-terminated; "other" last). */
+extern const char *const cri_metric_codes[];
 
 /*
  * Creates the process's registry and defines every metric; state_dir is where
@@ -95,13 +63,7 @@ void cri_metric_pull_refused(int grpc_code, const char *reason);
  */
 const char *cri_metric_refusal_reason(int grpc_code, int decoded, int slot, int intent);
 
-/*
- * One connection to the hook socket, by result: "answered" (a decision was delivered),
- * "undelivered" (decided, the hook had gone), "not-mine" (the hook names another or a
- * changed configuration: it decides locally), "store-unavailable" (likewise),
- * "abandoned" (the hook gave up before the decision), "bad-request" (dropped),
- * "not-root" (refused peer).
- */
+/* One connection to the hook socket, by result (cri_metric_hook_results; docs/metrics.md). */
 void cri_metric_hook_request(const char *result);
 /* One decision on the resident hook path, delivered to the hook (one that was not is
  * decided again by pullgate-hook-local, and counted there): allowed or not (audit: a
@@ -117,10 +79,8 @@ void cri_metric_pruned(unsigned records);
 /* 1 while the hook server serves its socket, 0 when it is not started or stopped. */
 void cri_metric_hook_server_up(bool up);
 
-/* One verification of the kubelet's ImageStatus (the analogue of the kubelet's
- * kubelet_imagemanager_image_mustpull_checks_total{result}): "verified" (a record
- * matches the pod's credentials), "policy-allowed" (policy exempts the image),
- * "must-pull" (the kubelet is told the image is absent), "error". */
+/* One verification of the kubelet's ImageStatus, by result (cri_metric_verification_results;
+ * docs/metrics.md). */
 void cri_metric_verification(const char *result);
 
 #endif

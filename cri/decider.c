@@ -11,12 +11,9 @@
 #include <sys/stat.h>
 
 /*
- * A long-lived store holds its record directories open and skips a read-only
- * directory that was missing when it opened. The hook opens them afresh on
- * every run, so the server notes which directories (and their pulled/) exist
- * and what they are, checks that before each decision, and reopens the store
- * when anything changed: a directory that appears, vanishes or is replaced
- * can never leave the daemon deciding on fewer records than the hook would.
+ * Which record directories (and their pulled/) exist and what they are: checked before each
+ * decision, the store reopened when one appeared, vanished or was replaced, so the daemon
+ * never decides on fewer records than a fresh hook would (docs/design.md, "The resident hook").
  */
 typedef struct dir_identity {
     int present;

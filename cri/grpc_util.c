@@ -3,6 +3,7 @@
 
 #include "cri_metrics.h"
 #include "internal.h"
+#include "log.h"
 
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
@@ -10,6 +11,7 @@
 #include <grpc/slice_buffer.h>
 #include <openssl/crypto.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +51,17 @@ size_t cri_answer_ops(grpc_op ops[3], grpc_status_code code, grpc_slice *details
 const char *cri_status_name(grpc_status_code s)
 {
     return (unsigned)s <= GRPC_STATUS_UNAUTHENTICATED ? cri_metric_codes[s] : "?";
+}
+
+void cri_log_call_end(const char *method, grpc_status_code status, int64_t start_ms, int delivered)
+{
+    if (!cri_log_enabled(CRI_LOG_DEBUG)) /* every call ends here: no formatting for nothing */
+        return;
+    char code[16], ms[24];
+    snprintf(code, sizeof code, "%d", (int)status);
+    snprintf(ms, sizeof ms, "%lld", (long long)(pg_monotonic_ms() - start_ms));
+    cri_log(CRI_LOG_DEBUG, "call", "method", method, "code", code, "status",
+            cri_status_name(status), "delivered", delivered ? "yes" : "no", "durationMs", ms, NULL);
 }
 
 static bool slice_eq(grpc_slice s, const char *text)

@@ -14,6 +14,7 @@
 
 #define CRI_MAX_MESSAGE_BYTES (16 << 20) /* the kubelet's default max receive size */
 #include <stddef.h>
+#include <stdint.h>
 
 typedef void (*cri_handler_fn)(void *arg, int ok);
 
@@ -34,6 +35,8 @@ size_t cri_answer_ops(grpc_op ops[3], grpc_status_code code, grpc_slice *details
                       grpc_metadata *initial, size_t n_initial, grpc_metadata *trailing,
                       size_t n_trailing, grpc_byte_buffer *message);
 const char *cri_status_name(grpc_status_code s);
+/* The debug log line of a relayed call's end (start_ms: pg_monotonic_ms at its arrival). */
+void cri_log_call_end(const char *method, grpc_status_code status, int64_t start_ms, int delivered);
 
 /*
  * A filtered view of md (the entries share md's slices) without the headers of

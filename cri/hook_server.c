@@ -1,12 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The resident hook server (hook_server.h). Trust, both ways: the socket is
- * 0600 in a 0700 directory and every peer must be uid 0 (SO_PEERCRED), and
- * the thin hook trusts only a uid-0 server. The daemon never opens a path the
- * hook names: the bundle comes as a directory fd; the configuration path is
- * only compared (by file identity) with the file the daemon loaded.
- * Per connection: one request, one reply, close; the syslog line and the
- * D-Bus signal come after the reply, so neither can delay a container start.
+ * The resident hook server (hook_server.h; trust both ways, and why the daemon opens no
+ * path the hook names: docs/design.md, "The resident hook"). Per connection: one request,
+ * one reply, close; syslog and D-Bus come after the reply, never delaying a start.
  */
 #include "hook_server.h"
 
@@ -314,12 +310,9 @@ static void serve_connection(cri_hook_server *s, hook_doc *doc, int conn, unsign
 /* ------------------------------------------------------------ workers */
 
 /*
- * 1 when a connection may be waiting, 0 when asked to stop. Every idle worker
- * wakes for a connection and the first to run takes it (the others get
- * EAGAIN): on a loaded machine the first to get a CPU answers. Waking one
- * worker only (epoll, EPOLLEXCLUSIVE) was tried: ~10 µs less at the median, a
- * p99 no better, and worse in the most loaded runs (bench/README.md, "The hook
- * at the exec floor, round two"), as the one woken may not get a CPU soon.
+ * 1 when a connection may be waiting, 0 when asked to stop. Every idle worker wakes and
+ * the first to get a CPU takes it (the others get EAGAIN); waking one only (EPOLLEXCLUSIVE)
+ * was worse at p99 under load (bench/README.md, "The hook at the exec floor, round two").
  */
 static int wait_for_connection(cri_hook_server *s)
 {

@@ -1,23 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * PullImage, step by step (docs/interfaces.md §10, cri/README.md):
- *
- *   RECEIVING  the request message and the half-close; a second message, or
- *              none, is refused
- *   ADMITTING  decoded, credentials attributed, a pull slot, the intent
- *              queued and durable: cri_pull_admit() decides at each step;
- *              only "forward" sends the request (the very bytes decoded)
- *   FORWARDED  the runtime has it; its answer is held back
- *   RECORDING  OK: ImageStatus(image_ref) for the identities, then the
- *              pulled record with them, one batch (bounded wait), then the answer
- *   CHECKING   an error other than CANCELLED / DEADLINE_EXCEEDED:
- *              ImageStatus(image); only an image the runtime reports absent
- *              releases the intent
- *   ANSWERING  the runtime's answer, unchanged, or our refusal
- *   DONE       every batch completed: slot and record room returned
- *
- * Everything here runs on the worker thread; the event loop only posts the
- * completions of this call's batches (call.c's post_completion).
+ * PullImage, step by step: the phases below (pull_phase) are cri/README.md's
+ * "PullImage", where each is explained; cri_pull_admit() (pull.c) decides every
+ * admission step. Everything here runs on the worker thread; the event loop
+ * only posts the completions of this call's batches (call.c's post_completion).
  */
 #include "intercept.h"
 
@@ -199,7 +185,7 @@ static void ask_slot(pull_call *pc)
             x->waiters_head = pc;
         x->waiters_tail = pc;
         x->n_waiters++;
-        cri_worker_arm(x->o.worker, &pc->timer, cri_now_ms() + x->o.slot_wait_ms);
+        cri_worker_arm(x->o.worker, &pc->timer, pg_monotonic_ms() + x->o.slot_wait_ms);
     } else {
         pc->slot = CRI_SLOT_NONE;
         pc->why = "no pull slot free";
@@ -248,7 +234,7 @@ static void log_pull(pull_call *pc, cri_log_level level, const char *msg)
     if (!cri_log_enabled(level))
         return;
     char ms[24];
-    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - pc->c.start_ms));
+    snprintf(ms, sizeof ms, "%lld", (long long)(pg_monotonic_ms() - pc->c.start_ms));
     grpc_status_code code = pc->refused ? pc->answer_code : pc->c.r.status;
     cri_log(level, msg, "method", pc->c.method_text, "image", pc->req.image, "imageRef",
             pc->image_ref, "status", cri_status_name(code), "outcome", pc->outcome, "credentials",
@@ -285,6 +271,20 @@ static void answer(pull_call *pc)
 
 static void on_record_done(void *arg, int rc, const pg_error *err);
 
+/* Queues the release of the pull's intent; its outcome comes to t_result. False (err says
+ * why) when the writer refused it: the intent stays. */
+static bool release_intent(pull_call *pc, pg_error *err)
+{
+    pull_ref(pc);
+    pc->reserved--;
+    if (cri_record_failed(pc->x->o.recorder, pc->req.image, on_record_done, &pc->t_result, err) ==
+        PG_OK)
+        return true;
+    pc->reserved++;
+    pull_unref(pc);
+    return false;
+}
+
 /* Our own status; the request never reached the runtime. An intent that may
  * still land is released after it (the writer runs them in order). */
 static void refuse(pull_call *pc, grpc_status_code code, const char *message)
@@ -300,15 +300,9 @@ static void refuse(pull_call *pc, grpc_status_code code, const char *message)
         !pc->intent_released) {
         pg_error e = {0};
         pc->intent_released = true;
-        pull_ref(pc);
-        pc->reserved--;
-        if (cri_record_failed(pc->x->o.recorder, pc->req.image, on_record_done, &pc->t_result,
-                              &e) != PG_OK) {
-            pc->reserved++;
-            pull_unref(pc);
+        if (!release_intent(pc, &e))
             cri_log(CRI_LOG_ERROR, "pull intent left behind (image stays verified)", "image",
                     pc->req.image, "error", e.message, NULL);
-        }
     }
     wipe_request(pc); /* refused before anything was sent */
     char text[512];
@@ -351,12 +345,8 @@ static void on_intent_done(cri_task *t)
     pull_unref(pc);
 }
 
-/*
- * A pod asked to pull (verification pulls) has pulled and its record is on disk: its next
- * ImageStatus is answered truthfully even if the record still does not verify it (no pull
- * loop). Only while the call runs (x is valid); a record that landed late or failed is not
- * remembered, so the pod is asked to pull again (the kubelet backs off).
- */
+/* The loop bound (cri/README.md, "ImageStatus"): only while the call runs (x is valid); a
+ * record that landed late or failed is not remembered, so the pod is asked to pull again. */
 static void remember_pulled(pull_call *pc)
 {
     cri_verifier_pulled(pc->x->o.verifier, pc->req.image, pc->req.annotation,
@@ -364,12 +354,9 @@ static void remember_pulled(pull_call *pc)
 }
 
 /*
- * The runtime pulled, but the record cannot take the pull: its namespace's
- * share of the record is used up (PG_ERR_QUOTA), or the record would pass the
- * 8 MiB a reader accepts (PG_ERR_LIMIT). The kubelet hears why, never OK (the
- * hook would deny the pod anyway): RESOURCE_EXHAUSTED, a quota of the record,
- * and it retries with back-off. The intent stays, so the image stays verified;
- * nothing is charged to another namespace (docs/interfaces.md §10).
+ * The runtime pulled, but the record cannot take the pull (PG_ERR_QUOTA: the namespace's
+ * share; PG_ERR_LIMIT: 8 MiB): the kubelet hears RESOURCE_EXHAUSTED, never OK (the hook
+ * would deny the pod anyway); the intent stays (docs/interfaces.md §10).
  */
 static void refuse_unrecordable(pull_call *pc, int rc, const pg_error *err)
 {
@@ -488,13 +475,8 @@ static void check_absent(pull_call *pc, int present)
         return;
     }
     pg_error e = {0};
-    pull_ref(pc);
-    pc->reserved--;
     pc->outcome = "intent released";
-    if (cri_record_failed(pc->x->o.recorder, pc->req.image, on_record_done, &pc->t_result, &e) !=
-        PG_OK) {
-        pc->reserved++;
-        pull_unref(pc);
+    if (!release_intent(pc, &e)) {
         pc->outcome = "intent kept (out of memory)";
         answer(pc);
         return;
@@ -537,7 +519,7 @@ static void on_up(cri_task *t)
     cri_call_upstream_done(&pc->c, t->ok);
     wipe_request(pc);
     cri_intercept *x = pc->x;
-    int64_t due = cri_now_ms() + x->o.record_budget_ms;
+    int64_t due = pg_monotonic_ms() + x->o.record_budget_ms;
     grpc_status_code status = pc->c.r.status;
     if (status == GRPC_STATUS_OK && pc->c.response) {
         pg_error e = {0};
@@ -611,7 +593,7 @@ static void submit_intent(pull_call *pc)
         return;
     }
     pc->intent = CRI_RECORD_WAITING;
-    cri_worker_arm(x->o.worker, &pc->timer, cri_now_ms() + x->o.intent_budget_ms);
+    cri_worker_arm(x->o.worker, &pc->timer, pg_monotonic_ms() + x->o.intent_budget_ms);
 }
 
 static void node_creds_warning(const char *path, const char *why)

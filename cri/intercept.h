@@ -1,12 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The calls pullgate-cri does not just forward (cri_method_parse's table,
- * pull.c): today PullImage, which reaches the runtime only once its intent is
- * durable (docs/interfaces.md §10). Each intercepted call is a state machine
- * run on the worker thread (worker.h); its gRPC completions arrive on the
- * proxy's event loop and are handed over as tasks. Pulls hold counted slots
- * while they are in flight; a pull that finds none waits (bounded) or is
- * refused, never forwarded.
+ * The intercepted PullImage (cri/README.md, "PullImage"): reaches the runtime only once its
+ * intent is durable (docs/interfaces.md §10). Each call is a state machine on the worker
+ * thread; a pull holds a counted slot while in flight, and one that finds none waits
+ * (bounded) or is refused, never forwarded.
  */
 #ifndef PULLGATE_CRI_INTERCEPT_H
 #define PULLGATE_CRI_INTERCEPT_H

@@ -1,17 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pullgate-cri: the CRI proxy that records every pull the kubelet makes
- * (cri/README.md, docs/man/pullgate-cri.8).
- *
- *   pullgate-cri [--config FILE] [--listen unix:///run/pullgate/cri.sock]
- *                [--runtime-endpoint unix:///run/containerd/containerd.sock]
- *                [--hook-socket /run/pullgate/hook.sock|none]
- *   pullgate-cri --prune [--force] [--config FILE] [--runtime-endpoint ...]
- *
- * Exit status: 0 after SIGTERM/SIGINT and a drain, 1 when it cannot start
- * (socket, store), 2 for usage or configuration errors. --prune: 0 after a
- * prune, 1 when nothing was pruned because the runtime's list is unavailable
- * or empty (or the store failed).
+ * (cri/README.md; options and exit status: docs/man/pullgate-cri.8).
  */
 #include "hook_server.h"
 #include "log.h"

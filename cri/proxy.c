@@ -1,20 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Generic gRPC proxy on gRPC's C core, after the pattern of gRPC's own C-core
- * test proxy fixture: grpc_server_request_call() for any method (no method is
- * registered), one upstream call per incoming call with the same method, host
- * and deadline (the incoming call is the parent: its deadline and cancellation
- * propagate), initial metadata forwarded, messages pumped as byte buffers both
- * ways, trailing metadata, status code and details forwarded.
- *
- * Threads: one event-loop thread drives a single completion queue; every
- * completion is a small handler of a per-call state machine, so call state
- * needs no lock. The calls of the intercepted methods (pull.c's table) are
- * handed over: PullImage to intercept.c, whose state machines run on the
- * worker thread (the loop only posts their completions), ImageStatus to
- * verify.c, and the CRI's other unary methods to unary.c, both on the loop.
- * What is left here is the byte pump: streams and methods the table does not
- * know. See cri/README.md for why.
+ * Generic gRPC proxy on gRPC's C core (cri/README.md, "A generic proxy on
+ * gRPC's C core" and "Threads"): any method, one upstream call per incoming
+ * call (the incoming one its parent), messages pumped as byte buffers. One
+ * event-loop thread drives a single completion queue, so call state needs no
+ * lock. The calls of the methods pull.c's table knows are handed over:
+ * PullImage to intercept.c (on the worker), ImageStatus to verify.c and the
+ * other unary methods to unary.c (both on the loop). What is left here is the
+ * byte pump: streams and methods the table does not know.
  */
 #include "proxy.h"
 
@@ -79,28 +72,37 @@ typedef struct msg_queue {
     bool batch_inflight; /* one send batch at a time per direction keeps the order plain */
 } msg_queue;
 
+struct call;
+
+/* One direction of a plain call: messages received from one end, sent on to the other. */
+typedef struct pump {
+    struct call *c;
+    grpc_byte_buffer *msg; /* being received */
+    msg_queue q;           /* received, waiting for (or being sent to) the other end */
+    bool eos;              /* the sending end is done (or failed): nothing more to receive */
+    bool recv_inflight;
+    bool broken; /* sending to the other end failed (its cancellation propagates) */
+    tag t_msg, t_sent;
+} pump;
+
 /*
- * A forwarded call. Sends are coalesced (flush_call()): a queue of messages
- * per direction; at most MAX_BUFFERED_MESSAGES per direction are held in the
- * proxy (queued, sending or being received).
+ * A forwarded call. Sends are coalesced (flush_call()): at most
+ * MAX_BUFFERED_MESSAGES per direction are held in the proxy (queued, sending
+ * or being received).
  */
 typedef struct call {
     cri_proxy *px;
     atomic_int refs;
     cri_relay r; /* both ends, the metadata and the runtime's status */
-    grpc_byte_buffer *down_msg; /* from the kubelet, on its way up */
-    grpc_byte_buffer *up_msg;   /* from the runtime, on its way down */
     bool down_md_sent, up_status_received, final_started;
     char method[METHOD_LOG_MAX];
     int64_t start_ms;   /* the debug log's durationMs */
     long long start_us; /* the calls metric (microseconds) */
-    msg_queue to_up, to_down;
-    bool up_md_sent, up_md_received, up_close_sent, down_eos, up_eos, up_broken, down_broken;
-    bool down_recv_inflight, up_recv_inflight;
+    pump to_up, to_down; /* from the kubelet to the runtime, and back */
+    bool up_md_sent, up_md_received, up_close_sent;
     bool dirty; /* on the event loop's list of calls to flush */
     struct call *dirty_next;
-    tag t_up_recv_md, t_up_status, t_down_closed, t_down_sent_final, t_plain_down_msg,
-        t_plain_up_msg, t_plain_up_sent, t_plain_down_sent;
+    tag t_up_recv_md, t_up_status, t_down_closed, t_down_sent_final;
 } call;
 
 /* ------------------------------------------------------------ helpers */
@@ -109,12 +111,6 @@ static void start_batch(call *c, grpc_call *gc, const grpc_op *ops, size_t n, ta
 static void call_unref(call *c);
 
 #define op cri_op
-
-static void set_tag(tag *t, cri_handler_fn fn, call *c)
-{
-    t->fn = fn;
-    t->arg = c;
-}
 
 /* -------------------------------------------------------- call lifetime */
 
@@ -130,12 +126,12 @@ static void msg_queue_clear(msg_queue *q)
 
 static void call_free(call *c)
 {
-    msg_queue_clear(&c->to_up);
-    msg_queue_clear(&c->to_down);
-    if (c->down_msg)
-        grpc_byte_buffer_destroy(c->down_msg);
-    if (c->up_msg)
-        grpc_byte_buffer_destroy(c->up_msg);
+    pump *pumps[] = {&c->to_up, &c->to_down};
+    for (size_t i = 0; i < 2; i++) {
+        msg_queue_clear(&pumps[i]->q);
+        if (pumps[i]->msg)
+            grpc_byte_buffer_destroy(pumps[i]->msg);
+    }
     cri_relay_release(&c->r);
     free(c);
 }
@@ -177,19 +173,11 @@ static void on_down_sent_final(void *arg, int ok)
 {
     call *c = arg;
     cri_metric_call(c->method, (int)c->r.status, (double)(pg_metrics_now_us() - c->start_us) / 1e6);
-    if (!cri_log_enabled(CRI_LOG_DEBUG)) { /* every call ends here: no formatting for nothing */
-        call_unref(c);
-        return;
-    }
-    char status[16], ms[24];
-    snprintf(status, sizeof status, "%d", (int)c->r.status);
-    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - c->start_ms));
-    cri_log(CRI_LOG_DEBUG, "call", "method", c->method, "code", status, "status",
-            cri_status_name(c->r.status), "delivered", ok ? "yes" : "no", "durationMs", ms, NULL);
+    cri_log_call_end(c->method, c->r.status, c->start_ms, ok);
     call_unref(c);
 }
 
-static void plain_recv_up(call *c);
+static void pump_recv(pump *p);
 
 static void on_up_recv_md(void *arg, int ok)
 {
@@ -197,9 +185,9 @@ static void on_up_recv_md(void *arg, int ok)
     cri_filter_md(&c->r.up_initial_md, &c->r.fwd_initial, &c->r.n_fwd_initial);
     c->up_md_received = true;
     if (ok)
-        plain_recv_up(c);
+        pump_recv(&c->to_down);
     else
-        c->up_eos = true; /* the call failed; its status follows */
+        c->to_down.eos = true; /* the call failed; its status follows */
     mark_dirty(c);
     call_unref(c);
 }
@@ -226,14 +214,9 @@ static void on_down_closed(void *arg, int ok)
 /* ------------------------------------------------------- plain calls */
 
 /*
- * Every call but the intercepted ones. Sends are coalesced: a handler only records what
- * arrived (and asks for the next message at once), and the event loop, once
- * it has handled every completion that is ready, flushes each touched call
- * with as few batches as it can. A unary call, whose request, half-close and
- * answer arrive together, then costs one write each way: headers, message and
- * half-close go up in one batch, and headers, message and status come down in
- * one, as a direct peer would send them. Nothing waits for more input than is
- * already there, so a stream's message is never held back for the next one.
+ * Every call but the handed-over ones. A handler only records what arrived (and asks for the
+ * next message at once); the event loop then flushes each touched call with as few batches as
+ * it can: what arrives together leaves together (cri/README.md, "Threads").
  */
 
 static bool queue_has_room(const msg_queue *q)
@@ -252,99 +235,57 @@ static grpc_byte_buffer *queue_pop(msg_queue *q)
     return m;
 }
 
-static void plain_recv_down(call *c)
+/* Receives the next message from p's sending end, while p has room for it. */
+static void pump_recv(pump *p)
 {
-    if (c->down_recv_inflight || c->down_eos || c->up_broken || !queue_has_room(&c->to_up))
+    if (p->recv_inflight || p->eos || p->broken || !queue_has_room(&p->q))
         return;
-    c->down_recv_inflight = true;
+    p->recv_inflight = true;
     grpc_op o = op(GRPC_OP_RECV_MESSAGE);
-    o.data.recv_message.recv_message = &c->down_msg;
-    start_batch(c, c->r.down, &o, 1, &c->t_plain_down_msg);
+    o.data.recv_message.recv_message = &p->msg;
+    start_batch(p->c, p == &p->c->to_up ? p->c->r.down : p->c->r.up, &o, 1, &p->t_msg);
 }
 
-static void plain_recv_up(call *c)
+static void on_pump_msg(void *arg, int ok)
 {
-    if (c->up_recv_inflight || c->up_eos || c->down_broken || !queue_has_room(&c->to_down))
-        return;
-    c->up_recv_inflight = true;
-    grpc_op o = op(GRPC_OP_RECV_MESSAGE);
-    o.data.recv_message.recv_message = &c->up_msg;
-    start_batch(c, c->r.up, &o, 1, &c->t_plain_up_msg);
-}
-
-static void on_plain_down_msg(void *arg, int ok)
-{
-    call *c = arg;
-    c->down_recv_inflight = false;
-    if (ok && c->down_msg && !c->up_broken) {
-        queue_push(&c->to_up, c->down_msg);
+    pump *p = arg;
+    p->recv_inflight = false;
+    if (ok && p->msg && !p->broken) {
+        queue_push(&p->q, p->msg);
     } else {
-        if (c->down_msg)
-            grpc_byte_buffer_destroy(c->down_msg);
-        c->down_eos = true;
+        if (p->msg)
+            grpc_byte_buffer_destroy(p->msg);
+        p->eos = true;
     }
-    c->down_msg = NULL;
-    plain_recv_down(c);
-    mark_dirty(c);
-    call_unref(c);
+    p->msg = NULL;
+    pump_recv(p);
+    mark_dirty(p->c);
+    call_unref(p->c);
 }
 
-static void on_plain_up_msg(void *arg, int ok)
+/* A send batch finished; a failed one means that end is gone: nothing more is received for it. */
+static void on_pump_sent(void *arg, int ok)
 {
-    call *c = arg;
-    c->up_recv_inflight = false;
-    if (ok && c->up_msg && !c->down_broken) {
-        queue_push(&c->to_down, c->up_msg);
-    } else {
-        if (c->up_msg)
-            grpc_byte_buffer_destroy(c->up_msg);
-        c->up_eos = true;
-    }
-    c->up_msg = NULL;
-    plain_recv_up(c);
-    mark_dirty(c);
-    call_unref(c);
-}
-
-/* A send batch finished; a failed one means that side is gone (its cancellation propagates). */
-static void on_plain_sent(call *c, msg_queue *q, int ok, bool *broken)
-{
-    if (q->sending)
-        grpc_byte_buffer_destroy(q->sending);
-    q->sending = NULL;
-    q->batch_inflight = false;
+    pump *p = arg;
+    if (p->q.sending)
+        grpc_byte_buffer_destroy(p->q.sending);
+    p->q.sending = NULL;
+    p->q.batch_inflight = false;
     if (!ok) {
-        *broken = true;
-        msg_queue_clear(q);
+        p->broken = true;
+        msg_queue_clear(&p->q);
+        p->eos = p->eos || !p->recv_inflight;
     }
-    mark_dirty(c);
-}
-
-static void on_plain_up_sent(void *arg, int ok)
-{
-    call *c = arg;
-    on_plain_sent(c, &c->to_up, ok, &c->up_broken);
-    if (c->up_broken)
-        c->down_eos = c->down_eos || !c->down_recv_inflight;
-    plain_recv_down(c);
-    call_unref(c);
-}
-
-static void on_plain_down_sent(void *arg, int ok)
-{
-    call *c = arg;
-    on_plain_sent(c, &c->to_down, ok, &c->down_broken);
-    if (c->down_broken)
-        c->up_eos = c->up_eos || !c->up_recv_inflight;
-    plain_recv_up(c);
-    call_unref(c);
+    mark_dirty(p->c);
+    pump_recv(p);
+    call_unref(p->c);
 }
 
 /* Headers, the next message and the half-close, in one batch towards the runtime. */
 static void flush_up(call *c)
 {
-    msg_queue *q = &c->to_up;
-    if (q->batch_inflight || c->up_close_sent || c->up_broken)
+    msg_queue *q = &c->to_up.q;
+    if (q->batch_inflight || c->up_close_sent || c->to_up.broken)
         return;
     grpc_op ops[3];
     size_t n = 0;
@@ -361,25 +302,25 @@ static void flush_up(call *c)
         ops[n].data.send_message.send_message = q->sending;
         n++;
     }
-    if (c->down_eos && q->count == 0) {
+    if (c->to_up.eos && q->count == 0) {
         ops[n++] = op(GRPC_OP_SEND_CLOSE_FROM_CLIENT);
         c->up_close_sent = true;
     }
     if (n == 0)
         return;
     q->batch_inflight = true;
-    start_batch(c, c->r.up, ops, n, &c->t_plain_up_sent);
-    plain_recv_down(c);
+    start_batch(c, c->r.up, ops, n, &c->to_up.t_sent);
+    pump_recv(&c->to_up);
 }
 
 /* Headers, the next message and, once the runtime is done, the status, in one batch down. */
 static void flush_down(call *c)
 {
-    msg_queue *q = &c->to_down;
+    msg_queue *q = &c->to_down.q;
     if (q->batch_inflight || c->final_started)
         return;
     bool message = q->count > 0;
-    bool final = c->up_eos && c->up_status_received && q->count <= 1;
+    bool final = c->to_down.eos && c->up_status_received && q->count <= 1;
     bool headers = c->up_md_received && c->r.n_fwd_initial > 0;
     if (!message && !final && (c->down_md_sent || !headers))
         return;
@@ -410,8 +351,8 @@ static void flush_down(call *c)
         return;
     }
     q->batch_inflight = true;
-    start_batch(c, c->r.down, ops, n, &c->t_plain_down_sent);
-    plain_recv_up(c);
+    start_batch(c, c->r.down, ops, n, &c->to_down.t_sent);
+    pump_recv(&c->to_down);
 }
 
 static void flush_call(call *c)
@@ -461,7 +402,7 @@ static void start_plain_call(cri_proxy *px, call *c)
     o.data.recv_close_on_server.cancelled = &c->r.down_cancelled;
     start_batch(c, c->r.down, &o, 1, &c->t_down_closed);
 
-    plain_recv_down(c);
+    pump_recv(&c->to_up);
     mark_dirty(c);
 }
 
@@ -472,16 +413,18 @@ static call *call_new(cri_proxy *px)
         return NULL;
     c->px = px;
     atomic_init(&c->refs, 1);
-    c->start_ms = cri_now_ms();
+    c->start_ms = pg_monotonic_ms();
     c->start_us = pg_metrics_now_us();
-    set_tag(&c->t_up_recv_md, on_up_recv_md, c);
-    set_tag(&c->t_up_status, on_up_status, c);
-    set_tag(&c->t_down_closed, on_down_closed, c);
-    set_tag(&c->t_down_sent_final, on_down_sent_final, c);
-    set_tag(&c->t_plain_down_msg, on_plain_down_msg, c);
-    set_tag(&c->t_plain_up_msg, on_plain_up_msg, c);
-    set_tag(&c->t_plain_up_sent, on_plain_up_sent, c);
-    set_tag(&c->t_plain_down_sent, on_plain_down_sent, c);
+    c->t_up_recv_md = (tag){on_up_recv_md, c};
+    c->t_up_status = (tag){on_up_status, c};
+    c->t_down_closed = (tag){on_down_closed, c};
+    c->t_down_sent_final = (tag){on_down_sent_final, c};
+    pump *pumps[] = {&c->to_up, &c->to_down};
+    for (size_t i = 0; i < 2; i++) {
+        pumps[i]->c = c;
+        pumps[i]->t_msg = (tag){on_pump_msg, pumps[i]};
+        pumps[i]->t_sent = (tag){on_pump_sent, pumps[i]};
+    }
     return c;
 }
 
@@ -733,7 +676,7 @@ cri_proxy *cri_proxy_start(const cri_proxy_options *opts, pg_error *err)
 /* Waits until the server reported that no call is left, or timeout_ms passed. */
 static bool wait_server_down(cri_proxy *px, int timeout_ms)
 {
-    int64_t until_ms = cri_now_ms() + timeout_ms;
+    int64_t until_ms = pg_monotonic_ms() + timeout_ms;
     struct timespec until = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
     pthread_mutex_lock(&px->lock);
     int e = 0;

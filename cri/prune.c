@@ -4,6 +4,7 @@
 #include "cri_metrics.h"
 #include "grpc_unary.h"
 #include "log.h"
+#include "pull.h"
 #include "store_lookup.h"
 #include "thread.h"
 
@@ -137,9 +138,9 @@ static void prune_once(cri_pruner *p)
 static void pruner_run(void *arg)
 {
     cri_pruner *p = arg;
-    int64_t next = p->interval_ms > 0 ? cri_now_ms() + p->interval_ms : -1;
+    int64_t next = p->interval_ms > 0 ? pg_monotonic_ms() + p->interval_ms : -1;
     while (!p->t.stopping) {
-        if (!p->kicked && (next < 0 || cri_now_ms() < next)) {
+        if (!p->kicked && (next < 0 || pg_monotonic_ms() < next)) {
             cri_thread_wait(&p->t, next);
             continue;
         }
@@ -147,7 +148,7 @@ static void pruner_run(void *arg)
         pthread_mutex_unlock(&p->t.lock);
         prune_once(p);
         pthread_mutex_lock(&p->t.lock);
-        next = p->interval_ms > 0 ? cri_now_ms() + p->interval_ms : -1;
+        next = p->interval_ms > 0 ? pg_monotonic_ms() + p->interval_ms : -1;
     }
 }
 

@@ -1,20 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Pruning records from the truth: the records of images the configured
- * runtime no longer has are deleted, judged by that runtime's own CRI
- * ListImages (and ListContainers) on pullgate-cri's runtime channel, as the
- * kubelet prunes its records from its image garbage collector. A listing that
- * fails prunes nothing; an empty one prunes nothing unless forced (a runtime
- * that lost its store, or the wrong socket, must not wipe every record:
- * where the runtime names image IDs a deleted record makes an image look
- * preloaded). Records younger than CRI_PRUNE_MIN_AGE_S are kept: a pull may
- * be recorded before the runtime lists its image.
+ * Pruning records from the truth (cri/README.md, "Prune from the truth"): the records of
+ * images the configured runtime no longer lists are deleted. A listing that fails prunes
+ * nothing; an empty one nothing unless forced (a runtime that lost its store, or the wrong
+ * socket, must not wipe every record: where the runtime names image IDs a deleted record
+ * makes an image look preloaded); records younger than CRI_PRUNE_MIN_AGE_S are kept.
  */
 #ifndef PULLGATE_CRI_PRUNE_H
 #define PULLGATE_CRI_PRUNE_H
 
 #include "grpc_util.h"
-#include "recorder.h" /* cri_now_ms */
+#include "internal.h"
 
 #define CRI_PRUNE_MIN_AGE_S 3600
 #define CRI_PRUNE_LIST_MS 30000

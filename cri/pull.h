@@ -201,8 +201,6 @@ int cri_image_status_aliases(const uint8_t *buf, size_t len, const char *also, c
 /* Whether an ImageStatusResponse names an image: 1 present, 0 absent, -1 not a response. */
 int cri_image_status_present(const uint8_t *buf, size_t len);
 
-/* An empty ListImagesRequest / ListContainersRequest (no filter): zero bytes. */
-
 /*
  * Appends to *refs every identity a ListImagesResponse names (each image's
  * id, in both spellings "sha256:<hex>" and "<hex>", repo tags and repo

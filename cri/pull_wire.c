@@ -175,6 +175,42 @@ static cri_decode_result hash_auth(const Runtime__V1__AuthConfig *a, cri_pull_re
     return res;
 }
 
+/*
+ * The credentials annotation ("" when present and empty: malformed, not absent) and the
+ * kubelet's config.seen among a pod's annotations; *kubelet_keys is set when a
+ * kubernetes.io/config.* key is there. A map on the wire: the last entry of a key wins, as in
+ * every protobuf decoder.
+ */
+static int read_pod_annotations(Runtime__V1__StringMapEntry *const *entries, size_t n,
+                                const char *annotation_key, char **annotation,
+                                size_t *annotation_len, char **config_seen, bool *kubelet_keys,
+                                pg_error *err)
+{
+    size_t prefix_len = strlen(CRI_KUBELET_ANNOTATION_PREFIX);
+    const Runtime__V1__StringMapEntry *found = NULL, *seen = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const Runtime__V1__StringMapEntry *e = entries[i];
+        if (key_is(&e->key, annotation_key))
+            found = e;
+        else if (e->key.len > prefix_len &&
+                 memcmp(e->key.data, CRI_KUBELET_ANNOTATION_PREFIX, prefix_len) == 0)
+            *kubelet_keys = true;
+        if (key_is(&e->key, CRI_CONFIG_SEEN_ANNOTATION))
+            seen = e;
+    }
+    int rc = PG_OK;
+    if (found) {
+        rc = dup_field(&found->value, PG_MAX_ANNOTATION_BYTES, "credentials annotation",
+                       annotation, err);
+        if (rc == PG_OK && !*annotation && !(*annotation = pg_strdup("")))
+            rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        *annotation_len = *annotation ? strlen(*annotation) : 0;
+    }
+    if (rc == PG_OK && seen)
+        rc = dup_field(&seen->value, CRI_MAX_FIELD_BYTES, "config.seen", config_seen, err);
+    return rc;
+}
+
 static int read_sandbox(const Runtime__V1__PodSandboxConfig *sc, const char *annotation_key,
                         cri_pull_request *out, pg_error *err)
 {
@@ -189,26 +225,11 @@ static int read_sandbox(const Runtime__V1__PodSandboxConfig *sc, const char *ann
         if (rc == PG_OK)
             rc = dup_field(&sc->metadata->uid, CRI_MAX_FIELD_BYTES, "pod uid", &out->pod_uid, err);
     }
-    size_t key_len = strlen(annotation_key);
-    /* A map on the wire: the last entry of a key wins, as in every protobuf decoder. */
-    const Runtime__V1__StringMapEntry *found = NULL, *seen = NULL;
-    for (size_t i = 0; rc == PG_OK && i < sc->n_annotations; i++) {
-        const Runtime__V1__StringMapEntry *e = sc->annotations[i];
-        if (e->key.len == key_len && memcmp(e->key.data, annotation_key, key_len) == 0)
-            found = e;
-        if (key_is(&e->key, CRI_CONFIG_SEEN_ANNOTATION))
-            seen = e;
-    }
-    if (rc == PG_OK && seen)
-        rc = dup_field(&seen->value, CRI_MAX_FIELD_BYTES, "config.seen", &out->config_seen, err);
-    if (rc == PG_OK && found) {
-        rc = dup_field(&found->value, PG_MAX_ANNOTATION_BYTES, "credentials annotation",
-                       &out->annotation, err);
-        /* An empty value is present but malformed: keep it distinguishable from absent. */
-        if (rc == PG_OK && !out->annotation && !(out->annotation = pg_strdup("")))
-            rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        out->annotation_len = out->annotation ? strlen(out->annotation) : 0;
-    }
+    bool kubelet_keys = false;
+    if (rc == PG_OK)
+        rc = read_pod_annotations(sc->annotations, sc->n_annotations, annotation_key,
+                                  &out->annotation, &out->annotation_len, &out->config_seen,
+                                  &kubelet_keys, err);
     return rc;
 }
 
@@ -295,30 +316,11 @@ static int read_status_annotations(const Runtime__V1__ImageSpec *spec, const cha
     if (spec->n_annotations > CRI_MAX_STATUS_ANNOTATIONS)
         return pg_fail(err, PG_ERR_LIMIT, "more than %u pod annotations",
                        CRI_MAX_STATUS_ANNOTATIONS);
-    size_t prefix_len = strlen(CRI_KUBELET_ANNOTATION_PREFIX);
-    /* A map on the wire: the last entry of a key wins, as in every protobuf decoder. */
-    const Runtime__V1__StringMapEntry *found = NULL, *seen = NULL;
-    for (size_t i = 0; i < spec->n_annotations; i++) {
-        const Runtime__V1__StringMapEntry *e = spec->annotations[i];
-        if (key_is(&e->key, annotation_key))
-            found = e;
-        else if (e->key.len > prefix_len &&
-                 memcmp(e->key.data, CRI_KUBELET_ANNOTATION_PREFIX, prefix_len) == 0)
-            out->has_pod_annotations = true;
-        if (key_is(&e->key, CRI_CONFIG_SEEN_ANNOTATION))
-            seen = e;
-    }
-    int rc = PG_OK;
-    if (found) {
+    int rc = read_pod_annotations(spec->annotations, spec->n_annotations, annotation_key,
+                                  &out->annotation, &out->annotation_len, &out->config_seen,
+                                  &out->has_pod_annotations, err);
+    if (out->annotation) /* the credentials annotation is a pod annotation too */
         out->has_pod_annotations = true;
-        rc = dup_field(&found->value, PG_MAX_ANNOTATION_BYTES, "credentials annotation",
-                       &out->annotation, err);
-        if (rc == PG_OK && !out->annotation && !(out->annotation = pg_strdup("")))
-            rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        out->annotation_len = out->annotation ? strlen(out->annotation) : 0;
-    }
-    if (rc == PG_OK && seen)
-        rc = dup_field(&seen->value, CRI_MAX_FIELD_BYTES, "config.seen", &out->config_seen, err);
     return rc;
 }
 

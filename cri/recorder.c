@@ -33,8 +33,6 @@ struct cri_recorder {
     size_t reserved; /* units reserved and not yet used */
 };
 
-int64_t cri_now_ms(void) { return pg_monotonic_ms(); }
-
 static void job_free(job *j)
 {
     free(j->image);

@@ -37,8 +37,6 @@ cri_recorder *cri_recorder_new(pg_store *store, pg_error *err);
  */
 int cri_recorder_stop(cri_recorder *r, int timeout_ms);
 
-/* Monotonic clock in milliseconds. */
-int64_t cri_now_ms(void);
 
 /*
  * Reserves room for n operations. PG_ERR_LIMIT when the queue (operations

@@ -5,7 +5,6 @@
 #include "grpc_unary.h"
 #include "grpc_util.h"
 #include "log.h"
-#include "recorder.h" /* cri_now_ms */
 #include "crio_auth.h"
 #include "thread.h"
 
@@ -75,8 +74,8 @@ static void facts_run(void *arg)
                     version, NULL);
             return; /* exiting wakes the waiters */
         }
-        int64_t next = cri_now_ms() + RETRY_MS;
-        while (!f->t.stopping && cri_now_ms() < next)
+        int64_t next = pg_monotonic_ms() + RETRY_MS;
+        while (!f->t.stopping && pg_monotonic_ms() < next)
             cri_thread_wait(&f->t, next);
     }
 }
@@ -144,7 +143,7 @@ bool cri_runtime_facts_namespaced_auth(cri_runtime_facts *f, cri_crio_auth *out)
 
 bool cri_runtime_facts_wait(cri_runtime_facts *f, int timeout_ms)
 {
-    struct timespec until = cri_timespec_at(cri_now_ms() + timeout_ms);
+    struct timespec until = cri_timespec_at(pg_monotonic_ms() + timeout_ms);
     pthread_mutex_lock(&f->t.lock);
     int e = 0;
     while (!f->known && !f->t.exited && e != ETIMEDOUT)

@@ -11,7 +11,6 @@
 
 #include "call.h"
 #include "log.h"
-#include "recorder.h" /* cri_now_ms */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,18 +20,6 @@ typedef struct unary_call {
     grpc_channel *channel;
     grpc_completion_queue *cq;
 } unary_call;
-
-static void log_call(const unary_call *u, int delivered)
-{
-    if (!cri_log_enabled(CRI_LOG_DEBUG)) /* every call ends here: no formatting for nothing */
-        return;
-    char status[16], ms[24];
-    snprintf(status, sizeof status, "%d", (int)u->c.r.status);
-    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - u->c.start_ms));
-    cri_log(CRI_LOG_DEBUG, "call", "method", u->c.method_text, "code", status, "status",
-            cri_status_name(u->c.r.status), "delivered", delivered ? "yes" : "no", "durationMs", ms,
-            NULL);
-}
 
 static void maybe_done(unary_call *u)
 {
@@ -46,7 +33,7 @@ static void on_final(cri_task *t)
 {
     unary_call *u = t->owner;
     cri_call_answered(&u->c);
-    log_call(u, t->ok);
+    cri_log_call_end(u->c.method_text, u->c.r.status, u->c.start_ms, t->ok);
     maybe_done(u);
 }
 

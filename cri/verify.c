@@ -1,24 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ImageStatus, step by step (verify.h):
- *
- *   RECEIVING  the request message (none: INVALID_ARGUMENT); it goes up at
- *              once, anything after it is drained and dropped
- *   FORWARDED  the very bytes received go up (the incoming call is the
- *              parent: deadline and cancellation propagate)
- *   DECIDING   the runtime answered: without pod annotations, on any error,
- *              for an absent image, or for anything but a denial a pull can
- *              cure, its answer goes back unchanged; a curable denial is
- *              answered ImageStatusResponse{} with the runtime's headers,
- *              status and trailers (unless the pod already pulled for it:
- *              the loop bound)
- *   ANSWERING  one batch down; DONE when every batch completed
- *
- * Why a wrong answer cannot let anything run: "present" is only a hint to
- * the kubelet (skip the pull); the hook still decides every container, with
- * the namespace the runtime gives. A wrong "present" costs a denial; a wrong
- * "not present" costs a pull that the registry decides with the pod's own
- * credentials, recorded under the pod's real namespace.
+ * ImageStatus, step by step (RECEIVING, FORWARDED, DECIDING, ANSWERING: cri/README.md
+ * "ImageStatus", and why a wrong answer cannot let anything run: docs/interfaces.md §10).
  *
  * Every step runs on the event loop, the thread that receives the runtime's
  * answer: the decision is bounded and never waits for a writer (the store's
@@ -163,7 +146,7 @@ static void decide(cri_verifier *v, const cri_status_request *r, char **aliases,
     uint8_t key[32];
     cri_verify_key(r->image, r->annotation, r->annotation_len, r->config_seen, key);
     pthread_mutex_lock(&v->memory_lock);
-    bool ask = cri_verify_memory_ask(v->memory, key, cri_now_ms());
+    bool ask = cri_verify_memory_ask(v->memory, key, pg_monotonic_ms());
     pthread_mutex_unlock(&v->memory_lock);
     if (ask)
         out->absent = true;
@@ -205,7 +188,7 @@ static void judge(status_call *sc, const cri_status_request *r, bool decoded, ve
 static void log_verdict(const status_call *sc, const cri_status_request *r, const verdict *vd)
 {
     char ms[24];
-    snprintf(ms, sizeof ms, "%lld", (long long)(cri_now_ms() - sc->c.start_ms));
+    snprintf(ms, sizeof ms, "%lld", (long long)(pg_monotonic_ms() - sc->c.start_ms));
     const char *reason = vd->reason ? pg_reason_name(vd->reason) : NULL;
     if (vd->absent)
         /* Never a hash: image, namespace and the decision's reason only. */
@@ -226,14 +209,21 @@ static void log_verdict(const status_call *sc, const cri_status_request *r, cons
                 ms, NULL);
 }
 
-static void send_pull_required(cri_task *t)
+static void pull_required_free(pull_required *p)
 {
-    pull_required *p = t->owner;
-    pg_notify_pull_required(p->notifier, p->image, p->namespace_, p->reason);
+    if (!p)
+        return;
     free(p->image);
     free(p->namespace_);
     free(p->reason);
     free(p);
+}
+
+static void send_pull_required(cri_task *t)
+{
+    pull_required *p = t->owner;
+    pg_notify_pull_required(p->notifier, p->image, p->namespace_, p->reason);
+    pull_required_free(p);
 }
 
 /* The signal, on the worker: after the answer went out, the bus never delays the kubelet. */
@@ -248,12 +238,7 @@ static void post_pull_required(cri_verifier *v, const char *image, const char *n
     }
     if (!p || !p->image || !p->namespace_ || !p->reason) {
         cri_log(CRI_LOG_WARNING, "PullRequired not signalled: out of memory", "image", image, NULL);
-        if (p) {
-            free(p->image);
-            free(p->namespace_);
-            free(p->reason);
-            free(p);
-        }
+        pull_required_free(p);
         return;
     }
     p->notifier = v->o.notifier;
@@ -382,7 +367,7 @@ void cri_verifier_pulled(cri_verifier *v, const char *image, const char *annotat
     uint8_t key[32];
     cri_verify_key(image, annotation, annotation_len, config_seen, key);
     pthread_mutex_lock(&v->memory_lock);
-    cri_verify_memory_pulled(v->memory, key, cri_now_ms());
+    cri_verify_memory_pulled(v->memory, key, pg_monotonic_ms());
     pthread_mutex_unlock(&v->memory_lock);
 }
 

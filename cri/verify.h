@@ -1,14 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Verification pulls (docs/interfaces.md §10, cri/README.md "ImageStatus"):
- * the kubelet's ImageStatus carrying the pod's annotations is forwarded, then
- * decided as the hook would decide for that pod (the resident decider's store,
- * the identities the runtime's answer gives, the pod's credentials
- * annotation); when a pull with the pod's own credentials could cure the
- * denial, the kubelet hears "not present" (ImageStatusResponse{}) and pulls,
- * and the registry decides. Every other case, and every failure, answers the
- * runtime's own answer unchanged. Runs on the event loop (verify.c says why);
- * the D-Bus signal is sent on the worker.
+ * Verification pulls (docs/interfaces.md §10, cri/README.md "ImageStatus"): an ImageStatus
+ * carrying the pod's annotations is forwarded, then decided as the hook would decide for
+ * that pod; a denial a pull with the pod's own credentials could cure is answered "not
+ * present", everything else (every failure too) the runtime's own answer, unchanged.
  */
 #ifndef PULLGATE_CRI_VERIFY_H
 #define PULLGATE_CRI_VERIFY_H

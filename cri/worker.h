@@ -40,7 +40,7 @@ typedef struct cri_worker cri_worker;
 cri_worker *cri_worker_new(pg_error *err);
 /* Thread-safe: queues t (its fn runs on the worker). */
 void cri_worker_post(cri_worker *w, cri_task *t);
-/* Worker thread only: (re)arms t to fire at due_ms (cri_now_ms clock). */
+/* Worker thread only: (re)arms t to fire at due_ms (pg_monotonic_ms clock). */
 void cri_worker_arm(cri_worker *w, cri_timer *t, int64_t due_ms);
 /* Worker thread only: a disarmed timer never fires. */
 void cri_worker_disarm(cri_worker *w, cri_timer *t);

@@ -159,7 +159,7 @@ static void decide_application(hook_run *run)
         .image = run->identity.image,
         .image_ref = run->identity.image_ref,
         .namespace_ = run->identity.namespace_,
-        .credentials = hook_annotation(run->doc, pg_config_annotation(run->cfg)),
+        .credentials = hook_doc_map_get(run->doc, pg_config_annotation(run->cfg)),
     };
     pg_decide_pod(run->cfg, run->store, &req, run->identity.pod_uid, run->identity.aliases,
                   (const char *const *)run->identity.hints, &run->decision);

@@ -53,26 +53,23 @@ typedef struct hook_state {
 } hook_state;
 
 /*
- * Reads at most max bytes from fd until EOF or until deadline_ms elapsed; on failure
+ * Reads at most max bytes from fd until EOF or until deadline_ms elapsed (spent_ms of it
+ * used up already, 0 for none); on failure
  * *buf and *len still hold what was read (never NULL, NUL-terminated; the caller
  * frees it) and *timed_out says whether the deadline passed: the thin hook hands
  * that to the local hook.
  */
-int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
-                         bool *timed_out, pg_error *err);
+int hook_read_fd_partial(int fd, size_t max, int deadline_ms, int spent_ms, char **buf,
+                         size_t *len, bool *timed_out, pg_error *err);
 /* ------------------------------------------------------------- oci_scan.c */
 
 /*
- * The hook's JSON reader for the OCI state and the bundle's config.json: one
- * bounded pass that accepts exactly the documents pg_json_parse accepts
- * (jansson, JSON_REJECT_DUPLICATES: syntax, UTF-8, escapes, number ranges,
- * depth, duplicate keys in every object) and keeps only what the hook decides
- * from: the root object's members, and every member of the one named map_key
- * (config.json's "annotations"). The buffers are kept from one document to the
- * next, so a resident worker that reuses its hook_doc allocates nothing per
- * request once warm; hook_doc_trim gives back what a large document grew.
- * One hook_doc per thread. Strings returned are borrowed from it, valid until
- * its next scan, trim or free.
+ * The hook's JSON reader for the OCI state and the bundle's config.json: accepts exactly
+ * what pg_json_parse (jansson, JSON_REJECT_DUPLICATES) accepts and keeps the root object's
+ * members and those of the one named map_key (oci_scan.c says how). Its buffers are kept
+ * from one document to the next (a warm resident worker allocates nothing per request).
+ * One hook_doc per thread. Strings returned are borrowed from it, valid until its next
+ * scan, trim or free.
  */
 typedef struct hook_doc hook_doc;
 
@@ -135,9 +132,6 @@ int hook_read_bundle_annotations_at(int bundle_fd, hook_doc *doc, pg_error *err)
 int hook_parse_bundle_config(hook_doc *doc, const char *buf, size_t len, pg_error *err);
 /* Opens the bundle directory as the local hook does (O_DIRECTORY, close-on-exec). */
 int hook_open_bundle(const char *bundle, int *fd, pg_error *err);
-
-/* The string value of an annotation, or NULL when absent. */
-const char *hook_annotation(const hook_doc *annotations, const char *key);
 
 /* ------------------------------------------------------------- identity.c */
 
@@ -273,12 +267,8 @@ void hook_run_free(hook_run *run);
 
 /* ----------------------------------------------------------- local_spool.c */
 
-/*
- * The local decisions spool: pullgate-hook-local appends each decision to
- * stateDir/HOOK_SPOOL_NAME ("<unix seconds> <result> <reason>\n"), pullgate-cri
- * folds the lines into its counters (local_spool.c has the protocol). At most
- * HOOK_SPOOL_MAX_BYTES are kept; beyond, appends are dropped until a fold.
- */
+/* The local decisions spool (local_spool.c has the protocol): at most HOOK_SPOOL_MAX_BYTES
+ * are kept; beyond, appends are dropped until a fold. */
 #define HOOK_SPOOL_NAME "pullgate-local-decisions"
 #define HOOK_SPOOL_MAX_BYTES (1u << 20)
 #define HOOK_SPOOL_LINE_MAX 128

@@ -157,9 +157,3 @@ int hook_client_exchange_why(const char *path, const unsigned char *msg, size_t 
         *why = left_ms(deadline) == 0 ? HOOK_CLIENT_TIMEOUT : HOOK_CLIENT_BAD_REPLY;
     return rc;
 }
-
-int hook_client_exchange(const char *path, const unsigned char *msg, size_t len, int bundle_fd,
-                         int64_t deadline, unsigned char *buf, size_t cap, hook_reply *reply)
-{
-    return hook_client_exchange_why(path, msg, len, bundle_fd, deadline, buf, cap, reply, NULL);
-}

@@ -32,8 +32,5 @@ typedef enum hook_client_error {
 int hook_client_exchange_why(const char *path, const unsigned char *msg, size_t len, int bundle_fd,
                              int64_t deadline, unsigned char *buf, size_t cap, hook_reply *reply,
                              hook_client_error *why);
-/* The same without the reason. */
-int hook_client_exchange(const char *path, const unsigned char *msg, size_t len, int bundle_fd,
-                         int64_t deadline, unsigned char *buf, size_t cap, hook_reply *reply);
 
 #endif

@@ -39,15 +39,13 @@
 #define TYPE_SANDBOX "sandbox"
 #define TYPE_CONTAINER "container"
 
-static int hook_is_image_id(const char *s) { return pg_image_id_hex(s) != NULL; }
-
 static int nonempty(const char *s) { return s && *s; }
 
 /* A pod UID the runtime set, when it is one; anything else is no pod identity (not a denial:
  * it only means no pod binding can match). */
 static const char *pod_uid(const hook_doc *ann, const char *key)
 {
-    const char *uid = hook_annotation(ann, key);
+    const char *uid = hook_doc_map_get(ann, key);
     return pg_pod_uid_valid(uid) ? uid : NULL;
 }
 
@@ -74,11 +72,11 @@ static int classify(const char *type, const char *key, hook_identity *id, pg_err
  */
 static const char *crio_image(const hook_doc *ann)
 {
-    const char *name = hook_annotation(ann, CRIO_IMAGE_NAME_KEY);
+    const char *name = hook_doc_map_get(ann, CRIO_IMAGE_NAME_KEY);
     if (nonempty(name))
         return name;
-    const char *image = hook_annotation(ann, CRIO_IMAGE_KEY);
-    if (!nonempty(image) || hook_is_image_id(image))
+    const char *image = hook_doc_map_get(ann, CRIO_IMAGE_KEY);
+    if (!nonempty(image) || pg_image_id_hex(image))
         return NULL;
     pg_ref *ref = pg_ref_parse(image, NULL);
     int is_name = ref != NULL;
@@ -137,32 +135,32 @@ void hook_identity_clear(hook_identity *id)
 static int identify_crio(const hook_doc *ann, hook_identity *id, pg_error *err)
 {
     id->runtime = PG_RUNTIME_CRIO;
-    int rc = classify(hook_annotation(ann, CRIO_TYPE_KEY), CRIO_TYPE_KEY, id, err);
+    int rc = classify(hook_doc_map_get(ann, CRIO_TYPE_KEY), CRIO_TYPE_KEY, id, err);
     if (rc != PG_OK || id->kind == HOOK_SANDBOX)
         return rc;
-    id->namespace_ = hook_annotation(ann, CRIO_NAMESPACE_KEY);
+    id->namespace_ = hook_doc_map_get(ann, CRIO_NAMESPACE_KEY);
     if (!nonempty(id->namespace_))
         return pg_fail(err, PG_ERR_INVALID, "annotation %s is missing", CRIO_NAMESPACE_KEY);
     id->pod_uid = pod_uid(ann, CRIO_POD_UID_KEY);
     id->image = crio_image(ann);
-    const char *ref = hook_annotation(ann, CRIO_IMAGE_REF_KEY);
+    const char *ref = hook_doc_map_get(ann, CRIO_IMAGE_REF_KEY);
     id->image_ref = nonempty(ref) ? ref : NULL;
-    add_alias(id, hook_annotation(ann, CRIO_IMAGE_KEY));
-    add_alias(id, hook_annotation(ann, CRIO_IMAGE_NAME_KEY));
-    return split_hints(hook_annotation(ann, CRIO_REPO_DIGESTS_KEY), id, err);
+    add_alias(id, hook_doc_map_get(ann, CRIO_IMAGE_KEY));
+    add_alias(id, hook_doc_map_get(ann, CRIO_IMAGE_NAME_KEY));
+    return split_hints(hook_doc_map_get(ann, CRIO_REPO_DIGESTS_KEY), id, err);
 }
 
 static int identify_containerd(const hook_doc *ann, hook_identity *id, pg_error *err)
 {
     id->runtime = PG_RUNTIME_CONTAINERD;
-    int rc = classify(hook_annotation(ann, CTRD_TYPE_KEY), CTRD_TYPE_KEY, id, err);
+    int rc = classify(hook_doc_map_get(ann, CTRD_TYPE_KEY), CTRD_TYPE_KEY, id, err);
     if (rc != PG_OK || id->kind == HOOK_SANDBOX)
         return rc;
-    id->namespace_ = hook_annotation(ann, CTRD_NAMESPACE_KEY);
+    id->namespace_ = hook_doc_map_get(ann, CTRD_NAMESPACE_KEY);
     if (!nonempty(id->namespace_))
         return pg_fail(err, PG_ERR_INVALID, "annotation %s is missing", CTRD_NAMESPACE_KEY);
     id->pod_uid = pod_uid(ann, CTRD_POD_UID_KEY);
-    const char *image = hook_annotation(ann, CTRD_IMAGE_KEY);
+    const char *image = hook_doc_map_get(ann, CTRD_IMAGE_KEY);
     id->image = nonempty(image) ? image : NULL;
     id->image_ref = NULL; /* containerd names no image ID: resolved from the store */
     return PG_OK;
@@ -176,10 +174,10 @@ static int identify_containerd(const hook_doc *ann, hook_identity *id, pg_error 
  */
 static pg_runtime detect_runtime(const hook_doc *ann)
 {
-    const char *manager = hook_annotation(ann, CRIO_MANAGER_KEY);
+    const char *manager = hook_doc_map_get(ann, CRIO_MANAGER_KEY);
     if (manager && strcmp(manager, CRIO_MANAGER_VALUE) == 0)
         return PG_RUNTIME_CRIO;
-    if (hook_annotation(ann, CTRD_TYPE_KEY))
+    if (hook_doc_map_get(ann, CTRD_TYPE_KEY))
         return PG_RUNTIME_CONTAINERD;
     return PG_RUNTIME_AUTO;
 }
@@ -198,7 +196,7 @@ static int identify(pg_runtime configured, const hook_doc *annotations, hook_ide
     }
     if (runtime == PG_RUNTIME_CRIO) {
         /* Explicit cri-o: without CRI-O's marker this is not what we were told to trust. */
-        const char *manager = hook_annotation(annotations, CRIO_MANAGER_KEY);
+        const char *manager = hook_doc_map_get(annotations, CRIO_MANAGER_KEY);
         if (!manager || strcmp(manager, CRIO_MANAGER_VALUE) != 0)
             return pg_fail(err, PG_ERR_INVALID, "runtime cri-o: annotation %s=%s is missing",
                            CRIO_MANAGER_KEY, CRIO_MANAGER_VALUE);

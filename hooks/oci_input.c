@@ -45,9 +45,14 @@ static int grow(char **buf, size_t *cap, size_t max, pg_error *err)
     return PG_OK;
 }
 
-/* hook_read_fd_partial when spent_ms of the deadline_ms are used up already. */
-static int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms, char **buf,
-                              size_t *len, bool *timed_out, pg_error *err)
+/*
+ * A runtime that never closes our stdin must not make the container start
+ * wait for the hooks.d timeout (and then SIGKILL), so reading has its own
+ * deadline; reading one byte past max detects oversize input without
+ * consuming an unbounded stream.
+ */
+int hook_read_fd_partial(int fd, size_t max, int deadline_ms, int spent_ms, char **buf,
+                         size_t *len, bool *timed_out, pg_error *err)
 {
     int64_t deadline = pg_monotonic_ms() + deadline_ms - (spent_ms > 0 ? spent_ms : 0);
     size_t cap = 4096, n = 0;
@@ -86,18 +91,6 @@ static int hook_read_fd_spent(int fd, size_t max, int deadline_ms, int spent_ms,
     *buf = b;
     *len = n;
     return rc;
-}
-
-/*
- * A runtime that never closes our stdin must not make the container start
- * wait for the hooks.d timeout (and then SIGKILL), so reading has its own
- * deadline; reading one byte past max detects oversize input without
- * consuming an unbounded stream.
- */
-int hook_read_fd_partial(int fd, size_t max, int deadline_ms, char **buf, size_t *len,
-                         bool *timed_out, pg_error *err)
-{
-    return hook_read_fd_spent(fd, max, deadline_ms, 0, buf, len, timed_out, err);
 }
 
 /* A root member that must be a non-empty string (the scanner refuses a NUL in any string). */
@@ -147,8 +140,8 @@ int hook_read_state_spent(hook_doc *doc, int fd, int spent_ms, hook_state *state
     char *buf = NULL;
     size_t len = 0;
     bool timed_out;
-    int rc = hook_read_fd_spent(fd, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, spent_ms, &buf,
-                                &len, &timed_out, err);
+    int rc = hook_read_fd_partial(fd, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, spent_ms,
+                                  &buf, &len, &timed_out, err);
     if (rc != PG_OK) {
         free(buf);
         pg_error_prefix(err, "reading the OCI state on stdin");
@@ -229,9 +222,4 @@ int hook_read_bundle_annotations(const char *bundle, hook_doc *doc, pg_error *er
     rc = hook_read_bundle_annotations_at(dirfd, doc, err);
     close(dirfd);
     return rc;
-}
-
-const char *hook_annotation(const hook_doc *annotations, const char *key)
-{
-    return hook_doc_map_get(annotations, key);
 }

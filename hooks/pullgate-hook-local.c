@@ -2,17 +2,12 @@
 /*
  * pullgate-hook-local [--config FILE] [--stage STAGE] [--daemon-socket PATH|none]
  *
- * OCI hook (prestart / createRuntime / createContainer): lets a Kubernetes
- * application container start only if its pod presents credentials recorded
- * for the image's pull, or policy exempts it (docs/interfaces.md §5, §7). Exit 0 =
- * allow; exit 1 = deny with one line on stderr. Every failure denies.
- * This is the hook that decides in its own process; pullgate-hook (the thin
- * client) asks the resident pullgate-cri first and execs this one with the
- * same argv (--daemon-socket is accepted and ignored) whenever the daemon
- * does not answer. The hook never forks, so a runtime timeout can never leave
- * a child holding the runtime's stdout/stderr pipes. Each decision is also
- * appended to the local decisions spool in stateDir, from which pullgate-cri
- * counts it (hooks/local_spool.c).
+ * The hook that decides in its own process (docs/man/pullgate-hook.8; the decision:
+ * docs/interfaces.md §5, §7): exit 0 allows, exit 1 denies with one line on stderr, and
+ * every failure denies. pullgate-hook execs it with the same argv (--daemon-socket is
+ * accepted and ignored) whenever the daemon does not answer. It never forks, so a runtime
+ * timeout cannot leave a child holding the runtime's pipes. Each decision is also
+ * spooled for pullgate-cri's counters (hooks/local_spool.c).
  */
 #include "hook.h"
 

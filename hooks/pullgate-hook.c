@@ -2,26 +2,14 @@
 /*
  * pullgate-hook [--config FILE] [--stage STAGE] [--daemon-socket PATH|none]
  *
- * The OCI hook the runtimes run (hooks.d, containerd's base spec). A thin
- * client: the decision itself is made by pullgate-cri, resident as root with
- * the store open, libcrypto warm and a record cache, so a container start
- * pays for an exec of a small binary without libcrypto plus one local
- * round trip instead of mapping and initialising OpenSSL (docs/design.md,
- * "The resident hook"; bench/README.md).
- *
- * It reads the OCI state (bounded, deadline), opens the bundle directory,
- * connects to the daemon's socket (server must be uid 0), sends one request
- * with the bundle directory as an fd and prints the one reply's line and
- * exits with its status. On ANY failure before a valid reply, or when the
- * daemon answers "not mine" (another configuration), it execs
- * pullgate-hook-local from its own directory with the same argv and the
- * stdin bytes already read: a dead, hung or confused daemon costs time
- * (bounded by HOOK_DAEMON_BUDGET_MS) but never changes a decision.
- * If even that exec fails it denies (fail closed). Like the local hook it
- * never forks, so a runtime timeout can never leave a child holding the
- * runtime's stdout/stderr pipes.
- *
- * Links no libcrypto (checked by test_hook_daemon.sh with nm).
+ * The OCI hook the runtimes run: a thin client of pullgate-cri's resident hook
+ * server (docs/design.md, "The resident hook", has the protocol, the trust and
+ * the fallback). On ANY failure before a valid reply, or a "not mine", it execs
+ * pullgate-hook-local with the same argv and the stdin bytes already read: a
+ * dead, hung or confused daemon costs time (at most HOOK_DAEMON_BUDGET_MS) but
+ * never changes a decision; if even that exec fails it denies. It never forks,
+ * so a runtime timeout cannot leave a child holding the runtime's pipes. Links
+ * no libcrypto (checked by test_hook_daemon.sh with nm).
  */
 #include "hook.h"
 #include "hook_client.h"
@@ -140,8 +128,8 @@ static int ask_daemon(const char *path, const hook_request *req, int bundle_fd, 
     size_t len = hook_proto_encode_request(req, msg, sizeof msg);
     if (len == 0)
         return -1; /* over a bound: the local hook handles any size it accepts */
-    return hook_client_exchange(path, msg, len, bundle_fd,
-                                pg_monotonic_ms() + HOOK_DAEMON_BUDGET_MS, buf, cap, reply);
+    int64_t deadline = pg_monotonic_ms() + HOOK_DAEMON_BUDGET_MS;
+    return hook_client_exchange_why(path, msg, len, bundle_fd, deadline, buf, cap, reply, NULL);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -163,7 +151,7 @@ int main(int argc, char **argv)
     char *state = NULL;
     size_t state_len = 0;
     bool timed_out = false;
-    if (hook_read_fd_partial(STDIN_FILENO, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, &state,
+    if (hook_read_fd_partial(STDIN_FILENO, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, 0, &state,
                              &state_len, &timed_out, &err) != PG_OK) {
         /*
          * Let the local hook meet the same input: stdin still open (told the

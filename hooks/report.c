@@ -127,18 +127,6 @@ static int format_line(const printable *pr, const pg_decision *dec, pg_mode mode
     return 1;
 }
 
-static void emit_sinks(const hook_subject *who, const printable *pr, const pg_decision *dec,
-                       pg_mode mode, pg_notifier *notifier)
-{
-    log_decision(pr, dec, mode);
-    /* The bus only hears about a decision already made; it can never change it. Fields not
-     * known are sent empty there (a machine reads them), not as HOOK_UNKNOWN. */
-    if (notifier)
-        pg_notify_container(notifier, dec->allow, known(who->container_id, pr->id),
-                            known(who->namespace_, pr->ns), known(who->image, pr->image),
-                            known(who->image_ref, pr->ref), pr->reason);
-}
-
 int hook_report_line(const hook_subject *who, const pg_decision *dec, pg_mode mode, char *line,
                      size_t n)
 {
@@ -152,17 +140,21 @@ void hook_report_sinks(const hook_subject *who, const pg_decision *dec, pg_mode 
 {
     printable pr;
     make_printable(who, dec, &pr);
-    emit_sinks(who, &pr, dec, mode, notifier);
+    log_decision(&pr, dec, mode);
+    /* The bus only hears about a decision already made; it can never change it. Fields not
+     * known are sent empty there (a machine reads them), not as HOOK_UNKNOWN. */
+    if (notifier)
+        pg_notify_container(notifier, dec->allow, known(who->container_id, pr.id),
+                            known(who->namespace_, pr.ns), known(who->image, pr.image),
+                            known(who->image_ref, pr.ref), pr.reason);
 }
 
 int hook_report(const hook_subject *who, const pg_decision *dec, pg_mode mode,
                 pg_notifier *notifier)
 {
-    printable pr;
     char line[HOOK_LINE_MAX];
-    make_printable(who, dec, &pr);
-    emit_sinks(who, &pr, dec, mode, notifier);
-    int status = format_line(&pr, dec, mode, line, sizeof line);
+    hook_report_sinks(who, dec, mode, notifier);
+    int status = hook_report_line(who, dec, mode, line, sizeof line);
     fputs(line, stderr);
     return status;
 }

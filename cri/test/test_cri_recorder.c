@@ -177,7 +177,7 @@ static int intent_sync(env *e, const char *image)
     cri_record_waiter *w = new_waiter(e);
     ck_assert_int_eq(cri_record_intent(e->rec, image, cri_record_wait_done, w, NULL), PG_OK);
     int rc = -1;
-    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
+    ck_assert(wait_op(w, pg_monotonic_ms() + 5000, &rc));
     return rc;
 }
 
@@ -196,7 +196,7 @@ START_TEST(records_in_order)
         PG_OK);
     ck_assert_ptr_null(c.secrets); /* ownership moved to the job */
     int rc = -1;
-    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
+    ck_assert(wait_op(w, pg_monotonic_ms() + 5000, &rc));
     ck_assert_int_eq(rc, PG_OK);
     ck_assert(!intent_exists(&e, "busybox:1.36")); /* released by the pulled record */
     pg_record *r = NULL;
@@ -209,7 +209,7 @@ START_TEST(records_in_order)
     ck_assert_int_eq(intent_sync(&e, "nginx:1.25"), PG_OK);
     w = new_waiter(&e);
     ck_assert_int_eq(cri_record_failed(e.rec, "nginx:1.25", cri_record_wait_done, w, &err), PG_OK);
-    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
+    ck_assert(wait_op(w, pg_monotonic_ms() + 5000, &rc));
     ck_assert_int_eq(rc, PG_OK);
     ck_assert(!intent_exists(&e, "nginx:1.25"));
     env_down(&e);
@@ -236,7 +236,7 @@ static int pulled_with_aliases(env *e, const char *image, char **aliases)
                                        &err),
                      PG_OK);
     int rc = -1;
-    ck_assert(wait_op(w, cri_now_ms() + 5000, &rc));
+    ck_assert(wait_op(w, pg_monotonic_ms() + 5000, &rc));
     return rc;
 }
 
@@ -287,7 +287,8 @@ START_TEST(held_lock_delays_but_never_drops)
     cri_record_waiter *w1 = new_waiter(&e);
     ck_assert_int_eq(cri_record_intent(e.rec, "held:1", cri_record_wait_done, w1, &err), PG_OK);
     int rc = -1;
-    ck_assert_int_eq(cri_record_waiter_wait(w1, cri_now_ms() + 300, &rc, &err), 0); /* pending */
+    /* pending */
+    ck_assert_int_eq(cri_record_waiter_wait(w1, pg_monotonic_ms() + 300, &rc, &err), 0);
     ck_assert(!intent_exists(&e, "held:1"));
     cri_pull_creds c =
         secret_creds("team-b", "eccd54b36aa3a995266c57ea482272c142abc94251c7c4300c6fe2950fc05302");
@@ -296,9 +297,9 @@ START_TEST(held_lock_delays_but_never_drops)
                      PG_OK);
 
     close(fd); /* the lock holder goes away: both queued operations run, in order */
-    ck_assert(wait_op(w1, cri_now_ms() + 10000, &rc));
+    ck_assert(wait_op(w1, pg_monotonic_ms() + 10000, &rc));
     ck_assert_int_eq(rc, PG_OK);
-    ck_assert(wait_op(w2, cri_now_ms() + 10000, &rc));
+    ck_assert(wait_op(w2, pg_monotonic_ms() + 10000, &rc));
     ck_assert_int_eq(rc, PG_OK);
     pg_record *r = NULL;
     ck_assert_int_eq(pg_store_get(e.store, REF, &r, NULL), PG_OK);

@@ -218,12 +218,12 @@ START_TEST(a_crio_config_gives_jansson_s_annotations)
     json_t *v;
     json_object_foreach((json_t *)ann, key, v)
     {
-        const char *ours = hook_annotation(doc, key);
+        const char *ours = hook_doc_map_get(doc, key);
         ck_assert_ptr_nonnull(ours);
         ck_assert_str_eq(ours, json_string_value(v));
     }
-    ck_assert_ptr_null(hook_annotation(doc, "io.kubernetes.cri-o.Nonexistent"));
-    ck_assert_str_eq(hook_annotation(doc, "io.container.manager"), "cri-o");
+    ck_assert_ptr_null(hook_doc_map_get(doc, "io.kubernetes.cri-o.Nonexistent"));
+    ck_assert_str_eq(hook_doc_map_get(doc, "io.container.manager"), "cri-o");
     /* The root's other members are kept by kind only. */
     const char *version;
     ck_assert_int_eq(hook_doc_member(doc, "ociVersion", &version), HOOK_JSON_STRING);
@@ -279,12 +279,12 @@ START_TEST(the_hook_refuses_what_it_cannot_decide_from)
     static const char bare[] = "{\"ociVersion\":\"1\"}";
     ck_assert_int_eq(hook_parse_bundle_config(doc, bare, sizeof bare - 1, &err), PG_OK);
     ck_assert_uint_eq(hook_doc_map_size(doc), 0);
-    ck_assert_ptr_null(hook_annotation(doc, "io.container.manager"));
+    ck_assert_ptr_null(hook_doc_map_get(doc, "io.container.manager"));
     /* A nested object named "annotations" is not the map. */
     static const char nested[] =
         "{\"process\":{\"annotations\":{\"io.container.manager\":\"cri-o\"}}}";
     ck_assert_int_eq(hook_parse_bundle_config(doc, nested, sizeof nested - 1, &err), PG_OK);
-    ck_assert_ptr_null(hook_annotation(doc, "io.container.manager"));
+    ck_assert_ptr_null(hook_doc_map_get(doc, "io.container.manager"));
     hook_doc_free(doc);
 }
 END_TEST
@@ -329,16 +329,16 @@ START_TEST(a_reused_reader_forgets_the_previous_document)
     pg_error err = {0};
     static const char first[] = "{\"annotations\":{\"a\":\"1\",\"b\":\"2\"},\"x\":\"y\"}";
     ck_assert_int_eq(hook_parse_bundle_config(doc, first, sizeof first - 1, &err), PG_OK);
-    ck_assert_str_eq(hook_annotation(doc, "b"), "2");
+    ck_assert_str_eq(hook_doc_map_get(doc, "b"), "2");
     static const char second[] = "{\"annotations\":{\"a\":\"3\"}}";
     ck_assert_int_eq(hook_parse_bundle_config(doc, second, sizeof second - 1, &err), PG_OK);
-    ck_assert_str_eq(hook_annotation(doc, "a"), "3");
-    ck_assert_ptr_null(hook_annotation(doc, "b"));
+    ck_assert_str_eq(hook_doc_map_get(doc, "a"), "3");
+    ck_assert_ptr_null(hook_doc_map_get(doc, "b"));
     ck_assert_int_eq(hook_doc_member(doc, "x", NULL), HOOK_JSON_ABSENT);
     /* A failed scan leaves nothing to find. */
     ck_assert_int_ne(hook_parse_bundle_config(doc, "{\"annotations\":{\"a\":\"4\"", 23, &err),
                      PG_OK);
-    ck_assert_ptr_null(hook_annotation(doc, "a"));
+    ck_assert_ptr_null(hook_doc_map_get(doc, "a"));
     /* A large document (2 MiB of annotations), then trim: the results are gone, scanning works. */
     size_t n = 40000;
     char *big = malloc(n * 48 + 64);
@@ -349,11 +349,11 @@ START_TEST(a_reused_reader_forgets_the_previous_document)
     len += (size_t)sprintf(big + len, "}}");
     ck_assert_int_eq(hook_parse_bundle_config(doc, big, len, &err), PG_OK);
     ck_assert_uint_eq(hook_doc_map_size(doc), n);
-    ck_assert_str_eq(hook_annotation(doc, "key-0000001"), "value-0039999-padding");
+    ck_assert_str_eq(hook_doc_map_get(doc, "key-0000001"), "value-0039999-padding");
     hook_doc_trim(doc);
-    ck_assert_ptr_null(hook_annotation(doc, "key-0000001"));
+    ck_assert_ptr_null(hook_doc_map_get(doc, "key-0000001"));
     ck_assert_int_eq(hook_parse_bundle_config(doc, second, sizeof second - 1, &err), PG_OK);
-    ck_assert_str_eq(hook_annotation(doc, "a"), "3");
+    ck_assert_str_eq(hook_doc_map_get(doc, "a"), "3");
     free(big);
     hook_doc_free(doc);
 }
