@@ -29,24 +29,21 @@ static const struct option options[] = {
 typedef struct annotate_options {
     const char *namespace_, *image, *key_file;
     json_t *secrets, *sas; /* arrays of annotation credential objects */
-    int help;
 } annotate_options;
 
-static void usage(void)
-{
-    puts("Usage: " PGCTL_PROG " annotate --namespace NS --image IMAGE\n"
-         "           [--secret NS/NAME/UID:HASH[:AUTHHASH]]... [--service-account NS/NAME/UID]...\n"
-         "           [--hmac-key-file FILE]\n"
-         "\nPrints the value of the credentials annotation for a pod in namespace NS that\n"
-         "holds the given secrets and service accounts for IMAGE (keyed by its normalised\n"
-         "name). HASH is the credentialHash (pullgatectl hash, with --email when the secret\n"
-         "has one); AUTHHASH the same hash without the email (give it when they differ).\n"
-         "With --hmac-key-file the hashes are sealed (\"sealedHashes\") and the entry carries\n"
-         "\"hmac\", binding it to NS (config hmacKeyFile on the nodes; see\n"
-         "docs/annotation-hmac.md); without it the hashes are printed in clear, which only\n"
-         "clusters that opted out of the key may use. FILE must be owned by root, mode 0600\n"
-         "or 0400, 32 to 1024 bytes, used exactly as stored.");
-}
+static const char help[] =
+    "Usage: " PGCTL_PROG " annotate --namespace NS --image IMAGE\n"
+    "           [--secret NS/NAME/UID:HASH[:AUTHHASH]]... [--service-account NS/NAME/UID]...\n"
+    "           [--hmac-key-file FILE]\n"
+    "\nPrints the value of the credentials annotation for a pod in namespace NS that\n"
+    "holds the given secrets and service accounts for IMAGE (keyed by its normalised\n"
+    "name). HASH is the credentialHash (pullgatectl hash, with --email when the secret\n"
+    "has one); AUTHHASH the same hash without the email (give it when they differ).\n"
+    "With --hmac-key-file the hashes are sealed (\"sealedHashes\") and the entry carries\n"
+    "\"hmac\", binding it to NS (config hmacKeyFile on the nodes; see\n"
+    "docs/annotation-hmac.md); without it the hashes are printed in clear, which only\n"
+    "clusters that opted out of the key may use. FILE must be owned by root, mode 0600\n"
+    "or 0400, 32 to 1024 bytes, used exactly as stored.";
 
 /* Appends a credential object; hash NULL for a service account, "" omits it. */
 static int append_cred(json_t *list, const char *ns, const char *name, const char *uid,
@@ -135,8 +132,8 @@ static int check_namespaces(const annotate_options *o)
 
 static int parse_options(int argc, char **argv, annotate_options *o)
 {
-    int status = pgctl_parse_options(argc, argv, options, set_option, o, &o->help);
-    if (status != PGCTL_OK || o->help)
+    int status = pgctl_parse_options(argc, argv, options, set_option, o, help);
+    if (status != PGCTL_OK)
         return status;
     if (!o->namespace_ || !*o->namespace_)
         return pgctl_usage_error(CMD, "--namespace NS is required");
@@ -219,10 +216,7 @@ static int run_annotate(const pg_config *cfg, int argc, char **argv)
         pgctl_error("out of memory");
         status = PGCTL_INTERNAL;
     } else if ((status = parse_options(argc, argv, &o)) == PGCTL_OK) {
-        if (o.help)
-            usage();
-        else
-            status = print_annotation(&o);
+        status = print_annotation(&o);
     }
     json_decref(o.secrets);
     json_decref(o.sas);
@@ -230,4 +224,5 @@ static int run_annotate(const pg_config *cfg, int argc, char **argv)
 }
 
 const pgctl_command pgctl_cmd_annotate = {
-    CMD, "print a (signed) credentials annotation for a pod", options, 0, run_annotate};
+    CMD, "print a (signed) credentials annotation for a pod", options, 0, run_annotate,
+    NULL};

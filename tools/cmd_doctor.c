@@ -81,18 +81,12 @@ int pgctl_exec_helper(const char *helper, const char *config_path, const char *e
     return PGCTL_INTERNAL;
 }
 
-int pgctl_run_doctor(const char *config_path, int argc, char **argv)
+/* Execs pullgate-doctor with the global --config and argv[1..]; returns only on failure. */
+static int run_doctor(const char *config_path, int argc, char **argv)
 {
     return pgctl_exec_helper(HELPER, config_path, NULL, argc, argv);
 }
 
-/* Never called: main hands doctor to pgctl_run_doctor with the global --config. */
-static int run_doctor(const pg_config *cfg, int argc, char **argv)
-{
-    (void)cfg;
-    return pgctl_run_doctor(NULL, argc, argv);
-}
-
 const pgctl_command pgctl_cmd_doctor = {
     "doctor", "check this node's wiring (config, pullgate-cri, kubelet, runtime, key)", options, 0,
-    run_doctor};
+    NULL, run_doctor};

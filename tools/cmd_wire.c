@@ -18,21 +18,16 @@ static const struct option options[] = {{"runtime", required_argument, NULL, 1},
                                         {"help", no_argument, NULL, 'h'},
                                         {NULL, 0, NULL, 0}};
 
-int pgctl_run_wire(const char *config_path, int argc, char **argv)
+/* Execs pullgate-wire with the global --config and argv (argv[0] "wire" or "unwire");
+ * returns only on failure. */
+static int run_wire(const char *config_path, int argc, char **argv)
 {
     int remove = argc > 0 && argv[0][0] == 'u';
     return pgctl_exec_helper("pullgate-wire", config_path, remove ? "--remove" : NULL, argc, argv);
 }
 
-/* Never called: main hands both to pgctl_run_wire with the global --config. */
-static int run_wire(const pg_config *cfg, int argc, char **argv)
-{
-    (void)cfg;
-    return pgctl_run_wire(NULL, argc, argv);
-}
-
 const pgctl_command pgctl_cmd_wire = {
     "wire", "wire the hook into containerd or CRI-O (prints a diff with --dry-run)", options, 0,
-    run_wire};
+    NULL, run_wire};
 const pgctl_command pgctl_cmd_unwire = {"unwire", "take the hook out of containerd or CRI-O again",
-                                        options, 0, run_wire};
+                                        options, 0, NULL, run_wire};

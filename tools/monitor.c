@@ -29,7 +29,7 @@ static const struct option options[] = {{"json", no_argument, NULL, 'j'},
                                         {NULL, 0, NULL, 0}};
 
 typedef struct monitor_options {
-    int json, help;
+    int json;
     unsigned long count; /* 0: until interrupted */
 } monitor_options;
 
@@ -72,17 +72,15 @@ static void on_stop_signal(int signo)
     stop_requested = 1;
 }
 
-static void usage(void)
-{
-    puts("Usage: " PGCTL_PROG " monitor [--json] [--count N]\n"
-         "\nPrints the pullgate D-Bus signals (interface " PG_DBUS_INTERFACE ") as they\n"
-         "arrive on the configured bus (config key \"dbus\", or --dbus), one line each:\n"
-         "  2026-11-21T12:00:00Z ContainerDenied container=ID namespace=NS image=IMAGE "
-         "imageRef=REF reason=REASON\n"
-         "With --json, one JSON object per line with the keys time, signal and the\n"
-         "signal's arguments. --count N exits after N signals. SIGINT/SIGTERM exit 0;\n"
-         "an unreachable bus exits 3.");
-}
+static const char help[] =
+    "Usage: " PGCTL_PROG " monitor [--json] [--count N]\n"
+    "\nPrints the pullgate D-Bus signals (interface " PG_DBUS_INTERFACE ") as they\n"
+    "arrive on the configured bus (config key \"dbus\", or --dbus), one line each:\n"
+    "  2026-11-21T12:00:00Z ContainerDenied container=ID namespace=NS image=IMAGE "
+    "imageRef=REF reason=REASON\n"
+    "With --json, one JSON object per line with the keys time, signal and the\n"
+    "signal's arguments. --count N exits after N signals. SIGINT/SIGTERM exit 0;\n"
+    "an unreachable bus exits 3.";
 
 static int parse_count(const char *text, unsigned long *out)
 {
@@ -363,13 +361,9 @@ static void catch_stop_signals(void)
 int pgctl_monitor(const pg_config *cfg, int argc, char **argv)
 {
     monitor_options o = {0};
-    int status = pgctl_parse_options(argc, argv, options, set_option, &o, &o.help);
+    int status = pgctl_parse_options(argc, argv, options, set_option, &o, help);
     if (status != PGCTL_OK)
         return status;
-    if (o.help) {
-        usage();
-        return PGCTL_OK;
-    }
     if (!cfg) {
         pgctl_error(CMD ": no configuration");
         return PGCTL_INTERNAL;

@@ -54,7 +54,8 @@ static const struct option monitor_options[] = {{"json", no_argument, NULL, 'j'}
                                                 {NULL, 0, NULL, 0}};
 
 static const pgctl_command pgctl_cmd_monitor = {
-    "monitor", "print pullgate D-Bus signals as they arrive", monitor_options, 1, run_monitor};
+    "monitor", "print pullgate D-Bus signals as they arrive", monitor_options, 1, run_monitor,
+    NULL};
 
 static const pgctl_command *const commands[] = {
     &pgctl_cmd_hash,         &pgctl_cmd_record_intent, &pgctl_cmd_record_pulled,
@@ -348,36 +349,21 @@ static int load_config(const global_settings *g, pg_config **out)
 
 /* ----------------------------------------------------------------- main */
 
-/* doctor checks the files as the hook and pullgate-cri read them: only --config applies. */
-static int run_doctor(const split_argv *s, const global_settings *g)
-{
-    if (g->state_dir || g->policy || g->credential_ttl || g->dbus || g->allowlist.n ||
-        g->read_only_dirs.n || g->pinned.n)
-        return pgctl_usage_error("doctor", "only the global --config applies to doctor: it "
-                                           "checks the configuration file as the hook reads it");
-    return pgctl_run_doctor(g->config_path, s->n_command, s->command_argv);
-}
-
-/* wire, unwire and config-rollback edit files: only --config (the file they name or edit). */
-static int run_with_config_path(const split_argv *s, const global_settings *g)
-{
-    if (g->state_dir || g->policy || g->credential_ttl || g->dbus || g->allowlist.n ||
-        g->read_only_dirs.n || g->pinned.n)
-        return pgctl_usage_error(s->command->name, "only the global --config applies to %s",
-                                 s->command->name);
-    if (s->command == &pgctl_cmd_config_rollback)
-        return pgctl_config_rollback(g->config_path, s->n_command, s->command_argv);
-    return pgctl_run_wire(g->config_path, s->n_command, s->command_argv);
-}
-
 static int run_command(const split_argv *s, const global_settings *g)
 {
     const pgctl_command *command = s->command;
-    if (command == &pgctl_cmd_doctor)
-        return run_doctor(s, g);
-    if (command == &pgctl_cmd_wire || command == &pgctl_cmd_unwire ||
-        command == &pgctl_cmd_config_rollback)
-        return run_with_config_path(s, g);
+    /* doctor checks the files as the hook and pullgate-cri read them; wire, unwire and
+     * config-rollback edit files: only --config (the file they name or edit) applies. */
+    if (command->run_path) {
+        if (g->state_dir || g->policy || g->credential_ttl || g->dbus || g->allowlist.n ||
+            g->read_only_dirs.n || g->pinned.n)
+            return pgctl_usage_error(command->name, "only the global --config applies to %s%s",
+                                     command->name, command == &pgctl_cmd_doctor
+                                                        ? ": it checks the configuration file "
+                                                          "as the hook reads it"
+                                                        : "");
+        return command->run_path(g->config_path, s->n_command, s->command_argv);
+    }
     pg_config *cfg = NULL;
     int wants_config = command->uses_config && (!s->command_help || command->run == run_monitor);
     if (wants_config) {
@@ -387,7 +373,7 @@ static int run_command(const split_argv *s, const global_settings *g)
     }
     int status = command->run(cfg, s->n_command, s->command_argv);
     pg_config_free(cfg);
-    return status;
+    return status == PGCTL_HELPED ? PGCTL_OK : status;
 }
 
 /* Appends --help to the command's arguments (argv has a slot to spare:
