@@ -187,6 +187,13 @@ const char *pgd_running_containerd_config(const char *proc_root, char *out, size
 /* The value of --name VALUE / --name=VALUE in argv (the last one wins), or NULL. */
 const char *pgd_flag(char *const *argv, const char *name);
 
+/* j[keys[0]][keys[1]]... (keys NULL-terminated), or NULL. */
+json_t *pgd_json_path(json_t *j, const char *const *keys);
+/* Whether the JSON array holds the string value. */
+bool pgd_json_array_has(const json_t *array, const char *value);
+/* An OCI hook {"path", "args"} whose path names pullgate-hook (in any directory). */
+bool pgd_is_our_hook(const json_t *hook);
+
 /* Endpoint spellings compare equal ("unix:///run/x", "/run/x", "/var/run/x"). */
 bool pgd_same_endpoint(const char *a, const char *b);
 /* Two paths naming the same existing file (device and inode), or the same string. */

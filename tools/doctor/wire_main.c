@@ -161,37 +161,40 @@ static const change *planned(const plan *pl, const char *path)
     return NULL;
 }
 
+/* A new temporary file from template holding text (NULL: empty); false when none was made. */
+static bool temp_copy(char *template, const char *text, size_t len)
+{
+    int fd = mkstemp(template);
+    if (fd < 0)
+        return false;
+    if (text && write(fd, text, len) != (ssize_t)len)
+        say("(could not write the diff's temporary file)");
+    close(fd);
+    return true;
+}
+
 /* `diff -u` of one change, on standard output. */
 static void show_diff(const change *c)
 {
-    char tmp[] = "/tmp/pullgate-wire.XXXXXX";
-    int fd = mkstemp(tmp);
-    if (fd < 0)
+    char tmp[] = "/tmp/pullgate-wire.XXXXXX", old_copy[] = "/tmp/pullgate-wire-old.XXXXXX";
+    if (!temp_copy(tmp, c->after, c->after_len))
         return;
-    if (c->after && write(fd, c->after, c->after_len) != (ssize_t)c->after_len)
-        say("(could not write the diff's temporary file)");
-    close(fd);
+    bool old = temp_copy(old_copy, c->before, c->before_len);
     char old_label[4200], new_label[4200];
     snprintf(old_label, sizeof old_label, "%s%s", c->path, c->before ? "" : " (new)");
     snprintf(new_label, sizeof new_label, "%s%s", c->path, c->after ? " (wired)" : " (removed)");
-    char old_copy[] = "/tmp/pullgate-wire-old.XXXXXX";
-    int ofd = mkstemp(old_copy);
-    if (ofd >= 0 && c->before && write(ofd, c->before, c->before_len) != (ssize_t)c->before_len)
-        say("(could not write the diff's temporary file)");
-    if (ofd >= 0)
-        close(ofd);
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         execlp("diff", "diff", "-u", "--label", old_label, "--label", new_label,
-               ofd >= 0 ? old_copy : "/dev/null", tmp, (char *)NULL);
+               old ? old_copy : "/dev/null", tmp, (char *)NULL);
         _exit(127);
     }
     int status;
     if (pid > 0)
         waitpid(pid, &status, 0);
     unlink(tmp);
-    if (ofd >= 0)
+    if (old)
         unlink(old_copy);
 }
 
@@ -282,13 +285,6 @@ static json_t *hook_entry(const options *o, const char *hook_socket)
     return json_pack("{s:s, s:o, s:i}", "path", o->hook_path, "args", args, "timeout", 10);
 }
 
-static bool is_our_hook(const json_t *h)
-{
-    const char *path = json_string_value(json_object_get(h, "path"));
-    const char *base = path ? strrchr(path, '/') : NULL;
-    return base && strcmp(base + 1, HOOK_NAME) == 0;
-}
-
 /* Puts entry in the spec's hooks (replacing a pullgate-hook anywhere, else appended to
  * createRuntime), or with entry NULL takes every pullgate-hook out. True when it changed. */
 static bool set_hook(json_t *spec, const json_t *entry)
@@ -302,7 +298,7 @@ static bool set_hook(json_t *spec, const json_t *entry)
         json_t *list = json_object_get(hooks, *s);
         for (size_t i = 0; i < json_array_size(list);) {
             json_t *h = json_array_get(list, i);
-            if (!is_our_hook(h)) {
+            if (!pgd_is_our_hook(h)) {
                 i++;
             } else if (entry && !placed) {
                 if (!json_equal(h, (json_t *)entry)) {
@@ -709,14 +705,23 @@ bad_runtime:
     return EXIT_USAGE;
 }
 
+/* The configuration at path: the built-in defaults when there is no such file; NULL with err. */
+static pg_config *load_config(const char *path, pg_error *err)
+{
+    pg_config *cfg = pg_config_new(err);
+    if (cfg && access(path, F_OK) == 0 && pg_config_load_file(cfg, path, err) != PG_OK) {
+        pg_config_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
 /* The CRI socket the configuration wire reads names (criListen), or the default. */
 static void configured_listen(const char *config, char *out, size_t n)
 {
     pg_error err = {0};
-    pg_config *cfg = pg_config_new(&err);
-    bool loaded =
-        cfg && access(config, F_OK) == 0 && pg_config_load_file(cfg, config, &err) == PG_OK;
-    snprintf(out, n, "%s", loaded ? pg_config_cri_listen(cfg) : "unix:///run/pullgate/cri.sock");
+    pg_config *cfg = load_config(config, &err);
+    snprintf(out, n, "%s", cfg ? pg_config_cri_listen(cfg) : "unix:///run/pullgate/cri.sock");
     pg_config_free(cfg);
 }
 
@@ -774,14 +779,12 @@ static void find_cri(options *o, node_facts *f)
 static int annotation_of(const char *config, char *out, size_t n)
 {
     pg_error err = {0};
-    pg_config *cfg = pg_config_new(&err);
+    pg_config *cfg = load_config(config, &err);
     if (!cfg)
-        return refused("%s", err.message);
-    int rc = access(config, F_OK) == 0 ? pg_config_load_file(cfg, config, &err) : PG_OK;
-    if (rc == PG_OK)
-        snprintf(out, n, "%s", pg_config_annotation(cfg));
+        return refused("the configuration %s: %s", config, err.message);
+    snprintf(out, n, "%s", pg_config_annotation(cfg));
     pg_config_free(cfg);
-    return rc == PG_OK ? 0 : refused("the configuration %s: %s", config, err.message);
+    return 0;
 }
 
 static const char *pick_runtime(const options *o)
