@@ -10,6 +10,7 @@
  * another tool manages, with why), 2 on a usage error, 3 when a change failed part way
  * (the backups named above the error restore it).
  */
+#include "options.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -630,22 +631,6 @@ static int wire_crio(const options *o, const node_facts *f)
 
 /* ----------------------------------------------------------------- main */
 
-static const struct option long_options[] = {{"config", required_argument, NULL, 'c'},
-                                             {"remove", no_argument, NULL, 'r'},
-                                             {"runtime", required_argument, NULL, 'R'},
-                                             {"containerd-config", required_argument, NULL, 'C'},
-                                             {"base-spec", required_argument, NULL, 'b'},
-                                             {"crio-config-dir", required_argument, NULL, 'D'},
-                                             {"hooks-dir", required_argument, NULL, 'H'},
-                                             {"hook-path", required_argument, NULL, 'k'},
-                                             {"hook-socket", required_argument, NULL, 'S'},
-                                             {"proc-root", required_argument, NULL, 'p'},
-                                             {"dry-run", no_argument, NULL, 'n'},
-                                             {"print-containerd-configs", no_argument, NULL, 'P'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {"version", no_argument, NULL, 'V'},
-                                             {NULL, 0, NULL, 0}};
-
 static void usage(void)
 {
     puts("Usage: pullgatectl [--config FILE] wire|unwire [--dry-run] [--runtime auto|containerd|"
@@ -667,7 +652,7 @@ static int parse(int argc, char **argv, options *o)
 {
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", pgd_wire_options, NULL)) != -1) {
         switch (c) {
         case 'c': o->config = optarg, o->config_explicit = true; break;
         case 'r': o->remove = true; break;
