@@ -107,6 +107,8 @@ void pgd_check_state_dir(pgd_node *n, pgd_result *r);
 void pgd_check_record_dirs(pgd_node *n, pgd_result *r);
 void pgd_check_hmac_key(pgd_node *n, pgd_result *r);
 void pgd_find_cri_process(pgd_node *n);
+/* Whether path is the file pullgate-cri's --config names, as it sees it (device and inode). */
+bool pgd_cri_reads(const pgd_node *n, const char *path);
 void pgd_check_runtime(pgd_node *n, pgd_result *r);
 void pgd_check_cri_proxy(pgd_node *n, pgd_result *r);
 void pgd_check_hook_socket(pgd_node *n, pgd_result *r);

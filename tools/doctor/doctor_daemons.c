@@ -73,6 +73,13 @@ void pgd_find_cri_process(pgd_node *n)
     see_cri_config(n);
 }
 
+bool pgd_cri_reads(const pgd_node *n, const char *path)
+{
+    struct stat st;
+    return n->cri_config_seen && stat(path, &st) == 0 && st.st_dev == n->cri_config_st.st_dev &&
+           st.st_ino == n->cri_config_st.st_ino;
+}
+
 void pgd_check_runtime(pgd_node *n, pgd_result *r)
 {
     char version[256];
@@ -218,10 +225,7 @@ void pgd_check_hook_socket(pgd_node *n, pgd_result *r)
     } else if (reply.kind == HOOK_REPLY_NOT_MINE) {
         /* The same file: it changed since pullgate-cri read it, which a restart cures.
          * Another file: the fix is same-config's. */
-        struct stat mine;
-        bool same = n->cri_config_seen && stat(o->config_path, &mine) == 0 &&
-                    mine.st_dev == n->cri_config_st.st_dev &&
-                    mine.st_ino == n->cri_config_st.st_ino;
+        bool same = pgd_cri_reads(n, o->config_path);
         pgd_fail(r,
                  same ? "restart pullgate-cri: it reads its configuration once, at start"
                       : "give the hook and pullgate-cri the same --config (see same-config)",

@@ -304,9 +304,8 @@ int main(int argc, char **argv)
     pgd_status st;
     pgd_read_status(&node, &st);
 
-    bool failed = false;
-    for (size_t i = 0; i < n; i++)
-        failed = failed || r[i].level == PGD_FAIL;
+    size_t c[3];
+    count_levels(r, n, c);
     if (o.json)
         rc = print_json(r, n, &st) == 0 ? 0 : 3;
     else
@@ -316,5 +315,5 @@ int main(int argc, char **argv)
     free(dirs);
     if (fflush(stdout) != 0)
         return 3;
-    return rc ? rc : failed ? 1 : 0;
+    return rc ? rc : c[PGD_FAIL] ? 1 : 0;
 }

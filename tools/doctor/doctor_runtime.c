@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_IMPORTS 32
@@ -646,10 +645,7 @@ static void hook_args_command(const pgd_node *n, pgd_result *r)
 void pgd_check_same_config(pgd_node *n, pgd_result *r)
 {
     const char *mine = n->opt->config_path;
-    struct stat st;
-    bool cri_reads_mine = n->cri_config_seen && stat(mine, &st) == 0 &&
-                          st.st_dev == n->cri_config_st.st_dev &&
-                          st.st_ino == n->cri_config_st.st_ino;
+    bool cri_reads_mine = pgd_cri_reads(n, mine);
     if (!n->hook_found) {
         pgd_fail(r, "wire the hook first (see hook)", "the runtime runs no %s to compare",
                  HOOK_NAME);
