@@ -186,6 +186,12 @@ size_t pgd_running_containerds(const char *proc_root, pgd_containerd *out, size_
  * (`pullgate-wire --print-containerd-configs`). */
 const char *pgd_running_containerd_config(const char *proc_root, char *out, size_t n,
                                           size_t *candidates, pg_error *err);
+/* The containerd configuration to read: given (--containerd-config) when not NULL, else the
+ * running one's (pgd_running_containerd_config, into buf), else containerd's default when none
+ * runs. NULL with why when the running one's cannot be named, or several run (*candidates)
+ * and none is the node's service. */
+const char *pgd_containerd_config(const char *given, const char *proc_root, char *buf, size_t n,
+                                  size_t *candidates, pg_error *why);
 /* The value of --name VALUE / --name=VALUE in argv (the last one wins), or NULL. */
 const char *pgd_flag(char *const *argv, const char *name);
 

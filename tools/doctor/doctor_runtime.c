@@ -281,31 +281,13 @@ static int check_handler_spec(pgd_node *n, const char *name, const json_t *handl
     return rc;
 }
 
-/* --containerd-config, else the running containerd's --config (as it opened it), else
- * containerd's default when none runs. NULL with why when the running one's cannot be
- * named, or several run and none is the node's service. */
-static const char *containerd_config_path(const pgd_node *n, char *buf, size_t len,
-                                          pg_error *why)
-{
-    if (n->opt->containerd_config)
-        return n->opt->containerd_config;
-    size_t candidates = 0;
-    const char *running =
-        pgd_running_containerd_config(n->opt->proc_root, buf, len, &candidates, why);
-    if (running)
-        return running;
-    if (candidates > 1)
-        pg_fail(why, PG_ERR_CONFIG,
-                "%zu containerd processes run and none is the node's service (started by init)",
-                candidates);
-    return candidates ? NULL : PGD_CONTAINERD_DEFAULT_CONFIG;
-}
-
 static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
 {
     char running[4096];
     pg_error unnamed = {0};
-    const char *path = containerd_config_path(n, running, sizeof running, &unnamed);
+    size_t candidates = 0;
+    const char *path = pgd_containerd_config(n->opt->containerd_config, n->opt->proc_root,
+                                             running, sizeof running, &candidates, &unnamed);
     if (!path) {
         pgd_fail(r,
                  "name containerd's configuration: pullgatectl doctor --containerd-config FILE "

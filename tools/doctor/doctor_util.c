@@ -532,6 +532,22 @@ const char *pgd_running_containerd_config(const char *proc_root, char *out, size
     return rc == PG_OK ? out : NULL;
 }
 
+const char *pgd_containerd_config(const char *given, const char *proc_root, char *buf, size_t n,
+                                  size_t *candidates, pg_error *why)
+{
+    *candidates = 0;
+    if (given)
+        return given;
+    const char *running = pgd_running_containerd_config(proc_root, buf, n, candidates, why);
+    if (running)
+        return running;
+    if (*candidates > 1)
+        pg_fail(why, PG_ERR_CONFIG,
+                "%zu containerd processes run and none is the node's service (started by init)",
+                *candidates);
+    return *candidates ? NULL : PGD_CONTAINERD_DEFAULT_CONFIG;
+}
+
 const char *pgd_flag(char *const *argv, const char *name)
 {
     const char *value = NULL;

@@ -435,27 +435,18 @@ typedef struct node_facts {
 
 static int find_containerd_config(const options *o, node_facts *f)
 {
-    if (o->containerd_config) {
-        snprintf(f->cd_config, sizeof f->cd_config, "%s", o->containerd_config);
-        f->cd_source = "--containerd-config";
-        return 0;
-    }
     size_t candidates = 0;
     pg_error why = {0};
-    if (pgd_running_containerd_config(o->proc_root, f->cd_config, sizeof f->cd_config, &candidates,
-                                      &why)) {
-        f->cd_source = "the running containerd's";
-        return 0;
-    }
-    if (candidates > 1)
-        return refused("%zu containerd processes run and none is the node's service (started by "
-                       "init): name its configuration with --containerd-config FILE",
-                       candidates);
-    if (candidates == 1)
-        return refused("%s: name containerd's configuration with --containerd-config FILE",
-                       why.message);
-    snprintf(f->cd_config, sizeof f->cd_config, "%s", PGD_CONTAINERD_DEFAULT_CONFIG);
-    f->cd_source = "containerd's default (no containerd runs)";
+    const char *path = pgd_containerd_config(o->containerd_config, o->proc_root, f->cd_config,
+                                             sizeof f->cd_config, &candidates, &why);
+    if (!path)
+        return refused("%s: name %s configuration with --containerd-config FILE", why.message,
+                       candidates > 1 ? "its" : "containerd's");
+    f->cd_source = path == o->containerd_config ? "--containerd-config"
+                   : path == f->cd_config       ? "the running containerd's"
+                                                : "containerd's default (no containerd runs)";
+    if (path != f->cd_config)
+        snprintf(f->cd_config, sizeof f->cd_config, "%s", path);
     return 0;
 }
 
