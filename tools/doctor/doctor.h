@@ -162,13 +162,13 @@ char **pgd_socket_server(const char *proc_root, const char *endpoint, const char
  * entry the packaged one does not cover). */
 #define PGD_CRIO_CONFIG_DIR "/etc/crio/crio.conf.d"
 #define PGD_ADMIN_HOOKS_DIR "/etc/containers/oci/hooks.d"
-/* The node's NAME daemon (a node process, as pgd_find_process): the one started by init (a service), else the only one; its argv (caller frees) and pid. NULL
- * when none runs or several could be it (*candidates says how many). */
+/* The node's NAME daemon (a node process, as pgd_find_process): the one started by init (a
+ * service), else (unless init_only: never a process someone started by hand or a test's) the
+ * only one; its argv (caller frees) and pid. NULL when none runs or several could be it
+ * (*candidates says how many). */
 #define PGD_MAX_SERVICES 16
-char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates);
-/* The same, the one started by init only: never a process someone started by hand or a test's. */
-char **pgd_find_init_service(const char *proc_root, const char *name, int *pid,
-                             size_t *candidates);
+char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates,
+                        bool init_only);
 /* A running containerd: a node process. */
 typedef struct pgd_containerd {
     int pid;

@@ -49,8 +49,8 @@ void pgd_find_cri_process(pgd_node *n)
         n->cfg ? pg_config_cri_listen(n->cfg) : "unix:///run/pullgate/cri.sock";
     char **argv = pgd_socket_server(n->opt->proc_root, configured, "pullgate-cri", &n->cri_pid);
     if (!argv)
-        argv = pgd_find_init_service(n->opt->proc_root, "pullgate-cri", &n->cri_pid,
-                                     &n->cri_candidates);
+        argv = pgd_find_service(n->opt->proc_root, "pullgate-cri", &n->cri_pid,
+                                &n->cri_candidates, true);
     n->cri_process = argv != NULL;
     n->cri_argv = argv;
     const char *config = argv ? pgd_flag(argv, "config") : NULL;

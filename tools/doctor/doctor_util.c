@@ -451,8 +451,8 @@ static bool note_service(int pid, char **argv, void *ctx)
 
 /* A node's daemon is a service: started by init. Others (a test's, a tenant's privileged
  * container's) count only when no service of that name runs. */
-static char **find_service(const char *proc_root, const char *name, int *pid, size_t *candidates,
-                           bool init_only)
+char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates,
+                        bool init_only)
 {
     services c = {.proc_root = proc_root};
     scan_processes(proc_root, name, note_service, &c);
@@ -474,17 +474,6 @@ static char **find_service(const char *proc_root, const char *name, int *pid, si
         }
     }
     return found;
-}
-
-char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates)
-{
-    return find_service(proc_root, name, pid, candidates, false);
-}
-
-char **pgd_find_init_service(const char *proc_root, const char *name, int *pid,
-                             size_t *candidates)
-{
-    return find_service(proc_root, name, pid, candidates, true);
 }
 
 typedef struct containerds {
@@ -524,7 +513,7 @@ const char *pgd_running_containerd_config(const char *proc_root, char *out, size
                                           size_t *candidates, pg_error *err)
 {
     int pid = 0;
-    char **argv = pgd_find_service(proc_root, "containerd", &pid, candidates);
+    char **argv = pgd_find_service(proc_root, "containerd", &pid, candidates, false);
     if (!argv)
         return NULL;
     int rc = containerd_config_of(proc_root, pid, argv, out, n, err);
