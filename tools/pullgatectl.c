@@ -192,25 +192,19 @@ static const struct option *global_after_command(const split_argv *s, const char
     return opt && opt->val != 'h' ? opt : NULL;
 }
 
-/* Moves argv[*i] (and its value) into the global part. */
+/* Moves argv[*i] (and its value, when opt takes one) into part. */
+static void take(char **part, int *n, const struct option *opt, int argc, char **argv, int *i)
+{
+    part[(*n)++] = argv[*i];
+    if (takes_separate_value(opt, argv[*i]) && *i + 1 < argc)
+        part[(*n)++] = argv[++*i];
+}
+
 static void take_global(split_argv *s, int argc, char **argv, int *i)
 {
     const struct option *opt = s->command ? global_after_command(s, argv[*i])
                                           : find_long_option(global_options, argv[*i], 1);
-    s->global[s->n_global++] = argv[*i];
-    if (takes_separate_value(opt, argv[*i]) && *i + 1 < argc)
-        s->global[s->n_global++] = argv[++*i];
-}
-
-/* Moves argv[*i] (and its value) into the command part. */
-static void take_command_arg(split_argv *s, int argc, char **argv, int *i)
-{
-    const struct option *opt = find_long_option(s->command->options, argv[*i], 1);
-    if (is_help_flag(argv[*i]))
-        s->command_help = 1;
-    s->command_argv[s->n_command++] = argv[*i];
-    if (takes_separate_value(opt, argv[*i]) && *i + 1 < argc)
-        s->command_argv[s->n_command++] = argv[++*i];
+    take(s->global, &s->n_global, opt, argc, argv, i);
 }
 
 static int split_arguments(int argc, char **argv, split_argv *s)
@@ -234,7 +228,9 @@ static int split_arguments(int argc, char **argv, split_argv *s)
         } else if (global_after_command(s, arg)) {
             take_global(s, argc, argv, &i);
         } else {
-            take_command_arg(s, argc, argv, &i);
+            s->command_help |= is_help_flag(arg);
+            take(s->command_argv, &s->n_command, find_long_option(s->command->options, arg, 1),
+                 argc, argv, &i);
         }
     }
     s->global[s->n_global] = NULL;
