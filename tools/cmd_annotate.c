@@ -28,45 +28,28 @@ static const struct option options[] = {
 
 typedef struct annotate_options {
     const char *namespace_, *image, *key_file;
-    json_t *secrets, *sas; /* arrays of annotation credential objects */
-    int help;
+    /* In command-line order; each option occurs at most argc times. The strings point into
+     * argv; an empty credentialHash stands for none, auth_hashes[i] NULL when not given. */
+    pg_secret *secrets;
+    const char **auth_hashes;
+    size_t n_secrets;
+    pg_service_account *sas;
+    size_t n_sas;
 } annotate_options;
 
-static void usage(void)
-{
-    puts("Usage: " PGCTL_PROG " annotate --namespace NS --image IMAGE\n"
-         "           [--secret NS/NAME/UID:HASH[:AUTHHASH]]... [--service-account NS/NAME/UID]...\n"
-         "           [--hmac-key-file FILE]\n"
-         "\nPrints the value of the credentials annotation for a pod in namespace NS that\n"
-         "holds the given secrets and service accounts for IMAGE (keyed by its normalised\n"
-         "name). HASH is the credentialHash (pullgatectl hash, with --email when the secret\n"
-         "has one); AUTHHASH the same hash without the email (give it when they differ).\n"
-         "With --hmac-key-file the hashes are sealed (\"sealedHashes\") and the entry carries\n"
-         "\"hmac\", binding it to NS (config hmacKeyFile on the nodes; see\n"
-         "docs/annotation-hmac.md); without it the hashes are printed in clear, which only\n"
-         "clusters that opted out of the key may use. FILE must be owned by root, mode 0600\n"
-         "or 0400, 32 to 1024 bytes, used exactly as stored.");
-}
-
-/* Appends a credential object; hash NULL for a service account, "" omits it. */
-static int append_cred(json_t *list, const char *ns, const char *name, const char *uid,
-                       const char *hash, const char *auth_hash)
-{
-    json_t *o = json_pack("{s:s, s:s, s:s}", "namespace", ns, "name", name, "uid", uid);
-    if (o && hash && *hash && json_object_set_new(o, "credentialHash", json_string(hash)) != 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (o && auth_hash && json_object_set_new(o, "authHash", json_string(auth_hash)) != 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (!o || json_array_append_new(list, o) != 0) {
-        pgctl_error("out of memory");
-        return PGCTL_INTERNAL;
-    }
-    return PGCTL_OK;
-}
+static const char help[] =
+    "Usage: " PGCTL_PROG " annotate --namespace NS --image IMAGE\n"
+    "           [--secret NS/NAME/UID:HASH[:AUTHHASH]]... [--service-account NS/NAME/UID]...\n"
+    "           [--hmac-key-file FILE]\n"
+    "\nPrints the value of the credentials annotation for a pod in namespace NS that\n"
+    "holds the given secrets and service accounts for IMAGE (keyed by its normalised\n"
+    "name). HASH is the credentialHash (pullgatectl hash, with --email when the secret\n"
+    "has one); AUTHHASH the same hash without the email (give it when they differ).\n"
+    "With --hmac-key-file the hashes are sealed (\"sealedHashes\") and the entry carries\n"
+    "\"hmac\", binding it to NS (config hmacKeyFile on the nodes; see\n"
+    "docs/annotation-hmac.md); without it the hashes are printed in clear, which only\n"
+    "clusters that opted out of the key may use. FILE must be owned by root, mode 0600\n"
+    "or 0400, 32 to 1024 bytes, used exactly as stored.";
 
 /* NS/NAME/UID:HASH:AUTHHASH: splits off AUTHHASH (NULL when not given). */
 static const char *split_auth_hash(char *arg)
@@ -82,25 +65,6 @@ static const char *split_auth_hash(char *arg)
     return NULL;
 }
 
-static int add_secret(annotate_options *o, char *arg)
-{
-    pg_secret s;
-    const char *auth_hash = split_auth_hash(arg);
-    int status = pgctl_parse_secret(CMD, arg, &s);
-    if (status != PGCTL_OK)
-        return status;
-    return append_cred(o->secrets, s.namespace_, s.name, s.uid, s.credential_hash, auth_hash);
-}
-
-static int add_service_account(annotate_options *o, char *arg)
-{
-    pg_service_account sa;
-    int status = pgctl_parse_service_account(CMD, arg, &sa);
-    if (status != PGCTL_OK)
-        return status;
-    return append_cred(o->sas, sa.namespace_, sa.name, sa.uid, NULL, NULL);
-}
-
 static int set_option(void *ctx, int c, char *arg)
 {
     annotate_options *o = ctx;
@@ -108,8 +72,10 @@ static int set_option(void *ctx, int c, char *arg)
     case OPT_NAMESPACE: o->namespace_ = arg; return PGCTL_OK;
     case OPT_IMAGE: o->image = arg; return PGCTL_OK;
     case OPT_HMAC_KEY_FILE: o->key_file = arg; return PGCTL_OK;
-    case OPT_SECRET: return add_secret(o, arg);
-    case OPT_SERVICE_ACCOUNT: return add_service_account(o, arg);
+    case OPT_SECRET:
+        o->auth_hashes[o->n_secrets] = split_auth_hash(arg);
+        return pgctl_parse_secret(CMD, arg, &o->secrets[o->n_secrets++]);
+    case OPT_SERVICE_ACCOUNT: return pgctl_parse_service_account(CMD, arg, &o->sas[o->n_sas++]);
     default: return PGCTL_NOT_MINE;
     }
 }
@@ -117,26 +83,21 @@ static int set_option(void *ctx, int c, char *arg)
 /* A credential of another namespace would be ignored by every verifier: a producer bug. */
 static int check_namespaces(const annotate_options *o)
 {
-    const json_t *lists[] = {o->secrets, o->sas};
-    for (size_t l = 0; l < 2; l++) {
-        size_t i;
-        json_t *item;
-        json_array_foreach(lists[l], i, item)
-        {
-            const char *ns = json_string_value(json_object_get(item, "namespace"));
-            if (strcmp(ns, o->namespace_) != 0)
-                return pgctl_usage_error(CMD, "credential namespace \"%.64s\" is not --namespace "
-                                              "\"%.64s\" (a pod can only use its own)",
-                                         ns, o->namespace_);
-        }
+    for (size_t i = 0; i < o->n_secrets + o->n_sas; i++) {
+        const char *ns =
+            i < o->n_secrets ? o->secrets[i].namespace_ : o->sas[i - o->n_secrets].namespace_;
+        if (strcmp(ns, o->namespace_) != 0)
+            return pgctl_usage_error(CMD, "credential namespace \"%.64s\" is not --namespace "
+                                          "\"%.64s\" (a pod can only use its own)",
+                                     ns, o->namespace_);
     }
     return PGCTL_OK;
 }
 
 static int parse_options(int argc, char **argv, annotate_options *o)
 {
-    int status = pgctl_parse_options(argc, argv, options, set_option, o, &o->help);
-    if (status != PGCTL_OK || o->help)
+    int status = pgctl_parse_options(argc, argv, options, set_option, o, help);
+    if (status != PGCTL_OK)
         return status;
     if (!o->namespace_ || !*o->namespace_)
         return pgctl_usage_error(CMD, "--namespace NS is required");
@@ -160,27 +121,16 @@ static int sign_annotation(const annotate_options *o, pg_annotation *a)
 /* Copies the parsed credentials into the annotation, in command-line order. */
 static int add_credentials(const annotate_options *o, pg_annotation *a, pg_error *err)
 {
-    size_t i;
-    json_t *c;
     int rc = PG_OK;
-    json_array_foreach(o->secrets, i, c)
-    {
-        if (rc == PG_OK)
-            rc = pg_annotation_add_secret_hashes(
-                a, o->image, json_string_value(json_object_get(c, "namespace")),
-                json_string_value(json_object_get(c, "name")),
-                json_string_value(json_object_get(c, "uid")),
-                json_string_value(json_object_get(c, "credentialHash")),
-                json_string_value(json_object_get(c, "authHash")), err);
+    for (size_t i = 0; rc == PG_OK && i < o->n_secrets; i++) {
+        const pg_secret *s = &o->secrets[i];
+        rc = pg_annotation_add_secret_hashes(a, o->image, s->namespace_, s->name, s->uid,
+                                             *s->credential_hash ? s->credential_hash : NULL,
+                                             o->auth_hashes[i], err);
     }
-    json_array_foreach(o->sas, i, c)
-    {
-        if (rc == PG_OK)
-            rc = pg_annotation_add_service_account(
-                a, o->image, json_string_value(json_object_get(c, "namespace")),
-                json_string_value(json_object_get(c, "name")),
-                json_string_value(json_object_get(c, "uid")), err);
-    }
+    for (size_t i = 0; rc == PG_OK && i < o->n_sas; i++)
+        rc = pg_annotation_add_service_account(a, o->image, o->sas[i].namespace_, o->sas[i].name,
+                                               o->sas[i].uid, err);
     return rc;
 }
 
@@ -213,21 +163,22 @@ static int print_annotation(const annotate_options *o)
 static int run_annotate(const pg_config *cfg, int argc, char **argv)
 {
     (void)cfg;
-    annotate_options o = {.secrets = json_array(), .sas = json_array()};
+    annotate_options o = {.secrets = calloc((size_t)argc, sizeof *o.secrets),
+                          .auth_hashes = calloc((size_t)argc, sizeof *o.auth_hashes),
+                          .sas = calloc((size_t)argc, sizeof *o.sas)};
     int status = PGCTL_OK;
-    if (!o.secrets || !o.sas) {
+    if (!o.secrets || !o.auth_hashes || !o.sas) {
         pgctl_error("out of memory");
         status = PGCTL_INTERNAL;
     } else if ((status = parse_options(argc, argv, &o)) == PGCTL_OK) {
-        if (o.help)
-            usage();
-        else
-            status = print_annotation(&o);
+        status = print_annotation(&o);
     }
-    json_decref(o.secrets);
-    json_decref(o.sas);
+    free(o.secrets);
+    free(o.auth_hashes);
+    free(o.sas);
     return status;
 }
 
 const pgctl_command pgctl_cmd_annotate = {
-    CMD, "print a (signed) credentials annotation for a pod", options, 0, run_annotate};
+    CMD, "print a (signed) credentials annotation for a pod", options, 0, run_annotate,
+    NULL};

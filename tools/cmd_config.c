@@ -62,25 +62,19 @@ static int print_config(const pg_config *cfg)
 
 static int run_check_config(const pg_config *cfg, int argc, char **argv)
 {
-    int help = 0;
-    int status = pgctl_parse_options(argc, argv, options, no_option, NULL, &help);
-    if (status != PGCTL_OK)
-        return status;
-    if (help) {
-        puts("Usage: " PGCTL_PROG " [--config FILE] check-config\n"
-             "\nLoads and validates the configuration (with the global options applied)\n"
-             "and prints the effective configuration as JSON. An unknown key or an\n"
-             "invalid value is reported naming the key, with exit status 2; an\n"
-             "hmacKeyFile the hook could not use (missing, not root's, readable by\n"
-             "group or others, wrong size) fails as well.");
-        return PGCTL_OK;
-    }
-    if ((status = check_allowlist(cfg)) != PGCTL_OK)
-        return status;
-    if ((status = check_hmac_key(cfg)) != PGCTL_OK)
+    int status = pgctl_parse_options(
+        argc, argv, options, no_option, NULL,
+        "Usage: " PGCTL_PROG " [--config FILE] check-config\n"
+        "\nLoads and validates the configuration (with the global options applied)\n"
+        "and prints the effective configuration as JSON. An unknown key or an\n"
+        "invalid value is reported naming the key, with exit status 2; an\n"
+        "hmacKeyFile the hook could not use (missing, not root's, readable by\n"
+        "group or others, wrong size) fails as well.");
+    if (status != PGCTL_OK || (status = check_allowlist(cfg)) != PGCTL_OK ||
+        (status = check_hmac_key(cfg)) != PGCTL_OK)
         return status;
     return print_config(cfg);
 }
 
 const pgctl_command pgctl_cmd_check_config = {
-    CMD, "validate the configuration and print it as JSON", options, 1, run_check_config};
+    CMD, "validate the configuration and print it as JSON", options, 1, run_check_config, NULL};

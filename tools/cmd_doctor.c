@@ -5,6 +5,7 @@
  * maps none of them. The helper is looked for beside this executable first (the
  * build tree), then where the packages install it.
  */
+#include "doctor/options.h"
 #include "pgctl.h"
 
 #include <errno.h>
@@ -16,22 +17,6 @@
 
 #define HELPER "pullgate-doctor"
 
-static const struct option options[] = {{"json", no_argument, NULL, 'j'},
-                                        {"proc-root", required_argument, NULL, 1},
-                                        {"containerd-config", required_argument, NULL, 1},
-                                        {"crio-config", required_argument, NULL, 1},
-                                        {"crio-config-dir", required_argument, NULL, 1},
-                                        {"crio-hooks-dir", required_argument, NULL, 1},
-                                        {"kubelet-config", required_argument, NULL, 1},
-                                        {"kubelet-version", required_argument, NULL, 1},
-                                        {"hook-socket", required_argument, NULL, 1},
-                                        {"runtime", required_argument, NULL, 1},
-                                        {"timeout-ms", required_argument, NULL, 1},
-                                        {"systemd-dir", required_argument, NULL, 1},
-                                        {"kubelet-flags-file", required_argument, NULL, 1},
-                                        {"hook-path", required_argument, NULL, 1},
-                                        {"help", no_argument, NULL, 'h'},
-                                        {NULL, 0, NULL, 0}};
 
 /* <directory of /proc/self/exe>/HELPER when it exists, else PG_HELPER_DIR/HELPER. */
 static void helper_path(const char *helper, char *out, size_t n)
@@ -81,18 +66,12 @@ int pgctl_exec_helper(const char *helper, const char *config_path, const char *e
     return PGCTL_INTERNAL;
 }
 
-int pgctl_run_doctor(const char *config_path, int argc, char **argv)
+/* Execs pullgate-doctor with the global --config and argv[1..]; returns only on failure. */
+static int run_doctor(const char *config_path, int argc, char **argv)
 {
     return pgctl_exec_helper(HELPER, config_path, NULL, argc, argv);
 }
 
-/* Never called: main hands doctor to pgctl_run_doctor with the global --config. */
-static int run_doctor(const pg_config *cfg, int argc, char **argv)
-{
-    (void)cfg;
-    return pgctl_run_doctor(NULL, argc, argv);
-}
-
 const pgctl_command pgctl_cmd_doctor = {
-    "doctor", "check this node's wiring (config, pullgate-cri, kubelet, runtime, key)", options, 0,
-    run_doctor};
+    "doctor", "check this node's wiring (config, pullgate-cri, kubelet, runtime, key)",
+    pgd_doctor_options + PGD_OWN_DOCTOR_OPTIONS, 0, NULL, run_doctor};

@@ -28,20 +28,18 @@ static const struct option options[] = {
 
 typedef struct hash_options {
     const char *username, *email, *password_file, *dockerconfig, *image;
-    int password_stdin, help;
+    int password_stdin;
 } hash_options;
 
-static void usage(void)
-{
-    puts("Usage: " PGCTL_PROG " hash --username USER (--password-stdin | --password-file FILE)\n"
-         "                        [--email EMAIL]\n"
-         "       " PGCTL_PROG " hash --dockerconfigjson FILE --image IMAGE\n"
-         "\nPrints the kubelet credentialHash of a registry credential. The password is\n"
-         "read from standard input or a file (one trailing newline is removed), never\n"
-         "from the command line. With --dockerconfigjson, prints the hash of every entry\n"
-         "of the secret that applies to IMAGE, one per line, most specific first\n"
-         "(nothing when no entry applies). FILE '-' is standard input.");
-}
+static const char help[] =
+    "Usage: " PGCTL_PROG " hash --username USER (--password-stdin | --password-file FILE)\n"
+    "                        [--email EMAIL]\n"
+    "       " PGCTL_PROG " hash --dockerconfigjson FILE --image IMAGE\n"
+    "\nPrints the kubelet credentialHash of a registry credential. The password is\n"
+    "read from standard input or a file (one trailing newline is removed), never\n"
+    "from the command line. With --dockerconfigjson, prints the hash of every entry\n"
+    "of the secret that applies to IMAGE, one per line, most specific first\n"
+    "(nothing when no entry applies). FILE '-' is standard input.";
 
 static int set_option(void *ctx, int c, char *arg)
 {
@@ -145,17 +143,12 @@ static int run_hash(const pg_config *cfg, int argc, char **argv)
 {
     (void)cfg;
     hash_options o = {0};
-    int status = pgctl_parse_options(argc, argv, options, set_option, &o, &o.help);
-    if (status != PGCTL_OK)
-        return status;
-    if (o.help) {
-        usage();
-        return PGCTL_OK;
-    }
-    if ((status = check_options(&o)) != PGCTL_OK)
+    int status = pgctl_parse_options(argc, argv, options, set_option, &o, help);
+    if (status != PGCTL_OK || (status = check_options(&o)) != PGCTL_OK)
         return status;
     return o.dockerconfig ? hash_dockerconfig(&o) : hash_password(&o);
 }
 
 const pgctl_command pgctl_cmd_hash = {
-    CMD, "print the kubelet credentialHash of a registry credential", options, 0, run_hash};
+    CMD, "print the kubelet credentialHash of a registry credential", options, 0, run_hash,
+    NULL};

@@ -21,7 +21,7 @@ static const struct option show_options[] = {
 
 typedef struct view_options {
     const char *image_ref;
-    int json, help;
+    int json;
 } view_options;
 
 static int set_view_option(void *ctx, int c, char *arg)
@@ -144,20 +144,16 @@ static int list_records(const pg_config *cfg, int json)
 static int run_list(const pg_config *cfg, int argc, char **argv)
 {
     view_options o = {0};
-    int status = pgctl_parse_options(argc, argv, list_options, set_view_option, &o, &o.help);
-    if (status != PGCTL_OK)
-        return status;
-    if (o.help) {
-        puts("Usage: " PGCTL_PROG " list [--json]\n"
-             "\nLists the pulled records of the writable and the read-only record\n"
-             "directories, one line per record: imageRef, lastUpdatedTime, directory, and\n"
-             "per image name the number of secrets and service accounts and whether any\n"
-             "pod on the node may use it. --json prints a JSON array of the kubelet\n"
-             "records, each with an added \"dir\". Invalid record files are reported on\n"
-             "standard error and make the exit status 3.");
-        return PGCTL_OK;
-    }
-    return list_records(cfg, o.json);
+    int status = pgctl_parse_options(
+        argc, argv, list_options, set_view_option, &o,
+        "Usage: " PGCTL_PROG " list [--json]\n"
+        "\nLists the pulled records of the writable and the read-only record\n"
+        "directories, one line per record: imageRef, lastUpdatedTime, directory, and\n"
+        "per image name the number of secrets and service accounts and whether any\n"
+        "pod on the node may use it. --json prints a JSON array of the kubelet\n"
+        "records, each with an added \"dir\". Invalid record files are reported on\n"
+        "standard error and make the exit status 3.");
+    return status != PGCTL_OK ? status : list_records(cfg, o.json);
 }
 
 /* ----------------------------------------------------------------- show */
@@ -238,21 +234,20 @@ static int show_record(const pg_config *cfg, const view_options *o)
 static int run_show(const pg_config *cfg, int argc, char **argv)
 {
     view_options o = {0};
-    int status = pgctl_parse_options(argc, argv, show_options, set_view_option, &o, &o.help);
+    int status = pgctl_parse_options(
+        argc, argv, show_options, set_view_option, &o,
+        "Usage: " PGCTL_PROG " show --image-ref REF [--json]\n"
+        "\nShows the pulled record of REF from the first record directory that has\n"
+        "one (the writable one first). Exit status 2 when there is none.");
     if (status != PGCTL_OK)
         return status;
-    if (o.help) {
-        puts("Usage: " PGCTL_PROG " show --image-ref REF [--json]\n"
-             "\nShows the pulled record of REF from the first record directory that has\n"
-             "one (the writable one first). Exit status 2 when there is none.");
-        return PGCTL_OK;
-    }
     if (!o.image_ref || !*o.image_ref)
         return pgctl_usage_error("show", "--image-ref REF is required");
     return show_record(cfg, &o);
 }
 
 const pgctl_command pgctl_cmd_list = {
-    "list", "list the pulled records of every record directory", list_options, 1, run_list};
+    "list", "list the pulled records of every record directory", list_options, 1, run_list,
+    NULL};
 const pgctl_command pgctl_cmd_show = {
-    "show", "show the pulled record of an image ID", show_options, 1, run_show};
+    "show", "show the pulled record of an image ID", show_options, 1, run_show, NULL};

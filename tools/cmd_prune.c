@@ -21,20 +21,18 @@ static const struct option options[] = {{"in-use", required_argument, NULL, OPT_
 
 typedef struct prune_options {
     const char *in_use, *before;
-    int allow_empty, help;
+    int allow_empty;
 } prune_options;
 
-static void usage(void)
-{
-    puts("Usage: " PGCTL_PROG " prune --in-use FILE [--before TIME] [--allow-empty]\n"
-         "\nDeletes from the writable record directory every pulled record whose imageRef\n"
-         "is not listed in FILE (one imageRef per line; '-' is standard input) and, with\n"
-         "--before, that was last updated before TIME (RFC 3339, or a duration such as\n"
-         "\"720h\" meaning older than that). Records of pinned images are kept. The\n"
-         "image-index entries, credential times and name-index lines of deleted records\n"
-         "go too. Prints the number of records deleted. An empty FILE is refused unless\n"
-         "--allow-empty is given (deleting a record makes its image count as preloaded).");
-}
+static const char help[] =
+    "Usage: " PGCTL_PROG " prune --in-use FILE [--before TIME] [--allow-empty]\n"
+    "\nDeletes from the writable record directory every pulled record whose imageRef\n"
+    "is not listed in FILE (one imageRef per line; '-' is standard input) and, with\n"
+    "--before, that was last updated before TIME (RFC 3339, or a duration such as\n"
+    "\"720h\" meaning older than that). Records of pinned images are kept. The\n"
+    "image-index entries, credential times and name-index lines of deleted records\n"
+    "go too. Prints the number of records deleted. An empty FILE is refused unless\n"
+    "--allow-empty is given (deleting a record makes its image count as preloaded).";
 
 static int set_option(void *ctx, int c, char *arg)
 {
@@ -143,13 +141,9 @@ static int prune(pg_store *store, void *ctx)
 static int run_prune(const pg_config *cfg, int argc, char **argv)
 {
     prune_options o = {0};
-    int status = pgctl_parse_options(argc, argv, options, set_option, &o, &o.help);
+    int status = pgctl_parse_options(argc, argv, options, set_option, &o, help);
     if (status != PGCTL_OK)
         return status;
-    if (o.help) {
-        usage();
-        return PGCTL_OK;
-    }
     if (!o.in_use)
         return pgctl_usage_error(CMD, "--in-use FILE is required");
     time_t before = 0;
@@ -166,4 +160,4 @@ static int run_prune(const pg_config *cfg, int argc, char **argv)
 }
 
 const pgctl_command pgctl_cmd_prune = {
-    CMD, "delete the records of images no longer in use", options, 1, run_prune};
+    CMD, "delete the records of images no longer in use", options, 1, run_prune, NULL};

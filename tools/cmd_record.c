@@ -49,23 +49,18 @@ static int run_op(pg_store *store, void *ctx)
 static int run_image_op(const pg_config *cfg, int argc, char **argv, const char *help_text,
                         image_op op)
 {
-    const char *cmd = argv[0];
-    int help = 0;
-    int status = pgctl_parse_options(argc, argv, image_options, set_image, &op, &help);
+    int status = pgctl_parse_options(argc, argv, image_options, set_image, &op, help_text);
     if (status != PGCTL_OK)
         return status;
-    if (help) {
-        printf("Usage: " PGCTL_PROG " %s --image IMAGE\n\n%s\n", cmd, help_text);
-        return PGCTL_OK;
-    }
     if (!op.image || !*op.image)
-        return pgctl_usage_error(cmd, "--image IMAGE is required");
+        return pgctl_usage_error(argv[0], "--image IMAGE is required");
     return pgctl_with_store(cfg, run_op, &op);
 }
 
 static int run_record_intent(const pg_config *cfg, int argc, char **argv)
 {
     return run_image_op(cfg, argc, argv,
+                        "Usage: " PGCTL_PROG " record-intent --image IMAGE\n\n"
                         "Records that a pull of IMAGE started (a pull intent). Until the pull\n"
                         "is recorded as pulled or failed, IMAGE counts as pulled by pullgate.",
                         (image_op){pg_store_record_intent, NULL});
@@ -74,6 +69,7 @@ static int run_record_intent(const pg_config *cfg, int argc, char **argv)
 static int run_record_failed(const pg_config *cfg, int argc, char **argv)
 {
     return run_image_op(cfg, argc, argv,
+                        "Usage: " PGCTL_PROG " record-failed --image IMAGE\n\n"
                         "Records that a pull of IMAGE failed: releases one pull intent.",
                         (image_op){pg_store_record_failed, NULL});
 }
@@ -86,19 +82,17 @@ typedef struct pulled_options_set {
     size_t n_secrets;
     pg_service_account *sas;
     size_t n_sas;
-    int node_accessible, help;
+    int node_accessible;
 } pulled_options_set;
 
-static void print_pulled_usage(void)
-{
-    puts("Usage: " PGCTL_PROG " record-pulled --image IMAGE --image-ref REF\n"
-         "           [--secret NS/NAME/UID:HASH]... [--service-account NS/NAME/UID]...\n"
-         "           [--node-accessible]\n"
-         "\nRecords that IMAGE was pulled as REF with the given credentials, merged into\n"
-         "the pulled record of REF by the kubelet's rules, and releases one pull intent.\n"
-         "HASH is the credentialHash (64 lowercase hex digits, see 'hash') or empty.\n"
-         "--node-accessible: any pod on the node may use the image.");
-}
+static const char pulled_help[] =
+    "Usage: " PGCTL_PROG " record-pulled --image IMAGE --image-ref REF\n"
+    "           [--secret NS/NAME/UID:HASH]... [--service-account NS/NAME/UID]...\n"
+    "           [--node-accessible]\n"
+    "\nRecords that IMAGE was pulled as REF with the given credentials, merged into\n"
+    "the pulled record of REF by the kubelet's rules, and releases one pull intent.\n"
+    "HASH is the credentialHash (64 lowercase hex digits, see 'hash') or empty.\n"
+    "--node-accessible: any pod on the node may use the image.";
 
 static int set_pulled_option(void *ctx, int c, char *arg)
 {
@@ -116,8 +110,8 @@ static int set_pulled_option(void *ctx, int c, char *arg)
 
 static int parse_pulled_options(int argc, char **argv, pulled_options_set *o)
 {
-    int status = pgctl_parse_options(argc, argv, pulled_options, set_pulled_option, o, &o->help);
-    if (status != PGCTL_OK || o->help)
+    int status = pgctl_parse_options(argc, argv, pulled_options, set_pulled_option, o, pulled_help);
+    if (status != PGCTL_OK)
         return status;
     if (!o->image || !*o->image)
         return pgctl_usage_error(CMD_PULLED, "--image IMAGE is required");
@@ -155,10 +149,7 @@ static int run_record_pulled(const pg_config *cfg, int argc, char **argv)
         pgctl_error("out of memory");
         status = PGCTL_INTERNAL;
     } else if ((status = parse_pulled_options(argc, argv, &o)) == PGCTL_OK) {
-        if (o.help)
-            print_pulled_usage();
-        else
-            status = pgctl_with_store(cfg, record_pulled, &o);
+        status = pgctl_with_store(cfg, record_pulled, &o);
     }
     free(o.secrets);
     free(o.sas);
@@ -166,9 +157,9 @@ static int run_record_pulled(const pg_config *cfg, int argc, char **argv)
 }
 
 const pgctl_command pgctl_cmd_record_intent = {
-    "record-intent", "record that a pull started", image_options, 1, run_record_intent};
+    "record-intent", "record that a pull started", image_options, 1, run_record_intent, NULL};
 const pgctl_command pgctl_cmd_record_pulled = {
     CMD_PULLED, "record a successful pull and its credentials", pulled_options, 1,
-    run_record_pulled};
+    run_record_pulled, NULL};
 const pgctl_command pgctl_cmd_record_failed = {
-    "record-failed", "record that a pull failed", image_options, 1, run_record_failed};
+    "record-failed", "record that a pull failed", image_options, 1, run_record_failed, NULL};

@@ -26,30 +26,28 @@ static const struct option options[] = {
 
 typedef struct verify_options {
     const char *image, *image_ref, *namespace_, *credentials, *credentials_file, *pod_uid;
-    int json, help;
+    int json;
     /* NULL-terminated; at most one per argument, so argc + 1 entries suffice. */
     const char **aliases, **hints;
     size_t n_aliases, n_hints;
 } verify_options;
 
-static void usage(void)
-{
-    puts("Usage: " PGCTL_PROG " verify --image IMAGE --image-ref REF --namespace NS\n"
-         "           [--credentials JSON | --credentials-file FILE] [--alias REF]... [--hint REF]...\n"
-         "           [--pod-uid UID] [--json]\n"
-         "\nDecides whether a pod in namespace NS may start a container from IMAGE\n"
-         "(image ID REF; an empty REF means unknown) presenting the credentials JSON\n"
-         "(the value of the credentials annotation; FILE '-' is standard input).\n"
-         "--alias: a further spelling of the image's identity the runtime vouches for\n"
-         "(an image ID or reference, e.g. CRI-O's io.kubernetes.cri-o.Image); its records\n"
-         "may authorise. --hint: one a pod could have injected (e.g. a repo digest): it\n"
-         "can only keep the image verified, never authorise. Both repeatable.\n"
-         "--pod-uid: the pod's UID as the runtime sets it (the hook reads containerd's\n"
-         "io.kubernetes.cri.sandbox-uid or CRI-O's io.kubernetes.pod.uid): a pull this\n"
-         "very pod made (pullgate-cri's pod binding) allows it.\n"
-         "Prints 'allow: <reason>' (exit 0) or 'deny: <reason>' (exit 1); with --json\n"
-         "{\"allow\":BOOL,\"reason\":\"<code>\",\"message\":\"<text>\"}.");
-}
+static const char help[] =
+    "Usage: " PGCTL_PROG " verify --image IMAGE --image-ref REF --namespace NS\n"
+    "           [--credentials JSON | --credentials-file FILE] [--alias REF]... [--hint REF]...\n"
+    "           [--pod-uid UID] [--json]\n"
+    "\nDecides whether a pod in namespace NS may start a container from IMAGE\n"
+    "(image ID REF; an empty REF means unknown) presenting the credentials JSON\n"
+    "(the value of the credentials annotation; FILE '-' is standard input).\n"
+    "--alias: a further spelling of the image's identity the runtime vouches for\n"
+    "(an image ID or reference, e.g. CRI-O's io.kubernetes.cri-o.Image); its records\n"
+    "may authorise. --hint: one a pod could have injected (e.g. a repo digest): it\n"
+    "can only keep the image verified, never authorise. Both repeatable.\n"
+    "--pod-uid: the pod's UID as the runtime sets it (the hook reads containerd's\n"
+    "io.kubernetes.cri.sandbox-uid or CRI-O's io.kubernetes.pod.uid): a pull this\n"
+    "very pod made (pullgate-cri's pod binding) allows it.\n"
+    "Prints 'allow: <reason>' (exit 0) or 'deny: <reason>' (exit 1); with --json\n"
+    "{\"allow\":BOOL,\"reason\":\"<code>\",\"message\":\"<text>\"}.";
 
 static int set_option(void *ctx, int c, char *arg)
 {
@@ -123,15 +121,31 @@ static int decide(const pg_config *cfg, const verify_options *o, const char *cre
     return allow ? PGCTL_OK : PGCTL_DENY;
 }
 
-static int run_parsed(const pg_config *cfg, verify_options *o_ptr);
+/* Runs the parsed request: the credentials from --credentials or read from --credentials-file. */
+static int run_parsed(const pg_config *cfg, const verify_options *o)
+{
+    int status = check_options(o);
+    if (status != PGCTL_OK || !o->credentials_file)
+        return status != PGCTL_OK ? status : decide(cfg, o, o->credentials);
+    char *credentials = NULL;
+    pg_error err;
+    pg_error_clear(&err);
+    if (pgctl_read_input(o->credentials_file, PG_MAX_ANNOTATION_BYTES, &credentials, NULL, &err) !=
+        PG_OK)
+        return pgctl_fail(&err, "cannot read the credentials");
+    status = decide(cfg, o, credentials);
+    free(credentials);
+    return status;
+}
 
 static int run_verify(const pg_config *cfg, int argc, char **argv)
 {
     verify_options o = {0};
     o.aliases = calloc((size_t)argc + 1, sizeof *o.aliases);
     o.hints = calloc((size_t)argc + 1, sizeof *o.hints);
-    int status = o.aliases && o.hints ? pgctl_parse_options(argc, argv, options, set_option, &o, &o.help)
-                                           : PGCTL_INTERNAL;
+    int status = o.aliases && o.hints
+                     ? pgctl_parse_options(argc, argv, options, set_option, &o, help)
+                     : PGCTL_INTERNAL;
     if (status == PGCTL_OK)
         status = run_parsed(cfg, &o);
     free(o.aliases);
@@ -139,28 +153,5 @@ static int run_verify(const pg_config *cfg, int argc, char **argv)
     return status;
 }
 
-static int run_parsed(const pg_config *cfg, verify_options *o_ptr)
-{
-    verify_options o = *o_ptr;
-    int status;
-    if (o.help) {
-        usage();
-        return PGCTL_OK;
-    }
-    if ((status = check_options(&o)) != PGCTL_OK)
-        return status;
-    if (!o.credentials_file)
-        return decide(cfg, &o, o.credentials);
-    char *credentials = NULL;
-    pg_error err;
-    pg_error_clear(&err);
-    if (pgctl_read_input(o.credentials_file, PG_MAX_ANNOTATION_BYTES, &credentials, NULL, &err) !=
-        PG_OK)
-        return pgctl_fail(&err, "cannot read the credentials");
-    status = decide(cfg, &o, credentials);
-    free(credentials);
-    return status;
-}
-
 const pgctl_command pgctl_cmd_verify = {
-    CMD, "decide whether a pod may run an image (allow/deny)", options, 1, run_verify};
+    CMD, "decide whether a pod may run an image (allow/deny)", options, 1, run_verify, NULL};

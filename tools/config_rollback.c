@@ -196,13 +196,6 @@ int pgctl_config_rollback(const char *config_path, int argc, char **argv)
     return roll_back(config_path ? config_path : PG_DEFAULT_CONFIG_PATH, to, dry_run);
 }
 
-/* Never called: main hands config-rollback to pgctl_config_rollback with the global --config. */
-static int run_config_rollback(const pg_config *cfg, int argc, char **argv)
-{
-    (void)cfg;
-    return pgctl_config_rollback(NULL, argc, argv);
-}
-
 const pgctl_command pgctl_cmd_config_rollback = {
     CMD, "before a downgrade: move the keys an older release refuses out of the configuration",
-    options, 0, run_config_rollback};
+    options, 0, NULL, pgctl_config_rollback};

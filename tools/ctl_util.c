@@ -14,13 +14,18 @@
 
 #define PGCTL_NOTIFY_TIMEOUT_MS 250
 
+static void __attribute__((format(printf, 1, 0))) vreport(const char *fmt, va_list ap)
+{
+    fputs(PGCTL_PROG ": ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void pgctl_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs(PGCTL_PROG ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vreport(fmt, ap);
     va_end(ap);
 }
 
@@ -64,9 +69,7 @@ int pgctl_usage_error(const char *command, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs(PGCTL_PROG ": ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vreport(fmt, ap);
     va_end(ap);
     if (command)
         fprintf(stderr, "Try '" PGCTL_PROG " %s --help'.\n", command);
@@ -99,19 +102,22 @@ int pgctl_no_operands(const char *command, int argc, char **argv)
 }
 
 int pgctl_parse_options(int argc, char **argv, const struct option *options, pgctl_option_fn set,
-                        void *ctx, int *help)
+                        void *ctx, const char *help)
 {
     pgctl_getopt_reset();
-    int c;
+    int c, asked = 0;
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        int status = c == 'h' ? (*help = 1, PGCTL_OK) : c == '?' || c == ':' ? PGCTL_NOT_MINE
+        int status = c == 'h' ? (asked = 1, PGCTL_OK) : c == '?' || c == ':' ? PGCTL_NOT_MINE
                                                                           : set(ctx, c, optarg);
         if (status == PGCTL_NOT_MINE)
             return pgctl_option_error(argv[0], c, argv);
         if (status != PGCTL_OK)
             return status;
     }
-    return pgctl_no_operands(argv[0], argc, argv);
+    int status = pgctl_no_operands(argv[0], argc, argv);
+    if (status == PGCTL_OK && asked)
+        return puts(help) >= 0 ? PGCTL_HELPED : PGCTL_INTERNAL;
+    return status;
 }
 
 static int open_input_file(const char *path, int *fd_out, pg_error *err)

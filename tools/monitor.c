@@ -29,40 +29,34 @@ static const struct option options[] = {{"json", no_argument, NULL, 'j'},
                                         {NULL, 0, NULL, 0}};
 
 typedef struct monitor_options {
-    int json, help;
+    int json;
     unsigned long count; /* 0: until interrupted */
 } monitor_options;
 
-/* One signal of the interface: argument names as in docs/interfaces.md §9 (JSON) and
- * in the human format (where containerId reads "container"). */
+/* One signal of the interface: argument names as in docs/interfaces.md §9 (JSON); the human
+ * format names them so too, but for containerId, which reads "container" (human_name()). */
 typedef struct signal_spec {
     const char *member;
     const char *signature;
-    const char *json_names[5];
-    const char *human_names[5];
+    const char *names[5];
 } signal_spec;
 
 static const signal_spec signal_specs[] = {
-    {PG_SIGNAL_PULL_INTENT, "s", {"image"}, {"image"}},
-    {PG_SIGNAL_IMAGE_PULLED,
-     "sss",
-     {"image", "imageRef", "credentialKind"},
-     {"image", "imageRef", "credentialKind"}},
-    {PG_SIGNAL_PULL_FAILED, "s", {"image"}, {"image"}},
-    {PG_SIGNAL_CONTAINER_ALLOWED,
-     "sssss",
-     {"containerId", "namespace", "image", "imageRef", "reason"},
-     {"container", "namespace", "image", "imageRef", "reason"}},
-    {PG_SIGNAL_CONTAINER_DENIED,
-     "sssss",
-     {"containerId", "namespace", "image", "imageRef", "reason"},
-     {"container", "namespace", "image", "imageRef", "reason"}},
-    {PG_SIGNAL_RECORDS_PRUNED, "u", {"count"}, {"count"}},
-    {PG_SIGNAL_PULL_REQUIRED,
-     "sss",
-     {"image", "namespace", "reason"},
-     {"image", "namespace", "reason"}},
+    {PG_SIGNAL_PULL_INTENT, "s", {"image"}},
+    {PG_SIGNAL_IMAGE_PULLED, "sss", {"image", "imageRef", "credentialKind"}},
+    {PG_SIGNAL_PULL_FAILED, "s", {"image"}},
+    {PG_SIGNAL_CONTAINER_ALLOWED, "sssss",
+     {"containerId", "namespace", "image", "imageRef", "reason"}},
+    {PG_SIGNAL_CONTAINER_DENIED, "sssss",
+     {"containerId", "namespace", "image", "imageRef", "reason"}},
+    {PG_SIGNAL_RECORDS_PRUNED, "u", {"count"}},
+    {PG_SIGNAL_PULL_REQUIRED, "sss", {"image", "namespace", "reason"}},
 };
+
+static const char *human_name(const char *name)
+{
+    return strcmp(name, "containerId") == 0 ? "container" : name;
+}
 
 static volatile sig_atomic_t stop_requested;
 
@@ -72,17 +66,15 @@ static void on_stop_signal(int signo)
     stop_requested = 1;
 }
 
-static void usage(void)
-{
-    puts("Usage: " PGCTL_PROG " monitor [--json] [--count N]\n"
-         "\nPrints the pullgate D-Bus signals (interface " PG_DBUS_INTERFACE ") as they\n"
-         "arrive on the configured bus (config key \"dbus\", or --dbus), one line each:\n"
-         "  2026-11-21T12:00:00Z ContainerDenied container=ID namespace=NS image=IMAGE "
-         "imageRef=REF reason=REASON\n"
-         "With --json, one JSON object per line with the keys time, signal and the\n"
-         "signal's arguments. --count N exits after N signals. SIGINT/SIGTERM exit 0;\n"
-         "an unreachable bus exits 3.");
-}
+static const char help[] =
+    "Usage: " PGCTL_PROG " monitor [--json] [--count N]\n"
+    "\nPrints the pullgate D-Bus signals (interface " PG_DBUS_INTERFACE ") as they\n"
+    "arrive on the configured bus (config key \"dbus\", or --dbus), one line each:\n"
+    "  2026-11-21T12:00:00Z ContainerDenied container=ID namespace=NS image=IMAGE "
+    "imageRef=REF reason=REASON\n"
+    "With --json, one JSON object per line with the keys time, signal and the\n"
+    "signal's arguments. --count N exits after N signals. SIGINT/SIGTERM exit 0;\n"
+    "an unreachable bus exits 3.";
 
 static int parse_count(const char *text, unsigned long *out)
 {
@@ -225,7 +217,7 @@ static void print_human(const char *when, DBusMessage *msg, const signal_spec *s
     int i = 0;
     if (spec && dbus_message_iter_init(msg, &it)) {
         do {
-            printf(" %s=", spec->human_names[i]);
+            printf(" %s=", human_name(spec->names[i]));
             if (dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_UINT32) {
                 dbus_uint32_t value;
                 dbus_message_iter_get_basic(&it, &value);
@@ -259,7 +251,7 @@ static int add_json_args(json_t *obj, DBusMessage *msg, const signal_spec *spec)
             dbus_message_iter_get_basic(&it, &s);
             value = json_string(s); /* D-Bus strings are valid UTF-8 */
         }
-        if (json_object_set_new(obj, spec->json_names[i], value) != 0)
+        if (json_object_set_new(obj, spec->names[i], value) != 0)
             return -1;
         i++;
     } while (dbus_message_iter_next(&it));
@@ -363,13 +355,9 @@ static void catch_stop_signals(void)
 int pgctl_monitor(const pg_config *cfg, int argc, char **argv)
 {
     monitor_options o = {0};
-    int status = pgctl_parse_options(argc, argv, options, set_option, &o, &o.help);
+    int status = pgctl_parse_options(argc, argv, options, set_option, &o, help);
     if (status != PGCTL_OK)
         return status;
-    if (o.help) {
-        usage();
-        return PGCTL_OK;
-    }
     if (!cfg) {
         pgctl_error(CMD ": no configuration");
         return PGCTL_INTERNAL;

@@ -28,13 +28,16 @@ int pgctl_monitor(const pg_config *cfg, int argc, char **argv);
  * Returns an exit status.
  */
 typedef int (*pgctl_run_fn)(const pg_config *cfg, int argc, char **argv);
+/* The same for a command that takes only the global --config (config_path NULL: the default). */
+typedef int (*pgctl_run_path_fn)(const char *config_path, int argc, char **argv);
 
 typedef struct pgctl_command {
     const char *name;
     const char *summary;          /* one line for the global usage */
     const struct option *options; /* the command's options, {0}-terminated */
     int uses_config;              /* 0: run() always gets cfg == NULL */
-    pgctl_run_fn run;
+    pgctl_run_fn run;             /* NULL: run_path instead */
+    pgctl_run_path_fn run_path;
 } pgctl_command;
 
 extern const pgctl_command pgctl_cmd_hash;
@@ -55,13 +58,6 @@ extern const pgctl_command pgctl_cmd_unwire;
 /* `pullgatectl [--config FILE] config-rollback --to VERSION [--dry-run]` (config_rollback.c;
  * also the whole of pullgate-config-rollback): config_path NULL is the default file. */
 int pgctl_config_rollback(const char *config_path, int argc, char **argv);
-/* `pullgatectl [--config FILE] wire|unwire ...`: execs pullgate-wire (tools/doctor/) with the
- * global --config and argv (argv[0] "wire" or "unwire"); returns only on failure. */
-int pgctl_run_wire(const char *config_path, int argc, char **argv);
-
-/* `pullgatectl [--config FILE] doctor ...`: execs pullgate-doctor (tools/doctor/) with the
- * global --config (NULL: the default) and argv[1..]; returns only on failure. */
-int pgctl_run_doctor(const char *config_path, int argc, char **argv);
 /* Execs HELPER (beside this executable, else in PG_HELPER_DIR) as
  * `HELPER [--config FILE] [EXTRA] argv[1..]`; returns only on failure (cmd_doctor.c). */
 int pgctl_exec_helper(const char *helper, const char *config_path, const char *extra, int argc,
@@ -102,14 +98,17 @@ int pgctl_no_operands(const char *command, int argc, char **argv);
 /* What a command does with one of its options: PGCTL_OK, a usage error's status, or
  * PGCTL_NOT_MINE for an option it does not take. */
 #define PGCTL_NOT_MINE (-1)
+/* pgctl_parse_options printed the help: the command stops there, main exits 0. */
+#define PGCTL_HELPED (-2)
 typedef int (*pgctl_option_fn)(void *ctx, int c, char *arg);
 /*
- * Parses a command's options (argv[0] is its name): -h/--help sets *help, every other option
- * goes to set(ctx, c, optarg); an unknown or incomplete option and a positional argument are
- * usage errors naming the command. Returns PGCTL_OK or the first error's status.
+ * Parses a command's options (argv[0] is its name): every option but -h/--help goes to
+ * set(ctx, c, optarg); an unknown or incomplete option and a positional argument are usage
+ * errors naming the command. Then -h/--help prints help (and a newline) and returns
+ * PGCTL_HELPED. Returns PGCTL_OK or the first error's status.
  */
 int pgctl_parse_options(int argc, char **argv, const struct option *options, pgctl_option_fn set,
-                        void *ctx, int *help);
+                        void *ctx, const char *help);
 
 /*
  * Reads a whole input named by the user: "-" is stdin, anything else a file

@@ -17,17 +17,32 @@
 
 #define PGCTL_DEFAULT_CONFIG PG_DEFAULT_CONFIG_PATH /* ${sysconfdir}/pullgate, from CMake */
 
+/* The overrides, in the order of the overrides[] table below, then the others. */
 enum {
-    OPT_CONFIG = 256,
-    OPT_STATE_DIR,
+    OPT_STATE_DIR = 256,
     OPT_POLICY,
+    OPT_CREDENTIAL_TTL,
+    OPT_DBUS,
     OPT_ALLOWLIST,
     OPT_READ_ONLY_DIR,
     OPT_PINNED,
-    OPT_CREDENTIAL_TTL,
-    OPT_DBUS,
+    OPT_CONFIG,
     OPT_VERSION
 };
+#define N_OVERRIDES (OPT_PINNED - OPT_STATE_DIR + 1)
+
+/* The configuration key each override sets, in the order they are applied; a repeatable one
+ * replaces the key's whole list, a single one takes its last value. */
+static const struct {
+    const char *option, *key;
+    int repeatable;
+} overrides[N_OVERRIDES] = {{"--state-dir", "stateDir", 0},
+                             {"--policy", "policy", 0},
+                             {"--credential-ttl", "credentialTTL", 0},
+                             {"--dbus", "dbus", 0},
+                             {"--allowlist", "allowlist", 1},
+                             {"--read-only-dir", "readOnlyRecordDirs", 1},
+                             {"--pinned", "pinnedImages", 1}};
 
 static const struct option global_options[] = {
     {"config", required_argument, NULL, OPT_CONFIG},
@@ -54,7 +69,8 @@ static const struct option monitor_options[] = {{"json", no_argument, NULL, 'j'}
                                                 {NULL, 0, NULL, 0}};
 
 static const pgctl_command pgctl_cmd_monitor = {
-    "monitor", "print pullgate D-Bus signals as they arrive", monitor_options, 1, run_monitor};
+    "monitor", "print pullgate D-Bus signals as they arrive", monitor_options, 1, run_monitor,
+    NULL};
 
 static const pgctl_command *const commands[] = {
     &pgctl_cmd_hash,         &pgctl_cmd_record_intent, &pgctl_cmd_record_pulled,
@@ -70,9 +86,8 @@ typedef struct value_list {
 } value_list;
 
 typedef struct global_settings {
-    const char *config_path; /* NULL: the default, which may be missing */
-    const char *state_dir, *policy, *credential_ttl, *dbus;
-    value_list allowlist, read_only_dirs, pinned;
+    const char *config_path;           /* NULL: the default, which may be missing */
+    value_list overrides[N_OVERRIDES]; /* each sized for argc values */
     int help, version;
 } global_settings;
 
@@ -177,25 +192,19 @@ static const struct option *global_after_command(const split_argv *s, const char
     return opt && opt->val != 'h' ? opt : NULL;
 }
 
-/* Moves argv[*i] (and its value) into the global part. */
+/* Moves argv[*i] (and its value, when opt takes one) into part. */
+static void take(char **part, int *n, const struct option *opt, int argc, char **argv, int *i)
+{
+    part[(*n)++] = argv[*i];
+    if (takes_separate_value(opt, argv[*i]) && *i + 1 < argc)
+        part[(*n)++] = argv[++*i];
+}
+
 static void take_global(split_argv *s, int argc, char **argv, int *i)
 {
     const struct option *opt = s->command ? global_after_command(s, argv[*i])
                                           : find_long_option(global_options, argv[*i], 1);
-    s->global[s->n_global++] = argv[*i];
-    if (takes_separate_value(opt, argv[*i]) && *i + 1 < argc)
-        s->global[s->n_global++] = argv[++*i];
-}
-
-/* Moves argv[*i] (and its value) into the command part. */
-static void take_command_arg(split_argv *s, int argc, char **argv, int *i)
-{
-    const struct option *opt = find_long_option(s->command->options, argv[*i], 1);
-    if (is_help_flag(argv[*i]))
-        s->command_help = 1;
-    s->command_argv[s->n_command++] = argv[*i];
-    if (takes_separate_value(opt, argv[*i]) && *i + 1 < argc)
-        s->command_argv[s->n_command++] = argv[++*i];
+    take(s->global, &s->n_global, opt, argc, argv, i);
 }
 
 static int split_arguments(int argc, char **argv, split_argv *s)
@@ -219,7 +228,9 @@ static int split_arguments(int argc, char **argv, split_argv *s)
         } else if (global_after_command(s, arg)) {
             take_global(s, argc, argv, &i);
         } else {
-            take_command_arg(s, argc, argv, &i);
+            s->command_help |= is_help_flag(arg);
+            take(s->command_argv, &s->n_command, find_long_option(s->command->options, arg, 1),
+                 argc, argv, &i);
         }
     }
     s->global[s->n_global] = NULL;
@@ -227,22 +238,15 @@ static int split_arguments(int argc, char **argv, split_argv *s)
     return PGCTL_OK;
 }
 
-static void append_value(value_list *list, const char *value)
-{
-    list->values[list->n++] = value; /* sized for argc entries */
-}
-
 static int apply_global_option(global_settings *g, int c)
 {
+    if (c >= OPT_STATE_DIR && c < OPT_STATE_DIR + N_OVERRIDES) {
+        value_list *list = &g->overrides[c - OPT_STATE_DIR];
+        list->values[list->n++] = optarg;
+        return PGCTL_OK;
+    }
     switch (c) {
     case OPT_CONFIG: g->config_path = optarg; break;
-    case OPT_STATE_DIR: g->state_dir = optarg; break;
-    case OPT_POLICY: g->policy = optarg; break;
-    case OPT_CREDENTIAL_TTL: g->credential_ttl = optarg; break;
-    case OPT_DBUS: g->dbus = optarg; break;
-    case OPT_ALLOWLIST: append_value(&g->allowlist, optarg); break;
-    case OPT_READ_ONLY_DIR: append_value(&g->read_only_dirs, optarg); break;
-    case OPT_PINNED: append_value(&g->pinned, optarg); break;
     case 'h': g->help = 1; break;
     case OPT_VERSION: g->version = 1; break;
     default: return PGCTL_USAGE;
@@ -289,43 +293,29 @@ static int load_config_file(pg_config *cfg, const char *explicit_path)
     return PGCTL_OK;
 }
 
-static int set_scalar(pg_config *cfg, const char *key, const char *option, const char *value)
-{
-    if (!value)
-        return PGCTL_OK;
-    pg_error err;
-    pg_error_clear(&err);
-    if (pg_config_set(cfg, key, value, &err) != PG_OK)
-        return config_error(&err, option);
-    return PGCTL_OK;
-}
-
-static int set_list(pg_config *cfg, const char *key, const char *option, const value_list *list)
-{
-    if (list->n == 0)
-        return PGCTL_OK;
-    pg_error err;
-    pg_error_clear(&err);
-    if (pg_config_clear_list(cfg, key, &err) != PG_OK)
-        return config_error(&err, option);
-    for (size_t i = 0; i < list->n; i++)
-        if (pg_config_set(cfg, key, list->values[i], &err) != PG_OK)
-            return config_error(&err, option);
-    return PGCTL_OK;
-}
-
 static int apply_overrides(pg_config *cfg, const global_settings *g)
 {
-    int status;
-    if ((status = set_scalar(cfg, "stateDir", "--state-dir", g->state_dir)) ||
-        (status = set_scalar(cfg, "policy", "--policy", g->policy)) ||
-        (status = set_scalar(cfg, "credentialTTL", "--credential-ttl", g->credential_ttl)) ||
-        (status = set_scalar(cfg, "dbus", "--dbus", g->dbus)) ||
-        (status = set_list(cfg, "allowlist", "--allowlist", &g->allowlist)) ||
-        (status = set_list(cfg, "readOnlyRecordDirs", "--read-only-dir", &g->read_only_dirs)) ||
-        (status = set_list(cfg, "pinnedImages", "--pinned", &g->pinned)))
-        return status;
+    pg_error err;
+    pg_error_clear(&err);
+    for (size_t i = 0; i < N_OVERRIDES; i++) {
+        const value_list *list = &g->overrides[i];
+        if (list->n == 0)
+            continue;
+        if (overrides[i].repeatable && pg_config_clear_list(cfg, overrides[i].key, &err) != PG_OK)
+            return config_error(&err, overrides[i].option);
+        for (size_t k = overrides[i].repeatable ? 0 : list->n - 1; k < list->n; k++)
+            if (pg_config_set(cfg, overrides[i].key, list->values[k], &err) != PG_OK)
+                return config_error(&err, overrides[i].option);
+    }
     return PGCTL_OK;
+}
+
+static int any_override(const global_settings *g)
+{
+    for (size_t i = 0; i < N_OVERRIDES; i++)
+        if (g->overrides[i].n)
+            return 1;
+    return 0;
 }
 
 static int load_config(const global_settings *g, pg_config **out)
@@ -348,36 +338,20 @@ static int load_config(const global_settings *g, pg_config **out)
 
 /* ----------------------------------------------------------------- main */
 
-/* doctor checks the files as the hook and pullgate-cri read them: only --config applies. */
-static int run_doctor(const split_argv *s, const global_settings *g)
-{
-    if (g->state_dir || g->policy || g->credential_ttl || g->dbus || g->allowlist.n ||
-        g->read_only_dirs.n || g->pinned.n)
-        return pgctl_usage_error("doctor", "only the global --config applies to doctor: it "
-                                           "checks the configuration file as the hook reads it");
-    return pgctl_run_doctor(g->config_path, s->n_command, s->command_argv);
-}
-
-/* wire, unwire and config-rollback edit files: only --config (the file they name or edit). */
-static int run_with_config_path(const split_argv *s, const global_settings *g)
-{
-    if (g->state_dir || g->policy || g->credential_ttl || g->dbus || g->allowlist.n ||
-        g->read_only_dirs.n || g->pinned.n)
-        return pgctl_usage_error(s->command->name, "only the global --config applies to %s",
-                                 s->command->name);
-    if (s->command == &pgctl_cmd_config_rollback)
-        return pgctl_config_rollback(g->config_path, s->n_command, s->command_argv);
-    return pgctl_run_wire(g->config_path, s->n_command, s->command_argv);
-}
-
 static int run_command(const split_argv *s, const global_settings *g)
 {
     const pgctl_command *command = s->command;
-    if (command == &pgctl_cmd_doctor)
-        return run_doctor(s, g);
-    if (command == &pgctl_cmd_wire || command == &pgctl_cmd_unwire ||
-        command == &pgctl_cmd_config_rollback)
-        return run_with_config_path(s, g);
+    /* doctor checks the files as the hook and pullgate-cri read them; wire, unwire and
+     * config-rollback edit files: only --config (the file they name or edit) applies. */
+    if (command->run_path) {
+        if (any_override(g))
+            return pgctl_usage_error(command->name, "only the global --config applies to %s%s",
+                                     command->name, command == &pgctl_cmd_doctor
+                                                        ? ": it checks the configuration file "
+                                                          "as the hook reads it"
+                                                        : "");
+        return command->run_path(g->config_path, s->n_command, s->command_argv);
+    }
     pg_config *cfg = NULL;
     int wants_config = command->uses_config && (!s->command_help || command->run == run_monitor);
     if (wants_config) {
@@ -387,7 +361,7 @@ static int run_command(const split_argv *s, const global_settings *g)
     }
     int status = command->run(cfg, s->n_command, s->command_argv);
     pg_config_free(cfg);
-    return status;
+    return status == PGCTL_HELPED ? PGCTL_OK : status;
 }
 
 /* Appends --help to the command's arguments (argv has a slot to spare:
@@ -440,12 +414,11 @@ int main(int argc, char **argv)
     global_settings g = {0};
     s.global = calloc(slots, sizeof *s.global);
     s.command_argv = calloc(slots, sizeof *s.command_argv);
-    g.allowlist.values = calloc(slots, sizeof(char *));
-    g.read_only_dirs.values = calloc(slots, sizeof(char *));
-    g.pinned.values = calloc(slots, sizeof(char *));
+    const char **values = calloc(N_OVERRIDES * slots, sizeof *values);
+    for (size_t i = 0; values && i < N_OVERRIDES; i++)
+        g.overrides[i].values = values + i * slots;
     int status;
-    if (!s.global || !s.command_argv || !g.allowlist.values || !g.read_only_dirs.values ||
-        !g.pinned.values) {
+    if (!s.global || !s.command_argv || !values) {
         pgctl_error("out of memory");
         status = PGCTL_INTERNAL;
     } else {
@@ -453,8 +426,6 @@ int main(int argc, char **argv)
     }
     free(s.global);
     free(s.command_argv);
-    free(g.allowlist.values);
-    free(g.read_only_dirs.values);
-    free(g.pinned.values);
+    free(values);
     return finish_output(status);
 }

@@ -107,6 +107,8 @@ void pgd_check_state_dir(pgd_node *n, pgd_result *r);
 void pgd_check_record_dirs(pgd_node *n, pgd_result *r);
 void pgd_check_hmac_key(pgd_node *n, pgd_result *r);
 void pgd_find_cri_process(pgd_node *n);
+/* Whether path is the file pullgate-cri's --config names, as it sees it (device and inode). */
+bool pgd_cri_reads(const pgd_node *n, const char *path);
 void pgd_check_runtime(pgd_node *n, pgd_result *r);
 void pgd_check_cri_proxy(pgd_node *n, pgd_result *r);
 void pgd_check_hook_socket(pgd_node *n, pgd_result *r);
@@ -160,13 +162,13 @@ char **pgd_socket_server(const char *proc_root, const char *endpoint, const char
  * entry the packaged one does not cover). */
 #define PGD_CRIO_CONFIG_DIR "/etc/crio/crio.conf.d"
 #define PGD_ADMIN_HOOKS_DIR "/etc/containers/oci/hooks.d"
-/* The node's NAME daemon (a node process, as pgd_find_process): the one started by init (a service), else the only one; its argv (caller frees) and pid. NULL
- * when none runs or several could be it (*candidates says how many). */
+/* The node's NAME daemon (a node process, as pgd_find_process): the one started by init (a
+ * service), else (unless init_only: never a process someone started by hand or a test's) the
+ * only one; its argv (caller frees) and pid. NULL when none runs or several could be it
+ * (*candidates says how many). */
 #define PGD_MAX_SERVICES 16
-char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates);
-/* The same, the one started by init only: never a process someone started by hand or a test's. */
-char **pgd_find_init_service(const char *proc_root, const char *name, int *pid,
-                             size_t *candidates);
+char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates,
+                        bool init_only);
 /* A running containerd: a node process. */
 typedef struct pgd_containerd {
     int pid;
@@ -184,8 +186,21 @@ size_t pgd_running_containerds(const char *proc_root, pgd_containerd *out, size_
  * (`pullgate-wire --print-containerd-configs`). */
 const char *pgd_running_containerd_config(const char *proc_root, char *out, size_t n,
                                           size_t *candidates, pg_error *err);
+/* The containerd configuration to read: given (--containerd-config) when not NULL, else the
+ * running one's (pgd_running_containerd_config, into buf), else containerd's default when none
+ * runs. NULL with why when the running one's cannot be named, or several run (*candidates)
+ * and none is the node's service. */
+const char *pgd_containerd_config(const char *given, const char *proc_root, char *buf, size_t n,
+                                  size_t *candidates, pg_error *why);
 /* The value of --name VALUE / --name=VALUE in argv (the last one wins), or NULL. */
 const char *pgd_flag(char *const *argv, const char *name);
+
+/* j[keys[0]][keys[1]]... (keys NULL-terminated), or NULL. */
+json_t *pgd_json_path(json_t *j, const char *const *keys);
+/* Whether the JSON array holds the string value. */
+bool pgd_json_array_has(const json_t *array, const char *value);
+/* An OCI hook {"path", "args"} whose path names pullgate-hook (in any directory). */
+bool pgd_is_our_hook(const json_t *hook);
 
 /* Endpoint spellings compare equal ("unix:///run/x", "/run/x", "/var/run/x"). */
 bool pgd_same_endpoint(const char *a, const char *b);

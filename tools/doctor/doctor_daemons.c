@@ -49,8 +49,8 @@ void pgd_find_cri_process(pgd_node *n)
         n->cfg ? pg_config_cri_listen(n->cfg) : "unix:///run/pullgate/cri.sock";
     char **argv = pgd_socket_server(n->opt->proc_root, configured, "pullgate-cri", &n->cri_pid);
     if (!argv)
-        argv = pgd_find_init_service(n->opt->proc_root, "pullgate-cri", &n->cri_pid,
-                                     &n->cri_candidates);
+        argv = pgd_find_service(n->opt->proc_root, "pullgate-cri", &n->cri_pid,
+                                &n->cri_candidates, true);
     n->cri_process = argv != NULL;
     n->cri_argv = argv;
     const char *config = argv ? pgd_flag(argv, "config") : NULL;
@@ -71,6 +71,13 @@ void pgd_find_cri_process(pgd_node *n)
          : hook              ? hook
                              : PG_DEFAULT_HOOK_SOCKET);
     see_cri_config(n);
+}
+
+bool pgd_cri_reads(const pgd_node *n, const char *path)
+{
+    struct stat st;
+    return n->cri_config_seen && stat(path, &st) == 0 && st.st_dev == n->cri_config_st.st_dev &&
+           st.st_ino == n->cri_config_st.st_ino;
 }
 
 void pgd_check_runtime(pgd_node *n, pgd_result *r)
@@ -218,10 +225,7 @@ void pgd_check_hook_socket(pgd_node *n, pgd_result *r)
     } else if (reply.kind == HOOK_REPLY_NOT_MINE) {
         /* The same file: it changed since pullgate-cri read it, which a restart cures.
          * Another file: the fix is same-config's. */
-        struct stat mine;
-        bool same = n->cri_config_seen && stat(o->config_path, &mine) == 0 &&
-                    mine.st_dev == n->cri_config_st.st_dev &&
-                    mine.st_ino == n->cri_config_st.st_ino;
+        bool same = pgd_cri_reads(n, o->config_path);
         pgd_fail(r,
                  same ? "restart pullgate-cri: it reads its configuration once, at start"
                       : "give the hook and pullgate-cri the same --config (see same-config)",

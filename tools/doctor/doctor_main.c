@@ -8,6 +8,7 @@
  * (pullgatectl(8), "doctor").
  */
 #include "doctor.h"
+#include "options.h"
 
 #include <getopt.h>
 #include <math.h>
@@ -20,45 +21,6 @@
 #define PROG "pullgatectl doctor"
 #define DEFAULT_TIMEOUT_MS 3000
 #define MAX_CHECKS 16
-
-enum {
-    OPT_CONFIG = 256,
-    OPT_JSON,
-    OPT_PROC_ROOT,
-    OPT_CONTAINERD_CONFIG,
-    OPT_CRIO_CONFIG,
-    OPT_CRIO_CONFIG_DIR,
-    OPT_CRIO_HOOKS_DIR,
-    OPT_KUBELET_CONFIG,
-    OPT_KUBELET_VERSION,
-    OPT_HOOK_SOCKET,
-    OPT_RUNTIME,
-    OPT_TIMEOUT,
-    OPT_VERSION,
-    OPT_SYSTEMD_DIR,
-    OPT_KUBELET_FLAGS,
-    OPT_HOOK_PATH
-};
-
-static const struct option options[] = {
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"proc-root", required_argument, NULL, OPT_PROC_ROOT},
-    {"containerd-config", required_argument, NULL, OPT_CONTAINERD_CONFIG},
-    {"crio-config", required_argument, NULL, OPT_CRIO_CONFIG},
-    {"crio-config-dir", required_argument, NULL, OPT_CRIO_CONFIG_DIR},
-    {"crio-hooks-dir", required_argument, NULL, OPT_CRIO_HOOKS_DIR},
-    {"kubelet-config", required_argument, NULL, OPT_KUBELET_CONFIG},
-    {"kubelet-version", required_argument, NULL, OPT_KUBELET_VERSION},
-    {"hook-socket", required_argument, NULL, OPT_HOOK_SOCKET},
-    {"runtime", required_argument, NULL, OPT_RUNTIME},
-    {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
-    {"systemd-dir", required_argument, NULL, OPT_SYSTEMD_DIR},
-    {"kubelet-flags-file", required_argument, NULL, OPT_KUBELET_FLAGS},
-    {"hook-path", required_argument, NULL, OPT_HOOK_PATH},
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, OPT_VERSION},
-    {NULL, 0, NULL, 0}};
 
 static void usage(FILE *out)
 {
@@ -101,7 +63,7 @@ static int parse(int argc, char **argv, pgd_options *o, const char **dirs, size_
 {
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", pgd_doctor_options, NULL)) != -1) {
         switch (c) {
         case OPT_CONFIG: o->config_path = optarg, o->config_explicit = 1; break;
         case OPT_JSON: o->json = 1; break;
@@ -342,9 +304,8 @@ int main(int argc, char **argv)
     pgd_status st;
     pgd_read_status(&node, &st);
 
-    bool failed = false;
-    for (size_t i = 0; i < n; i++)
-        failed = failed || r[i].level == PGD_FAIL;
+    size_t c[3];
+    count_levels(r, n, c);
     if (o.json)
         rc = print_json(r, n, &st) == 0 ? 0 : 3;
     else
@@ -354,5 +315,5 @@ int main(int argc, char **argv)
     free(dirs);
     if (fflush(stdout) != 0)
         return 3;
-    return rc ? rc : failed ? 1 : 0;
+    return rc ? rc : c[PGD_FAIL] ? 1 : 0;
 }

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_IMPORTS 32
@@ -63,22 +62,7 @@ static void merge_into(json_t *dst, json_t *src)
     }
 }
 
-static json_t *path_get(json_t *j, const char *const *keys)
-{
-    for (; j && *keys; keys++)
-        j = json_object_get(j, *keys);
-    return j;
-}
-
 /* ---------------------------------------------------------- the hook entry */
-
-/* An OCI hook {"path","args"} naming pullgate-hook: checks the binaries, notes --config. */
-static bool is_our_hook(const json_t *hook)
-{
-    const char *path = json_string_value(json_object_get(hook, "path"));
-    const char *base = path ? strrchr(path, '/') : NULL;
-    return base && strcmp(base + 1, HOOK_NAME) == 0;
-}
 
 /* The hook's argv as runc runs it: args[0] is the program name, as in execv. */
 static char **hook_argv(const json_t *hook)
@@ -134,7 +118,7 @@ static const json_t *hook_in_spec(const json_t *spec, const char **stage)
         json_t *h;
         json_array_foreach(json_object_get(json_object_get(spec, "hooks"), *s), i, h)
         {
-            if (is_our_hook(h)) {
+            if (pgd_is_our_hook(h)) {
                 *stage = *s;
                 return h;
             }
@@ -217,7 +201,7 @@ static int containerd_handlers(json_t *cfg, handlers *h, pg_error *err)
                        "(2.x) are checked",
                        v);
     h->plugin = v == 2 ? "io.containerd.grpc.v1.cri" : "io.containerd.cri.v1.runtime";
-    h->runtimes = json_object_get(path_get(cfg, v == 2 ? v2 : v3), "runtimes");
+    h->runtimes = json_object_get(pgd_json_path(cfg, v == 2 ? v2 : v3), "runtimes");
     return PG_OK;
 }
 
@@ -297,31 +281,13 @@ static int check_handler_spec(pgd_node *n, const char *name, const json_t *handl
     return rc;
 }
 
-/* --containerd-config, else the running containerd's --config (as it opened it), else
- * containerd's default when none runs. NULL with why when the running one's cannot be
- * named, or several run and none is the node's service. */
-static const char *containerd_config_path(const pgd_node *n, char *buf, size_t len,
-                                          pg_error *why)
-{
-    if (n->opt->containerd_config)
-        return n->opt->containerd_config;
-    size_t candidates = 0;
-    const char *running =
-        pgd_running_containerd_config(n->opt->proc_root, buf, len, &candidates, why);
-    if (running)
-        return running;
-    if (candidates > 1)
-        pg_fail(why, PG_ERR_CONFIG,
-                "%zu containerd processes run and none is the node's service (started by init)",
-                candidates);
-    return candidates ? NULL : PGD_CONTAINERD_DEFAULT_CONFIG;
-}
-
 static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
 {
     char running[4096];
     pg_error unnamed = {0};
-    const char *path = containerd_config_path(n, running, sizeof running, &unnamed);
+    size_t candidates = 0;
+    const char *path = pgd_containerd_config(n->opt->containerd_config, n->opt->proc_root,
+                                             running, sizeof running, &candidates, &unnamed);
     if (!path) {
         pgd_fail(r,
                  "name containerd's configuration: pullgatectl doctor --containerd-config FILE "
@@ -416,46 +382,41 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
 
 /* ---------------------------------------------------------------- CRI-O */
 
-static bool array_has(const json_t *array, const char *value)
+/* Sets files[NAME] = "dir/NAME" for each NAME in dir ending in suffix, in name order (a
+ * NAME set already keeps its place and takes the later directory's path). */
+static void add_dir_files(json_t *files, const char *dir, const char *suffix)
 {
-    size_t i;
-    json_t *v;
-    json_array_foreach(array, i, v)
-    {
-        if (json_is_string(v) && strcmp(json_string_value(v), value) == 0)
-            return true;
+    struct dirent **list = NULL;
+    int count = dir ? scandir(dir, &list, NULL, alphasort) : -1;
+    size_t sl = strlen(suffix);
+    for (int k = 0; k < count; k++) {
+        size_t len = strlen(list[k]->d_name);
+        if (len > sl && strcmp(list[k]->d_name + len - sl, suffix) == 0) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s", dir, list[k]->d_name);
+            json_object_set_new(files, list[k]->d_name, json_string(path));
+        }
+        free(list[k]);
     }
-    return false;
+    free(list);
 }
 
 /* hooks_dir from crio.conf, then the .conf files of crio.conf.d in name order (the last one set wins). */
 static json_t *crio_hooks_dirs(const pgd_options *o, pg_error *err)
 {
-    json_t *dirs = NULL;
-    char **files = NULL;
-    size_t n_files = 0;
-    struct dirent **list = NULL;
-    int n = scandir(o->crio_config_dir, &list, NULL, alphasort);
-    files = calloc((size_t)(n > 0 ? n : 0) + 2, sizeof *files);
+    json_t *files = json_pack("{s:s}", "", o->crio_config); /* "": no file name is empty */
     if (!files) {
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    files[n_files++] = strdup(o->crio_config);
-    for (int i = 0; i < n; i++) {
-        size_t len = strlen(list[i]->d_name);
-        if (len > 5 && strcmp(list[i]->d_name + len - 5, ".conf") == 0) {
-            char path[4200];
-            snprintf(path, sizeof path, "%s/%s", o->crio_config_dir, list[i]->d_name);
-            files[n_files++] = strdup(path);
-        }
-        free(list[i]);
-    }
-    free(list);
+    add_dir_files(files, o->crio_config_dir, ".conf");
+    json_t *dirs = NULL, *path;
+    const char *name;
     int rc = PG_OK;
-    for (size_t i = 0; i < n_files && rc == PG_OK; i++) {
+    json_object_foreach(files, name, path)
+    {
         pg_error e = {0};
-        json_t *cfg = files[i] ? load_toml(files[i], &e) : NULL;
+        json_t *cfg = load_toml(json_string_value(path), &e);
         if (!cfg && e.code != PG_ERR_NOT_FOUND)
             rc = pg_fail(err, e.code, "%s", e.message);
         json_t *hd =
@@ -465,10 +426,10 @@ static json_t *crio_hooks_dirs(const pgd_options *o, pg_error *err)
             dirs = json_incref(hd);
         }
         json_decref(cfg);
+        if (rc != PG_OK)
+            break;
     }
-    for (size_t i = 0; i < n_files; i++)
-        free(files[i]);
-    free(files);
+    json_decref(files);
     if (rc != PG_OK) {
         json_decref(dirs);
         return NULL;
@@ -502,21 +463,7 @@ static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
     char why[1024] = "";
     bool broken = false;
     json_array_foreach(dirs, i, d)
-    {
-        const char *dir = json_string_value(d);
-        struct dirent **list = NULL;
-        int count = dir ? scandir(dir, &list, NULL, alphasort) : -1;
-        for (int k = 0; k < count; k++) {
-            size_t len = strlen(list[k]->d_name);
-            if (len > 5 && strcmp(list[k]->d_name + len - 5, ".json") == 0) {
-                char path[4200];
-                snprintf(path, sizeof path, "%s/%s", dir, list[k]->d_name);
-                json_object_set_new(effective, list[k]->d_name, json_string(path));
-            }
-            free(list[k]);
-        }
-        free(list);
-    }
+        add_dir_files(effective, json_string_value(d), ".json");
     const char *file;
     json_t *pathj;
     const char *found = NULL;
@@ -532,11 +479,12 @@ static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
             break;
         }
         json_t *hook = json_object_get(entry, "hook");
-        if (!found && is_our_hook(hook)) {
+        if (!found && pgd_is_our_hook(hook)) {
             found = path;
             json_t *stages = json_object_get(entry, "stages");
-            bool creation = array_has(stages, "createRuntime") || array_has(stages, "prestart") ||
-                            array_has(stages, "createContainer");
+            bool creation = pgd_json_array_has(stages, "createRuntime") ||
+                            pgd_json_array_has(stages, "prestart") ||
+                            pgd_json_array_has(stages, "createContainer");
             if (!json_is_true(json_object_get(json_object_get(entry, "when"), "always")))
                 snprintf(why, sizeof why,
                          "%s: \"when\" is not {\"always\": true}: containers its "
@@ -679,10 +627,7 @@ static void hook_args_command(const pgd_node *n, pgd_result *r)
 void pgd_check_same_config(pgd_node *n, pgd_result *r)
 {
     const char *mine = n->opt->config_path;
-    struct stat st;
-    bool cri_reads_mine = n->cri_config_seen && stat(mine, &st) == 0 &&
-                          st.st_dev == n->cri_config_st.st_dev &&
-                          st.st_ino == n->cri_config_st.st_ino;
+    bool cri_reads_mine = pgd_cri_reads(n, mine);
     if (!n->hook_found) {
         pgd_fail(r, "wire the hook first (see hook)", "the runtime runs no %s to compare",
                  HOOK_NAME);

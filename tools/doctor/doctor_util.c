@@ -189,52 +189,28 @@ static char **split_cmdline(const char *buf, size_t len)
     return argv;
 }
 
-/* Real uid 0 in <proc_root>/<pid>/status ("Uid:\treal\teffective..."). */
-static bool runs_as_root(const char *proc_root, const char *pid)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s/status", proc_root, pid);
-    size_t len = 0;
-    char *text = read_small(path, 64u << 10, &len);
-    const char *uid = text ? strstr(text, "\nUid:") : NULL;
-    char *end = NULL;
-    bool root = uid && strtol(uid + 5, &end, 10) == 0 && end != uid + 5;
-    free(text);
-    return root;
-}
-
-/* The process sees the doctor's own filesystem: its mount namespace is ours. */
-static bool shares_our_mounts(const char *proc_root, const char *pid)
-{
-    char path[4096];
-    struct stat theirs, ours;
-    snprintf(path, sizeof path, "%s/%s/ns/mnt", proc_root, pid);
-    return stat(path, &theirs) == 0 && stat("/proc/self/ns/mnt", &ours) == 0 &&
-           theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino;
-}
-
-/* The PPid: line of <proc_root>/<pid>/status, or -1. */
-static int parent_of(const char *proc_root, int pid)
+/* The number after field ("\nUid:", "\nPPid:") in <proc_root>/<pid>/status, or -1. */
+static long status_field(const char *proc_root, int pid, const char *field)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%d/status", proc_root, pid);
-    size_t len = 0;
+    size_t len = 0, fl = strlen(field);
     char *text = read_small(path, 64u << 10, &len);
-    const char *p = text ? strstr(text, "\nPPid:") : NULL;
-    int ppid = p ? atoi(p + 6) : -1;
+    const char *p = text ? strstr(text, field) : NULL;
+    char *end = NULL;
+    long value = p ? strtol(p + fl, &end, 10) : -1;
+    if (p && end == p + fl)
+        value = -1;
     free(text);
-    return ppid;
+    return value;
 }
 
-/* Its root directory is the node's: the one the doctor runs in (the kernel's view of
- * <pid>/root, whatever its mount namespace shows under it). */
-static bool has_node_root(const char *proc_root, const char *pid)
+/* Whether <proc_root>/<pid>/<entry> is the same file as ours (device and inode). */
+static bool same_as_ours(const char *proc_root, int pid, const char *entry, const char *ours)
 {
     char path[4096];
-    struct stat theirs, ours;
-    snprintf(path, sizeof path, "%s/%s/root", proc_root, pid);
-    return stat(path, &theirs) == 0 && stat("/", &ours) == 0 && theirs.st_dev == ours.st_dev &&
-           theirs.st_ino == ours.st_ino;
+    snprintf(path, sizeof path, "%s/%d/%s", proc_root, pid, entry);
+    return pgd_same_file(path, ours);
 }
 
 /*
@@ -247,22 +223,17 @@ static bool has_node_root(const char *proc_root, const char *pid)
  * systemd gave a mount namespace of its own (the packaged pullgate-cri.service's
  * PrivateTmp, ProtectSystem), told by two things no container's process has: init
  * is its parent (a container's processes descend from their shim, which reaps its
- * orphans itself) and its root directory is the node's (a container's is its image).
+ * orphans itself) and its root directory is the node's (a container's is its image:
+ * the kernel's view of <pid>/root, whatever its mount namespace shows under it).
  */
-static bool node_process(const char *proc_root, const char *pid)
-{
-    if (!runs_as_root(proc_root, pid))
-        return false;
-    if (shares_our_mounts(proc_root, pid))
-        return true;
-    return parent_of(proc_root, atoi(pid)) == 1 && has_node_root(proc_root, pid);
-}
-
 bool pgd_node_process(const char *proc_root, int pid)
 {
-    char text[24];
-    snprintf(text, sizeof text, "%d", pid);
-    return node_process(proc_root, text);
+    if (status_field(proc_root, pid, "\nUid:") != 0) /* the real uid */
+        return false;
+    if (same_as_ours(proc_root, pid, "ns/mnt", "/proc/self/ns/mnt"))
+        return true;
+    return status_field(proc_root, pid, "\nPPid:") == 1 &&
+           same_as_ours(proc_root, pid, "root", "/");
 }
 
 /* Whether the directory open as fd is path (device and inode). */
@@ -317,6 +288,24 @@ int pgd_proc_open(const char *proc_root, int pid, const char *path, int flags, c
     return fd;
 }
 
+/* The argv of process pid when its comm is name and it is a node process; NULL otherwise. */
+static char **node_process_argv(const char *proc_root, int pid, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d/comm", proc_root, pid);
+    size_t len = 0;
+    char *comm = read_small(path, 64, &len);
+    bool match = comm && (comm[strcspn(comm, "\n")] = '\0', strcmp(comm, name) == 0);
+    free(comm);
+    if (!match || !pgd_node_process(proc_root, pid))
+        return NULL;
+    snprintf(path, sizeof path, "%s/%d/cmdline", proc_root, pid);
+    char *cmdline = read_small(path, MAX_CMDLINE_BYTES, &len);
+    char **argv = cmdline ? split_cmdline(cmdline, len) : NULL;
+    free(cmdline);
+    return argv;
+}
+
 /* Calls found(pid, argv, ctx) for each root process named name in our mount namespace, until it
  * returns true; found takes argv. */
 static void scan_processes(const char *proc_root, const char *name,
@@ -331,21 +320,7 @@ static void scan_processes(const char *proc_root, const char *name,
         if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
             strspn(e->d_name, "0123456789") != strlen(e->d_name))
             continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s/comm", proc_root, e->d_name);
-        size_t len = 0;
-        char *comm = read_small(path, 64, &len);
-        if (!comm)
-            continue;
-        comm[strcspn(comm, "\n")] = '\0';
-        bool match = strcmp(comm, name) == 0;
-        free(comm);
-        if (!match || !node_process(proc_root, e->d_name))
-            continue;
-        snprintf(path, sizeof path, "%s/%s/cmdline", proc_root, e->d_name);
-        char *cmdline = read_small(path, MAX_CMDLINE_BYTES, &len);
-        char **argv = cmdline ? split_cmdline(cmdline, len) : NULL;
-        free(cmdline);
+        char **argv = node_process_argv(proc_root, atoi(e->d_name), name);
         if (argv)
             done = found(atoi(e->d_name), argv, ctx);
     }
@@ -399,21 +374,7 @@ char **pgd_socket_server(const char *proc_root, const char *endpoint, const char
                          int *pid_out)
 {
     int pid = socket_peer(endpoint);
-    if (pid <= 0)
-        return NULL;
-    char text[24], path[4096];
-    snprintf(text, sizeof text, "%d", pid);
-    snprintf(path, sizeof path, "%s/%d/comm", proc_root, pid);
-    size_t len = 0;
-    char *comm = read_small(path, 64, &len);
-    bool match = comm && (comm[strcspn(comm, "\n")] = '\0', strcmp(comm, name) == 0);
-    free(comm);
-    if (!match || !node_process(proc_root, text))
-        return NULL;
-    snprintf(path, sizeof path, "%s/%d/cmdline", proc_root, pid);
-    char *cmdline = read_small(path, MAX_CMDLINE_BYTES, &len);
-    char **argv = cmdline ? split_cmdline(cmdline, len) : NULL;
-    free(cmdline);
+    char **argv = pid > 0 ? node_process_argv(proc_root, pid, name) : NULL;
     if (argv && pid_out)
         *pid_out = pid;
     return argv;
@@ -483,15 +444,15 @@ static bool note_service(int pid, char **argv, void *ctx)
     }
     c->pid[c->n] = pid;
     c->argv[c->n] = argv;
-    c->by_init[c->n] = parent_of(c->proc_root, pid) == 1;
+    c->by_init[c->n] = status_field(c->proc_root, pid, "\nPPid:") == 1;
     c->n++;
     return false;
 }
 
 /* A node's daemon is a service: started by init. Others (a test's, a tenant's privileged
  * container's) count only when no service of that name runs. */
-static char **find_service(const char *proc_root, const char *name, int *pid, size_t *candidates,
-                           bool init_only)
+char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates,
+                        bool init_only)
 {
     services c = {.proc_root = proc_root};
     scan_processes(proc_root, name, note_service, &c);
@@ -513,17 +474,6 @@ static char **find_service(const char *proc_root, const char *name, int *pid, si
         }
     }
     return found;
-}
-
-char **pgd_find_service(const char *proc_root, const char *name, int *pid, size_t *candidates)
-{
-    return find_service(proc_root, name, pid, candidates, false);
-}
-
-char **pgd_find_init_service(const char *proc_root, const char *name, int *pid,
-                             size_t *candidates)
-{
-    return find_service(proc_root, name, pid, candidates, true);
 }
 
 typedef struct containerds {
@@ -563,12 +513,28 @@ const char *pgd_running_containerd_config(const char *proc_root, char *out, size
                                           size_t *candidates, pg_error *err)
 {
     int pid = 0;
-    char **argv = pgd_find_service(proc_root, "containerd", &pid, candidates);
+    char **argv = pgd_find_service(proc_root, "containerd", &pid, candidates, false);
     if (!argv)
         return NULL;
     int rc = containerd_config_of(proc_root, pid, argv, out, n, err);
     pg_strv_free(argv);
     return rc == PG_OK ? out : NULL;
+}
+
+const char *pgd_containerd_config(const char *given, const char *proc_root, char *buf, size_t n,
+                                  size_t *candidates, pg_error *why)
+{
+    *candidates = 0;
+    if (given)
+        return given;
+    const char *running = pgd_running_containerd_config(proc_root, buf, n, candidates, why);
+    if (running)
+        return running;
+    if (*candidates > 1)
+        pg_fail(why, PG_ERR_CONFIG,
+                "%zu containerd processes run and none is the node's service (started by init)",
+                *candidates);
+    return *candidates ? NULL : PGD_CONTAINERD_DEFAULT_CONFIG;
 }
 
 const char *pgd_flag(char *const *argv, const char *name)
@@ -591,6 +557,32 @@ const char *pgd_flag(char *const *argv, const char *name)
             value = argv[++i];
     }
     return value;
+}
+
+json_t *pgd_json_path(json_t *j, const char *const *keys)
+{
+    for (; j && *keys; keys++)
+        j = json_object_get(j, *keys);
+    return j;
+}
+
+bool pgd_json_array_has(const json_t *array, const char *value)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(array, i, v)
+    {
+        if (json_is_string(v) && strcmp(json_string_value(v), value) == 0)
+            return true;
+    }
+    return false;
+}
+
+bool pgd_is_our_hook(const json_t *hook)
+{
+    const char *path = json_string_value(json_object_get(hook, "path"));
+    const char *base = path ? strrchr(path, '/') : NULL;
+    return base && strcmp(base + 1, "pullgate-hook") == 0;
 }
 
 /* "unix:///run/x" and "/run/x" name one socket; /var/run is /run on every systemd node. */

@@ -264,21 +264,12 @@ static int replace_value(doc *d, const json_t *e, const char *value, pg_error *e
     return add_edit(d, start, end, value, err);
 }
 
-static bool array_has(const json_t *a, const char *s)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(a, i, v) if (json_is_string(v) &&
-                                    strcmp(json_string_value(v), s) == 0) return true;
-    return false;
-}
-
 /* pod_annotations with (wire) or without (unwire) the key; NULL when unchanged. */
 static json_t *new_annotations(const json_t *old, const char *key, int remove)
 {
-    if (!remove && array_has(old, key))
+    if (!remove && pgd_json_array_has(old, key))
         return NULL;
-    if (remove && !array_has(old, key))
+    if (remove && !pgd_json_array_has(old, key))
         return NULL;
     json_t *out = json_array();
     size_t i;
@@ -373,13 +364,6 @@ static int edit_handler(doc *d, const char *const *prefix, const char *name, jso
 
 /* ------------------------------------------------------------- document */
 
-static json_t *path_get(json_t *j, const char *const *keys)
-{
-    for (; j && *keys; keys++)
-        j = json_object_get(j, *keys);
-    return j;
-}
-
 /* The CRI plugin's name for a configuration version, or NULL with err set. */
 static const char *cri_plugin(const doc *d, pg_error *err)
 {
@@ -422,8 +406,8 @@ static int add_runc_handler(doc *d, const char *const *prefix, json_t *expect,
                             const pgw_cd_params *p, pgw_cd_result *out, pg_error *err)
 {
     const char *def = json_string_value(
-        path_get(d->data, (const char *const[]){"plugins", d->plugin, "containerd",
-                                                "default_runtime_name", NULL}));
+        pgd_json_path(d->data, (const char *const[]){"plugins", d->plugin, "containerd",
+                                                     "default_runtime_name", NULL}));
     if (def && strcmp(def, "runc") != 0)
         return refuse(err, "default_runtime_name is \"%s\" but no runtime handler is defined", def);
     char header[1024] = "";
@@ -515,7 +499,7 @@ int pgw_containerd_edit(const char *text, size_t len, const pgw_cd_params *p, pg
                     d.plugin);
     const char *const prefix[] = {"plugins", d.plugin, "containerd", "runtimes", NULL};
     json_t *expect = rc == PG_OK ? json_deep_copy(d.data) : NULL;
-    json_t *runtimes = rc == PG_OK ? path_get(d.data, prefix) : NULL;
+    json_t *runtimes = rc == PG_OK ? pgd_json_path(d.data, prefix) : NULL;
     if (rc == PG_OK && runtimes && !json_is_object(runtimes))
         rc = refuse(err, "runtimes is not a table");
     if (rc == PG_OK && json_object_size(runtimes) == 0 && !p->remove)
@@ -534,7 +518,7 @@ int pgw_containerd_edit(const char *text, size_t len, const pgw_cd_params *p, pg
             rc = pg_fail(err, PG_ERR_LIMIT, "more than %d runtime handlers", PGW_MAX_HANDLERS);
             break;
         }
-        json_t *eh = json_object_get(path_get(expect, prefix), name);
+        json_t *eh = json_object_get(pgd_json_path(expect, prefix), name);
         rc = edit_handler(&d, prefix, name, handler, eh, p, &out->handlers[out->n_handlers++], err);
     }
     if (rc == PG_OK && !(out->text = apply_edits(&d, &out->len)))

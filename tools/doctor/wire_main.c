@@ -10,6 +10,7 @@
  * another tool manages, with why), 2 on a usage error, 3 when a change failed part way
  * (the backups named above the error restore it).
  */
+#include "options.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -161,37 +162,40 @@ static const change *planned(const plan *pl, const char *path)
     return NULL;
 }
 
+/* A new temporary file from template holding text (NULL: empty); false when none was made. */
+static bool temp_copy(char *template, const char *text, size_t len)
+{
+    int fd = mkstemp(template);
+    if (fd < 0)
+        return false;
+    if (text && write(fd, text, len) != (ssize_t)len)
+        say("(could not write the diff's temporary file)");
+    close(fd);
+    return true;
+}
+
 /* `diff -u` of one change, on standard output. */
 static void show_diff(const change *c)
 {
-    char tmp[] = "/tmp/pullgate-wire.XXXXXX";
-    int fd = mkstemp(tmp);
-    if (fd < 0)
+    char tmp[] = "/tmp/pullgate-wire.XXXXXX", old_copy[] = "/tmp/pullgate-wire-old.XXXXXX";
+    if (!temp_copy(tmp, c->after, c->after_len))
         return;
-    if (c->after && write(fd, c->after, c->after_len) != (ssize_t)c->after_len)
-        say("(could not write the diff's temporary file)");
-    close(fd);
+    bool old = temp_copy(old_copy, c->before, c->before_len);
     char old_label[4200], new_label[4200];
     snprintf(old_label, sizeof old_label, "%s%s", c->path, c->before ? "" : " (new)");
     snprintf(new_label, sizeof new_label, "%s%s", c->path, c->after ? " (wired)" : " (removed)");
-    char old_copy[] = "/tmp/pullgate-wire-old.XXXXXX";
-    int ofd = mkstemp(old_copy);
-    if (ofd >= 0 && c->before && write(ofd, c->before, c->before_len) != (ssize_t)c->before_len)
-        say("(could not write the diff's temporary file)");
-    if (ofd >= 0)
-        close(ofd);
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         execlp("diff", "diff", "-u", "--label", old_label, "--label", new_label,
-               ofd >= 0 ? old_copy : "/dev/null", tmp, (char *)NULL);
+               old ? old_copy : "/dev/null", tmp, (char *)NULL);
         _exit(127);
     }
     int status;
     if (pid > 0)
         waitpid(pid, &status, 0);
     unlink(tmp);
-    if (ofd >= 0)
+    if (old)
         unlink(old_copy);
 }
 
@@ -282,13 +286,6 @@ static json_t *hook_entry(const options *o, const char *hook_socket)
     return json_pack("{s:s, s:o, s:i}", "path", o->hook_path, "args", args, "timeout", 10);
 }
 
-static bool is_our_hook(const json_t *h)
-{
-    const char *path = json_string_value(json_object_get(h, "path"));
-    const char *base = path ? strrchr(path, '/') : NULL;
-    return base && strcmp(base + 1, HOOK_NAME) == 0;
-}
-
 /* Puts entry in the spec's hooks (replacing a pullgate-hook anywhere, else appended to
  * createRuntime), or with entry NULL takes every pullgate-hook out. True when it changed. */
 static bool set_hook(json_t *spec, const json_t *entry)
@@ -302,7 +299,7 @@ static bool set_hook(json_t *spec, const json_t *entry)
         json_t *list = json_object_get(hooks, *s);
         for (size_t i = 0; i < json_array_size(list);) {
             json_t *h = json_array_get(list, i);
-            if (!is_our_hook(h)) {
+            if (!pgd_is_our_hook(h)) {
                 i++;
             } else if (entry && !placed) {
                 if (!json_equal(h, (json_t *)entry)) {
@@ -438,27 +435,18 @@ typedef struct node_facts {
 
 static int find_containerd_config(const options *o, node_facts *f)
 {
-    if (o->containerd_config) {
-        snprintf(f->cd_config, sizeof f->cd_config, "%s", o->containerd_config);
-        f->cd_source = "--containerd-config";
-        return 0;
-    }
     size_t candidates = 0;
     pg_error why = {0};
-    if (pgd_running_containerd_config(o->proc_root, f->cd_config, sizeof f->cd_config, &candidates,
-                                      &why)) {
-        f->cd_source = "the running containerd's";
-        return 0;
-    }
-    if (candidates > 1)
-        return refused("%zu containerd processes run and none is the node's service (started by "
-                       "init): name its configuration with --containerd-config FILE",
-                       candidates);
-    if (candidates == 1)
-        return refused("%s: name containerd's configuration with --containerd-config FILE",
-                       why.message);
-    snprintf(f->cd_config, sizeof f->cd_config, "%s", PGD_CONTAINERD_DEFAULT_CONFIG);
-    f->cd_source = "containerd's default (no containerd runs)";
+    const char *path = pgd_containerd_config(o->containerd_config, o->proc_root, f->cd_config,
+                                             sizeof f->cd_config, &candidates, &why);
+    if (!path)
+        return refused("%s: name %s configuration with --containerd-config FILE", why.message,
+                       candidates > 1 ? "its" : "containerd's");
+    f->cd_source = path == o->containerd_config ? "--containerd-config"
+                   : path == f->cd_config       ? "the running containerd's"
+                                                : "containerd's default (no containerd runs)";
+    if (path != f->cd_config)
+        snprintf(f->cd_config, sizeof f->cd_config, "%s", path);
     return 0;
 }
 
@@ -634,22 +622,6 @@ static int wire_crio(const options *o, const node_facts *f)
 
 /* ----------------------------------------------------------------- main */
 
-static const struct option long_options[] = {{"config", required_argument, NULL, 'c'},
-                                             {"remove", no_argument, NULL, 'r'},
-                                             {"runtime", required_argument, NULL, 'R'},
-                                             {"containerd-config", required_argument, NULL, 'C'},
-                                             {"base-spec", required_argument, NULL, 'b'},
-                                             {"crio-config-dir", required_argument, NULL, 'D'},
-                                             {"hooks-dir", required_argument, NULL, 'H'},
-                                             {"hook-path", required_argument, NULL, 'k'},
-                                             {"hook-socket", required_argument, NULL, 'S'},
-                                             {"proc-root", required_argument, NULL, 'p'},
-                                             {"dry-run", no_argument, NULL, 'n'},
-                                             {"print-containerd-configs", no_argument, NULL, 'P'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {"version", no_argument, NULL, 'V'},
-                                             {NULL, 0, NULL, 0}};
-
 static void usage(void)
 {
     puts("Usage: pullgatectl [--config FILE] wire|unwire [--dry-run] [--runtime auto|containerd|"
@@ -671,7 +643,7 @@ static int parse(int argc, char **argv, options *o)
 {
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":h", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", pgd_wire_options, NULL)) != -1) {
         switch (c) {
         case 'c': o->config = optarg, o->config_explicit = true; break;
         case 'r': o->remove = true; break;
@@ -709,14 +681,23 @@ bad_runtime:
     return EXIT_USAGE;
 }
 
+/* The configuration at path: the built-in defaults when there is no such file; NULL with err. */
+static pg_config *load_config(const char *path, pg_error *err)
+{
+    pg_config *cfg = pg_config_new(err);
+    if (cfg && access(path, F_OK) == 0 && pg_config_load_file(cfg, path, err) != PG_OK) {
+        pg_config_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
 /* The CRI socket the configuration wire reads names (criListen), or the default. */
 static void configured_listen(const char *config, char *out, size_t n)
 {
     pg_error err = {0};
-    pg_config *cfg = pg_config_new(&err);
-    bool loaded =
-        cfg && access(config, F_OK) == 0 && pg_config_load_file(cfg, config, &err) == PG_OK;
-    snprintf(out, n, "%s", loaded ? pg_config_cri_listen(cfg) : "unix:///run/pullgate/cri.sock");
+    pg_config *cfg = load_config(config, &err);
+    snprintf(out, n, "%s", cfg ? pg_config_cri_listen(cfg) : "unix:///run/pullgate/cri.sock");
     pg_config_free(cfg);
 }
 
@@ -774,14 +755,12 @@ static void find_cri(options *o, node_facts *f)
 static int annotation_of(const char *config, char *out, size_t n)
 {
     pg_error err = {0};
-    pg_config *cfg = pg_config_new(&err);
+    pg_config *cfg = load_config(config, &err);
     if (!cfg)
-        return refused("%s", err.message);
-    int rc = access(config, F_OK) == 0 ? pg_config_load_file(cfg, config, &err) : PG_OK;
-    if (rc == PG_OK)
-        snprintf(out, n, "%s", pg_config_annotation(cfg));
+        return refused("the configuration %s: %s", config, err.message);
+    snprintf(out, n, "%s", pg_config_annotation(cfg));
     pg_config_free(cfg);
-    return rc == PG_OK ? 0 : refused("the configuration %s: %s", config, err.message);
+    return 0;
 }
 
 static const char *pick_runtime(const options *o)
