@@ -105,19 +105,22 @@ static bool path_component_valid(span c)
     }
 }
 
-/* One or more components separated by single slashes. */
-static bool path_valid(span p)
+/* Every part of s between single separators sep is valid (an empty one is handed to valid). */
+static bool parts_valid(span s, char sep, bool (*valid)(span))
 {
     size_t start = 0;
-    for (size_t i = 0; i <= p.n; i++) {
-        if (i == p.n || p.p[i] == '/') {
-            if (!path_component_valid((span){p.p + start, i - start}))
+    for (size_t i = 0; i <= s.n; i++) {
+        if (i == s.n || s.p[i] == sep) {
+            if (!valid((span){s.p + start, i - start}))
                 return false;
             start = i + 1;
         }
     }
     return true;
 }
+
+/* One or more components separated by single slashes. */
+static bool path_valid(span p) { return parts_valid(p, '/', path_component_valid); }
 
 /* ---------------------------------------------------------------- domains */
 
@@ -131,18 +134,7 @@ static bool domain_label_valid(span l)
     return true;
 }
 
-static bool domain_name_valid(span d)
-{
-    size_t start = 0;
-    for (size_t i = 0; i <= d.n; i++) {
-        if (i == d.n || d.p[i] == '.') {
-            if (!domain_label_valid((span){d.p + start, i - start}))
-                return false;
-            start = i + 1;
-        }
-    }
-    return true;
-}
+static bool domain_name_valid(span d) { return parts_valid(d, '.', domain_label_valid); }
 
 /* "[" (hex | ":")+ "]": no zones, no embedded IPv4 (deliberately, as in Go). */
 static bool ipv6_literal_valid(span h)
