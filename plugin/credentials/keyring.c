@@ -489,11 +489,6 @@ pg_dockerconfig_form pg_dockerconfig_form_of_file(const char *path)
     return base && strcmp(base, ".dockercfg") == 0 ? PG_DOCKERCONFIG_BARE : PG_DOCKERCONFIG_AUTHS;
 }
 
-int pg_dockerconfig_parse(const char *json, size_t len, pg_dockerconfig **out, pg_error *err)
-{
-    return pg_dockerconfig_parse_as(json, len, PG_DOCKERCONFIG_SNIFF, out, err);
-}
-
 int pg_dockerconfig_parse_as(const char *json, size_t len, pg_dockerconfig_form form,
                              pg_dockerconfig **out, pg_error *err)
 {
@@ -574,7 +569,7 @@ PG_API int pg_dockerconfig_hashes(const char *json, size_t len, const char *imag
     pg_cred_hashes *pairs = NULL;
     size_t n = 0;
     pg_strv out = {0};
-    int rc = pg_dockerconfig_parse(json, len, &dc, err);
+    int rc = pg_dockerconfig_parse_as(json, len, PG_DOCKERCONFIG_SNIFF, &dc, err);
     if (rc == PG_OK)
         rc = pg_dockerconfig_lookup(dc, image, &pairs, &n, err);
     for (size_t i = 0; rc == PG_OK && i < n; i++)
