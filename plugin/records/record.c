@@ -208,11 +208,6 @@ static size_t position_in(const pg_rec_mapping *v, size_t n, const char *image_n
     return sorted_position(v, n, sizeof *v, image_name, cmp_mapping_to_name, found);
 }
 
-static size_t mapping_position(const pg_record *rec, const char *image_name, bool *found)
-{
-    return position_in(rec->maps, rec->n_maps, image_name, found);
-}
-
 static const pg_rec_mapping *find_in(const pg_rec_mapping *v, size_t n, const char *image_name)
 {
     bool found = false;
@@ -956,7 +951,7 @@ static int merge_secret(pg_rec_mapping *m, const pg_pod_cred *in, pg_error *err)
 static pg_rec_mapping *mapping_for(pg_record *rec, const char *image_name, pg_error *err)
 {
     bool found;
-    size_t lo = mapping_position(rec, image_name, &found);
+    size_t lo = position_in(rec->maps, rec->n_maps, image_name, &found);
     if (found)
         return &rec->maps[lo];
     char *name = strdup(image_name);
