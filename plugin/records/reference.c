@@ -353,34 +353,19 @@ bool pg_ref_needs_normalising(const char *s)
     return sp.domain.p != s || sp.add_library_prefix;
 }
 
-/* "domain/[library/]remainder": the string Go hands to Parse(). */
+/* "domain/[library/]remainder": the string Go hands to Parse(). NULL when out of memory. */
 static char *join_normalized(const split_name *sp)
 {
-    size_t prefix = sp->add_library_prefix ? strlen(official_repo_prefix) : 0;
-    size_t n = sp->domain.n + 1 + prefix + sp->remainder.n;
-    char *joined = malloc(n + 1);
-    if (!joined)
+    char *joined;
+    if (asprintf(&joined, "%.*s/%s%.*s", (int)sp->domain.n, sp->domain.p,
+                 sp->add_library_prefix ? official_repo_prefix : "", (int)sp->remainder.n,
+                 sp->remainder.p) < 0)
         return NULL;
-    char *w = joined;
-    memcpy(w, sp->domain.p, sp->domain.n);
-    w += sp->domain.n;
-    *w++ = '/';
-    memcpy(w, official_repo_prefix, prefix);
-    w += prefix;
-    memcpy(w, sp->remainder.p, sp->remainder.n);
-    w[sp->remainder.n] = '\0';
     return joined;
 }
 
-static char *span_dup(span s)
-{
-    char *d = malloc(s.n + 1);
-    if (d) {
-        memcpy(d, s.p, s.n);
-        d[s.n] = '\0';
-    }
-    return d;
-}
+/* The spans are of a C string (no NUL inside): strndup copies them exactly. */
+static char *span_dup(span s) { return strndup(s.p, s.n); }
 
 static int build_ref(const ref_parts *parts, pg_ref *ref, pg_error *err)
 {
