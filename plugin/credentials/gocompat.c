@@ -112,7 +112,7 @@ void pg_go_json_string(pg_buf *b, const char *s, size_t n)
 
 /* ============================================================ base64 (Go) */
 
-static int b64_value(unsigned char c)
+int pg_go_base64_value(unsigned char c, bool url)
 {
     if (c >= 'A' && c <= 'Z')
         return c - 'A';
@@ -120,11 +120,9 @@ static int b64_value(unsigned char c)
         return c - 'a' + 26;
     if (c >= '0' && c <= '9')
         return c - '0' + 52;
-    if (c == '+')
+    if (c == (url ? '-' : '+'))
         return 62;
-    if (c == '/')
-        return 63;
-    return -1;
+    return c == (url ? '_' : '/') ? 63 : -1;
 }
 
 /* Go's decoders skip CR and LF anywhere in the input. */
@@ -167,7 +165,7 @@ bool pg_go_base64_decode(const char *s, size_t n, bool padded, unsigned char *ou
             saw_padding = true;
             break;
         }
-        int v = b64_value((unsigned char)s[i]);
+        int v = pg_go_base64_value((unsigned char)s[i], false);
         if (v < 0)
             return false;
         acc = (acc << 6) | (uint32_t)v;
