@@ -197,13 +197,11 @@ static int check_field(const char *s, const char *what, pg_error *err)
 
 static int check_cred(const pg_mac_cred *c, pg_error *err)
 {
-    int rc = check_field(c->namespace_, "a namespace", err);
-    if (rc == PG_OK)
-        rc = check_field(c->name, "a name", err);
-    if (rc == PG_OK)
-        rc = check_field(c->uid, "a uid", err);
-    if (rc == PG_OK)
-        rc = check_field(c->hash, "a credentialHash", err);
+    const char *fields[] = {c->namespace_, c->name, c->uid, c->hash};
+    static const char *const what[] = {"a namespace", "a name", "a uid", "a credentialHash"};
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < 4; i++)
+        rc = check_field(fields[i], what[i], err);
     return rc;
 }
 
@@ -310,8 +308,6 @@ static int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, siz
 
 /* ------------------------------------------------------- annotation entries */
 
-/* 2 when any secret item carries sealed hashes, else 1: the header of an entry that
- * holds no hash at all (service accounts, coordinates only), as release 1.0.0 signs it. */
 int pg_annotation_entry_version(const json_t *entry)
 {
     size_t i;
