@@ -308,12 +308,10 @@ int pg_store_delete(pg_store *store, const char *image_ref, pg_error *err);
  * not in in_use (NULL-terminated, may be NULL) and whose lastUpdatedTime is
  * before `before` (0 = any time), except records of pinned images
  * (cfg pinnedImages match any mapped name). *pruned_out gets the count.
- * What only the deleted records justified goes too: their credential times,
- * credential index, name-index lines and the image-index entries naming
- * their imageRefs (so a pruned image no longer counts as pulled), and any
- * such file a crash left without its record. The store lock is taken only in
- * short steps (a concurrent pull waits milliseconds, not the whole prune);
- * call it from a thread that pulls do not wait on (docs/design.md, "Prune").
+ * What only the deleted records justified goes too (the image-index entries
+ * naming them: a pruned image no longer counts as pulled). The store lock is
+ * taken only in short steps; call it from a thread that pulls do not wait on
+ * (docs/design.md, "Prune").
  */
 int pg_store_prune(pg_store *store, const char *const *in_use, time_t before, unsigned *pruned_out,
                    pg_error *err);
@@ -425,11 +423,9 @@ void pg_notify_records_pruned(pg_notifier *n, uint32_t count);
  * appended later, the offset of that member plus its size); later minor
  * versions only append members. An unknown ABI gives NULL.
  *
- * One ABI, 2 (the module interface's major number; its minor number counts the
- * rounds of appended members: 2.0 up to notify_container, 2.1 store_enable_cache,
- * 2.2 decide_identity). ABI 1, ten functions that began the v2 table, was removed
- * in release 1.1.0 (module interface 2.2): a host asking for it gets NULL, as for
- * any unknown ABI, and uses the same members of the v2 table instead.
+ * One ABI, 2 (minor numbers: 2.0 up to notify_container, 2.1 store_enable_cache,
+ * 2.2 decide_identity). ABI 1 (the v2 table's first ten functions) was removed in
+ * release 1.1.0: asking for it gives NULL; its members are in the v2 table.
  */
 #define PG_MODULE_SYMBOL "pg_module_get"
 #define PG_MODULE_ABI_V2 2u
