@@ -44,13 +44,11 @@ PG_API const char *pg_reason_name(int reason)
 }
 
 /*
- * Denials that a pull with the pod's own credentials can turn into an allow:
- * the pull is recorded with the credentials the kubelet used (pullgate-cri's
- * attribution, docs/interfaces.md §10), so a record, a mapping for the name,
- * a matching credential or a fresh lastUpdatedTime can only come from one.
- * Everything else is not a pull's to cure: a bad or foreign annotation (the
- * pull would be recorded under the namespace-bound placeholder, which the
- * annotation does not list), a store or configuration error, a bad request.
+ * The pull is recorded with the credentials the kubelet used (pullgate-cri's
+ * attribution, docs/interfaces.md §10), so it can bring a record, a mapping, a
+ * matching credential or a fresh lastUpdatedTime; a bad or foreign annotation
+ * it cannot cure (its pull is recorded under the namespace-bound placeholder,
+ * which the annotation does not list).
  */
 bool pg_reason_curable_by_pull(int reason)
 {
