@@ -49,11 +49,7 @@ int pg_fail_errno(pg_error *err, int errno_value, const char *fmt, ...)
     return code;
 }
 
-/*
- * The one way to add context to an error on its way up (like crun's
- * crun_error_wrap): "context: <inner message>", the inner code kept, so no
- * caller needs to copy the message aside or guess from its text what happened.
- */
+/* Like crun's crun_error_wrap: no caller copies the message aside or guesses from its text. */
 void pg_error_prefix(pg_error *err, const char *fmt, ...)
 {
     if (!err)
