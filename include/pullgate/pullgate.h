@@ -223,23 +223,13 @@ void pg_store_free(pg_store *store);
 /*
  * For long-lived hosts (pullgate-cri, the webhook, a dlopen host): keeps up
  * to max_entries parsed pulled records (1 .. 2^24; at most max_bytes of record
- * files, 0 = no byte bound) in memory, least recently used evicted first, so a
- * decision costs an fstatat and a hash lookup instead of a read and a parse.
- * Never trusted blindly: every use re-stats the record file and compares its
- * identity (device, inode, size, mtime, ctime, mode, owner, links) with what
- * was parsed, so a record replaced on disk is seen at the next decision.
- * Also remembers which record, intent, index and credential files are ABSENT
- * (never which are present), for as long as inotify(7) watches on the record
- * directories report nothing created or renamed into them: one inotify
- * instance per store, drained (non-blocking) at the start of every decision,
- * so a decision sees every change made before it started. A queue overflow
- * forgets every absence; a watched subdirectory moved, removed or replaced is
- * no longer cached and is read by path again. Without inotify (limits) the
- * store probes as before. Call
- * once, before the store is shared between threads (the caches themselves are
- * thread-safe: their own mutexes, reference-counted records). The one-shot hook
- * does not use it. PG_ERR_INVALID when already enabled or a bound is out of
- * range.
+ * files, 0 = no byte bound) in memory, least recently used evicted first. Every
+ * use re-stats the file and compares its identity with what was parsed, so a
+ * record replaced on disk is seen at the next decision. Also remembers ABSENT
+ * files while inotify watches report nothing new (docs/design.md, "What the
+ * lookups cost"). Call once, before the store is shared between threads (the
+ * caches are thread-safe). PG_ERR_INVALID when already enabled or a bound is
+ * out of range.
  */
 int pg_store_enable_cache(pg_store *store, size_t max_entries, size_t max_bytes, pg_error *err);
 
@@ -318,12 +308,10 @@ int pg_store_delete(pg_store *store, const char *image_ref, pg_error *err);
  * not in in_use (NULL-terminated, may be NULL) and whose lastUpdatedTime is
  * before `before` (0 = any time), except records of pinned images
  * (cfg pinnedImages match any mapped name). *pruned_out gets the count.
- * What only the deleted records justified goes too: their credential times,
- * credential index, name-index lines and the image-index entries naming
- * their imageRefs (so a pruned image no longer counts as pulled), and any
- * such file a crash left without its record. The store lock is taken only in
- * short steps (a concurrent pull waits milliseconds, not the whole prune);
- * call it from a thread that pulls do not wait on (docs/design.md, "Prune").
+ * What only the deleted records justified goes too (the image-index entries
+ * naming them: a pruned image no longer counts as pulled). The store lock is
+ * taken only in short steps; call it from a thread that pulls do not wait on
+ * (docs/design.md, "Prune").
  */
 int pg_store_prune(pg_store *store, const char *const *in_use, time_t before, unsigned *pruned_out,
                    pg_error *err);
@@ -406,11 +394,8 @@ int pg_decide_identity(const pg_config *cfg, const pg_store *store, const pg_req
  * address. Connecting and every send is bounded by timeout_ms in total per
  * call; failures are recorded, never reported as errors of the caller's
  * operation. pg_notifier_new() never fails except for PG_ERR_NOMEM / a bad
- * argument; an unreachable bus yields a notifier that drops signals. After a
- * delivery failure signals are dropped at once for a back-off period (1 s,
- * doubling up to 30 s while the bus stays unusable), then the next signal
- * reconnects: a long-lived process survives a bus restart or outage with the
- * same notifier (docs/dbus.md).
+ * argument; an unreachable bus yields a notifier that drops signals, and
+ * reconnects after a back-off (docs/dbus.md).
  */
 pg_notifier *pg_notifier_new(const char *bus, int timeout_ms, pg_error *err);
 void pg_notifier_free(pg_notifier *n);
@@ -438,11 +423,9 @@ void pg_notify_records_pruned(pg_notifier *n, uint32_t count);
  * appended later, the offset of that member plus its size); later minor
  * versions only append members. An unknown ABI gives NULL.
  *
- * One ABI, 2 (the module interface's major number; its minor number counts the
- * rounds of appended members: 2.0 up to notify_container, 2.1 store_enable_cache,
- * 2.2 decide_identity). ABI 1, ten functions that began the v2 table, was removed
- * in release 1.1.0 (module interface 2.2): a host asking for it gets NULL, as for
- * any unknown ABI, and uses the same members of the v2 table instead.
+ * One ABI, 2 (minor numbers: 2.0 up to notify_container, 2.1 store_enable_cache,
+ * 2.2 decide_identity). ABI 1 (the v2 table's first ten functions) was removed in
+ * release 1.1.0: asking for it gives NULL; its members are in the v2 table.
  */
 #define PG_MODULE_SYMBOL "pg_module_get"
 #define PG_MODULE_ABI_V2 2u

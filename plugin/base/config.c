@@ -19,19 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every member is one key of the table below (keys[]), which frees, copies and prints them. */
 struct pg_config {
-    pg_policy policy;
-    pg_mode mode;
-    pg_runtime runtime;
+    int policy, mode, runtime; /* pg_policy, pg_mode, pg_runtime: indexes of their names */
+    int log_level;             /* index of log_levels[] */
+    int record_api_version;    /* index of api_versions[] */
     int64_t credential_ttl;
-    const char *log_level;          /* static storage: one of log_levels[] */
-    const char *record_api_version; /* static storage: PG_API_V1ALPHA1 / V1BETA1 */
     char *state_dir;
     char *annotation;
     char *dbus;
     char *hmac_key_file;
-    char *cri_listen;   /* pullgate-cri: unix:// endpoint it serves */
-    char *cri_runtime;  /* pullgate-cri: unix:// endpoint of the runtime */
+    char *cri_listen;           /* pullgate-cri: unix:// endpoint it serves */
+    char *cri_runtime;          /* pullgate-cri: unix:// endpoint of the runtime */
     int64_t cri_prune_interval; /* pullgate-cri: seconds between its prunes, 0 = never */
     bool cri_verify_pulls;      /* pullgate-cri: answer "not present" to unverified pods */
     char *cri_metrics_listen;   /* pullgate-cri: ADDR:PORT of GET /metrics, "none" = off */
@@ -70,7 +69,6 @@ static const char *const kubelet_docker_config_paths[] = {"/var/lib/kubelet/conf
 
 /* ------------------------------------------------------------ string lists */
 
-/* Lists stay non-NULL (an empty vector at least) so getters can hand v out directly. */
 static int strv_copy(pg_strv *dst, const pg_strv *src, pg_error *err)
 {
     int rc = pg_strv_ensure(dst, err);
@@ -88,121 +86,6 @@ static int replace_string(char **slot, const char *s, pg_error *err)
     free(*slot);
     *slot = copy;
     return PG_OK;
-}
-
-/* --------------------------------------------------------------- lifecycle */
-
-PG_API void pg_config_free(pg_config *cfg)
-{
-    if (!cfg)
-        return;
-    free(cfg->state_dir);
-    free(cfg->annotation);
-    free(cfg->dbus);
-    free(cfg->hmac_key_file);
-    free(cfg->cri_listen);
-    free(cfg->cri_metrics_listen);
-    free(cfg->cri_runtime);
-    pg_strv_clear(&cfg->allowlist);
-    pg_strv_clear(&cfg->read_only_dirs);
-    pg_strv_clear(&cfg->pinned_images);
-    pg_strv_clear(&cfg->node_credential_files);
-    free(cfg);
-}
-
-PG_API pg_config *pg_config_new(pg_error *err)
-{
-    pg_config *cfg = calloc(1, sizeof *cfg);
-    if (!cfg) {
-        pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    cfg->policy = PG_POLICY_NEVER_VERIFY_PRELOADED;
-    cfg->mode = PG_MODE_ENFORCE;
-    cfg->runtime = PG_RUNTIME_AUTO;
-    cfg->credential_ttl = 0;
-    cfg->log_level = "info";
-    cfg->record_api_version = PG_API_V1ALPHA1;
-    cfg->cri_prune_interval = 3600;
-    cfg->cri_verify_pulls = true;
-    cfg->cri_record_cache_entries = PG_DEFAULT_CRI_RECORD_CACHE_ENTRIES;
-    cfg->cri_record_cache_mib = PG_DEFAULT_CRI_RECORD_CACHE_MIB;
-    cfg->cri_absence_cache_entries = PG_DEFAULT_CRI_ABSENCE_CACHE_ENTRIES;
-    int rc = PG_OK;
-    if (!(cfg->state_dir = pg_strdup(PG_DEFAULT_STATE_DIR)) ||
-        !(cfg->annotation = pg_strdup("pullgate.dev/credentials")) ||
-        !(cfg->dbus = pg_strdup("system")) || !(cfg->hmac_key_file = pg_strdup("")) ||
-        !(cfg->cri_listen = pg_strdup("unix:///run/pullgate/cri.sock")) ||
-        !(cfg->cri_runtime = pg_strdup("unix:///run/containerd/containerd.sock")) ||
-        !(cfg->cri_metrics_listen = pg_strdup(PG_DEFAULT_CRI_METRICS_LISTEN)))
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (rc == PG_OK)
-        rc = pg_strv_ensure(&cfg->allowlist, err);
-    if (rc == PG_OK)
-        rc = pg_strv_ensure(&cfg->pinned_images, err);
-    if (rc == PG_OK)
-        rc = pg_strv_ensure(&cfg->read_only_dirs, err);
-    if (rc == PG_OK)
-        rc = pg_strv_push(&cfg->read_only_dirs, "/var/lib/kubelet/image_manager", err);
-    if (rc == PG_OK)
-        rc = pg_strv_ensure(&cfg->node_credential_files, err);
-    for (size_t i = 0; rc == PG_OK && kubelet_docker_config_paths[i]; i++)
-        rc = pg_strv_push(&cfg->node_credential_files, kubelet_docker_config_paths[i], err);
-    if (rc != PG_OK) {
-        pg_config_free(cfg);
-        return NULL;
-    }
-    return cfg;
-}
-
-static pg_config *config_clone(const pg_config *src, pg_error *err)
-{
-    pg_config *c = calloc(1, sizeof *c);
-    if (!c) {
-        pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    c->policy = src->policy;
-    c->mode = src->mode;
-    c->runtime = src->runtime;
-    c->credential_ttl = src->credential_ttl;
-    c->log_level = src->log_level;
-    c->record_api_version = src->record_api_version;
-    c->cri_prune_interval = src->cri_prune_interval;
-    c->cri_verify_pulls = src->cri_verify_pulls;
-    c->cri_record_cache_entries = src->cri_record_cache_entries;
-    c->cri_record_cache_mib = src->cri_record_cache_mib;
-    c->cri_absence_cache_entries = src->cri_absence_cache_entries;
-    int rc = PG_OK;
-    if (!(c->state_dir = pg_strdup(src->state_dir)) ||
-        !(c->annotation = pg_strdup(src->annotation)) || !(c->dbus = pg_strdup(src->dbus)) ||
-        !(c->hmac_key_file = pg_strdup(src->hmac_key_file)) ||
-        !(c->cri_listen = pg_strdup(src->cri_listen)) ||
-        !(c->cri_runtime = pg_strdup(src->cri_runtime)) ||
-        !(c->cri_metrics_listen = pg_strdup(src->cri_metrics_listen)))
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (rc == PG_OK)
-        rc = strv_copy(&c->allowlist, &src->allowlist, err);
-    if (rc == PG_OK)
-        rc = strv_copy(&c->read_only_dirs, &src->read_only_dirs, err);
-    if (rc == PG_OK)
-        rc = strv_copy(&c->pinned_images, &src->pinned_images, err);
-    if (rc == PG_OK)
-        rc = strv_copy(&c->node_credential_files, &src->node_credential_files, err);
-    if (rc != PG_OK) {
-        pg_config_free(c);
-        return NULL;
-    }
-    return c;
-}
-
-/* Moves the contents of *from into *to and frees the emptied shell of from. */
-static void config_take(pg_config *to, pg_config *from)
-{
-    pg_config old = *to;
-    *to = *from;
-    *from = old;
-    pg_config_free(from);
 }
 
 /* -------------------------------------------------------------- validation */
@@ -313,28 +196,14 @@ static int check_dbus(const char *key, const char *value, pg_error *err)
     return bad_value(err, key, value, "expected system, session, none or a D-Bus address");
 }
 
-static int parse_ttl(const char *key, const char *value, int64_t *out, pg_error *err)
-{
-    pg_error why = {0};
-    int64_t seconds = 0;
-    if (pg_parse_duration(value, &seconds, &why) != PG_OK)
-        return bad_value(err, key, value, why.message);
-    /* A positive TTL below one second would round to 0 = "never expires": refuse it
-     * rather than silently disabling expiry. */
-    if (seconds == 0 && strpbrk(value, "123456789"))
-        return bad_value(err, key, value, "a positive TTL must be at least 1s");
-    *out = seconds;
-    return PG_OK;
-}
-
 static int check_pinned_pattern(const char *key, const char *value, pg_error *err)
 {
     size_t len = strlen(value);
     size_t core_start = value[0] == '*' ? 1 : 0;
     size_t core_end = len > 0 && value[len - 1] == '*' ? len - 1 : len;
     /* CRI-O patterns: exact, "prefix*" or "*keyword*"; a leading '*' needs a trailing one. */
-    bool ok = len > 0 && !has_control_char(value) && !strchr(value, ' ') &&
-              core_end > core_start && !(core_start == 1 && core_end == len);
+    bool ok = len > 0 && !has_control_char(value) && !strchr(value, ' ') && core_end > core_start &&
+              !(core_start == 1 && core_end == len);
     for (size_t i = core_start; ok && i < core_end; i++)
         if (value[i] == '*')
             ok = false;
@@ -353,119 +222,25 @@ static int check_allowlist_pattern(const char *key, const char *value, pg_error 
     return PG_OK;
 }
 
-/* ----------------------------------------------------------------- setting */
-
-typedef enum key_kind { KEY_SCALAR, KEY_BOOL, KEY_LIST, KEY_INT } key_kind;
-
-typedef int (*scalar_setter)(pg_config *cfg, const char *key, const char *value, pg_error *err);
-typedef int (*item_check)(const char *key, const char *value, pg_error *err);
-
-static int set_policy(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    int i;
-    int rc = parse_enum(policy_names, key, value, &i, err);
-    if (rc == PG_OK)
-        cfg->policy = (pg_policy)i;
-    return rc;
-}
-
-static int set_mode(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    int i;
-    int rc = parse_enum(mode_names, key, value, &i, err);
-    if (rc == PG_OK)
-        cfg->mode = (pg_mode)i;
-    return rc;
-}
-
-static int set_runtime(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    int i;
-    int rc = parse_enum(runtime_names, key, value, &i, err);
-    if (rc == PG_OK)
-        cfg->runtime = (pg_runtime)i;
-    return rc;
-}
-
-static int set_log_level(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    int i;
-    int rc = parse_enum(log_levels, key, value, &i, err);
-    if (rc == PG_OK)
-        cfg->log_level = log_levels[i];
-    return rc;
-}
-
-static int set_api_version(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    int i;
-    int rc = parse_enum(api_versions, key, value, &i, err);
-    if (rc == PG_OK)
-        cfg->record_api_version = api_versions[i];
-    return rc;
-}
-
-static int set_state_dir(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    int rc = check_absolute_path(key, value, err);
-    return rc == PG_OK ? replace_string(&cfg->state_dir, value, err) : rc;
-}
-
-static int set_annotation(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    int rc = check_annotation_key(key, value, err);
-    return rc == PG_OK ? replace_string(&cfg->annotation, value, err) : rc;
-}
-
-static int set_dbus(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    int rc = check_dbus(key, value, err);
-    return rc == PG_OK ? replace_string(&cfg->dbus, value, err) : rc;
-}
-
-static int set_ttl(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    return parse_ttl(key, value, &cfg->credential_ttl, err);
-}
-
-/* "" turns namespace-bound annotations off; otherwise the key file's absolute path. */
-static int set_hmac_key_file(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    int rc = value[0] ? check_absolute_path(key, value, err) : PG_OK;
-    return rc == PG_OK ? replace_string(&cfg->hmac_key_file, value, err) : rc;
-}
-
 /* A gRPC unix socket endpoint "unix:///absolute/path" (the kubelet's spelling);
  * the path must fit a sockaddr_un. */
 static int check_unix_endpoint(const char *key, const char *value, pg_error *err)
 {
     static const char prefix[] = "unix://";
     const char *path = value + sizeof prefix - 1;
-    if (strncmp(value, prefix, sizeof prefix - 1) != 0 || path[0] != '/' ||
-        strlen(path) > 107 || has_control_char(value))
+    if (strncmp(value, prefix, sizeof prefix - 1) != 0 || path[0] != '/' || strlen(path) > 107 ||
+        has_control_char(value))
         return bad_value(err, key, value,
                          "expected unix:///absolute/path, the path at most 107 bytes");
     return PG_OK;
 }
 
-static int set_cri_listen(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    int rc = check_unix_endpoint(key, value, err);
-    return rc == PG_OK ? replace_string(&cfg->cri_listen, value, err) : rc;
-}
-
-static int set_cri_runtime(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    int rc = check_unix_endpoint(key, value, err);
-    return rc == PG_OK ? replace_string(&cfg->cri_runtime, value, err) : rc;
-}
-
 /* "IPv4:PORT" or "[IPv6]:PORT", literal addresses only (no name resolution at start);
- * "none" or "" turns the listener off (stored as "none"). */
-static int set_cri_metrics_listen(pg_config *cfg, const char *key, const char *value, pg_error *err)
+ * "none" turns the listener off ("" stands for it: keys[]). */
+static int check_metrics_listen(const char *key, const char *value, pg_error *err)
 {
-    if (!value[0] || strcmp(value, "none") == 0)
-        return replace_string(&cfg->cri_metrics_listen, "none", err);
+    if (strcmp(value, "none") == 0)
+        return PG_OK;
     const char *colon = strrchr(value, ':');
     char host[64], probe[16];
     size_t hlen = colon ? (size_t)(colon - value) : 0;
@@ -484,30 +259,6 @@ static int set_cri_metrics_listen(pg_config *cfg, const char *key, const char *v
     if (!ok || !end || *end || port < 1 || port > 65535)
         return bad_value(err, key, value,
                          "expected IPv4:PORT or [IPv6]:PORT (a literal address), or none");
-    return replace_string(&cfg->cri_metrics_listen, value, err);
-}
-
-/* A Go duration, whole seconds; "0s" turns pullgate-cri's own prune off. */
-static int set_cri_prune_interval(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    pg_error why = {0};
-    int64_t seconds = 0;
-    if (pg_parse_duration(value, &seconds, &why) != PG_OK)
-        return bad_value(err, key, value, why.message);
-    if (seconds > 0 && seconds < 60)
-        return bad_value(err, key, value, "at least 1m, or 0s for never");
-    if (seconds == 0 && strpbrk(value, "123456789"))
-        return bad_value(err, key, value, "at least 1m, or 0s for never");
-    cfg->cri_prune_interval = seconds;
-    return PG_OK;
-}
-
-/* A boolean: JSON true/false in a file, "true"/"false" through pg_config_set. */
-static int set_cri_verify_pulls(pg_config *cfg, const char *key, const char *value, pg_error *err)
-{
-    if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
-        return bad_value(err, key, value, "expected true or false");
-    cfg->cri_verify_pulls = strcmp(value, "true") == 0;
     return PG_OK;
 }
 
@@ -528,29 +279,13 @@ static int parse_count(const char *key, const char *value, int64_t min, int64_t 
     return PG_OK;
 }
 
-/* The record cache's and the absence cache's bounds (docs/kubelet-setup.md, "Sizing"). */
-static int set_cri_record_cache_entries(pg_config *cfg, const char *key, const char *value,
-                                        pg_error *err)
-{
-    return parse_count(key, value, 1, 1 << 24, &cfg->cri_record_cache_entries, err);
-}
+/* ----------------------------------------------------------------- the keys */
 
-static int set_cri_record_cache_mib(pg_config *cfg, const char *key, const char *value,
-                                    pg_error *err)
-{
-    return parse_count(key, value, 1, 65536, &cfg->cri_record_cache_mib, err);
-}
+/* ENUM: one of names (an int member); TEXT: a checked string; DURATION: a Go duration in
+ * whole seconds; BOOL: true/false; LIST: checked strings; INT: a whole number in [min, max]. */
+typedef enum key_kind { KEY_ENUM, KEY_TEXT, KEY_DURATION, KEY_BOOL, KEY_LIST, KEY_INT } key_kind;
 
-static int set_cri_absence_cache_entries(pg_config *cfg, const char *key, const char *value,
-                                         pg_error *err)
-{
-    return parse_count(key, value, 1024, 1 << 24, &cfg->cri_absence_cache_entries, err);
-}
-
-static pg_strv *list_of(pg_config *cfg, size_t offset)
-{
-    return (pg_strv *)((char *)cfg + offset);
-}
+typedef int (*value_check)(const char *key, const char *value, pg_error *err);
 
 /*
  * `since` is the rollback registry (docs/lifecycle.md, "Roll back"): the release that first
@@ -561,41 +296,182 @@ static pg_strv *list_of(pg_config *cfg, size_t offset)
 typedef struct key_spec {
     const char *name;
     key_kind kind;
-    scalar_setter set;   /* KEY_SCALAR */
-    size_t list_offset;  /* KEY_LIST */
-    item_check check;    /* KEY_LIST */
-    const char *since;   /* the first release that reads it */
+    size_t offset;            /* the member of pg_config */
+    const char *since;        /* the first release that reads it */
+    const char *initial;      /* the default (a LIST: its one item), set by pg_config_new */
+    value_check check;        /* TEXT, LIST */
+    const char *empty;        /* TEXT: what "" stands for, unchecked (NULL: "" is checked) */
+    const char *const *names; /* ENUM */
+    int64_t min, max;         /* INT: the bounds; DURATION: min is the least positive value */
+    const char *too_small;    /* DURATION: why a positive value below min is refused */
 } key_spec;
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define AT(member) offsetof(pg_config, member)
+
+/* In the order of docs/interfaces.md §8, which pg_config_to_json keeps. */
 static const key_spec keys[] = {
-    {"policy", KEY_SCALAR, set_policy, 0, NULL, "1.0.0"},
-    {"allowlist", KEY_LIST, NULL, offsetof(pg_config, allowlist), check_allowlist_pattern,
-     "1.0.0"},
-    {"stateDir", KEY_SCALAR, set_state_dir, 0, NULL, "1.0.0"},
-    {"readOnlyRecordDirs", KEY_LIST, NULL, offsetof(pg_config, read_only_dirs),
-     check_absolute_path, "1.0.0"},
-    {"runtime", KEY_SCALAR, set_runtime, 0, NULL, "1.0.0"},
-    {"mode", KEY_SCALAR, set_mode, 0, NULL, "1.0.0"},
-    {"credentialsAnnotation", KEY_SCALAR, set_annotation, 0, NULL, "1.0.0"},
-    {"credentialTTL", KEY_SCALAR, set_ttl, 0, NULL, "1.0.0"},
-    {"pinnedImages", KEY_LIST, NULL, offsetof(pg_config, pinned_images), check_pinned_pattern,
-     "1.0.0"},
-    {"recordApiVersion", KEY_SCALAR, set_api_version, 0, NULL, "1.0.0"},
-    {"dbus", KEY_SCALAR, set_dbus, 0, NULL, "1.0.0"},
-    {"logLevel", KEY_SCALAR, set_log_level, 0, NULL, "1.0.0"},
-    {"hmacKeyFile", KEY_SCALAR, set_hmac_key_file, 0, NULL, "1.0.0"},
-    {"criListen", KEY_SCALAR, set_cri_listen, 0, NULL, "1.0.0"},
-    {"criRuntimeEndpoint", KEY_SCALAR, set_cri_runtime, 0, NULL, "1.0.0"},
-    {"criPruneInterval", KEY_SCALAR, set_cri_prune_interval, 0, NULL, "1.0.0"},
-    {"criVerifyPulls", KEY_BOOL, set_cri_verify_pulls, 0, NULL, "1.0.0"},
-    {"criMetricsListen", KEY_SCALAR, set_cri_metrics_listen, 0, NULL, "1.0.0"},
-    {"nodeCredentialFiles", KEY_LIST, NULL, offsetof(pg_config, node_credential_files),
-     check_absolute_path, "1.0.0"},
-    {"criRecordCacheEntries", KEY_INT, set_cri_record_cache_entries, 0, NULL, "1.1.0"},
-    {"criRecordCacheMiB", KEY_INT, set_cri_record_cache_mib, 0, NULL, "1.1.0"},
-    {"criAbsenceCacheEntries", KEY_INT, set_cri_absence_cache_entries, 0, NULL, "1.1.0"},
+    {"policy", KEY_ENUM, AT(policy), "1.0.0", "NeverVerifyPreloadedImages", .names = policy_names},
+    {"allowlist", KEY_LIST, AT(allowlist), "1.0.0", NULL, .check = check_allowlist_pattern},
+    {"stateDir", KEY_TEXT, AT(state_dir), "1.0.0", PG_DEFAULT_STATE_DIR,
+     .check = check_absolute_path},
+    {"readOnlyRecordDirs", KEY_LIST, AT(read_only_dirs), "1.0.0", "/var/lib/kubelet/image_manager",
+     .check = check_absolute_path},
+    {"runtime", KEY_ENUM, AT(runtime), "1.0.0", "auto", .names = runtime_names},
+    {"mode", KEY_ENUM, AT(mode), "1.0.0", "enforce", .names = mode_names},
+    {"credentialsAnnotation", KEY_TEXT, AT(annotation), "1.0.0", "pullgate.dev/credentials",
+     .check = check_annotation_key},
+    /* A positive TTL below one second would round to 0 = "never expires": refused rather
+     * than silently disabling expiry. */
+    {"credentialTTL", KEY_DURATION, AT(credential_ttl), "1.0.0", "0s", .min = 1,
+     .too_small = "a positive TTL must be at least 1s"},
+    {"pinnedImages", KEY_LIST, AT(pinned_images), "1.0.0", NULL, .check = check_pinned_pattern},
+    {"recordApiVersion", KEY_ENUM, AT(record_api_version), "1.0.0", PG_API_V1ALPHA1,
+     .names = api_versions},
+    {"dbus", KEY_TEXT, AT(dbus), "1.0.0", "system", .check = check_dbus},
+    {"logLevel", KEY_ENUM, AT(log_level), "1.0.0", "info", .names = log_levels},
+    /* "" turns namespace-bound annotations off; otherwise the key file's absolute path. */
+    {"hmacKeyFile", KEY_TEXT, AT(hmac_key_file), "1.0.0", "", .check = check_absolute_path,
+     .empty = ""},
+    {"criListen", KEY_TEXT, AT(cri_listen), "1.0.0", "unix:///run/pullgate/cri.sock",
+     .check = check_unix_endpoint},
+    {"criRuntimeEndpoint", KEY_TEXT, AT(cri_runtime), "1.0.0",
+     "unix:///run/containerd/containerd.sock", .check = check_unix_endpoint},
+    /* "0s" turns pullgate-cri's own prune off. */
+    {"criPruneInterval", KEY_DURATION, AT(cri_prune_interval), "1.0.0", "1h", .min = 60,
+     .too_small = "at least 1m, or 0s for never"},
+    {"criVerifyPulls", KEY_BOOL, AT(cri_verify_pulls), "1.0.0", .initial = "true"},
+    {"criMetricsListen", KEY_TEXT, AT(cri_metrics_listen), "1.0.0", PG_DEFAULT_CRI_METRICS_LISTEN,
+     .check = check_metrics_listen, .empty = "none"},
+    {"nodeCredentialFiles", KEY_LIST, AT(node_credential_files), "1.0.0", NULL,
+     .check = check_absolute_path},
+    /* The record cache's and the absence cache's bounds (docs/kubelet-setup.md, "Sizing"). */
+    {"criRecordCacheEntries", KEY_INT, AT(cri_record_cache_entries), "1.1.0",
+     STR(PG_DEFAULT_CRI_RECORD_CACHE_ENTRIES), .min = 1, .max = 1 << 24},
+    {"criRecordCacheMiB", KEY_INT, AT(cri_record_cache_mib), "1.1.0",
+     STR(PG_DEFAULT_CRI_RECORD_CACHE_MIB), .min = 1, .max = 65536},
+    {"criAbsenceCacheEntries", KEY_INT, AT(cri_absence_cache_entries), "1.1.0",
+     STR(PG_DEFAULT_CRI_ABSENCE_CACHE_ENTRIES), .min = 1024, .max = 1 << 24},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
+
+static void *member(const pg_config *cfg, const key_spec *k) { return (char *)cfg + k->offset; }
+
+static int set_duration(const key_spec *k, const char *value, int64_t *out, pg_error *err)
+{
+    pg_error why = {0};
+    int64_t seconds = 0;
+    if (pg_parse_duration(value, &seconds, &why) != PG_OK)
+        return bad_value(err, k->name, value, why.message);
+    if ((seconds > 0 && seconds < k->min) || (seconds == 0 && strpbrk(value, "123456789")))
+        return bad_value(err, k->name, value, k->too_small);
+    *out = seconds;
+    return PG_OK;
+}
+
+/* One value of key k (a LIST: one more item), as text; cfg is unchanged when it is refused. */
+static int set_value(pg_config *cfg, const key_spec *k, const char *value, pg_error *err)
+{
+    void *at = member(cfg, k);
+    int rc = PG_OK, i;
+    switch (k->kind) {
+    case KEY_ENUM:
+        rc = parse_enum(k->names, k->name, value, &i, err);
+        if (rc == PG_OK)
+            *(int *)at = i;
+        return rc;
+    case KEY_TEXT:
+        if (!*value && k->empty)
+            return replace_string(at, k->empty, err);
+        rc = k->check(k->name, value, err);
+        return rc == PG_OK ? replace_string(at, value, err) : rc;
+    case KEY_LIST:
+        rc = k->check(k->name, value, err);
+        return rc == PG_OK ? pg_strv_push(at, value, err) : rc;
+    case KEY_DURATION: return set_duration(k, value, at, err);
+    case KEY_BOOL:
+        /* JSON true/false in a file, "true"/"false" through pg_config_set. */
+        if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0)
+            return bad_value(err, k->name, value, "expected true or false");
+        *(bool *)at = strcmp(value, "true") == 0;
+        return PG_OK;
+    case KEY_INT: return parse_count(k->name, value, k->min, k->max, at, err);
+    }
+    return PG_OK;
+}
+
+/* --------------------------------------------------------------- lifecycle */
+
+PG_API void pg_config_free(pg_config *cfg)
+{
+    for (size_t i = 0; cfg && i < N_KEYS; i++) {
+        if (keys[i].kind == KEY_TEXT)
+            free(*(char **)member(cfg, &keys[i]));
+        else if (keys[i].kind == KEY_LIST)
+            pg_strv_clear(member(cfg, &keys[i]));
+    }
+    free(cfg);
+}
+
+PG_API pg_config *pg_config_new(pg_error *err)
+{
+    pg_config *cfg = calloc(1, sizeof *cfg);
+    if (!cfg) {
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    /* Lists stay non-NULL (an empty vector at least) so getters can hand v out directly. */
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < N_KEYS; i++) {
+        if (keys[i].kind == KEY_LIST)
+            rc = pg_strv_ensure(member(cfg, &keys[i]), err);
+        if (rc == PG_OK && keys[i].initial)
+            rc = set_value(cfg, &keys[i], keys[i].initial, err);
+    }
+    for (size_t i = 0; rc == PG_OK && kubelet_docker_config_paths[i]; i++)
+        rc = pg_strv_push(&cfg->node_credential_files, kubelet_docker_config_paths[i], err);
+    if (rc != PG_OK) {
+        pg_config_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+static pg_config *config_clone(const pg_config *src, pg_error *err)
+{
+    pg_config *c = malloc(sizeof *c);
+    if (!c) {
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    *c = *src; /* the scalars; the strings and lists are copied next */
+    for (size_t i = 0; i < N_KEYS; i++)
+        if (keys[i].kind == KEY_TEXT)
+            *(char **)member(c, &keys[i]) = NULL;
+        else if (keys[i].kind == KEY_LIST)
+            *(pg_strv *)member(c, &keys[i]) = (pg_strv){0};
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < N_KEYS; i++)
+        if (keys[i].kind == KEY_TEXT)
+            rc = replace_string(member(c, &keys[i]), *(char **)member(src, &keys[i]), err);
+        else if (keys[i].kind == KEY_LIST)
+            rc = strv_copy(member(c, &keys[i]), member(src, &keys[i]), err);
+    if (rc != PG_OK) {
+        pg_config_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Moves the contents of *from into *to and frees the emptied shell of from. */
+static void config_take(pg_config *to, pg_config *from)
+{
+    pg_config old = *to;
+    *to = *from;
+    *from = old;
+    pg_config_free(from);
+}
 
 static const key_spec *find_key(const char *name)
 {
@@ -653,12 +529,6 @@ static int unknown_key(pg_error *err, const char *key)
     return pg_fail(err, PG_ERR_CONFIG, "config: unknown key \"%.128s\"", key);
 }
 
-static int append_checked(pg_config *cfg, const key_spec *k, const char *value, pg_error *err)
-{
-    int rc = k->check(k->name, value, err);
-    return rc == PG_OK ? pg_strv_push(list_of(cfg, k->list_offset), value, err) : rc;
-}
-
 PG_API int pg_config_set(pg_config *cfg, const char *key, const char *value, pg_error *err)
 {
     if (!cfg || !key || !value)
@@ -671,9 +541,7 @@ PG_API int pg_config_set(pg_config *cfg, const char *key, const char *value, pg_
     if (!probe)
         return bad_value(err, key, "(not UTF-8)", "expected UTF-8 text");
     json_decref(probe);
-    if (k->kind == KEY_LIST)
-        return append_checked(cfg, k, value, err);
-    return k->set(cfg, k->name, value, err);
+    return set_value(cfg, k, value, err);
 }
 
 PG_API int pg_config_clear_list(pg_config *cfg, const char *key, pg_error *err)
@@ -685,9 +553,8 @@ PG_API int pg_config_clear_list(pg_config *cfg, const char *key, pg_error *err)
         return unknown_key(err, key);
     if (k->kind != KEY_LIST)
         return pg_fail(err, PG_ERR_CONFIG, "config: key \"%s\" is not a list", key);
-    pg_strv *l = list_of(cfg, k->list_offset);
-    pg_strv_clear(l);
-    return pg_strv_ensure(l, err);
+    pg_strv_clear(member(cfg, k));
+    return pg_strv_ensure(member(cfg, k), err);
 }
 
 /* ----------------------------------------------------------------- loading */
@@ -723,7 +590,7 @@ static int load_list(pg_config *cfg, const key_spec *k, const json_t *arr, pg_er
 {
     if (!json_is_array(arr))
         return wrong_type(err, k->name, arr, "an array of strings");
-    pg_strv *l = list_of(cfg, k->list_offset);
+    pg_strv *l = member(cfg, k);
     pg_strv_clear(l);
     int rc = pg_strv_ensure(l, err);
     size_t i = 0;
@@ -735,7 +602,7 @@ static int load_list(pg_config *cfg, const key_spec *k, const json_t *arr, pg_er
         if (!is_plain_string(item))
             return pg_fail(err, PG_ERR_CONFIG, "config: key \"%s\": item %zu: expected a string",
                            k->name, i);
-        rc = append_checked(cfg, k, json_string_value(item), err);
+        rc = set_value(cfg, k, json_string_value(item), err);
     }
     return rc;
 }
@@ -750,18 +617,18 @@ static int load_one(pg_config *cfg, const char *name, const json_t *v, pg_error 
     if (k->kind == KEY_BOOL) {
         if (!json_is_boolean(v))
             return wrong_type(err, k->name, v, "a boolean");
-        return k->set(cfg, k->name, json_is_true(v) ? "true" : "false", err);
+        return set_value(cfg, k, json_is_true(v) ? "true" : "false", err);
     }
     if (k->kind == KEY_INT) {
         if (!json_is_integer(v))
             return wrong_type(err, k->name, v, "a whole number");
         char digits[32];
         snprintf(digits, sizeof digits, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        return k->set(cfg, k->name, digits, err);
+        return set_value(cfg, k, digits, err);
     }
     if (!is_plain_string(v))
         return wrong_type(err, k->name, v, "a string");
-    return k->set(cfg, k->name, json_string_value(v), err);
+    return set_value(cfg, k, json_string_value(v), err);
 }
 
 static int load_object(pg_config *cfg, const json_t *root, pg_error *err)
@@ -825,12 +692,12 @@ PG_API pg_runtime pg_config_runtime(const pg_config *cfg) { return cfg->runtime;
 PG_API const char *pg_config_state_dir(const pg_config *cfg) { return cfg->state_dir; }
 PG_API const char *pg_config_annotation(const pg_config *cfg) { return cfg->annotation; }
 PG_API const char *pg_config_dbus(const pg_config *cfg) { return cfg->dbus; }
-PG_API const char *pg_config_log_level(const pg_config *cfg) { return cfg->log_level; }
+PG_API const char *pg_config_log_level(const pg_config *cfg) { return log_levels[cfg->log_level]; }
 PG_API int64_t pg_config_credential_ttl(const pg_config *cfg) { return cfg->credential_ttl; }
 
 PG_API const char *pg_config_record_api_version(const pg_config *cfg)
 {
-    return cfg->record_api_version;
+    return api_versions[cfg->record_api_version];
 }
 
 PG_API const char *const *pg_config_allowlist(const pg_config *cfg)
@@ -904,36 +771,27 @@ static int put(json_t *obj, const char *key, json_t *v)
 {
     return v ? json_object_set_new(obj, key, v) : -1;
 }
+static json_t *value_to_json(const pg_config *cfg, const key_spec *k)
+{
+    const void *at = member(cfg, k);
+    char text[32];
+    switch (k->kind) {
+    case KEY_ENUM: return json_string(k->names[*(const int *)at]);
+    case KEY_TEXT: return json_string(*(char *const *)at);
+    case KEY_DURATION: format_duration(*(const int64_t *)at, text); return json_string(text);
+    case KEY_BOOL: return json_boolean(*(const bool *)at);
+    case KEY_LIST: return list_to_json(at);
+    case KEY_INT: return json_integer(*(const int64_t *)at);
+    }
+    return NULL;
+}
 
 PG_API char *pg_config_to_json(const pg_config *cfg, pg_error *err)
 {
-    char ttl[32], prune[32];
-    format_duration(cfg->credential_ttl, ttl);
-    format_duration(cfg->cri_prune_interval, prune);
     json_t *o = json_object();
-    /* Same key order as docs/interfaces.md §8, then the extension key. */
-    int bad = !o || put(o, "policy", json_string(policy_names[cfg->policy])) ||
-              put(o, "allowlist", list_to_json(&cfg->allowlist)) ||
-              put(o, "stateDir", json_string(cfg->state_dir)) ||
-              put(o, "readOnlyRecordDirs", list_to_json(&cfg->read_only_dirs)) ||
-              put(o, "runtime", json_string(runtime_names[cfg->runtime])) ||
-              put(o, "mode", json_string(mode_names[cfg->mode])) ||
-              put(o, "credentialsAnnotation", json_string(cfg->annotation)) ||
-              put(o, "credentialTTL", json_string(ttl)) ||
-              put(o, "pinnedImages", list_to_json(&cfg->pinned_images)) ||
-              put(o, "recordApiVersion", json_string(cfg->record_api_version)) ||
-              put(o, "dbus", json_string(cfg->dbus)) ||
-              put(o, "logLevel", json_string(cfg->log_level)) ||
-              put(o, "hmacKeyFile", json_string(cfg->hmac_key_file)) ||
-              put(o, "criListen", json_string(cfg->cri_listen)) ||
-              put(o, "criRuntimeEndpoint", json_string(cfg->cri_runtime)) ||
-              put(o, "criPruneInterval", json_string(prune)) ||
-              put(o, "criVerifyPulls", json_boolean(cfg->cri_verify_pulls)) ||
-              put(o, "criMetricsListen", json_string(cfg->cri_metrics_listen)) ||
-              put(o, "nodeCredentialFiles", list_to_json(&cfg->node_credential_files)) ||
-              put(o, "criRecordCacheEntries", json_integer(cfg->cri_record_cache_entries)) ||
-              put(o, "criRecordCacheMiB", json_integer(cfg->cri_record_cache_mib)) ||
-              put(o, "criAbsenceCacheEntries", json_integer(cfg->cri_absence_cache_entries));
+    int bad = !o;
+    for (size_t i = 0; !bad && i < N_KEYS; i++)
+        bad = put(o, keys[i].name, value_to_json(cfg, &keys[i]));
     char *text = bad ? NULL : json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
     json_decref(o);
     if (!text)

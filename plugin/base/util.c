@@ -49,11 +49,7 @@ int pg_fail_errno(pg_error *err, int errno_value, const char *fmt, ...)
     return code;
 }
 
-/*
- * The one way to add context to an error on its way up (like crun's
- * crun_error_wrap): "context: <inner message>", the inner code kept, so no
- * caller needs to copy the message aside or guess from its text what happened.
- */
+/* Like crun's crun_error_wrap: no caller copies the message aside or guesses from its text. */
 void pg_error_prefix(pg_error *err, const char *fmt, ...)
 {
     if (!err)
@@ -125,38 +121,33 @@ int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err)
 {
     size_t cap = 4096, n = 0;
     char *b = malloc(cap + 1);
-    if (!b)
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    for (;;) {
+    int rc = b ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    while (rc == PG_OK) {
         if (n == cap) {
-            if (cap > max) {
-                free(b);
-                return pg_fail(err, PG_ERR_LIMIT, "input larger than %zu bytes", max);
-            }
             size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-            char *nb = realloc(b, ncap + 1);
+            char *nb = cap > max ? NULL : realloc(b, ncap + 1);
             if (!nb) {
-                free(b);
-                return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+                rc = cap > max ? pg_fail(err, PG_ERR_LIMIT, "input larger than %zu bytes", max)
+                               : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+                break;
             }
             b = nb;
             cap = ncap;
         }
         ssize_t r = read(fd, b + n, cap - n);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            free(b);
-            return pg_fail_errno(err, e, "read");
-        }
-        if (r == 0)
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            rc = pg_fail_errno(err, errno, "read");
+        else if (r == 0)
             break;
-        n += (size_t)r;
-        if (n > max) {
-            free(b);
-            return pg_fail(err, PG_ERR_LIMIT, "input larger than %zu bytes", max);
-        }
+        n += r > 0 ? (size_t)r : 0;
+        if (n > max)
+            rc = pg_fail(err, PG_ERR_LIMIT, "input larger than %zu bytes", max);
+    }
+    if (rc != PG_OK) {
+        free(b);
+        return rc;
     }
     b[n] = '\0';
     *buf = b;

@@ -1,12 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The credentials annotation value (annotation_build.h): image name ->
- * {"kubernetesSecrets":[...], "kubernetesServiceAccounts":[...], "hmac"?}.
- * Entries keep insertion order so the output is deterministic for a given
- * pod (the webhook must be side-effect free and give the same answer twice).
- * Secret items are built in the clear (credentialHash, and authHash when the
- * entry has an email) and sealed by pg_annotation_sign (annotation v2): an
- * unsigned value is the explicit unkeyed opt-out.
+ * The credentials annotation value (annotation_build.h). Entries keep insertion
+ * order so the output is deterministic for a given pod (the webhook must be
+ * side-effect free and give the same answer twice).
  */
 #include "annotation_build.h"
 

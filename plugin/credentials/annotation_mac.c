@@ -197,42 +197,15 @@ static int check_field(const char *s, const char *what, pg_error *err)
 
 static int check_cred(const pg_mac_cred *c, pg_error *err)
 {
-    int rc = check_field(c->namespace_, "a namespace", err);
-    if (rc == PG_OK)
-        rc = check_field(c->name, "a name", err);
-    if (rc == PG_OK)
-        rc = check_field(c->uid, "a uid", err);
-    if (rc == PG_OK)
-        rc = check_field(c->hash, "a credentialHash", err);
+    const char *fields[] = {c->namespace_, c->name, c->uid, c->hash};
+    static const char *const what[] = {"a namespace", "a name", "a uid", "a credentialHash"};
+    int rc = PG_OK;
+    for (size_t i = 0; rc == PG_OK && i < 4; i++)
+        rc = check_field(fields[i], what[i], err);
     return rc;
 }
 
-/* A growing text buffer; on allocation failure it stays failed. */
-typedef struct text {
-    char *buf;
-    size_t len, cap;
-    bool failed;
-} text;
-
-static void put(text *t, const char *s)
-{
-    size_t n = strlen(s ? s : "");
-    if (t->failed)
-        return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = (t->len + n + 1) * 2;
-        char *nb = realloc(t->buf, cap);
-        if (!nb) {
-            t->failed = true;
-            return;
-        }
-        t->buf = nb;
-        t->cap = cap;
-    }
-    memcpy(t->buf + t->len, s ? s : "", n);
-    t->len += n;
-    t->buf[t->len] = '\0';
-}
+static void put(pg_buf *t, const char *s) { pg_buf_puts(t, s ? s : ""); }
 
 static int sorted_copy(const pg_mac_cred *in, size_t n, pg_mac_cred **out, pg_error *err)
 {
@@ -246,7 +219,7 @@ static int sorted_copy(const pg_mac_cred *in, size_t n, pg_mac_cred **out, pg_er
     return PG_OK;
 }
 
-static void put_lines(text *t, const pg_mac_cred *creds, size_t n, bool secrets)
+static void put_lines(pg_buf *t, const pg_mac_cred *creds, size_t n, bool secrets)
 {
     for (size_t i = 0; i < n; i++) {
         put(t, secrets ? "secret\t" : "sa\t");
@@ -290,7 +263,7 @@ int pg_annotation_mac_message(int version, const char *namespace_, const char *i
         rc = sorted_copy(secrets, n_secrets, &s_sorted, err);
     if (rc == PG_OK)
         rc = sorted_copy(sas, n_sas, &sa_sorted, err);
-    text t = {0};
+    pg_buf t = {0};
     if (rc == PG_OK) {
         put(&t, version == 2 ? PG_MAC_MESSAGE_HEADER_V2 : PG_MAC_MESSAGE_HEADER);
         put(&t, namespace_);
@@ -299,16 +272,16 @@ int pg_annotation_mac_message(int version, const char *namespace_, const char *i
         put(&t, "\n");
         put_lines(&t, s_sorted, n_secrets, true);
         put_lines(&t, sa_sorted, n_sas, false);
-        if (t.failed)
+        if (t.oom)
             rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
     free(s_sorted);
     free(sa_sorted);
     if (rc != PG_OK) {
-        free(t.buf);
+        free(t.p);
         return rc;
     }
-    *out = t.buf;
+    *out = t.p;
     if (len)
         *len = t.len;
     return PG_OK;
@@ -335,8 +308,6 @@ static int pg_annotation_mac_hex(const pg_mac_key *key, const char *message, siz
 
 /* ------------------------------------------------------- annotation entries */
 
-/* 2 when any secret item carries sealed hashes, else 1: the header of an entry that
- * holds no hash at all (service accounts, coordinates only), as release 1.0.0 signs it. */
 int pg_annotation_entry_version(const json_t *entry)
 {
     size_t i;

@@ -78,7 +78,8 @@ int pg_annotation_mac_message(int version, const char *namespace_, const char *i
                               pg_error *err);
 
 /* The message version of entry: 2 when any kubernetesSecrets item carries sealedHashes,
- * else 1 (an entry holding no hash: the keyed producer signs it so since release 1.0.0). */
+ * else 1: the header of an entry that holds no hash at all (service accounts, coordinates
+ * only), as the keyed producer signs it since release 1.0.0. */
 int pg_annotation_entry_version(const json_t *entry);
 
 /*

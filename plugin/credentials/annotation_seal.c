@@ -4,6 +4,7 @@
  * default provider over the two raw hashes, base64url without padding.
  */
 #include "annotation_seal.h"
+#include "gocompat.h"
 
 #include <openssl/crypto.h>
 #include <string.h>
@@ -13,26 +14,15 @@
 
 /* ------------------------------------------------------------- base64url */
 
-static int b64url_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    return c == '-' ? 62 : c == '_' ? 63 : -1;
-}
-
 bool pg_sealed_text_valid(const char *s)
 {
     if (!s || strnlen(s, PG_SEALED_LEN + 1) != PG_SEALED_LEN)
         return false;
     for (size_t i = 0; i < PG_SEALED_LEN; i++)
-        if (b64url_value((unsigned char)s[i]) < 0)
+        if (pg_go_base64_value((unsigned char)s[i], true) < 0)
             return false;
     /* 107 characters carry 642 bits for 640: the last two must be zero (one spelling). */
-    return (b64url_value((unsigned char)s[PG_SEALED_LEN - 1]) & 3) == 0;
+    return (pg_go_base64_value((unsigned char)s[PG_SEALED_LEN - 1], true) & 3) == 0;
 }
 
 static void encode(const unsigned char raw[PG_SEALED_RAW_BYTES], char out[PG_SEALED_LEN + 1])

@@ -112,7 +112,7 @@ void pg_go_json_string(pg_buf *b, const char *s, size_t n)
 
 /* ============================================================ base64 (Go) */
 
-static int b64_value(unsigned char c)
+int pg_go_base64_value(unsigned char c, bool url)
 {
     if (c >= 'A' && c <= 'Z')
         return c - 'A';
@@ -120,11 +120,9 @@ static int b64_value(unsigned char c)
         return c - 'a' + 26;
     if (c >= '0' && c <= '9')
         return c - '0' + 52;
-    if (c == '+')
+    if (c == (url ? '-' : '+'))
         return 62;
-    if (c == '/')
-        return 63;
-    return -1;
+    return c == (url ? '_' : '/') ? 63 : -1;
 }
 
 /* Go's decoders skip CR and LF anywhere in the input. */
@@ -149,11 +147,7 @@ static bool b64_padding_ok(const char *s, size_t n, size_t i, int have)
     return i == n; /* nothing may follow the padding */
 }
 
-/*
- * base64.StdEncoding (padded) or base64.RawStdEncoding (padded = false)
- * DecodeString: non-strict, so unused trailing bits are ignored. out must
- * hold n bytes. Returns false on corrupt input.
- */
+/* Non-strict, as Go's DecodeString: unused trailing bits are ignored. */
 bool pg_go_base64_decode(const char *s, size_t n, bool padded, unsigned char *out, size_t *out_len)
 {
     uint32_t acc = 0;
@@ -167,7 +161,7 @@ bool pg_go_base64_decode(const char *s, size_t n, bool padded, unsigned char *ou
             saw_padding = true;
             break;
         }
-        int v = b64_value((unsigned char)s[i]);
+        int v = pg_go_base64_value((unsigned char)s[i], false);
         if (v < 0)
             return false;
         acc = (acc << 6) | (uint32_t)v;
@@ -199,11 +193,6 @@ bool pg_go_base64_is_padded(const char *s, size_t n)
 
 /* ============================================== encoding/json object keys */
 
-/*
- * Go's encoding/json matches object keys to struct fields case-insensitively
- * (with Unicode simple folding: U+017F "ſ" folds to 's'). Returns true when
- * key folds to field (field is lowercase ASCII).
- */
 bool pg_go_json_key_matches(const char *key, const char *field)
 {
     const unsigned char *k = (const unsigned char *)key;
@@ -372,11 +361,6 @@ static bool url_parse_authority(const char *a, size_t n, pg_go_url *u, bool *nom
     return u->host != NULL;
 }
 
-/*
- * url.Parse of "http(s)://" + rest for the fields the keyring uses: Host and
- * Path (both unescaped). Returns PG_OK, PG_ERR_INVALID (url.Parse would fail)
- * or PG_ERR_NOMEM.
- */
 int pg_go_url_parse(const char *s, size_t n, pg_go_url *u)
 {
     memset(u, 0, sizeof *u);

@@ -21,6 +21,8 @@ void pg_go_json_string(pg_buf *b, const char *s, size_t n);
  * (field: lowercase ASCII; Unicode simple folding of U+017F to 's'). */
 bool pg_go_json_key_matches(const char *key, const char *field);
 
+/* The value of one base64 character: StdEncoding's alphabet, or URLEncoding's (url); -1 if none. */
+int pg_go_base64_value(unsigned char c, bool url);
 /* base64.StdEncoding (padded) / RawStdEncoding DecodeString of s[:n] into out
  * (room for n bytes). false on corrupt input. */
 bool pg_go_base64_decode(const char *s, size_t n, bool padded, unsigned char *out, size_t *out_len);

@@ -35,6 +35,25 @@ struct pg_dockerconfig {
     entries e;
 };
 
+/* v (n of *cap elements used) with room for one more; a grown copy wipes the old block,
+ * which holds hashes. NULL (v unchanged) when out of memory. */
+static void *room_for_one(void *v, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap)
+        return v;
+    size_t grown = *cap ? *cap * 2 : 8;
+    void *nv = calloc(grown, size);
+    if (!nv)
+        return NULL;
+    if (n)
+        memcpy(nv, v, n * size);
+    if (v)
+        OPENSSL_cleanse(v, *cap * size);
+    free(v);
+    *cap = grown;
+    return nv;
+}
+
 static void entries_free(entries *e)
 {
     for (size_t i = 0; i < e->n; i++)
@@ -277,19 +296,10 @@ typedef struct found {
 
 static int push(found *out, const pg_cred_hashes *h)
 {
-    if (out->n == out->cap) {
-        size_t cap = out->cap ? out->cap * 2 : 4;
-        pg_cred_hashes *nv = malloc(cap * sizeof *nv);
-        if (!nv)
-            return PG_ERR_NOMEM;
-        if (out->n)
-            memcpy(nv, out->v, out->n * sizeof *nv);
-        if (out->v)
-            OPENSSL_cleanse(out->v, out->cap * sizeof *out->v);
-        free(out->v);
-        out->v = nv;
-        out->cap = cap;
-    }
+    pg_cred_hashes *v = room_for_one(out->v, out->n, &out->cap, sizeof *v);
+    if (!v)
+        return PG_ERR_NOMEM;
+    out->v = v;
     out->v[out->n++] = *h;
     return PG_OK;
 }
@@ -339,21 +349,12 @@ static int add_entry(entries *e, const char *loc, json_t *val, pg_error *err)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     if (!key)
         return PG_OK; /* the kubelet logs and ignores unparsable locations */
-    if (e->n == e->cap) {
-        size_t cap = e->cap ? e->cap * 2 : 8;
-        entry *nv = calloc(cap, sizeof *nv);
-        if (!nv) {
-            free(key);
-            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        }
-        if (e->n)
-            memcpy(nv, e->v, e->n * sizeof *nv);
-        if (e->v)
-            OPENSSL_cleanse(e->v, e->cap * sizeof *e->v);
-        free(e->v);
-        e->v = nv;
-        e->cap = cap;
+    entry *v = room_for_one(e->v, e->n, &e->cap, sizeof *v);
+    if (!v) {
+        free(key);
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
+    e->v = v;
     e->v[e->n].key = key;
     e->v[e->n].hashes = hashes;
     e->v[e->n].order = e->n;
@@ -489,11 +490,6 @@ pg_dockerconfig_form pg_dockerconfig_form_of_file(const char *path)
     return base && strcmp(base, ".dockercfg") == 0 ? PG_DOCKERCONFIG_BARE : PG_DOCKERCONFIG_AUTHS;
 }
 
-int pg_dockerconfig_parse(const char *json, size_t len, pg_dockerconfig **out, pg_error *err)
-{
-    return pg_dockerconfig_parse_as(json, len, PG_DOCKERCONFIG_SNIFF, out, err);
-}
-
 int pg_dockerconfig_parse_as(const char *json, size_t len, pg_dockerconfig_form form,
                              pg_dockerconfig **out, pg_error *err)
 {
@@ -574,7 +570,7 @@ PG_API int pg_dockerconfig_hashes(const char *json, size_t len, const char *imag
     pg_cred_hashes *pairs = NULL;
     size_t n = 0;
     pg_strv out = {0};
-    int rc = pg_dockerconfig_parse(json, len, &dc, err);
+    int rc = pg_dockerconfig_parse_as(json, len, PG_DOCKERCONFIG_SNIFF, &dc, err);
     if (rc == PG_OK)
         rc = pg_dockerconfig_lookup(dc, image, &pairs, &n, err);
     for (size_t i = 0; rc == PG_OK && i < n; i++)

@@ -20,13 +20,6 @@ typedef struct pg_cred_hashes {
 /* A parsed kubernetes.io/dockerconfigjson ({"auths":{...}}) or legacy bare map. */
 typedef struct pg_dockerconfig pg_dockerconfig;
 
-/*
- * Parses a document (at most PG_MAX_DOCKERCONFIG_BYTES) and hashes every entry.
- * Error messages never quote the document (it holds passwords); the parsed
- * strings are wiped before they are freed. The caller still owns and wipes json.
- */
-int pg_dockerconfig_parse(const char *json, size_t len, pg_dockerconfig **out, pg_error *err);
-
 /* Which of the two forms a document is read as. */
 typedef enum pg_dockerconfig_form {
     PG_DOCKERCONFIG_SNIFF, /* by the content: an "auths" member picks the first form */
@@ -34,7 +27,11 @@ typedef enum pg_dockerconfig_form {
     PG_DOCKERCONFIG_BARE   /* the bare map of .dockercfg / kubernetes.io/dockercfg */
 } pg_dockerconfig_form;
 
-/* pg_dockerconfig_parse reading the document in the given form. */
+/*
+ * Parses a document (at most PG_MAX_DOCKERCONFIG_BYTES) in the given form and hashes every
+ * entry. Error messages never quote the document (it holds passwords); the parsed strings
+ * are wiped before they are freed. The caller still owns and wipes json.
+ */
 int pg_dockerconfig_parse_as(const char *json, size_t len, pg_dockerconfig_form form,
                              pg_dockerconfig **out, pg_error *err);
 

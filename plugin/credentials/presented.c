@@ -46,11 +46,17 @@ static void free_sealed(pres_entry *e)
     e->sealed = NULL;
 }
 
-static void free_entry(pres_entry *e)
+/* Forgets an entry's credentials (its name stays, for the folding and the reason text). */
+static void drop_credentials(pres_entry *e)
 {
     free_sealed(e);
     pg_pod_creds_free(&e->secrets, &e->n_secrets);
     pg_pod_creds_free(&e->sas, &e->n_sas);
+}
+
+static void free_entry(pres_entry *e)
+{
+    drop_credentials(e);
     free(e->image_name);
 }
 
@@ -239,14 +245,6 @@ static int normalise_key(const char *key, char **name_out, pg_error *err)
     return rc;
 }
 
-/* Forgets an entry's credentials (its name stays, for the folding and the reason text). */
-static void drop_credentials(pres_entry *e)
-{
-    free_sealed(e);
-    pg_pod_creds_free(&e->secrets, &e->n_secrets);
-    pg_pod_creds_free(&e->sas, &e->n_sas);
-}
-
 /*
  * With an HMAC key (config hmacKeyFile) an entry counts only if its "hmac"
  * verifies for the pod's namespace (docs/annotation-hmac.md): a copy replayed
@@ -378,26 +376,17 @@ static int cmp_entry(const void *a, const void *b)
     return strcmp(((const pres_entry *)a)->image_name, ((const pres_entry *)b)->image_name);
 }
 
-static int append_array(void **dst, size_t *n_dst, void *src, size_t n_src, size_t size,
-                        pg_error *err)
-{
-    if (n_src == 0)
-        return PG_OK;
-    char *nv = realloc(*dst, (*n_dst + n_src) * size);
-    if (!nv)
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    memcpy(nv + *n_dst * size, src, n_src * size);
-    *dst = nv;
-    *n_dst += n_src;
-    return PG_OK;
-}
-
 /* Moves the credentials (*src)[0..*n_src) to the end of *dst (the strings change owner). */
 static int move_creds(pg_pod_cred **dst, size_t *n_dst, pg_pod_cred **src, size_t *n_src, pg_error *err)
 {
-    int rc = append_array((void **)dst, n_dst, *src, *n_src, sizeof **src, err);
-    if (rc != PG_OK)
-        return rc;
+    if (*n_src) {
+        pg_pod_cred *nv = realloc(*dst, (*n_dst + *n_src) * sizeof *nv);
+        if (!nv)
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        memcpy(nv + *n_dst, *src, *n_src * sizeof *nv);
+        *dst = nv;
+        *n_dst += *n_src;
+    }
     free(*src);
     *src = NULL;
     *n_src = 0;

@@ -44,13 +44,11 @@ PG_API const char *pg_reason_name(int reason)
 }
 
 /*
- * Denials that a pull with the pod's own credentials can turn into an allow:
- * the pull is recorded with the credentials the kubelet used (pullgate-cri's
- * attribution, docs/interfaces.md §10), so a record, a mapping for the name,
- * a matching credential or a fresh lastUpdatedTime can only come from one.
- * Everything else is not a pull's to cure: a bad or foreign annotation (the
- * pull would be recorded under the namespace-bound placeholder, which the
- * annotation does not list), a store or configuration error, a bad request.
+ * The pull is recorded with the credentials the kubelet used (pullgate-cri's
+ * attribution, docs/interfaces.md §10), so it can bring a record, a mapping, a
+ * matching credential or a fresh lastUpdatedTime; a bad or foreign annotation
+ * it cannot cure (its pull is recorded under the namespace-bound placeholder,
+ * which the annotation does not list).
  */
 bool pg_reason_curable_by_pull(int reason)
 {
@@ -407,21 +405,26 @@ static bool step_gather(decide_ctx *c)
 }
 
 /*
- * How many records in any directory map the image's name (a record that
- * could not be read counts: it may). -1 after settling a store error.
+ * How many records in any directory map name (a record that could not be read
+ * counts: it may). -1 after settling a store error.
  */
-static int names_mapped(decide_ctx *c)
+static int records_mapping(decide_ctx *c, const char *name)
 {
-    if (c->names_mapped >= 0)
-        return c->names_mapped;
     pg_error err = {0};
     size_t n = 0;
     bool unknown = false;
-    if (pg_lookup_mapping(c->lk, c->name, false, NULL, &n, &unknown, &err) != PG_OK) {
+    if (pg_lookup_mapping(c->lk, name, false, NULL, &n, &unknown, &err) != PG_OK) {
         store_error(c, &err);
         return -1;
     }
-    c->names_mapped = (int)(n + unknown > 0 ? n + unknown : 0);
+    return (int)(n + unknown);
+}
+
+/* records_mapping of the image's name, asked once. */
+static int names_mapped(decide_ctx *c)
+{
+    if (c->names_mapped < 0)
+        c->names_mapped = records_mapping(c, c->name);
     return c->names_mapped;
 }
 
@@ -501,19 +504,6 @@ static bool step_preloaded(decide_ctx *c)
                   c->names_mapped > 0 ? " (records of other images map its name)" : "");
 }
 
-/* Whether a record in any directory maps name (an unreadable one may): 1, 0, -1 settled. */
-static int other_name_mapped(decide_ctx *c, const char *name)
-{
-    pg_error err = {0};
-    size_t n = 0;
-    bool unknown = false;
-    if (pg_lookup_mapping(c->lk, name, false, NULL, &n, &unknown, &err) != PG_OK) {
-        store_error(c, &err);
-        return -1;
-    }
-    return n + unknown > 0;
-}
-
 /*
  * Whether every record of the gathered ones' imageRefs, in every directory, maps
  * some image (the gathered ones are focused on this image's name: the lookup
@@ -564,7 +554,7 @@ static bool step_preloaded_name(decide_ctx *c)
         return maps_others < 0;
     for (size_t k = 0; k < c->ref_names.n; k++) {
         int n = strcmp(c->ref_names.v[k], c->name) == 0 ? names_mapped(c)
-                                                        : other_name_mapped(c, c->ref_names.v[k]);
+                                                        : records_mapping(c, c->ref_names.v[k]);
         if (n < 0)
             return true;
         if (n > 0)

@@ -87,9 +87,32 @@ static bool is_space(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-/* A wildcard prefix "domain[/path]/" (prefix_len bytes, slash included) must be
- * the start of some normalised name: probe it with a dummy last component and
- * check that the normalised name keeps the prefix. */
+/*
+ * name must parse as an image name without tag or digest. A wildcard prefix
+ * "domain[/path]/" (prefix_len > 0 bytes of pattern, slash included) is probed as
+ * prefix + "x" and must stay the start of the normalised name, else it never matches.
+ */
+static int validate_name(const char *pattern, const char *name, size_t prefix_len, pg_error *err)
+{
+    pg_error why = {0};
+    pg_ref *ref = pg_ref_parse(name, &why);
+    int rc = PG_OK;
+    if (!ref)
+        rc = pg_fail(err, PG_ERR_INVALID, "allowlist pattern \"%.256s\": %s: %s", pattern,
+                     prefix_len ? "not an image name prefix" : "failed to parse as an image name",
+                     why.message);
+    else if (pg_ref_tag(ref) || pg_ref_digest(ref))
+        rc = pg_fail(err, PG_ERR_INVALID,
+                     "allowlist pattern \"%.256s\": neither tag nor digest is accepted", pattern);
+    else if (prefix_len && !has_prefix(pg_ref_name(ref), pattern, prefix_len))
+        rc = pg_fail(err, PG_ERR_INVALID,
+                     "allowlist pattern \"%.256s\": never matches a normalised image name "
+                     "(normalised names look like \"%.256s\")",
+                     pattern, pg_ref_name(ref));
+    pg_ref_free(ref);
+    return rc;
+}
+
 static int validate_wildcard_prefix(const char *pattern, size_t prefix_len, pg_error *err)
 {
     char *probe = malloc(prefix_len + 2);
@@ -97,38 +120,8 @@ static int validate_wildcard_prefix(const char *pattern, size_t prefix_len, pg_e
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     memcpy(probe, pattern, prefix_len);
     memcpy(probe + prefix_len, "x", 2);
-    pg_error why = {0};
-    pg_ref *ref = pg_ref_parse(probe, &why);
-    int rc = PG_OK;
-    if (!ref)
-        rc = pg_fail(err, PG_ERR_INVALID, "allowlist pattern \"%.256s\": not an image name prefix: %s",
-                     pattern, why.message);
-    else if (pg_ref_tag(ref) || pg_ref_digest(ref))
-        rc = pg_fail(err, PG_ERR_INVALID,
-                     "allowlist pattern \"%.256s\": neither tag nor digest is accepted", pattern);
-    else if (!has_prefix(pg_ref_name(ref), pattern, prefix_len))
-        rc = pg_fail(err, PG_ERR_INVALID,
-                     "allowlist pattern \"%.256s\": never matches a normalised image name "
-                     "(normalised names look like \"%.256s\")",
-                     pattern, pg_ref_name(ref));
-    pg_ref_free(ref);
+    int rc = validate_name(pattern, probe, prefix_len, err);
     free(probe);
-    return rc;
-}
-
-static int validate_exact_name(const char *pattern, pg_error *err)
-{
-    pg_error why = {0};
-    pg_ref *ref = pg_ref_parse(pattern, &why);
-    int rc = PG_OK;
-    if (!ref)
-        rc = pg_fail(err, PG_ERR_INVALID,
-                     "allowlist pattern \"%.256s\": failed to parse as an image name: %s", pattern,
-                     why.message);
-    else if (pg_ref_tag(ref) || pg_ref_digest(ref))
-        rc = pg_fail(err, PG_ERR_INVALID,
-                     "allowlist pattern \"%.256s\": neither tag nor digest is accepted", pattern);
-    pg_ref_free(ref);
     return rc;
 }
 
@@ -156,7 +149,7 @@ PG_API int pg_allowlist_validate(const char *pattern, pg_error *err)
                        "allowlist pattern \"%.256s\": at least a registry host name is required",
                        pattern);
     return wildcard ? validate_wildcard_prefix(pattern, body_len, err)
-                    : validate_exact_name(pattern, err);
+                    : validate_name(pattern, pattern, 0, err);
 }
 
 static bool allowlist_pattern_matches(const char *pattern, const char *name)

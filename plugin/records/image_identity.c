@@ -13,7 +13,6 @@
 #include <string.h>
 #include <strings.h>
 
-
 const char *pg_image_id_hex(const char *s)
 {
     if (!s)
@@ -56,27 +55,10 @@ int pg_keyset_add(pg_keyset *ks, const char *key, pg_error *err)
     for (size_t i = 0; i < ks->n; i++)
         if (strcmp(ks->v[i], key) == 0)
             return PG_OK;
-    if (ks->n == ks->cap) {
-        size_t cap = ks->cap ? ks->cap * 2 : 16;
-        char **grown = realloc(ks->v, cap * sizeof *grown);
-        if (!grown)
-            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        ks->v = grown;
-        ks->cap = cap;
-    }
-    if (!(ks->v[ks->n] = strdup(key)))
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    ks->n++;
-    return PG_OK;
+    return pg_strv_push(ks, key, err);
 }
 
-void pg_keyset_free(pg_keyset *ks)
-{
-    for (size_t i = 0; i < ks->n; i++)
-        free(ks->v[i]);
-    free(ks->v);
-    memset(ks, 0, sizeof *ks);
-}
+void pg_keyset_free(pg_keyset *ks) { pg_strv_clear(ks); }
 
 static int add_joined(pg_keyset *ks, const char *a, const char *b, const char *c, pg_error *err)
 {

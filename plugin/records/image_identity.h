@@ -24,11 +24,9 @@ const char *pg_image_id_hex(const char *s);
  */
 int pg_identity_check(const char *s, pg_ref **ref_out, pg_error *err);
 
-/* A set of strings (file keys), deduplicated, insertion-ordered. */
-typedef struct pg_keyset {
-    char **v;
-    size_t n, cap;
-} pg_keyset;
+/* A set of strings (file keys), deduplicated, insertion-ordered: a pg_strv added to only
+ * by pg_keyset_add. Zero-initialise; release with pg_keyset_free. */
+typedef pg_strv pg_keyset;
 
 int pg_keyset_add(pg_keyset *ks, const char *key, pg_error *err);
 void pg_keyset_free(pg_keyset *ks);

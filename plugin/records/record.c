@@ -208,11 +208,6 @@ static size_t position_in(const pg_rec_mapping *v, size_t n, const char *image_n
     return sorted_position(v, n, sizeof *v, image_name, cmp_mapping_to_name, found);
 }
 
-static size_t mapping_position(const pg_record *rec, const char *image_name, bool *found)
-{
-    return position_in(rec->maps, rec->n_maps, image_name, found);
-}
-
 static const pg_rec_mapping *find_in(const pg_rec_mapping *v, size_t n, const char *image_name)
 {
     bool found = false;
@@ -956,7 +951,7 @@ static int merge_secret(pg_rec_mapping *m, const pg_pod_cred *in, pg_error *err)
 static pg_rec_mapping *mapping_for(pg_record *rec, const char *image_name, pg_error *err)
 {
     bool found;
-    size_t lo = mapping_position(rec, image_name, &found);
+    size_t lo = position_in(rec->maps, rec->n_maps, image_name, &found);
     if (found)
         return &rec->maps[lo];
     char *name = strdup(image_name);
@@ -972,6 +967,25 @@ static pg_rec_mapping *mapping_for(pg_record *rec, const char *image_name, pg_er
     grown[lo] = (pg_rec_mapping){.image_name = name};
     rec->n_maps++;
     return &grown[lo];
+}
+
+/*
+ * Before merging into m: a mapping that is nodePodsAccessible stays so, and a
+ * node-accessible merge makes it so and clears its lists (false: nothing more to
+ * merge). Otherwise its lists are sorted and unique, ready for the merge (true).
+ */
+static bool lists_to_merge(pg_rec_mapping *m, bool node_accessible)
+{
+    if (m->node_pods_accessible)
+        return false;
+    if (node_accessible) {
+        mapping_clear_lists(m);
+        m->node_pods_accessible = true;
+        return false;
+    }
+    normalise_creds(m->secrets, &m->n_secrets);
+    normalise_creds(m->sas, &m->n_sas);
+    return true;
 }
 
 static bool creds_empty(const pg_pull_credentials *c)
@@ -1000,15 +1014,8 @@ static int merge_creds(pg_record *rec, const char *image_name, const pg_pull_cre
     pg_rec_mapping *m = mapping_for(rec, image_name, err);
     if (!m)
         return PG_ERR_NOMEM;
-    if (m->node_pods_accessible)
+    if (!lists_to_merge(m, creds->node_pods_accessible))
         return PG_OK;
-    if (creds->node_pods_accessible) {
-        mapping_clear_lists(m);
-        m->node_pods_accessible = true;
-        return PG_OK;
-    }
-    normalise_creds(m->secrets, &m->n_secrets);
-    normalise_creds(m->sas, &m->n_sas);
     for (size_t i = 0; rc == PG_OK && i < creds->n_secrets; i++) {
         const pg_secret *in = &creds->secrets[i];
         pg_pod_cred c = {(char *)in->namespace_, (char *)in->name, (char *)in->uid,
@@ -1046,15 +1053,8 @@ int pg_record_merge(pg_record *rec, const char *image_name, const pg_pull_creden
  */
 static int fold_into(pg_rec_mapping *t, const pg_rec_mapping *m, pg_error *err)
 {
-    if (t->node_pods_accessible)
+    if (!lists_to_merge(t, m->node_pods_accessible))
         return PG_OK;
-    if (m->node_pods_accessible) {
-        mapping_clear_lists(t);
-        t->node_pods_accessible = true;
-        return PG_OK;
-    }
-    normalise_creds(t->secrets, &t->n_secrets);
-    normalise_creds(t->sas, &t->n_sas);
     int rc = PG_OK;
     for (size_t i = 0; rc == PG_OK && i < m->n_secrets; i++) {
         bool found;

@@ -105,19 +105,22 @@ static bool path_component_valid(span c)
     }
 }
 
-/* One or more components separated by single slashes. */
-static bool path_valid(span p)
+/* Every part of s between single separators sep is valid (an empty one is handed to valid). */
+static bool parts_valid(span s, char sep, bool (*valid)(span))
 {
     size_t start = 0;
-    for (size_t i = 0; i <= p.n; i++) {
-        if (i == p.n || p.p[i] == '/') {
-            if (!path_component_valid((span){p.p + start, i - start}))
+    for (size_t i = 0; i <= s.n; i++) {
+        if (i == s.n || s.p[i] == sep) {
+            if (!valid((span){s.p + start, i - start}))
                 return false;
             start = i + 1;
         }
     }
     return true;
 }
+
+/* One or more components separated by single slashes. */
+static bool path_valid(span p) { return parts_valid(p, '/', path_component_valid); }
 
 /* ---------------------------------------------------------------- domains */
 
@@ -131,18 +134,7 @@ static bool domain_label_valid(span l)
     return true;
 }
 
-static bool domain_name_valid(span d)
-{
-    size_t start = 0;
-    for (size_t i = 0; i <= d.n; i++) {
-        if (i == d.n || d.p[i] == '.') {
-            if (!domain_label_valid((span){d.p + start, i - start}))
-                return false;
-            start = i + 1;
-        }
-    }
-    return true;
-}
+static bool domain_name_valid(span d) { return parts_valid(d, '.', domain_label_valid); }
 
 /* "[" (hex | ":")+ "]": no zones, no embedded IPv4 (deliberately, as in Go). */
 static bool ipv6_literal_valid(span h)
@@ -361,34 +353,19 @@ bool pg_ref_needs_normalising(const char *s)
     return sp.domain.p != s || sp.add_library_prefix;
 }
 
-/* "domain/[library/]remainder": the string Go hands to Parse(). */
+/* "domain/[library/]remainder": the string Go hands to Parse(). NULL when out of memory. */
 static char *join_normalized(const split_name *sp)
 {
-    size_t prefix = sp->add_library_prefix ? strlen(official_repo_prefix) : 0;
-    size_t n = sp->domain.n + 1 + prefix + sp->remainder.n;
-    char *joined = malloc(n + 1);
-    if (!joined)
+    char *joined;
+    if (asprintf(&joined, "%.*s/%s%.*s", (int)sp->domain.n, sp->domain.p,
+                 sp->add_library_prefix ? official_repo_prefix : "", (int)sp->remainder.n,
+                 sp->remainder.p) < 0)
         return NULL;
-    char *w = joined;
-    memcpy(w, sp->domain.p, sp->domain.n);
-    w += sp->domain.n;
-    *w++ = '/';
-    memcpy(w, official_repo_prefix, prefix);
-    w += prefix;
-    memcpy(w, sp->remainder.p, sp->remainder.n);
-    w[sp->remainder.n] = '\0';
     return joined;
 }
 
-static char *span_dup(span s)
-{
-    char *d = malloc(s.n + 1);
-    if (d) {
-        memcpy(d, s.p, s.n);
-        d[s.n] = '\0';
-    }
-    return d;
-}
+/* The spans are of a C string (no NUL inside): strndup copies them exactly. */
+static char *span_dup(span s) { return strndup(s.p, s.n); }
 
 static int build_ref(const ref_parts *parts, pg_ref *ref, pg_error *err)
 {

@@ -355,7 +355,8 @@ START_TEST(builder_presents_only_usable_entries)
 {
     pg_dockerconfig *dc = NULL;
     pg_error err = {0};
-    ck_assert_int_eq(pg_dockerconfig_parse(DC_ALL, strlen(DC_ALL), &dc, &err), PG_OK);
+    ck_assert_int_eq(
+        pg_dockerconfig_parse_as(DC_ALL, strlen(DC_ALL), PG_DOCKERCONFIG_SNIFF, &dc, &err), PG_OK);
     pg_cred_hashes *pairs = NULL;
     size_t n = 0;
     ck_assert_int_eq(pg_dockerconfig_lookup(dc, IMAGE "/x:1", &pairs, &n, &err), PG_OK);
