@@ -1,53 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * D-Bus notifier: emits the signals of docs/interfaces.md §9 (interface
- * dev.pullgate.PullGate1, path /dev/pullgate/PullGate1) on a private
- * libdbus connection.
- *
- * Emitting is best effort and HARD bounded in time: the hook must never be
- * delayed noticeably by a bus that is missing, refuses, or accepts the socket
- * and then never answers. libdbus's own connect and bus registration block
- * with long defaults (a blocking connect(2), then Hello with a 25 s reply
- * timeout), so this module enforces one deadline per call itself:
- *
- *   1. Connect lazily, on the first signal, so a decision that never emits
- *      pays nothing.
- *   2. Before libdbus connects, probe the address with a non-blocking
- *      connect(2) + poll bounded by the deadline. libdbus's connect is
- *      blocking: a Unix listener with a full backlog or an unreachable TCP
- *      peer would otherwise hold it indefinitely. A probe that succeeds
- *      proves the listener accepts connections right now, so libdbus's own
- *      connect completes at once. Transports whose connect cannot be bounded
- *      (autolaunch:, unixexec:, launchd:, ..., TCP host names that need DNS)
- *      are refused.
- *   3. Drive the SASL exchange with dbus_connection_read_write(conn,
- *      time_left) until authenticated, then send Hello and wait for its reply
- *      the same way. Neither dbus_bus_register() (25 s default timeout) nor
- *      dbus_connection_send_with_reply_and_block() is usable: the latter
- *      first flushes the outgoing queue with no time limit, and before
- *      authentication completes that queue never drains (measured: a
- *      listener that never answers held it until the peer went away).
- *   4. Flush with dbus_connection_read_write(conn, time_left) until the
- *      outgoing queue is empty or the deadline passes.
- *
- * A failure drops the connection and records why (pg_notifier_last_error());
- * signals are then dropped at once until a back-off period has passed (1 s,
- * doubling up to 30 s while the bus stays unusable, back to 1 s after a
- * successful connection), and the next signal after it connects afresh. So a
- * long-lived daemon survives a bus restart or outage, while a dead or hung bus
- * costs at most one bounded attempt per back-off period and nothing between.
- * Before each signal on an established connection, what the bus sent is read
- * without waiting: a bus that went away since the last signal shows up as
- * end-of-file, and the signal goes out on a fresh connection instead of being
- * lost on the dead one.
- *
- * Global state of libdbus (unavoidable, documented here): libdbus keeps
- * process-wide locks and caches, initialised by itself since 1.7; it is
- * thread-safe without dbus_threads_init_default(). We clear its global
- * "change SIGPIPE" flag so that opening a connection does not set SIGPIPE to
- * SIG_IGN in the host process: libdbus writes with MSG_NOSIGNAL, so a broken
- * bus cannot raise SIGPIPE anyway. Each notifier has its own private
- * connection and a mutex serialising its use.
+ * D-Bus notifier: emits the signals of docs/interfaces.md §9 on a private
+ * libdbus connection, best effort and HARD bounded in time: the hook must never
+ * be delayed noticeably by a bus that is missing, refuses, or accepts and then
+ * never answers. How each step is bounded, the back-off and the reconnect, and
+ * libdbus's global state: docs/dbus.md, "Time bound and connection handling".
+ * Each notifier has its own private connection and a mutex serialising its use.
  */
 #include "dbus_names.h"
 #include "dbus_shim.h" /* libdbus through dlopen: see dbus_shim.h */

@@ -1,52 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The record store: kubelet-compatible record directories on disk.
- *
- * Layout of a record directory DIR (the kubelet's <root>/image_manager layout):
- *   DIR/pulling/sha256-<hex sha256(image)>        ImagePullIntent
- *   DIR/pulled/sha256-<hex sha256(imageRef)>      ImagePulledRecord
- * and, in the writable directory only (kubelets never read these):
- *   DIR/pullgate-intents/sha256-<hex(image)>      intent reference count (decimal)
- *   DIR/pullgate-images/sha256-<hex(image)>       {"image":..,"imageRef":..} index
- *   DIR/pullgate-names/sha256-<hex(name)>         record file names mapping name, one a line
- *   DIR/pullgate-credtimes/sha256-<hex(imageRef)> per-credential lastUpdatedTime
- *   DIR/pullgate-credidx/sha256-<hex(imageRef)>   a record's credential index (a cache)
- *   DIR/pullgate-dircache/sha256-<hex(path)>      names of a read-only directory (a cache)
- *   DIR/.pullgate.lock                            flock(2) lock file
- * Directories are 0700, files 0600.
- *
- * Design:
- *  - The writable directory (stateDir) is opened once, O_DIRECTORY|O_NOFOLLOW,
- *    and its fd kept; read-only directories are opened by path at open time (a
- *    missing one is skipped). Subdirectories are opened relative to those fds
- *    (a missing pulling/ or pulled/ is empty): pulled/ at open, the others by
- *    each operation (a decision: once each, store_lookup.c), or all of them
- *    kept from pg_store_enable_cache on. A directory that is a symlink, not
- *    owned by root or the effective uid, or writable by group/others is
- *    refused (PG_ERR_UNSAFE).
- *  - Files are read only through pg_read_file_at(..., PG_READ_STRICT): symlinks,
- *    hard links, FIFOs, devices, wrong owner/mode and oversize files are refused,
- *    never followed.
- *  - A record's content must match its file name (imageRef / image hashes to it),
- *    otherwise it is PG_ERR_CORRUPT. Names ending in ".tmp" or not starting with
- *    "sha256-" are not records.
- *  - Writes are atomic and durable: temp file sha256-<hex>.<random>.tmp created
- *    O_EXCL 0600 in the same directory, written, fsync'd, renamed over the
- *    target, directory fsync'd. Deletes: unlinkat + directory fsync. A pull's
- *    files are one staged write (pg_st_batch, docs/design.md "Durability"):
- *    its name-index lines (and its credential times when their order
- *    matters) durable before the record and image index are renamed; the
- *    intent released (unsynced) only after those.
- *  - Every read-modify-write takes flock(LOCK_EX) on DIR/.pullgate.lock, opened
- *    per operation so that threads sharing one pg_store exclude each other too
- *    (flock locks belong to open file descriptions). Readers never lock: rename
- *    makes every read see a whole old or a whole new file.
- *  - The intent file's content is fixed by the kubelet format, so concurrent
- *    pulls of one image are counted in pullgate-intents/. record_intent: count++
- *    (unsynced) and write the intent if absent (durable). record_pulled/record_failed: count-- (floor
- *    0); at 0 the count file then the intent are removed. An intent left by a
- *    crash makes the image count as pulled by us (the strict side).
- *  - The store holds only immutable data after open: thread-safe, no globals.
+ * The record store: kubelet-compatible record directories on disk. Layout,
+ * durability, locking and intent counts: docs/design.md, "Record
+ * directories"; the layers: store_impl.h. The store holds only immutable data
+ * after open: thread-safe, no globals.
  */
 #include "engine_testing.h" /* the tests' seams defined here */
 #include "image_identity.h"

@@ -1,33 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The names caches of record directories we cannot index as we write
- * (pullgate-dircache/, docs/design.md "Read-only directories' names"): which
- * records of a directory map an image name, for the "preloaded" proof, asked
- * without reading the cache whole.
- *
- * One file per directory, pullgate-dircache/sha256-<hex(path)>, format 3:
- *   a 512-byte text header (NUL-padded):
- *     "pullgate-dircache 3\n" "stamp <dev>:<ino>:<mtime s.ns>:<ctime s.ns>\n"
- *     "names <N>\n" "records <R>\n" "unknown <U>\n"
- *   N name entries of 64 bytes, sorted: SHA-256 of the image a key names
- *     (pg_record_key_name, else the key), SHA-256 of the record's imageRef
- *     (its file name's hash);
- *   R record entries of 72 bytes, sorted: the imageRef's hash, then the
- *     record file's inode, size, mtime and ctime (ns) and flags (bit 0: the
- *     record could not be read, so its names are unknown: it may map any
- *     name), in the host's byte order (the cache never leaves the node).
- * The stamp is pulled/'s identity, mtime and ctime, taken BEFORE the scan: the
- * kubelet writes records by rename, which changes it, so a current stamp means
- * the entries are current. A lookup checks the header and the file's size,
- * then binary-searches the name entries with pread: O(log N) whatever N.
- *
- * A stale cache is refreshed from the old one: pulled/ is listed and each
- * record stat'ed; a record whose identity (inode, size, mtime, ctime) is the
- * one cached keeps its cached names, others are read. A directory that
- * changed in the last CACHE_QUIET_S seconds is not cached (timestamps are
- * tick-coarse: a change in the same tick as the stamp could hide); nor is one
- * that changed during the scan. Written durably (data before rename): never
- * read torn.
+ * (pullgate-dircache/): which records of a directory map an image name, for
+ * the "preloaded" proof, asked without reading the cache whole. File format,
+ * stamps and refresh: docs/design.md, "Read-only directories' names".
  */
 #include "internal.h"
 #include "store_dircache.h"

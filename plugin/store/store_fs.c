@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The record store's safe-filesystem primitives (the design is described at
- * the top of plugin/store/store.c): directory checks, strict reads, atomic durable
- * writes, the store lock and directory walks. Nothing here knows what a
- * record means.
+ * The record store's safe-filesystem primitives (store_fs.h; the design:
+ * docs/design.md, "Record directories"). Nothing here knows what a record means.
  */
 #include "internal.h"
 #include "store_fs.h"
@@ -28,7 +26,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* Sets code and prefixes err's message with "dir/sub/name: " (pg_error_prefix). */
 int pg_st_prefix_error(pg_error *err, int code, const char *dir, const char *sub, const char *name)
 {
     if (err)
@@ -154,7 +151,6 @@ static int check_dir_fd(int fd, const char *path, pg_error *err)
     return PG_OK;
 }
 
-/* Opens base/name as a safe directory. Missing: PG_ERR_NOT_FOUND. */
 int pg_st_open_dir_at(int base, const char *name, const char *shown, int *fd_out, pg_error *err)
 {
     int fd = pg_st_sys_openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
@@ -182,7 +178,6 @@ int pg_st_open_subdir(const record_dir *d, const char *sub, int *fd_out, pg_erro
     return pg_st_open_dir_at(d->fd, sub, shown, fd_out, err);
 }
 
-/* mkdir -p with mode 0700 for the components that are missing. */
 int pg_st_make_dirs(const char *path, pg_error *err)
 {
     char buf[PATH_MAX];
@@ -308,8 +303,6 @@ static int create_temp(int dirfd, const char *name, char *tmp, size_t tmp_size, 
     return -1;
 }
 
-/* Atomic, durable replacement of dir/sub/name by data. */
-/* Atomic replacement; durable (file and directory fsync'd) when sync is set. */
 int pg_st_write_file_replace(int dirfd, const char *dir, const char *sub, const char *name,
                              const char *data, size_t len, bool sync, pg_error *err)
 {
@@ -415,15 +408,10 @@ static int fsync_together(sync_job *jobs, size_t n, size_t *failed)
 /* ------------------------------------------------------- write batch */
 
 /*
- * A staged write of several files (docs/design.md, "Durability"). stage()
- * writes a temporary file beside each target; commit(upto) then, the first
- * time, makes the data of EVERY staged file durable (their fsyncs together),
- * renames the staged entries below upto in staging order and fsyncs their
- * directories together before returning. So a group committed earlier is
- * durable before any rename of a later group is even issued: ordering across
- * directories comes from that fsync, not from a file-system property. A
- * crash at any point leaves each target in its old or its new version (a
- * rename either happened or not) plus temporary files, which prune removes.
+ * A staged write of several files (docs/design.md, "Durability"): a group
+ * committed earlier is durable before any rename of a later group is even
+ * issued, so ordering across directories comes from that fsync, not from a
+ * file-system property.
  */
 void pg_st_batch_init(pg_st_batch *b, int stop_after)
 {
@@ -669,7 +657,6 @@ void pg_st_batch_free(pg_st_batch *b)
     *b = (pg_st_batch){0};
 }
 
-/* unlinkat + directory fsync; *removed tells whether anything was there. */
 int pg_st_remove_file(int dirfd, const char *dir, const char *sub, const char *name, bool *removed,
                       pg_error *err)
 {
@@ -725,7 +712,6 @@ int pg_st_with_lock(const record_dir *w, int (*op)(void *ctx, pg_error *err), vo
 
 /* ------------------------------------------------------------ walking */
 
-/* Calls fn for each record-named entry of d/sub. A missing sub is empty. */
 int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, void *ud,
                        pg_error *err)
 {

@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Pull intents (pulling/) and pullgate's reference counts of them
- * (pullgate-intents/); why counts exist is described at the top of
- * plugin/store/store.c.
+ * (pullgate-intents/); why counts exist: docs/design.md, "Record directories".
  */
 #include "internal.h"
 #include "store_intent.h"

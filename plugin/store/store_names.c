@@ -18,24 +18,11 @@
 
 /* ------------------------------------------------------------ name index */
 
-/*
- * "Preloaded" must be proven, which includes: no record in any directory maps
- * the image's normalised name. Scanning every record per decision would cost
- * O(records), so the writable directory keeps pullgate-names/<hash(name)>:
- * the record file names that map name, one a line, written under the lock
- * with the record and kept exact by prune. A line may be stale (record since
- * deleted): that errs on the strict side and lookups skip missing records.
- * Read-only directories (and this one before its index is complete) are
- * asked through their names caches (store_dircache.c).
- */
-
+/* One record file a line. A line may be stale (record since deleted): that errs
+ * on the strict side and lookups skip missing records. */
 #define MAX_NAMES_BYTES (16u << 20)
-/*
- * pullgate-names/ covers every record of pulled/ only from the moment this
- * marker exists: written when the layout is new (pulled/ empty) and by prune's
- * rebuild. Without it (records from before the name index, or placed by hand)
- * the writable directory is treated like a read-only one: scanned, cached.
- */
+/* pullgate-names/ covers every record of pulled/ only once this marker exists;
+ * without it the writable directory is looked up like a read-only one. */
 #define NAMES_COMPLETE SUB_NAMES "/.complete-2" /* -2: lines by the image a key names */
 
 bool pg_st_names_complete(const record_dir *w) { return pg_st_exists_at(w->fd, NAMES_COMPLETE); }
@@ -171,22 +158,10 @@ int pg_st_names_files(const record_dir *w, int names_fd, const char *image_name,
 
 /* ------------------------------------------------ prune's upkeep of the index */
 
-/*
- * Prune keeps the name index exact without a rebuild under the lock: its walk
- * of pulled/ (outside the lock) collects every record's name lines; then each
- * name file that must change (lines of records gone, lines missing) is
- * rewritten in short locked steps, durably (data fsync'd before the rename:
- * a name file is never read torn), and name files with nothing left go.
- * What a file lists is recomputed under the lock as the union of its current
- * lines and the walk's, each kept only while its record file exists: a
- * record written by a concurrent pull added its own line under the lock, so
- * nothing is lost; a record removed since the walk drops out. Unchanged name
- * files are not touched and nothing calls syncfs.
- *
- * Without the completeness marker (records from before the index, or an
- * interrupted rebuild) every name file is rewritten durably, and only then is
- * the marker created and its directory fsync'd.
- */
+/* Prune's upkeep (docs/design.md, "The name index"): what a file lists is
+ * recomputed under the lock as the union of its current lines and the walk's,
+ * each kept only while its record file exists, so a concurrent pull's own line
+ * is never lost. */
 
 int pg_st_name_lines_add(pg_st_name_lines *l, const pg_record *rec, const char *file, pg_error *err)
 {

@@ -1,30 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Prune (pg_store_prune): the records of images no longer in use leave the
- * writable directory, and with them what only they justified (docs/design.md,
- * "Prune"). Every walk runs outside the store lock; every change is made in
- * short locked steps (pg_st_in_steps), each re-checking under the lock what
- * the walk saw, so a pull is never held up for long and a record written or
- * refreshed meanwhile is never removed. The order is what power loss needs:
- *  1. stale temporary files (of writers that died) go;
- *  2. the records go, and pulled/ is fsync'd once they are gone (outside the
- *     lock) BEFORE their side files go: a crash can never keep a record and
- *     lose its credential times (which would give its credentials the
- *     record's time);
- *  3. side files (credential times, credential index) with no record go, the
- *     ones just orphaned and any a crash left (an orphan in between is never
- *     read: a new record of the same imageRef times only its own pull's
- *     credentials);
- *  4. image-index entries naming an imageRef with no record go;
- *  5. the name index is brought up to date (store_names.c).
- * The read-only directories' names caches are not refreshed here: that can
- * take seconds at 100k kubelet records, and pullgate-cri runs prune on its
- * one writer thread, where it would hold up pulls' intents. Callers refresh
- * them where nothing waits (pg_store_refresh_name_caches: pullgatectl prune).
- * Steps 3-5 remove only things whose loss or survival is harmless after a
- * crash (an orphan is never read as evidence of a record; a leftover index
- * entry or name line only keeps an image verified), so they are not synced,
- * except name files that are rewritten (data before rename).
+ * writable directory, and with them what only they justified. Walks run
+ * outside the store lock; changes are made in short locked steps
+ * (pg_st_in_steps), each re-checking what the walk saw. The steps' order is
+ * what power loss needs: docs/design.md, "Prune". The read-only directories'
+ * names caches are not refreshed here: that can take seconds at 100k kubelet
+ * records, and pullgate-cri runs prune on its writer thread.
  */
 #include "store_impl.h"
 #include "store_index.h"
