@@ -525,7 +525,7 @@ PG_API int pg_store_list(const pg_store *store, pg_record_cb cb, pg_bad_record_c
         return pg_fail(err, PG_ERR_INVALID, "no store");
     list_ctx c = {cb, bad_cb, ud, 0};
     for (size_t i = 0; i < store->n_dirs; i++) {
-        int rc = pg_st_walk_records(&store->dirs[i], SUB_PULLED, list_entry, &c, err);
+        int rc = pg_st_walk(&store->dirs[i], SUB_PULLED, pg_st_is_record_name, list_entry, &c, err);
         if (c.stop)
             return c.stop;
         if (rc != PG_OK)

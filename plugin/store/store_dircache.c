@@ -64,14 +64,10 @@ static void table_free(dc_table *t)
 
 static int add_name_entry(dc_table *t, const unsigned char name[32], const unsigned char file[32])
 {
-    if (t->n_names == t->cap_names) {
-        size_t cap = t->cap_names ? 2 * t->cap_names : 1024;
-        dc_name *grown = realloc(t->names, cap * sizeof *grown);
-        if (!grown)
-            return PG_ERR_NOMEM;
-        t->names = grown;
-        t->cap_names = cap;
-    }
+    dc_name *grown = pg_st_grow(t->names, &t->cap_names, t->n_names, sizeof *grown, 1024);
+    if (!grown)
+        return PG_ERR_NOMEM;
+    t->names = grown;
     memcpy(t->names[t->n_names].name, name, 32);
     memcpy(t->names[t->n_names].file, file, 32);
     t->n_names++;
@@ -80,14 +76,10 @@ static int add_name_entry(dc_table *t, const unsigned char name[32], const unsig
 
 static int add_rec_entry(dc_table *t, const dc_rec *r)
 {
-    if (t->n_recs == t->cap_recs) {
-        size_t cap = t->cap_recs ? 2 * t->cap_recs : 1024;
-        dc_rec *grown = realloc(t->recs, cap * sizeof *grown);
-        if (!grown)
-            return PG_ERR_NOMEM;
-        t->recs = grown;
-        t->cap_recs = cap;
-    }
+    dc_rec *grown = pg_st_grow(t->recs, &t->cap_recs, t->n_recs, sizeof *grown, 1024);
+    if (!grown)
+        return PG_ERR_NOMEM;
+    t->recs = grown;
     t->recs[t->n_recs++] = *r;
     t->n_unknown += (r->flags & DC_UNKNOWN) != 0;
     return PG_OK;
@@ -299,9 +291,15 @@ static int read_names(int pulled_fd, const record_dir *d, const char *name, dc_r
     return rc;
 }
 
-static int scan_entry(int pulled_fd, const record_dir *d, const char *name, const dc_table *old,
-                      dc_table *t)
+/* A build: the old cache's entries (for records unchanged since), the new ones. */
+typedef struct scan {
+    const dc_table *old;
+    dc_table *t;
+} scan;
+
+static int scan_entry(int pulled_fd, const record_dir *d, const char *name, void *ud)
 {
+    const scan *sc = ud;
     dc_rec r = {{0}, 0, 0, 0, 0, 0};
     if (strlen(name) != FILE_NAME_LEN || !hex_decode32(name + strlen(NAME_PREFIX), r.file))
         return PG_OK; /* not a name of a record file (content must match it) */
@@ -313,43 +311,26 @@ static int scan_entry(int pulled_fd, const record_dir *d, const char *name, cons
         r.flags = DC_UNKNOWN;
     } else {
         identity_of(&st, &r);
-        const dc_rec *was = unchanged(old, &r);
+        const dc_rec *was = unchanged(sc->old, &r);
         if (was) {
             r.flags = was->flags;
-            rc = copy_old_names(old, r.file, t);
+            rc = copy_old_names(sc->old, r.file, sc->t);
         } else {
-            rc = read_names(pulled_fd, d, name, &r, t);
+            rc = read_names(pulled_fd, d, name, &r, sc->t);
         }
     }
-    return rc == PG_OK ? add_rec_entry(t, &r) : rc;
+    return rc == PG_OK ? add_rec_entry(sc->t, &r) : rc;
 }
 
 /* Every record of d's pulled/ with its names; records unchanged since `old` keep theirs. */
 static int build(const record_dir *d, const dc_table *old, dc_table *t, pg_error *err)
 {
-    int pulled_fd;
-    int rc = pg_st_open_subdir(d, SUB_PULLED, &pulled_fd, err);
-    if (rc == PG_ERR_NOT_FOUND)
-        return PG_OK; /* no pulled/: no records */
-    if (rc != PG_OK)
-        return rc;
-    int dup_fd = dup(pulled_fd);
-    DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    if (!dir) {
-        rc = pg_fail_errno(err, errno, "list %s/%s", d->path, SUB_PULLED);
-        if (dup_fd >= 0)
-            close(dup_fd);
-        close(pulled_fd);
-        return rc;
-    }
-    struct dirent *de;
-    while (rc == PG_OK && (de = readdir(dir)) != NULL)
-        if (pg_st_is_record_name(de->d_name))
-            rc = scan_entry(pulled_fd, d, de->d_name, old, t);
-    closedir(dir);
-    close(pulled_fd);
-    if (rc != PG_OK)
+    scan sc = {old, t};
+    int rc = pg_st_walk(d, SUB_PULLED, pg_st_is_record_name, scan_entry, &sc, err);
+    if (rc == PG_ERR_NOMEM) /* scan_entry's only error */
         return pg_fail(err, rc, "out of memory");
+    if (rc != PG_OK)
+        return rc;
     if (t->n_names)
         qsort(t->names, t->n_names, sizeof *t->names, cmp_name);
     if (t->n_recs)

@@ -446,16 +446,12 @@ static st_staged *batch_slot(pg_st_batch *b, const char *sub, const char *name, 
             staged_drop_temp(&b->v[i]);
             return &b->v[i];
         }
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 8;
-        st_staged *grown = realloc(b->v, cap * sizeof *grown);
-        if (!grown) {
-            pg_fail(err, PG_ERR_NOMEM, "out of memory");
-            return NULL;
-        }
-        b->v = grown;
-        b->cap = cap;
+    st_staged *grown = pg_st_grow(b->v, &b->cap, b->n, sizeof *grown, 8);
+    if (!grown) {
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        return NULL;
     }
+    b->v = grown;
     return &b->v[b->n++];
 }
 
@@ -571,6 +567,20 @@ static int batch_sync_dirs(pg_st_batch *b, size_t from, size_t upto, pg_error *e
     return rc;
 }
 
+/* Entries [done, upto) renamed into place, in staging order. */
+static int batch_rename(pg_st_batch *b, size_t upto, pg_error *err)
+{
+    for (size_t i = b->done; i < upto; i++) {
+        st_staged *e = &b->v[i];
+        if (pg_st_sys_renameat(e->dirfd, e->tmp, e->name) != 0)
+            return pg_fail_errno(err, errno, "rename %s/%s/%s", e->dir, e->sub, e->tmp);
+        e->renamed = true;
+        if (batch_stops_here(b, err))
+            return PG_ERR_IO;
+    }
+    return PG_OK;
+}
+
 int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err)
 {
     if (upto > b->n)
@@ -585,14 +595,9 @@ int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err)
     int rc = data_pending ? pg_st_batch_sync_data(b, err) : PG_OK;
     if (rc != PG_OK || (data_pending && batch_stops_here(b, err)))
         return rc == PG_OK ? PG_ERR_IO : rc;
-    for (size_t i = b->done; i < upto; i++) {
-        st_staged *e = &b->v[i];
-        if (pg_st_sys_renameat(e->dirfd, e->tmp, e->name) != 0)
-            return pg_fail_errno(err, errno, "rename %s/%s/%s", e->dir, e->sub, e->tmp);
-        e->renamed = true;
-        if (batch_stops_here(b, err))
-            return PG_ERR_IO;
-    }
+    rc = batch_rename(b, upto, err);
+    if (rc != PG_OK)
+        return rc;
     rc = batch_sync_dirs(b, b->done, upto, err);
     if (rc == PG_OK)
         b->done = upto;
@@ -612,14 +617,9 @@ int pg_st_batch_commit_existence(pg_st_batch *b, pg_error *err)
     if (b->abandoned)
         return pg_fail(err, PG_ERR_IO, "write batch already stopped");
     size_t from = b->done, n = b->n - from;
-    for (size_t i = from; i < b->n; i++) {
-        st_staged *e = &b->v[i];
-        if (pg_st_sys_renameat(e->dirfd, e->tmp, e->name) != 0)
-            return pg_fail_errno(err, errno, "rename %s/%s/%s", e->dir, e->sub, e->tmp);
-        e->renamed = true;
-        if (batch_stops_here(b, err))
-            return PG_ERR_IO;
-    }
+    int rc = batch_rename(b, b->n, err);
+    if (rc != PG_OK)
+        return rc;
     sync_job *jobs = calloc(n + BATCH_MAX_DIRS + 1, sizeof *jobs);
     if (!jobs)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
@@ -698,6 +698,30 @@ bool pg_st_exists_at(int dirfd, const char *name)
     return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+bool pg_st_absent_at(int dirfd, const char *name)
+{
+    struct stat st;
+    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+}
+
+void *pg_st_grow(void *v, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap)
+        return v;
+    size_t c = *cap ? 2 * *cap : first;
+    void *grown = realloc(v, c * size);
+    if (grown)
+        *cap = c;
+    return grown;
+}
+
+int pg_st_unlink(int dirfd, const char *dir, const char *sub, const char *name, pg_error *err)
+{
+    if (pg_st_sys_unlinkat(dirfd, name) != 0 && errno != ENOENT)
+        return pg_fail_errno(err, errno, "remove %s/%s/%s", dir, sub, name);
+    return PG_OK;
+}
+
 int pg_st_with_lock(const record_dir *w, int (*op)(void *ctx, pg_error *err), void *ctx,
                     pg_error *err)
 {
@@ -712,8 +736,8 @@ int pg_st_with_lock(const record_dir *w, int (*op)(void *ctx, pg_error *err), vo
 
 /* ------------------------------------------------------------ walking */
 
-int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, void *ud,
-                       pg_error *err)
+int pg_st_walk(const record_dir *d, const char *sub, bool (*want)(const char *name),
+               pg_st_entry_fn fn, void *ud, pg_error *err)
 {
     int fd;
     int rc = pg_st_open_subdir(d, sub, &fd, err);
@@ -733,7 +757,7 @@ int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, 
     struct dirent *de;
     rc = PG_OK;
     while (rc == PG_OK && (de = readdir(dir)) != NULL)
-        if (pg_st_is_record_name(de->d_name))
+        if (want(de->d_name))
             rc = fn(fd, d, de->d_name, ud);
     closedir(dir);
     close(fd);

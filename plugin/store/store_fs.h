@@ -140,9 +140,16 @@ int pg_st_read_strict(int dirfd, const record_dir *d, const char *sub, const cha
 int pg_st_mismatch(pg_error *err, const record_dir *d, const char *sub, const char *name,
                    const char *field, const char *value);
 bool pg_st_exists_at(int dirfd, const char *name);
-/* Calls fn for each record-named entry of d/sub. A missing sub is empty. */
+/* Nothing at dirfd/name (ENOENT); a name that cannot be stat'ed is not absent. */
+bool pg_st_absent_at(int dirfd, const char *name);
+/* v with room for element n (of `size` bytes, *cap of them), grown by doubling
+ * from `first`; NULL: out of memory (v unchanged). */
+void *pg_st_grow(void *v, size_t *cap, size_t n, size_t size, size_t first);
+/* unlinkat, not synced; an absent name is fine. */
+int pg_st_unlink(int dirfd, const char *dir, const char *sub, const char *name, pg_error *err);
+/* Calls fn for each entry of d/sub whose name want() accepts. A missing sub is empty. */
 typedef int (*pg_st_entry_fn)(int dirfd, const record_dir *d, const char *name, void *ud);
-int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, void *ud,
-                       pg_error *err);
+int pg_st_walk(const record_dir *d, const char *sub, bool (*want)(const char *name),
+               pg_st_entry_fn fn, void *ud, pg_error *err);
 
 #endif

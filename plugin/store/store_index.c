@@ -92,16 +92,10 @@ static bool entry_record_file(const record_dir *w, int images_fd, const char *en
     return ok;
 }
 
-static bool no_record(int pulled_fd, const char *record)
-{
-    struct stat st;
-    return fstatat(pulled_fd, record, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
-}
-
 bool pg_st_index_orphan(const record_dir *w, int images_fd, int pulled_fd, const char *entry)
 {
     file_name record;
-    return entry_record_file(w, images_fd, entry, record) && no_record(pulled_fd, record);
+    return entry_record_file(w, images_fd, entry, record) && pg_st_absent_at(pulled_fd, record);
 }
 
 /* ------------------------------------------------------------ aliases */

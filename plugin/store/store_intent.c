@@ -105,21 +105,11 @@ static int take_intent(const record_dir *w, const char *api_version, pg_st_batch
 }
 
 /*
- * No fsync: the caller made the record durable first (or the pull failed), and
- * a removal lost in a crash leaves an intent, the strict side.
- */
-static int remove_unsynced(int fd, const record_dir *d, const char *sub, const char *name,
-                           pg_error *err)
-{
-    if (pg_st_sys_unlinkat(fd, name) != 0 && errno != ENOENT)
-        return pg_fail_errno(err, errno, "remove %s/%s/%s", d->path, sub, name);
-    return PG_OK;
-}
-
-/*
  * Under the lock: count-- (floor 0); at 0 remove the count then the intent.
  * That order means a crash in between leaves an intent without a count, which
  * the next release of the image cleans up, and meanwhile errs on the strict side.
+ * No fsync: the caller made the record durable first (or the pull failed), and
+ * a removal lost in a crash leaves an intent, the strict side.
  */
 static int release_intent(const record_dir *w, const char *image, pg_error *err)
 {
@@ -134,9 +124,9 @@ static int release_intent(const record_dir *w, const char *image, pg_error *err)
     if (rc == PG_OK && count > 1)
         rc = write_count(fds.intents, w, name, count - 1, err);
     else if (rc == PG_OK) {
-        rc = remove_unsynced(fds.intents, w, SUB_INTENTS, name, err);
+        rc = pg_st_unlink(fds.intents, w->path, SUB_INTENTS, name, err);
         if (rc == PG_OK)
-            rc = remove_unsynced(fds.pulling, w, SUB_PULLING, name, err);
+            rc = pg_st_unlink(fds.pulling, w->path, SUB_PULLING, name, err);
     }
     close_intent_dirs(&fds);
     return rc;

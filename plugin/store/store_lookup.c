@@ -155,14 +155,10 @@ static memo *memo_get(pg_lookup *l, size_t i, int sub, const char *file)
     for (size_t k = 0; k < l->n; k++)
         if (l->m[k]->dir == i && l->m[k]->sub == sub && strcmp(l->m[k]->file, file) == 0)
             return l->m[k];
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 32;
-        memo **grown = realloc(l->m, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        l->m = grown;
-        l->cap = cap;
-    }
+    memo **grown = pg_st_grow(l->m, &l->cap, l->n, sizeof *grown, 32);
+    if (!grown)
+        return NULL;
+    l->m = grown;
     memo *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;

@@ -175,14 +175,10 @@ int pg_st_name_lines_add(pg_st_name_lines *l, const pg_record *rec, const char *
         free(owned);
         if (rc != PG_OK)
             return rc;
-        if (l->n == l->cap) {
-            size_t cap = l->cap ? 2 * l->cap : 256;
-            pg_st_name_line *grown = realloc(l->v, cap * sizeof *grown);
-            if (!grown)
-                return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-            l->v = grown;
-            l->cap = cap;
-        }
+        pg_st_name_line *grown = pg_st_grow(l->v, &l->cap, l->n, sizeof *grown, 256);
+        if (!grown)
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        l->v = grown;
         memcpy(l->v[l->n].hex, hex, sizeof hex);
         snprintf(l->v[l->n].file, sizeof l->v[l->n].file, "%s", file);
         l->n++;
@@ -213,14 +209,10 @@ typedef struct file_set {
 
 static int set_add(file_set *f, const char *file)
 {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? 2 * f->cap : 8;
-        file_name *grown = realloc(f->v, cap * sizeof *grown);
-        if (!grown)
-            return PG_ERR_NOMEM;
-        f->v = grown;
-        f->cap = cap;
-    }
+    file_name *grown = pg_st_grow(f->v, &f->cap, f->n, sizeof *grown, 8);
+    if (!grown)
+        return PG_ERR_NOMEM;
+    f->v = grown;
     snprintf(f->v[f->n++], sizeof(file_name), "%s", file);
     return PG_OK;
 }
@@ -244,13 +236,6 @@ static bool set_equal(const file_set *a, const file_set *b)
         if (strcmp(a->v[i], b->v[i]) != 0)
             return false;
     return true;
-}
-
-/* Anything at pulled/<file>, even unreadable, is a record: the strict side. */
-static bool record_present(int pulled_fd, const char *file)
-{
-    struct stat st;
-    return fstatat(pulled_fd, file, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
 }
 
 typedef struct upkeep {
@@ -282,13 +267,14 @@ static int name_file_set(const upkeep *u, const char *hex, file_set *out, bool *
     return rc;
 }
 
-/* What name file <hex> must list: its lines and the walk's, of records present. */
+/* What name file <hex> must list: its lines and the walk's, of records present
+ * (anything at pulled/<file>, even unreadable, is a record: the strict side). */
 static int name_wanted(const upkeep *u, const char *hex, const file_set *old, file_set *want)
 {
     int rc = PG_OK;
     for (size_t i = 0; rc == PG_OK && i < old->n; i++)
         if (strlen(old->v[i]) == FILE_NAME_LEN && pg_st_is_record_name(old->v[i]) &&
-            record_present(u->pulled_fd, old->v[i]))
+            !pg_st_absent_at(u->pulled_fd, old->v[i]))
             rc = set_add(want, old->v[i]);
     pg_st_name_line key = {{0}, {0}};
     memcpy(key.hex, hex, sizeof key.hex);
@@ -301,7 +287,7 @@ static int name_wanted(const upkeep *u, const char *hex, const file_set *old, fi
             hi = mid;
     }
     for (size_t i = lo; rc == PG_OK && i < u->lines->n && strcmp(u->lines->v[i].hex, hex) == 0; i++)
-        if (record_present(u->pulled_fd, u->lines->v[i].file))
+        if (!pg_st_absent_at(u->pulled_fd, u->lines->v[i].file))
             rc = set_add(want, u->lines->v[i].file);
     set_sort(want);
     return rc;
@@ -357,8 +343,7 @@ static int name_settle(upkeep *u, const char *hex, const char *prepared, pg_erro
         char name[FILE_NAME_LEN + 1];
         snprintf(name, sizeof name, "%s%s", NAME_PREFIX, hex);
         /* Not synced: a removal lost in a crash leaves only lines of records gone. */
-        if (pg_st_sys_unlinkat(u->names_fd, name) != 0 && errno != ENOENT)
-            rc = pg_fail_errno(err, errno, "remove %s/%s/%s", u->w->path, SUB_NAMES, name);
+        rc = pg_st_unlink(u->names_fd, u->w->path, SUB_NAMES, name, err);
     }
     /* Nothing to list now but a text prepared: it lists only records since
      * removed (stale lines, neutral); the next prune drops it. */
@@ -402,16 +387,24 @@ static int upkeep_chunk(upkeep *u, size_t from, size_t to, pg_error *err)
 
 static int add_name(upkeep *u, const char *hex)
 {
-    if (u->n_names == u->cap_names) {
-        size_t cap = u->cap_names ? 2 * u->cap_names : 256;
-        void *grown = realloc(u->names, cap * sizeof *u->names);
-        if (!grown)
-            return PG_ERR_NOMEM;
-        u->names = grown;
-        u->cap_names = cap;
-    }
+    void *grown = pg_st_grow(u->names, &u->cap_names, u->n_names, sizeof *u->names, 256);
+    if (!grown)
+        return PG_ERR_NOMEM;
+    u->names = grown;
     memcpy(u->names[u->n_names++], hex, PG_HASH_HEX_LEN + 1);
     return PG_OK;
+}
+
+static bool is_name_file(const char *name)
+{
+    return pg_st_is_record_name(name) && strlen(name) == FILE_NAME_LEN;
+}
+
+static int add_name_file(int dirfd, const record_dir *d, const char *name, void *ud)
+{
+    (void)dirfd;
+    (void)d;
+    return add_name(ud, name + strlen(NAME_PREFIX));
 }
 
 static int cmp_hex(const void *a, const void *b) { return strcmp(a, b); }
@@ -423,20 +416,12 @@ static int collect_names(upkeep *u, pg_error *err)
     for (size_t i = 0; rc == PG_OK && i < u->lines->n; i++)
         if (i == 0 || strcmp(u->lines->v[i].hex, u->lines->v[i - 1].hex) != 0)
             rc = add_name(u, u->lines->v[i].hex);
-    int dup_fd = dup(u->names_fd);
-    DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    if (!dir) {
-        if (dup_fd >= 0)
-            close(dup_fd);
-        return pg_fail_errno(err, errno, "list %s/%s", u->w->path, SUB_NAMES);
-    }
-    struct dirent *de;
-    while (rc == PG_OK && (de = readdir(dir)) != NULL)
-        if (pg_st_is_record_name(de->d_name) && strlen(de->d_name) == FILE_NAME_LEN)
-            rc = add_name(u, de->d_name + strlen(NAME_PREFIX));
-    closedir(dir);
+    if (rc == PG_OK)
+        rc = pg_st_walk(u->w, SUB_NAMES, is_name_file, add_name_file, u, err);
+    if (rc == PG_ERR_NOMEM) /* add_name's only error */
+        return pg_fail(err, rc, "out of memory");
     if (rc != PG_OK)
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        return rc;
     if (u->n_names)
         qsort(u->names, u->n_names, sizeof *u->names, cmp_hex);
     size_t w = 0;

@@ -60,12 +60,6 @@ static bool must_keep(const prune *p, const pg_record *rec)
            is_pinned(p->s, rec);
 }
 
-static bool record_absent(const prune *p, const char *file)
-{
-    struct stat st;
-    return fstatat(p->pulled_fd, file, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
-}
-
 static void todo_reset(prune *p)
 {
     pg_strv_clear(&p->todo);
@@ -81,31 +75,28 @@ static bool is_temp(const char *name)
            strcmp(name + n - strlen(TMP_SUFFIX), TMP_SUFFIX) == 0;
 }
 
-static int list_temps(prune *p, pg_error *err)
+static int list_temp(int dirfd, const record_dir *d, const char *name, void *ud)
+{
+    (void)dirfd;
+    (void)d;
+    prune *p = ud;
+    char rel[128];
+    snprintf(rel, sizeof rel, "%s/%s", p->sub, name);
+    return pg_strv_push(&p->todo, rel, p->err);
+}
+
+/* A subdirectory that cannot be listed is skipped: its temporary files stay. */
+static int list_temps(prune *p)
 {
     static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS,  SUB_IMAGES,
                                        SUB_NAMES,   SUB_CREDTIMES, SUB_DIRCACHE, SUB_CREDIDX};
-    int rc = PG_OK;
-    for (size_t i = 0; rc == PG_OK && i < sizeof subs / sizeof subs[0]; i++) {
-        int fd;
-        if (pg_st_open_subdir(p->d, subs[i], &fd, NULL) != PG_OK)
-            continue;
-        int dup_fd = dup(fd);
-        DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-        struct dirent *de;
-        while (rc == PG_OK && dir && (de = readdir(dir)) != NULL)
-            if (is_temp(de->d_name)) {
-                char rel[128];
-                snprintf(rel, sizeof rel, "%s/%s", subs[i], de->d_name);
-                rc = pg_strv_push(&p->todo, rel, err);
-            }
-        if (dir)
-            closedir(dir);
-        else if (dup_fd >= 0)
-            close(dup_fd);
-        close(fd);
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        pg_error ignored = {0};
+        p->sub = subs[i];
+        if (pg_st_walk(p->d, subs[i], is_temp, list_temp, p, &ignored) == PG_ERR_NOMEM)
+            return PG_ERR_NOMEM;
     }
-    return rc;
+    return PG_OK;
 }
 
 /*
@@ -155,8 +146,9 @@ static int remove_record(void *ctx, size_t i, pg_error *err)
     pg_record_free(rec);
     if (keep)
         return PG_OK;
-    if (pg_st_sys_unlinkat(p->pulled_fd, name) != 0 && errno != ENOENT)
-        return pg_fail_errno(err, errno, "remove %s/%s/%s", p->d->path, SUB_PULLED, name);
+    int rc = pg_st_unlink(p->pulled_fd, p->d->path, SUB_PULLED, name, err);
+    if (rc != PG_OK)
+        return rc;
     pg_st_cache_forget(p->s, name);
     p->pruned++;
     return PG_OK;
@@ -183,16 +175,15 @@ static int list_side_orphan(int dirfd, const record_dir *d, const char *name, vo
     (void)dirfd;
     (void)d;
     prune *p = ud;
-    return record_absent(p, name) ? pg_strv_push(&p->todo, name, p->err) : PG_OK;
+    return pg_st_absent_at(p->pulled_fd, name) ? pg_strv_push(&p->todo, name, p->err) : PG_OK;
 }
 
 static int remove_side_orphan(void *ctx, size_t i, pg_error *err)
 {
     prune *p = ctx;
     const char *name = p->todo.v[i];
-    if (record_absent(p, name) && pg_st_sys_unlinkat(p->sub_fd, name) != 0 && errno != ENOENT)
-        return pg_fail_errno(err, errno, "remove %s/%s/%s", p->d->path, p->sub, name);
-    return PG_OK;
+    return pg_st_absent_at(p->pulled_fd, name) ? pg_st_unlink(p->sub_fd, p->d->path, p->sub, name, err)
+                                               : PG_OK;
 }
 
 static int list_index_orphan(int dirfd, const record_dir *d, const char *name, void *ud)
@@ -209,10 +200,9 @@ static int remove_index_orphan(void *ctx, size_t i, pg_error *err)
     prune *p = ctx;
     const char *name = p->todo.v[i];
     /* Rewritten since the walk (the image pulled again): it names a record now. */
-    if (pg_st_index_orphan(p->d, p->sub_fd, p->pulled_fd, name) &&
-        pg_st_sys_unlinkat(p->sub_fd, name) != 0 && errno != ENOENT)
-        return pg_fail_errno(err, errno, "remove %s/%s/%s", p->d->path, SUB_IMAGES, name);
-    return PG_OK;
+    return pg_st_index_orphan(p->d, p->sub_fd, p->pulled_fd, name)
+               ? pg_st_unlink(p->sub_fd, p->d->path, SUB_IMAGES, name, err)
+               : PG_OK;
 }
 
 /* Finds the items of a sweep of sub outside the lock, then removes them in steps. */
@@ -225,7 +215,7 @@ static int sweep(prune *p, const char *sub, pg_st_entry_fn list, pg_st_step_item
     if (rc == PG_ERR_NOT_FOUND)
         return PG_OK; /* pullgate-credidx/ is made on first use */
     if (rc == PG_OK)
-        rc = pg_st_walk_records(p->d, sub, list, p, err);
+        rc = pg_st_walk(p->d, sub, pg_st_is_record_name, list, p, err);
     if (rc == PG_OK)
         rc = pg_st_in_steps(p->d, p->todo.n, remove, NULL, p, err);
     close(p->sub_fd);
@@ -239,12 +229,12 @@ static int prune_all(prune *p, pg_error *err)
 {
     int rc = pg_st_open_subdir(p->d, SUB_PULLED, &p->pulled_fd, err);
     if (rc == PG_OK)
-        rc = list_temps(p, err);
+        rc = list_temps(p);
     if (rc == PG_OK)
         rc = pg_st_in_steps(p->d, p->todo.n, remove_temp, NULL, p, err);
     if (rc == PG_OK) {
         todo_reset(p);
-        rc = pg_st_walk_records(p->d, SUB_PULLED, plan_entry, p, err);
+        rc = pg_st_walk(p->d, SUB_PULLED, pg_st_is_record_name, plan_entry, p, err);
     }
     if (rc == PG_OK)
         rc = pg_st_in_steps(p->d, p->todo.n, remove_record, NULL, p, err);
