@@ -341,21 +341,27 @@ static void discard_incoming(DBusConnection *conn)
         dbus_message_unref(msg);
 }
 
+/* One read/write round, never past the deadline; -1 with n down on a timeout
+ * (while `doing`) or when the round fails (`failed`). */
+static int io_before(pg_notifier *n, int64_t deadline, const char *doing, const char *failed)
+{
+    int wait_ms = ms_left(deadline);
+    if (wait_ms == 0)
+        mark_down(n, "D-Bus %s: timed out %s", n->address, doing);
+    else if (!dbus_connection_read_write(n->conn, wait_ms))
+        mark_down(n, "D-Bus %s: %s", n->address, failed);
+    else
+        return 0;
+    return -1;
+}
+
 /* Writes the outgoing queue, never past the deadline. (Not
  * dbus_connection_flush(): it waits without a time limit.) */
 static int flush_before(pg_notifier *n, int64_t deadline)
 {
-    while (dbus_connection_has_messages_to_send(n->conn)) {
-        int wait_ms = ms_left(deadline);
-        if (wait_ms == 0) {
-            mark_down(n, "D-Bus %s: timed out writing to the bus", n->address);
+    while (dbus_connection_has_messages_to_send(n->conn))
+        if (io_before(n, deadline, "writing to the bus", "disconnected") < 0)
             return -1;
-        }
-        if (!dbus_connection_read_write(n->conn, wait_ms)) {
-            mark_down(n, "D-Bus %s: disconnected", n->address);
-            return -1;
-        }
-    }
     if (!dbus_connection_get_is_connected(n->conn)) {
         mark_down(n, "D-Bus %s: disconnected", n->address);
         return -1;
@@ -368,17 +374,9 @@ static int flush_before(pg_notifier *n, int64_t deadline)
  * it waits for a reply, and an unauthenticated queue never drains. */
 static int authenticate_before(pg_notifier *n, int64_t deadline)
 {
-    while (!dbus_connection_get_is_authenticated(n->conn)) {
-        int wait_ms = ms_left(deadline);
-        if (wait_ms == 0) {
-            mark_down(n, "D-Bus %s: timed out authenticating", n->address);
+    while (!dbus_connection_get_is_authenticated(n->conn))
+        if (io_before(n, deadline, "authenticating", "authentication failed") < 0)
             return -1;
-        }
-        if (!dbus_connection_read_write(n->conn, wait_ms)) {
-            mark_down(n, "D-Bus %s: authentication failed", n->address);
-            return -1;
-        }
-    }
     return 0;
 }
 
@@ -393,15 +391,8 @@ static DBusMessage *reply_before(pg_notifier *n, dbus_uint32_t serial, int64_t d
                 return msg;
             dbus_message_unref(msg);
         }
-        int wait_ms = ms_left(deadline);
-        if (wait_ms == 0) {
-            mark_down(n, "D-Bus %s: timed out waiting for the bus", n->address);
+        if (io_before(n, deadline, "waiting for the bus", "disconnected") < 0)
             return NULL;
-        }
-        if (!dbus_connection_read_write(n->conn, wait_ms)) {
-            mark_down(n, "D-Bus %s: disconnected", n->address);
-            return NULL;
-        }
     }
 }
 
