@@ -5,6 +5,7 @@
  * mutex. Dropping a subdirectory's absences is a generation bump (O(1)); the
  * table is cleared when it fills.
  */
+#include "cleanup.h"
 #include "lookup_cache.h"
 
 #include <errno.h>
@@ -100,13 +101,12 @@ static int watch_dirs(pg_lookup_cache *lc, const char *const *paths, const int *
             s->gen = 1;
             if (lc->dir_wds[i] < 0) /* a replaced subdirectory would go unnoticed */
                 continue;
-            char *path = NULL;
+            pg_autofree char *path = NULL;
             if (asprintf(&path, "%s/%s", paths[i], sub_names[k]) < 0)
                 return PG_ERR_NOMEM;
             s->wd = watch_verified(lc->ifd, path, sub_fds[i * PG_LC_SUBS + k], SUB_MASK);
             atomic_init(&s->cached, s->wd >= 0);
             lc->stats.watched += s->wd >= 0;
-            free(path);
         }
     }
     return PG_OK;

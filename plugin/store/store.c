@@ -211,13 +211,9 @@ static int get_from_dir(const record_dir *d, const char *name, pg_record **out, 
 {
     if (d->pulled_fd >= 0)
         return pg_st_read_record_at(d->pulled_fd, d, name, out, err);
-    int fd;
+    pg_autoclose int fd = -1;
     int rc = pg_st_open_subdir(d, SUB_PULLED, &fd, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = pg_st_read_record_at(fd, d, name, out, err);
-    close(fd);
-    return rc;
+    return rc == PG_OK ? pg_st_read_record_at(fd, d, name, out, err) : rc;
 }
 
 PG_API int pg_store_get(const pg_store *store, const char *image_ref, pg_record **out,
@@ -258,16 +254,13 @@ static int set_now(pg_record *rec, const char *api_version, pg_error *err)
     char when[32];
     rec->last_updated = time(NULL);
     pg_format_rfc3339(rec->last_updated, when);
-    char *text = strdup(when), *api = strdup(api_version);
-    if (!text || !api) {
-        free(text);
-        free(api);
+    pg_autofree char *text = strdup(when), *api = strdup(api_version);
+    if (!text || !api)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
     free(rec->last_updated_text);
     free(rec->api_version);
-    rec->last_updated_text = text;
-    rec->api_version = api;
+    rec->last_updated_text = pg_steal(&text);
+    rec->api_version = pg_steal(&api);
     return PG_OK;
 }
 
@@ -310,7 +303,7 @@ static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const cha
                             time_t previous, json_t **times, pg_error *err)
 {
     const record_dir *w = &s->dirs[0];
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     bool ordered = false;
     int rc = record_text(s, name, rec, &text, &len, err);
@@ -324,7 +317,6 @@ static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const cha
         evidence = b->n;
     if (rc == PG_OK)
         rc = pg_st_batch_stage(b, fd, w->path, SUB_PULLED, name, text, len, err);
-    free(text);
     if (rc == PG_OK)
         rc = pg_st_update_index(w, b, p->image, p->full_name, p->digest_only, p->image_ref, err);
     if (rc == PG_OK) /* the aliases in the record's round: durable with it */
@@ -355,13 +347,11 @@ static time_t binding_recorded_at(const char *image_name, const pg_pod_cred *sec
 {
     binding_clock *c = ud;
     if (!c->loaded) {
-        int fd;
+        pg_autoclose int fd = -1;
         c->loaded = true;
-        if (pg_st_open_subdir(c->w, SUB_CREDTIMES, &fd, NULL) == PG_OK) {
-            if (pg_st_credtimes_read(fd, c->w, c->file, c->image_ref, &c->times, NULL) != PG_OK)
-                c->times = NULL;
-            close(fd);
-        }
+        if (pg_st_open_subdir(c->w, SUB_CREDTIMES, &fd, NULL) == PG_OK &&
+            pg_st_credtimes_read(fd, c->w, c->file, c->image_ref, &c->times, NULL) != PG_OK)
+            c->times = NULL;
     }
     time_t when = c->fallback;
     (void)pg_st_credential_time(c->times, image_name, secret, NULL, c->fallback, &when, NULL);
@@ -373,17 +363,17 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
 {
     const record_dir *w = &s->dirs[0];
     file_name name;
-    int fd;
+    pg_autoclose int fd = -1;
     int rc = pg_record_file_name(p->image_ref, name, err);
     if (rc == PG_OK)
         rc = pg_st_open_subdir(w, SUB_PULLED, &fd, err);
     if (rc != PG_OK)
         return rc;
-    pg_record *rec = NULL;
+    pg_autorecord pg_record *rec = NULL;
     bool existed = false;
     rc = load_or_new(s, fd, name, p->image_ref, &rec, &existed, err);
     time_t previous = rec ? rec->last_updated : 0;
-    json_t *old_keys = NULL, *times = NULL;
+    pg_autojson json_t *old_keys = NULL, *times = NULL;
     if (rc == PG_OK && existed && !(old_keys = pg_st_credtimes_keys(rec)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     binding_clock clock = {w, name, p->image_ref, previous, NULL, false};
@@ -398,7 +388,6 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
         rc = write_pull_files(s, &b, fd, name, rec, old_keys, p,
                               existed ? previous : rec->last_updated, &times, err);
     pg_st_batch_free(&b);
-    json_decref(old_keys);
     pg_st_cache_forget(s, name); /* the record may have changed, even on error */
     if (rc == PG_OK) {
         /* An optimisation only (store_credidx.h): on failure there is no index and
@@ -406,9 +395,6 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
         pg_error ignored = {0};
         (void)pg_st_credidx_write_locked(w, rec, times, name, &ignored);
     }
-    json_decref(times);
-    pg_record_free(rec);
-    close(fd);
     /* Only once the record and the index are durable may the intent go. */
     if (rc == PG_OK)
         rc = pg_st_release_intents(w, p->image, err);
@@ -504,7 +490,7 @@ static int list_entry(int dirfd, const record_dir *d, const char *name, void *ud
 {
     list_ctx *c = ud;
     pg_error why = {0};
-    pg_record *rec;
+    pg_autorecord pg_record *rec = NULL;
     if (pg_st_read_record_at(dirfd, d, name, &rec, &why) != PG_OK) {
         if (c->bad_cb) {
             char path[PATH_MAX];
@@ -514,7 +500,6 @@ static int list_entry(int dirfd, const record_dir *d, const char *name, void *ud
         return PG_OK;
     }
     c->stop = c->cb ? c->cb(rec, c->ud) : 0;
-    pg_record_free(rec);
     return c->stop ? -1 : PG_OK;
 }
 
@@ -544,7 +529,7 @@ static int delete_locked(void *ctx, pg_error *err)
     const delete_ctx *c = ctx;
     const record_dir *w = &c->s->dirs[0];
     file_name name;
-    int fd;
+    pg_autoclose int fd = -1;
     bool removed = false;
     int rc = pg_record_file_name(c->image_ref, name, err);
     if (rc == PG_OK)
@@ -552,7 +537,6 @@ static int delete_locked(void *ctx, pg_error *err)
     if (rc != PG_OK)
         return rc;
     rc = pg_st_remove_file(fd, w->path, SUB_PULLED, name, &removed, err);
-    close(fd);
     pg_st_cache_forget(c->s, name);
     pg_st_credidx_remove(w, name);
     if (rc == PG_OK && !removed)
@@ -628,19 +612,15 @@ int pg_store_intent_exists(const pg_store *store, const char *image, bool *exist
     if (rc == PG_OK)
         rc = pg_record_file_name(image, name, err);
     for (size_t i = 0; rc == PG_OK && !*exists && i < store->n_dirs; i++) {
-        int fd;
+        pg_autoclose int fd = -1;
         rc = pg_st_open_subdir(&store->dirs[i], SUB_PULLING, &fd, err);
         if (rc == PG_ERR_NOT_FOUND) { /* no pulling/: no intents */
             rc = PG_OK;
             continue;
         }
-        if (rc != PG_OK)
-            break;
-        struct stat st;
-        *exists = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-        if (!*exists && errno != ENOENT)
+        *exists = rc == PG_OK && pg_st_exists_at(fd, name);
+        if (rc == PG_OK && !*exists && errno != ENOENT)
             rc = pg_fail_errno(err, errno, "stat %s/%s/%s", store->dirs[i].path, SUB_PULLING, name);
-        close(fd);
     }
     return rc;
 }
@@ -696,7 +676,7 @@ PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char
     size_t n_keys = ref && strcmp(keys[0], image) != 0 ? 2 : 1;
     rc = PG_ERR_NOT_FOUND;
     for (size_t i = 0; rc == PG_ERR_NOT_FOUND && i < store->n_dirs; i++) {
-        int fd = -1;
+        pg_autoclose int fd = -1;
         rc = pg_st_open_subdir(&store->dirs[i], SUB_IMAGES, &fd, err);
         for (size_t k = 0; rc == PG_OK && k < n_keys; k++) {
             file_name name;
@@ -708,8 +688,6 @@ PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char
             else if (rc == PG_OK)
                 break;
         }
-        if (fd >= 0)
-            close(fd);
     }
     pg_ref_free(ref);
     if (rc == PG_ERR_NOT_FOUND)
@@ -815,10 +793,9 @@ void pg_st_cache_forget(const pg_store *s, const char *file)
 {
     const char *subs[] = {SUB_PULLED, SUB_CREDTIMES};
     for (size_t k = 0; s && s->cache && k < 2; k++) {
-        char *key = pg_st_cache_key(&s->dirs[0], subs[k]);
+        pg_autofree char *key = pg_st_cache_key(&s->dirs[0], subs[k]);
         if (key)
             pg_record_cache_forget(s->cache, key, file);
-        free(key);
     }
 }
 
@@ -830,11 +807,12 @@ int pg_store_credidx_build(const pg_store *s, const char *image_ref, pg_error *e
     int rc = pg_st_require_writable(s, err);
     if (rc == PG_OK)
         rc = pg_record_file_name(image_ref, file, err);
-    int lock_fd = -1, fd = -1;
+    int lock_fd = -1;
+    pg_autoclose int fd = -1;
     if (rc == PG_OK)
         rc = pg_st_lock_store(&s->dirs[0], &lock_fd, err);
-    pg_record *rec = NULL;
-    json_t *times = NULL;
+    pg_autorecord pg_record *rec = NULL;
+    pg_autojson json_t *times = NULL;
     if (rc == PG_OK)
         rc = get_from_dir(&s->dirs[0], file, &rec, err);
     if (rc == PG_OK)
@@ -845,10 +823,6 @@ int pg_store_credidx_build(const pg_store *s, const char *image_ref, pg_error *e
     }
     if (rc == PG_OK)
         rc = pg_st_credidx_write_locked(&s->dirs[0], rec, times, file, err);
-    if (fd >= 0)
-        close(fd);
-    json_decref(times);
-    pg_record_free(rec);
     pg_st_unlock_store(lock_fd);
     return rc;
 }

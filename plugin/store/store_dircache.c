@@ -173,15 +173,12 @@ static bool cache_usable(int fd, dc_header *h)
 /* Opens dircache/<name> when usable, with its header. */
 static int open_cache(int cache_dir_fd, const char *name, int *fd_out, dc_header *h)
 {
-    int fd = pg_st_sys_openat(cache_dir_fd, name,
-                              O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0);
-    if (fd < 0)
+    pg_autoclose int fd = pg_st_sys_openat(cache_dir_fd, name,
+                                           O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0);
+    if (fd < 0 || !cache_usable(fd, h))
         return -1;
-    if (!cache_usable(fd, h)) {
-        close(fd);
-        return -1;
-    }
     *fd_out = fd;
+    fd = -1;
     return 0;
 }
 
@@ -345,11 +342,9 @@ static void write_cache(const record_dir *w, int cache_dir_fd, const char *name,
     dc_header h = {{0}, t->n_names, t->n_recs, t->n_unknown};
     snprintf(h.stamp, sizeof h.stamp, "%s", stamp);
     size_t names = t->n_names * sizeof(dc_name), recs = t->n_recs * sizeof(dc_rec);
-    char *buf = malloc(DC_HEADER + names + recs);
-    if (!buf || t->n_names > DC_MAX_ENTRIES || t->n_recs > DC_MAX_ENTRIES) {
-        free(buf);
+    pg_autofree char *buf = malloc(DC_HEADER + names + recs);
+    if (!buf || t->n_names > DC_MAX_ENTRIES || t->n_recs > DC_MAX_ENTRIES)
         return;
-    }
     render_header(buf, &h);
     if (names)
         memcpy(buf + DC_HEADER, t->names, names);
@@ -357,7 +352,6 @@ static void write_cache(const record_dir *w, int cache_dir_fd, const char *name,
         memcpy(buf + DC_HEADER + names, t->recs, recs);
     (void)pg_st_write_file_atomic(cache_dir_fd, w->path, SUB_DIRCACHE, name, buf,
                                   DC_HEADER + names + recs, NULL);
-    free(buf);
 }
 
 /* ---------------------------------------------------------------- API */
@@ -378,48 +372,35 @@ static int dirnames_get(const record_dir *w, const record_dir *d, bool refresh_o
     if (rc != PG_OK)
         return rc;
     dir_stamp(d, stamp, sizeof stamp, &recent);
-    int cache_dir_fd = -1, fd = -1;
+    pg_autoclose int cache_dir_fd = -1, fd = -1;
     dc_header h;
     if (w && pg_st_open_subdir(w, SUB_DIRCACHE, &cache_dir_fd, NULL) != PG_OK)
         cache_dir_fd = -1;
     if (cache_dir_fd >= 0 && open_cache(cache_dir_fd, cache_name, &fd, &h) == 0 &&
         strcmp(h.stamp, stamp) == 0) {
-        close(cache_dir_fd);
-        if (refresh_only) {
-            close(fd);
+        if (refresh_only)
             return PG_OK;
-        }
-        pg_st_dirnames *v = calloc(1, sizeof *v);
-        if (!v) {
-            close(fd);
+        if (!(*out = calloc(1, sizeof **out)))
             return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        }
-        *v = (pg_st_dirnames){fd, h.n_names, h.n_unknown, {0}};
-        *out = v;
+        **out = (pg_st_dirnames){fd, h.n_names, h.n_unknown, {0}};
+        fd = -1; /* the answer's now */
         return PG_OK;
     }
     dc_table old = {0}, t = {0};
-    if (fd >= 0) {
+    if (fd >= 0)
         load_old(fd, &h, &old);
-        close(fd);
-    }
     rc = build(d, &old, &t, err);
     table_free(&old);
     dir_stamp(d, after, sizeof after, &recent_after);
     if (rc == PG_OK && cache_dir_fd >= 0 && !recent && strcmp(stamp, after) == 0)
         write_cache(w, cache_dir_fd, cache_name, &t, stamp);
-    if (cache_dir_fd >= 0)
-        close(cache_dir_fd);
-    pg_st_dirnames *v = rc == PG_OK && !refresh_only ? calloc(1, sizeof *v) : NULL;
-    if (rc == PG_OK && !refresh_only && !v)
+    if (rc == PG_OK && !refresh_only && !(*out = calloc(1, sizeof **out)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (!v) {
+    if (*out)
+        **out = (pg_st_dirnames){-1, t.n_names, t.n_unknown, t};
+    else
         table_free(&t);
-        return rc;
-    }
-    *v = (pg_st_dirnames){-1, t.n_names, t.n_unknown, t};
-    *out = v;
-    return PG_OK;
+    return rc;
 }
 
 int pg_st_dirnames_from_fd(int fd, const char *stamp, pg_st_dirnames **out)

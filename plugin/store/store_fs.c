@@ -153,7 +153,8 @@ static int check_dir_fd(int fd, const char *path, pg_error *err)
 
 int pg_st_open_dir_at(int base, const char *name, const char *shown, int *fd_out, pg_error *err)
 {
-    int fd = pg_st_sys_openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+    pg_autoclose int fd =
+        pg_st_sys_openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT)
@@ -163,12 +164,11 @@ int pg_st_open_dir_at(int base, const char *name, const char *shown, int *fd_out
         return pg_fail_errno(err, e, "open %s", shown);
     }
     int rc = check_dir_fd(fd, shown, err);
-    if (rc != PG_OK) {
-        close(fd);
-        return rc;
+    if (rc == PG_OK) {
+        *fd_out = fd;
+        fd = -1;
     }
-    *fd_out = fd;
-    return PG_OK;
+    return rc;
 }
 
 int pg_st_open_subdir(const record_dir *d, const char *sub, int *fd_out, pg_error *err)
@@ -210,18 +210,15 @@ int pg_st_make_subdirs(const record_dir *d, pg_error *err)
 
 int pg_st_lock_store(const record_dir *d, int *lock_fd, pg_error *err)
 {
-    int fd = pg_st_sys_openat(d->fd, LOCK_FILE,
-                              O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+    pg_autoclose int fd = pg_st_sys_openat(d->fd, LOCK_FILE,
+                                           O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0)
         return pg_fail_errno(err, errno, "open %s/%s", d->path, LOCK_FILE);
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno != EINTR) {
-            int e = errno;
-            close(fd);
-            return pg_fail_errno(err, e, "lock %s/%s", d->path, LOCK_FILE);
-        }
-    }
+    while (flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            return pg_fail_errno(err, errno, "lock %s/%s", d->path, LOCK_FILE);
     *lock_fd = fd;
+    fd = -1;
     return PG_OK;
 }
 
@@ -519,7 +516,7 @@ int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *su
 /* Round 1: the data of every staged file, fsync'd together, then closed. */
 int pg_st_batch_sync_data(pg_st_batch *b, pg_error *err)
 {
-    sync_job *jobs = calloc(b->n ? b->n : 1, sizeof *jobs);
+    pg_autofree sync_job *jobs = calloc(b->n ? b->n : 1, sizeof *jobs);
     if (!jobs)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     size_t n = 0;
@@ -538,15 +535,14 @@ int pg_st_batch_sync_data(pg_st_batch *b, pg_error *err)
             rc = pg_fail_errno(err, errno, "close %s/%s/%s", b->v[i].dir, b->v[i].sub, b->v[i].tmp);
         b->v[i].fd = -1;
     }
-    free(jobs);
     return rc;
 }
 
 /* The distinct directories of entries [from, upto), fsync'd together. */
 static int batch_sync_dirs(pg_st_batch *b, size_t from, size_t upto, pg_error *err)
 {
-    sync_job *jobs = calloc(upto - from, sizeof *jobs);
-    size_t *owner = calloc(upto - from, sizeof *owner);
+    pg_autofree sync_job *jobs = calloc(upto - from, sizeof *jobs);
+    pg_autofree size_t *owner = calloc(upto - from, sizeof *owner);
     int rc = jobs && owner ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
     size_t n = 0;
     for (size_t i = from; rc == PG_OK && i < upto; i++) {
@@ -562,8 +558,6 @@ static int batch_sync_dirs(pg_st_batch *b, size_t from, size_t upto, pg_error *e
     int e = rc == PG_OK && n ? fsync_together(jobs, n, &bad) : 0;
     if (e)
         rc = pg_fail_errno(err, e, "fsync %s/%s", b->v[owner[bad]].dir, b->v[owner[bad]].sub);
-    free(jobs);
-    free(owner);
     return rc;
 }
 
@@ -620,7 +614,7 @@ int pg_st_batch_commit_existence(pg_st_batch *b, pg_error *err)
     int rc = batch_rename(b, b->n, err);
     if (rc != PG_OK)
         return rc;
-    sync_job *jobs = calloc(n + BATCH_MAX_DIRS + 1, sizeof *jobs);
+    pg_autofree sync_job *jobs = calloc(n + BATCH_MAX_DIRS + 1, sizeof *jobs);
     if (!jobs)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     size_t k = 0;
@@ -631,7 +625,6 @@ int pg_st_batch_commit_existence(pg_st_batch *b, pg_error *err)
         jobs[k++].fd = b->dirs[i].fd;
     size_t bad = 0;
     int e = k ? fsync_together(jobs, k, &bad) : 0;
-    free(jobs);
     for (size_t i = from; i < b->n; i++)
         if (b->v[i].fd >= 0) {
             close(b->v[i].fd);
@@ -739,27 +732,21 @@ int pg_st_with_lock(const record_dir *w, int (*op)(void *ctx, pg_error *err), vo
 int pg_st_walk(const record_dir *d, const char *sub, bool (*want)(const char *name),
                pg_st_entry_fn fn, void *ud, pg_error *err)
 {
-    int fd;
+    pg_autoclose int fd = -1, dup_fd = -1;
     int rc = pg_st_open_subdir(d, sub, &fd, err);
     if (rc == PG_ERR_NOT_FOUND)
         return PG_OK;
     if (rc != PG_OK)
         return rc;
-    int dup_fd = dup(fd); /* closedir closes its own fd; keep fd for openat */
+    dup_fd = dup(fd); /* closedir closes its own fd; keep fd for openat */
     DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    if (!dir) {
-        int e = errno;
-        if (dup_fd >= 0)
-            close(dup_fd);
-        close(fd);
-        return pg_fail_errno(err, e, "list %s/%s", d->path, sub);
-    }
+    if (!dir)
+        return pg_fail_errno(err, errno, "list %s/%s", d->path, sub);
+    dup_fd = -1; /* dir's now */
     struct dirent *de;
-    rc = PG_OK;
     while (rc == PG_OK && (de = readdir(dir)) != NULL)
         if (want(de->d_name))
             rc = fn(fd, d, de->d_name, ud);
     closedir(dir);
-    close(fd);
     return rc;
 }

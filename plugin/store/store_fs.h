@@ -9,6 +9,7 @@
 #ifndef PULLGATE_STORE_FS_H
 #define PULLGATE_STORE_FS_H
 
+#include "cleanup.h"
 #include "internal.h"
 
 #include <stdbool.h>
@@ -30,6 +31,10 @@
 #define MAX_COUNT_BYTES 64
 
 typedef char file_name[FILE_NAME_LEN + 1];
+
+/* A record released when its block is left (cleanup.h). */
+static inline void pg_st_cleanup_record(pg_record **r) { pg_record_free(*r); }
+#define pg_autorecord __attribute__((cleanup(pg_st_cleanup_record)))
 
 /* A record directory: the writable one (stateDir) or a read-only one. */
 typedef struct record_dir {

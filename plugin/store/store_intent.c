@@ -22,7 +22,7 @@
  */
 static int read_count(int fd, const record_dir *d, const char *name, long *count, pg_error *err)
 {
-    char *buf;
+    pg_autofree char *buf = NULL;
     *count = 0;
     int rc = pg_st_read_strict(fd, d, SUB_INTENTS, name, MAX_COUNT_BYTES, &buf, NULL, err);
     if (rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
@@ -34,7 +34,6 @@ static int read_count(int fd, const record_dir *d, const char *name, long *count
     long v = strtol(buf, &end, 10);
     if (!errno && end != buf && (*end == '\0' || *end == '\n') && v > 0)
         *count = v;
-    free(buf);
     return PG_OK;
 }
 
@@ -56,15 +55,13 @@ static int stage_intent(const record_dir *w, const char *api_version, pg_st_batc
 {
     if (pg_st_exists_at(pulling_fd, name))
         return PG_OK;
-    char *text;
+    pg_autofree char *text = NULL;
     int rc = pg_intent_serialize(image, api_version, &text, err);
     if (rc != PG_OK)
         return rc;
     size_t len = strlen(text);
     text[len] = '\n'; /* json_dumps' buffer: replace the NUL, Go's encoder ends with "\n" */
-    rc = pg_st_batch_stage(b, pulling_fd, w->path, SUB_PULLING, name, text, len + 1, err);
-    free(text);
-    return rc;
+    return pg_st_batch_stage(b, pulling_fd, w->path, SUB_PULLING, name, text, len + 1, err);
 }
 
 typedef struct intent_dirs {

@@ -251,6 +251,22 @@ bool pg_lookup_exists(pg_lookup *l, size_t i, pg_entry_kind kind, const char *ke
     return exists_file(l, i, sub_of(kind), file);
 }
 
+/* The object of `file` in directory i's subdirectory sub (open as fd) through a
+ * long-lived store's cache, which re-validates it by fstatat; an absence found
+ * there goes to the absence cache (gen: read before). */
+static int cached_get(pg_lookup *l, size_t i, pg_lc_sub sub, int fd, const char *file,
+                      uint64_t gen, pg_record_loader load, pg_cache_free free_obj, void *ud,
+                      pg_cached_record **ref, pg_error *err)
+{
+    const pg_store *s = l->s;
+    pg_autofree char *key = pg_st_cache_key(&s->dirs[i], pg_lc_sub_name(sub));
+    int rc = key ? pg_record_cache_get(s->cache, fd, key, file, load, free_obj, ud, ref, err)
+                 : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (rc == PG_ERR_NOT_FOUND) /* the cache's own fstatat/openat said ENOENT */
+        pg_lookup_cache_note_absent(s->lookups, i, sub, file, gen);
+    return rc;
+}
+
 /* ---------------------------------------------------------- credential times */
 
 /* The credential times of a record, for the cache's loader. */
@@ -293,14 +309,9 @@ static int times_cached(pg_lookup *l, const char *file, const pg_record *rec,
     if (pg_lookup_cache_absent(s->lookups, 0, PG_LC_CREDTIMES, file, &gen))
         return PG_OK;
     int fd = sub_fd(l, 0, PG_LC_CREDTIMES, &rc, err);
-    char *key = rc == PG_OK ? pg_st_cache_key(&s->dirs[0], SUB_CREDTIMES) : NULL;
     times_of_record t = {&s->dirs[0], rec->image_ref};
     if (rc == PG_OK)
-        rc = key ? pg_record_cache_get(s->cache, fd, key, file, load_times, free_json, &t, ref, err)
-                 : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    free(key);
-    if (rc == PG_ERR_NOT_FOUND && fd >= 0)
-        pg_lookup_cache_note_absent(s->lookups, 0, PG_LC_CREDTIMES, file, gen);
+        rc = cached_get(l, 0, PG_LC_CREDTIMES, fd, file, gen, load_times, free_json, &t, ref, err);
     return rc == PG_ERR_NOT_FOUND ? PG_OK : rc;
 }
 
@@ -350,14 +361,9 @@ static int record_cached(pg_lookup *l, size_t i, int fd, memo *e, pg_error *err)
     uint64_t gen = 0;
     if (pg_lookup_cache_absent(s->lookups, i, PG_LC_PULLED, e->file, &gen))
         return PG_ERR_NOT_FOUND;
-    char *key = pg_st_cache_key(d, SUB_PULLED);
     pg_cached_record *ref = NULL, *tref = NULL;
-    int rc = key ? pg_record_cache_get(s->cache, fd, key, e->file, load_record, free_record,
-                                       (void *)d, &ref, err)
-                 : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    free(key);
-    if (rc == PG_ERR_NOT_FOUND) /* the cache's own fstatat/openat said ENOENT */
-        pg_lookup_cache_note_absent(s->lookups, i, PG_LC_PULLED, e->file, gen);
+    int rc = cached_get(l, i, PG_LC_PULLED, fd, e->file, gen, load_record, free_record, (void *)d,
+                        &ref, err);
     const pg_record *full = pg_cached_get(ref);
     if (rc == PG_OK) {
         e->rec.maps_any = full->n_maps > 0;
@@ -414,12 +420,11 @@ static int record_parsed(pg_lookup *l, size_t i, int fd, memo *e, pg_error *err)
     }
     rc = pg_record_project(full, l->focus, &e->rec.rec, err);
     pg_record_free(full);
-    json_t *times = NULL;
+    pg_autojson json_t *times = NULL;
     if (rc == PG_OK && wants_times(l, i, &e->rec))
         rc = times_parsed(l, e->file, e->rec.rec, &times, err);
     if (rc == PG_OK)
         rc = fill_times(&e->rec, times, err);
-    json_decref(times);
     return rc;
 }
 
@@ -490,18 +495,13 @@ static int read_index(pg_lookup *l, size_t i, memo *e, pg_error *err)
         return PG_ERR_NOT_FOUND;
     if (rc == PG_OK && !s->cache)
         return pg_st_index_read(fd, d, e->file, &e->ref, err);
-    char *key = rc == PG_OK ? pg_st_cache_key(d, SUB_IMAGES) : NULL;
     pg_cached_record *ref = NULL;
     if (rc == PG_OK)
-        rc = key ? pg_record_cache_get(s->cache, fd, key, e->file, load_index, free, (void *)d,
-                                       &ref, err)
-                 : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    free(key);
+        rc = cached_get(l, i, PG_LC_IMAGES, fd, e->file, gen, load_index, free, (void *)d, &ref,
+                        err);
     if (rc == PG_OK && !(e->ref = strdup(pg_cached_get(ref))))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     pg_cached_record_release(ref);
-    if (rc == PG_ERR_NOT_FOUND && fd >= 0)
-        pg_lookup_cache_note_absent(s->lookups, i, PG_LC_IMAGES, e->file, gen);
     return rc;
 }
 
@@ -675,8 +675,8 @@ int pg_store_credential_time(const pg_store *store, const pg_record *rec, const 
     if (!store || !store->writable || !rec->dir || strcmp(rec->dir, store->dirs[0].path) != 0)
         return PG_OK;
     file_name file;
-    int fd = -1;
-    json_t *times = NULL;
+    pg_autoclose int fd = -1;
+    pg_autojson json_t *times = NULL;
     int rc = pg_record_file_name(rec->image_ref, file, err);
     if (rc == PG_OK)
         rc = pg_st_open_subdir(&store->dirs[0], SUB_CREDTIMES, &fd, err);
@@ -686,8 +686,5 @@ int pg_store_credential_time(const pg_store *store, const pg_record *rec, const 
         rc = PG_OK;
     if (rc == PG_OK)
         rc = pg_st_credential_time(times, image_name, secret, sa, rec->last_updated, out, err);
-    json_decref(times);
-    if (fd >= 0)
-        close(fd);
     return rc;
 }

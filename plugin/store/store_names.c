@@ -43,7 +43,7 @@ static void names_mark_complete(const record_dir *w)
  */
 static bool has_no_records(const record_dir *w)
 {
-    int fd;
+    pg_autoclose int fd = -1;
     if (pg_st_open_subdir(w, SUB_PULLED, &fd, NULL) != PG_OK)
         return false;
     char buf[1024] __attribute__((aligned(8)));
@@ -59,7 +59,6 @@ static bool has_no_records(const record_dir *w)
             off += de->d_reclen;
         }
     }
-    close(fd);
     return empty;
 }
 
@@ -81,26 +80,19 @@ static bool line_present(const char *text, const char *line, size_t n)
 static int name_add_file(const record_dir *w, pg_st_batch *b, int fd, const char *name,
                          const char *file, pg_error *err)
 {
-    char *old = NULL;
+    pg_autofree char *old = NULL;
     size_t len = 0;
     int rc = pg_st_read_strict(fd, w, SUB_NAMES, name, MAX_NAMES_BYTES, &old, &len, err);
     if (rc == PG_ERR_NOT_FOUND)
         rc = PG_OK;
-    if (rc != PG_OK || (old && line_present(old, file, strlen(file)))) {
-        free(old);
+    if (rc != PG_OK || (old && line_present(old, file, strlen(file))))
         return rc;
-    }
     size_t n = len + strlen(file) + 2;
-    char *text = malloc(n);
-    if (!text) {
-        free(old);
+    pg_autofree char *text = malloc(n);
+    if (!text)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
     int wr = snprintf(text, n, "%s%s\n", old ? old : "", file);
-    rc = pg_st_batch_stage(b, fd, w->path, SUB_NAMES, name, text, (size_t)wr, err);
-    free(text);
-    free(old);
-    return rc;
+    return pg_st_batch_stage(b, fd, w->path, SUB_NAMES, name, text, (size_t)wr, err);
 }
 
 /*
@@ -119,22 +111,18 @@ static int indexed_name(const char *key, char **owned, const char **name, pg_err
 int pg_st_names_add_locked(const record_dir *w, pg_st_batch *b, const pg_record *rec,
                            const char *file, pg_error *err)
 {
-    int fd;
+    pg_autoclose int fd = -1;
     int rc = pg_st_open_subdir(w, SUB_NAMES, &fd, err);
-    if (rc != PG_OK)
-        return rc;
     for (size_t i = 0; rc == PG_OK && i < rec->n_maps; i++) {
         file_name name;
-        char *owned = NULL;
+        pg_autofree char *owned = NULL;
         const char *image = NULL;
         rc = indexed_name(rec->maps[i].image_name, &owned, &image, err);
         if (rc == PG_OK)
             rc = pg_record_file_name(image, name, err);
         if (rc == PG_OK)
             rc = name_add_file(w, b, fd, name, file, err);
-        free(owned);
     }
-    close(fd);
     return rc;
 }
 
@@ -142,7 +130,7 @@ int pg_st_names_files(const record_dir *w, int names_fd, const char *image_name,
                       pg_error *err)
 {
     file_name name;
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     int rc = pg_record_file_name(image_name, name, err);
     if (rc == PG_OK)
         rc = pg_st_read_strict(names_fd, w, SUB_NAMES, name, MAX_NAMES_BYTES, &text, NULL, err);
@@ -152,7 +140,6 @@ int pg_st_names_files(const record_dir *w, int names_fd, const char *image_name,
          rc == PG_OK && line; line = strtok_r(NULL, "\n", &save))
         if (strlen(line) == FILE_NAME_LEN && pg_st_is_record_name(line))
             rc = pg_strv_push(files, line, err);
-    free(text);
     return rc;
 }
 
@@ -167,12 +154,11 @@ int pg_st_name_lines_add(pg_st_name_lines *l, const pg_record *rec, const char *
 {
     for (size_t i = 0; i < rec->n_maps; i++) {
         char hex[PG_HASH_HEX_LEN + 1];
-        char *owned = NULL;
+        pg_autofree char *owned = NULL;
         const char *n = NULL;
         int rc = indexed_name(rec->maps[i].image_name, &owned, &n, err);
         if (rc == PG_OK)
             rc = pg_sha256_hex(n, strlen(n), hex, err);
-        free(owned);
         if (rc != PG_OK)
             return rc;
         pg_st_name_line *grown = pg_st_grow(l->v, &l->cap, l->n, sizeof *grown, 256);
@@ -252,7 +238,8 @@ typedef struct upkeep {
 static int name_file_set(const upkeep *u, const char *hex, file_set *out, bool *exists,
                          pg_error *err)
 {
-    char name[FILE_NAME_LEN + 1], *text = NULL;
+    char name[FILE_NAME_LEN + 1];
+    pg_autofree char *text = NULL;
     snprintf(name, sizeof name, "%s%s", NAME_PREFIX, hex);
     int rc =
         pg_st_read_strict(u->names_fd, u->w, SUB_NAMES, name, MAX_NAMES_BYTES, &text, NULL, err);
@@ -262,7 +249,6 @@ static int name_file_set(const upkeep *u, const char *hex, file_set *out, bool *
     for (char *save = NULL, *line = text ? strtok_r(text, "\n", &save) : NULL; rc == PG_OK && line;
          line = strtok_r(NULL, "\n", &save))
         rc = set_add(out, line) == PG_OK ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    free(text);
     set_sort(out);
     return rc;
 }
@@ -334,7 +320,7 @@ static int stage_name(upkeep *u, const char *hex, const char *text, size_t len, 
 static int name_settle(upkeep *u, const char *hex, const char *prepared, pg_error *err)
 {
     bool changes = false;
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     int rc = name_wanted_text(u, hex, &changes, &text, &len, err);
     if (rc == PG_OK && text && (!prepared || strcmp(prepared, text) != 0)) {
@@ -347,7 +333,6 @@ static int name_settle(upkeep *u, const char *hex, const char *prepared, pg_erro
     }
     /* Nothing to list now but a text prepared: it lists only records since
      * removed (stale lines, neutral); the next prune drops it. */
-    free(text);
     return rc;
 }
 
@@ -438,10 +423,9 @@ static int keep_changing(upkeep *u, pg_error *err)
     size_t w = 0;
     for (size_t i = 0; i < u->n_names; i++) {
         bool changes = false;
-        char *text = NULL;
+        pg_autofree char *text = NULL;
         size_t len = 0;
         int rc = name_wanted_text(u, u->names[i], &changes, &text, &len, err);
-        free(text);
         if (rc != PG_OK)
             return rc;
         if (changes)
@@ -483,10 +467,8 @@ int pg_st_names_upkeep(const record_dir *d, pg_st_name_lines *lines, pg_error *e
     if (rc == PG_OK && u.rebuild)
         rc = pg_st_in_steps(d, 1, mark_complete, NULL, &u, err);
     pg_st_batch_free(&u.batch);
-    if (u.names_fd >= 0)
-        close(u.names_fd);
-    if (u.pulled_fd >= 0)
-        close(u.pulled_fd);
+    pg_cleanup_close(&u.names_fd);
+    pg_cleanup_close(&u.pulled_fd);
     free(u.names);
     return rc;
 }

@@ -274,8 +274,7 @@ PG_API int pg_store_prune(pg_store *store, const char *const *in_use_refs, time_
     if (p.n_in_use)
         qsort(p.in_use, p.n_in_use, sizeof *p.in_use, cmp_str);
     rc = prune_all(&p, err);
-    if (p.pulled_fd >= 0)
-        close(p.pulled_fd);
+    pg_cleanup_close(&p.pulled_fd);
     pg_strv_clear(&p.todo);
     pg_st_name_lines_free(&p.lines);
     free(p.in_use);
