@@ -7,10 +7,8 @@
  */
 #include "store_credtimes.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static bool same(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
 

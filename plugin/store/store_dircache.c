@@ -8,7 +8,6 @@
 #include "internal.h"
 #include "store_dircache.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -356,17 +355,15 @@ static void write_cache(const record_dir *w, int cache_dir_fd, const char *name,
 
 /* ---------------------------------------------------------------- API */
 
-/*
- * The names of d: its cache when current; else built now (from the old cache
- * when there is one), written back when the store is writable and d quiet,
- * and answered from memory. refresh_only: nothing is kept open (*out NULL).
- */
-static int dirnames_get(const record_dir *w, const record_dir *d, bool refresh_only,
-                        pg_st_dirnames **out, pg_error *err)
+int pg_st_dirnames_get(const record_dir *w, const record_dir *d, pg_st_dirnames **out,
+                       pg_error *err)
 {
     char stamp[128], after[128];
     bool recent, recent_after;
     file_name cache_name;
+    bool refresh_only = !out;
+    pg_st_dirnames *none;
+    out = out ? out : &none;
     *out = NULL;
     int rc = pg_record_file_name(d->path, cache_name, err);
     if (rc != PG_OK)
@@ -413,18 +410,6 @@ int pg_st_dirnames_from_fd(int fd, const char *stamp, pg_st_dirnames **out)
     }
     **out = (pg_st_dirnames){fd, h.n_names, h.n_unknown, {0}};
     return 0;
-}
-
-int pg_st_dirnames_open(const record_dir *w, const record_dir *d, pg_st_dirnames **out,
-                        pg_error *err)
-{
-    return dirnames_get(w, d, false, out, err);
-}
-
-int pg_st_dirnames_refresh(const record_dir *w, const record_dir *d, pg_error *err)
-{
-    pg_st_dirnames *none;
-    return dirnames_get(w, d, true, &none, err);
 }
 
 static bool entry_at(const pg_st_dirnames *v, uint64_t i, dc_name *e)

@@ -8,13 +8,8 @@
 #include "internal.h"
 #include "store_index.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* -------------------------------------------------------------- index */
 
@@ -91,30 +86,17 @@ bool pg_st_index_orphan(const record_dir *w, int images_fd, int pulled_fd, const
 
 /* ------------------------------------------------------------ aliases */
 
-/* Up to two index keys per alias: as written and its other spelling. */
-typedef struct alias_keys {
-    char **keys; /* NULL-terminated */
-    size_t n;
-} alias_keys;
-
-static int add_key(alias_keys *k, const char *key, pg_error *err)
+/* Up to two index keys per alias (as written and its other spelling), once each. */
+static int add_key(pg_strv *k, const char *key, pg_error *err)
 {
     for (size_t i = 0; i < k->n; i++)
-        if (strcmp(k->keys[i], key) == 0)
+        if (strcmp(k->v[i], key) == 0)
             return PG_OK;
-    char **grown = realloc(k->keys, (k->n + 2) * sizeof *grown);
-    if (grown)
-        k->keys = grown;
-    char *copy = grown ? strdup(key) : NULL;
-    if (!copy)
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    k->keys[k->n++] = copy;
-    k->keys[k->n] = NULL;
-    return PG_OK;
+    return pg_strv_push(k, key, err);
 }
 
 /* An ID under both spellings; a reference as written and normalised. */
-static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
+static int alias_spellings(pg_strv *k, const char *alias, pg_error *err)
 {
     pg_ref *ref = NULL;
     int rc = pg_st_check_input("alias", alias, err);
@@ -136,16 +118,14 @@ static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
 
 int pg_st_alias_keys(const char *const *aliases, char ***keys, pg_error *err)
 {
-    alias_keys k = {NULL, 0};
+    pg_strv k = {0};
     int rc = PG_OK;
     /* Every alias is validated before anything is written: all or nothing. */
     for (size_t i = 0; rc == PG_OK && aliases && aliases[i]; i++)
         rc = alias_spellings(&k, aliases[i], err);
-    if (rc != PG_OK) {
-        pg_strv_free(k.keys);
-        k.keys = NULL;
-    }
-    *keys = k.keys;
+    if (rc != PG_OK)
+        pg_strv_clear(&k);
+    *keys = k.v;
     return rc;
 }
 

@@ -242,13 +242,19 @@ static int sub_of(pg_entry_kind kind)
                                      : PG_LC_IMAGES;
 }
 
+/* The file name of key (a `what`) in directory i of l's store. */
+static int key_file(const pg_lookup *l, size_t i, const char *what, const char *key,
+                    file_name file, pg_error *err)
+{
+    int rc = l && l->s && i < l->s->n_dirs ? pg_st_check_input(what, key, err)
+                                           : pg_fail(err, PG_ERR_INVALID, "no record store");
+    return rc == PG_OK ? pg_record_file_name(key, file, err) : rc;
+}
+
 bool pg_lookup_exists(pg_lookup *l, size_t i, pg_entry_kind kind, const char *key)
 {
     file_name file;
-    if (!l || !l->s || i >= l->s->n_dirs || pg_st_check_input("key", key, NULL) != PG_OK ||
-        pg_record_file_name(key, file, NULL) != PG_OK)
-        return false;
-    return exists_file(l, i, sub_of(kind), file);
+    return key_file(l, i, "key", key, file, NULL) == PG_OK && exists_file(l, i, sub_of(kind), file);
 }
 
 /* The object of `file` in directory i's subdirectory sub (open as fd) through a
@@ -466,10 +472,7 @@ int pg_lookup_record(pg_lookup *l, size_t i, const char *key, const pg_focused *
 {
     file_name file;
     *out = NULL;
-    int rc = l && l->s && i < l->s->n_dirs ? pg_st_check_input("imageRef", key, err)
-                                           : pg_fail(err, PG_ERR_INVALID, "no record store");
-    if (rc == PG_OK)
-        rc = pg_record_file_name(key, file, err);
+    int rc = key_file(l, i, "imageRef", key, file, err);
     return rc == PG_OK ? record_file(l, i, file, out, err) : rc;
 }
 
@@ -509,10 +512,7 @@ int pg_lookup_index(pg_lookup *l, size_t i, const char *key, const char **ref_ou
 {
     file_name file;
     *ref_out = NULL;
-    int rc = l && l->s && i < l->s->n_dirs ? pg_st_check_input("image", key, err)
-                                           : pg_fail(err, PG_ERR_INVALID, "no record store");
-    if (rc == PG_OK)
-        rc = pg_record_file_name(key, file, err);
+    int rc = key_file(l, i, "image", key, file, err);
     memo *e = rc == PG_OK ? memo_get(l, i, PG_LC_IMAGES, file) : NULL;
     if (rc == PG_OK && !e)
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
@@ -558,7 +558,7 @@ static int files_mapping(pg_lookup *l, size_t i, const char *image_name, pg_strv
     bool unk = false;
     rc = pg_st_name_hash(image_name, raw, err);
     if (rc == PG_OK)
-        rc = pg_st_dirnames_open(w, &s->dirs[i], &v, err);
+        rc = pg_st_dirnames_get(w, &s->dirs[i], &v, err);
     if (rc == PG_OK)
         rc = pg_st_dirnames_find(v, raw, collect_file, files, &unk, err);
     *unknown |= unk;
@@ -663,7 +663,7 @@ int pg_store_refresh_name_caches(const pg_store *store, pg_error *err)
     const record_dir *w = &store->dirs[0];
     int rc = PG_OK;
     for (size_t i = pg_st_names_complete(w) ? 1 : 0; rc == PG_OK && i < store->n_dirs; i++)
-        rc = pg_st_dirnames_refresh(w, &store->dirs[i], err);
+        rc = pg_st_dirnames_get(w, &store->dirs[i], NULL, err);
     return rc;
 }
 
