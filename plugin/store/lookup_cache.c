@@ -120,7 +120,8 @@ pg_lookup_cache *pg_lookup_cache_new(size_t n_dirs, const char *const *paths, co
         return NULL;
     }
     pg_lookup_cache *lc = calloc(1, sizeof *lc);
-    if (!lc) {
+    if (!lc || pthread_mutex_init(&lc->lock, NULL) != 0) {
+        free(lc);
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
@@ -134,17 +135,10 @@ pg_lookup_cache *pg_lookup_cache_new(size_t n_dirs, const char *const *paths, co
     lc->slots = calloc(n_dirs ? n_dirs * PG_LC_SUBS : 1, sizeof *lc->slots);
     lc->dir_wds = calloc(n_dirs ? n_dirs : 1, sizeof *lc->dir_wds);
     lc->table = calloc(lc->cap, sizeof *lc->table);
-    if (!lc->slots || !lc->dir_wds || !lc->table || pthread_mutex_init(&lc->lock, NULL) != 0) {
-        free(lc->slots);
-        free(lc->dir_wds);
-        free(lc->table);
-        free(lc);
-        pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    lc->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    int rc = lc->ifd < 0 ? pg_fail_errno(err, errno, "inotify_init1")
-                         : watch_dirs(lc, paths, dir_fds, sub_fds);
+    int rc = !lc->slots || !lc->dir_wds || !lc->table ? PG_ERR_NOMEM
+             : (lc->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0
+                 ? pg_fail_errno(err, errno, "inotify_init1")
+                 : watch_dirs(lc, paths, dir_fds, sub_fds);
     if (rc != PG_OK) {
         if (rc == PG_ERR_NOMEM)
             pg_fail(err, rc, "out of memory");

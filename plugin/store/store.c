@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Appends a directory opened by path. *skipped set when missing and optional. */
+/* Appends a directory opened by path (a missing optional one is skipped). */
 static int add_dir(pg_store *s, const char *path, bool optional, pg_error *err)
 {
     if (!path || !*path)

@@ -183,7 +183,20 @@ static int cmp_line(const void *a, const void *b)
     return c ? c : strcmp(x->file, y->file);
 }
 
-static int cmp_file(const void *a, const void *b) { return strcmp(a, b); }
+static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Sorts n strings stored `size` bytes apart and drops repeats: the new n. */
+static size_t sort_unique(void *v, size_t n, size_t size)
+{
+    char *p = v;
+    if (n)
+        qsort(p, n, size, cmp_str);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w == 0 || strcmp(p + (w - 1) * size, p + i * size) != 0)
+            memmove(p + w++ * size, p + i * size, size);
+    return w;
+}
 
 /* A sorted set of record file names. */
 typedef struct file_set {
@@ -199,17 +212,6 @@ static int set_add(file_set *f, const char *file)
     f->v = grown;
     snprintf(f->v[f->n++], sizeof(file_name), "%s", file);
     return PG_OK;
-}
-
-static void set_sort(file_set *f)
-{
-    if (f->n)
-        qsort(f->v, f->n, sizeof *f->v, cmp_file);
-    size_t w = 0;
-    for (size_t i = 0; i < f->n; i++)
-        if (w == 0 || strcmp(f->v[w - 1], f->v[i]) != 0)
-            memmove(f->v[w++], f->v[i], sizeof(file_name));
-    f->n = w;
 }
 
 static bool set_equal(const file_set *a, const file_set *b)
@@ -247,7 +249,7 @@ static int name_file_set(const upkeep *u, const char *hex, file_set *out, bool *
     for (char *save = NULL, *line = text ? strtok_r(text, "\n", &save) : NULL; rc == PG_OK && line;
          line = strtok_r(NULL, "\n", &save))
         rc = set_add(out, line) == PG_OK ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    set_sort(out);
+    out->n = sort_unique(out->v, out->n, sizeof *out->v);
     return rc;
 }
 
@@ -273,7 +275,7 @@ static int name_wanted(const upkeep *u, const char *hex, const file_set *old, fi
     for (size_t i = lo; rc == PG_OK && i < u->lines->n && strcmp(u->lines->v[i].hex, hex) == 0; i++)
         if (!pg_st_absent_at(u->pulled_fd, u->lines->v[i].file))
             rc = set_add(want, u->lines->v[i].file);
-    set_sort(want);
+    want->n = sort_unique(want->v, want->n, sizeof *want->v);
     return rc;
 }
 
@@ -390,8 +392,6 @@ static int add_name_file(int dirfd, const record_dir *d, const char *name, void 
     return add_name(ud, name + strlen(NAME_PREFIX));
 }
 
-static int cmp_hex(const void *a, const void *b) { return strcmp(a, b); }
-
 /* Every name the walk saw or a name file has, once. */
 static int collect_names(upkeep *u, pg_error *err)
 {
@@ -405,13 +405,7 @@ static int collect_names(upkeep *u, pg_error *err)
         return pg_fail(err, rc, "out of memory");
     if (rc != PG_OK)
         return rc;
-    if (u->n_names)
-        qsort(u->names, u->n_names, sizeof *u->names, cmp_hex);
-    size_t w = 0;
-    for (size_t i = 0; i < u->n_names; i++)
-        if (w == 0 || strcmp(u->names[w - 1], u->names[i]) != 0)
-            memmove(u->names[w++], u->names[i], sizeof *u->names);
-    u->n_names = w;
+    u->n_names = sort_unique(u->names, u->n_names, sizeof *u->names);
     return PG_OK;
 }
 
