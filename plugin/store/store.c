@@ -516,66 +516,54 @@ PG_API int pg_store_list(const pg_store *store, pg_record_cb cb, pg_bad_record_c
     return PG_OK;
 }
 
-typedef struct delete_ctx {
-    const pg_store *s;
-    const char *image_ref;
-} delete_ctx;
-
-static int delete_locked(void *ctx, pg_error *err)
+static int delete_locked(const pg_store *s, const char *image_ref, pg_error *err)
 {
-    const delete_ctx *c = ctx;
-    const record_dir *w = &c->s->dirs[0];
+    const record_dir *w = &s->dirs[0];
     file_name name;
     pg_autoclose int fd = -1;
     bool removed = false;
-    int rc = pg_record_file_name(c->image_ref, name, err);
+    int rc = pg_record_file_name(image_ref, name, err);
     if (rc == PG_OK)
         rc = pg_st_open_subdir(w, SUB_PULLED, &fd, err);
     if (rc != PG_OK)
         return rc;
     rc = pg_st_remove_file(fd, w->path, SUB_PULLED, name, &removed, err);
-    pg_st_cache_forget(c->s, name);
+    pg_st_cache_forget(s, name);
     pg_st_credidx_remove(w, name);
     if (rc == PG_OK && !removed)
-        rc = pg_fail(err, PG_ERR_NOT_FOUND, "no pulled record for \"%.200s\" in %s", c->image_ref,
+        rc = pg_fail(err, PG_ERR_NOT_FOUND, "no pulled record for \"%.200s\" in %s", image_ref,
                      w->path);
     return rc;
 }
 
 PG_API int pg_store_delete(pg_store *store, const char *image_ref, pg_error *err)
 {
+    int lock_fd = -1;
     int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("imageRef", image_ref, err);
-    delete_ctx c = {store, image_ref};
     if (rc == PG_OK)
-        rc = pg_st_with_lock(&store->dirs[0], delete_locked, &c, err);
+        rc = pg_st_lock_store(&store->dirs[0], &lock_fd, err);
+    if (rc == PG_OK)
+        rc = delete_locked(store, image_ref, err);
+    pg_st_unlock_store(lock_fd);
     return rc;
 }
 
 /* ------------------------------------------------------------ intents */
 
-typedef struct intent_ctx {
-    const pg_store *s;
-    const char *image;
-    bool take;
-} intent_ctx;
-
-static int intents_locked(void *ctx, pg_error *err)
-{
-    const intent_ctx *c = ctx;
-    return c->take ? pg_st_take_intents(&c->s->dirs[0], c->s->api_version, c->image, err)
-                   : pg_st_release_intents(&c->s->dirs[0], c->image, err);
-}
-
 static int intent_op(pg_store *store, const char *image, bool take, pg_error *err)
 {
+    int lock_fd = -1;
     int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("image", image, err);
-    intent_ctx c = {store, image, take};
     if (rc == PG_OK)
-        rc = pg_st_with_lock(&store->dirs[0], intents_locked, &c, err);
+        rc = pg_st_lock_store(&store->dirs[0], &lock_fd, err);
+    if (rc == PG_OK)
+        rc = take ? pg_st_take_intents(&store->dirs[0], store->api_version, image, err)
+                  : pg_st_release_intents(&store->dirs[0], image, err);
+    pg_st_unlock_store(lock_fd);
     return rc;
 }
 
@@ -624,37 +612,29 @@ int pg_store_intent_exists(const pg_store *store, const char *image, bool *exist
 
 /* ------------------------------------------------------------ aliases */
 
-/* The changed entries staged, then durable together (their data, then the directory). */
-typedef struct aliases_ctx {
-    const record_dir *w;
-    const char *image_ref;
-    char *const *keys;
-} aliases_ctx;
-
-static int record_aliases_locked(void *ctx, pg_error *err)
-{
-    const aliases_ctx *c = ctx;
-    pg_st_batch b;
-    pg_st_batch_init(&b, 0);
-    int rc = pg_st_stage_aliases(c->w, &b, c->keys, c->image_ref, err);
-    if (rc == PG_OK)
-        rc = pg_st_batch_commit(&b, b.n, err);
-    pg_st_batch_free(&b);
-    return rc;
-}
-
+/* Under the lock, the changed entries staged, then durable together (their data,
+ * then the directory). */
 PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
                                    const char *const *aliases, pg_error *err)
 {
     char **keys = NULL;
+    int lock_fd = -1;
+    pg_st_batch b;
+    pg_st_batch_init(&b, 0);
     int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("imageRef", image_ref, err);
     if (rc == PG_OK)
         rc = pg_st_alias_keys(aliases, &keys, err);
-    aliases_ctx c = {rc == PG_OK ? &store->dirs[0] : NULL, image_ref, keys};
-    if (rc == PG_OK && keys && keys[0])
-        rc = pg_st_with_lock(&store->dirs[0], record_aliases_locked, &c, err);
+    bool any = rc == PG_OK && keys && keys[0];
+    if (any)
+        rc = pg_st_lock_store(&store->dirs[0], &lock_fd, err);
+    if (any && rc == PG_OK)
+        rc = pg_st_stage_aliases(&store->dirs[0], &b, keys, image_ref, err);
+    if (any && rc == PG_OK)
+        rc = pg_st_batch_commit(&b, b.n, err);
+    pg_st_batch_free(&b);
+    pg_st_unlock_store(lock_fd);
     pg_strv_free(keys);
     return rc;
 }

@@ -715,18 +715,6 @@ int pg_st_unlink(int dirfd, const char *dir, const char *sub, const char *name, 
     return PG_OK;
 }
 
-int pg_st_with_lock(const record_dir *w, int (*op)(void *ctx, pg_error *err), void *ctx,
-                    pg_error *err)
-{
-    int lock_fd;
-    int rc = pg_st_lock_store(w, &lock_fd, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = op(ctx, err);
-    pg_st_unlock_store(lock_fd);
-    return rc;
-}
-
 /* ------------------------------------------------------------ walking */
 
 int pg_st_walk(const record_dir *d, const char *sub, bool (*want)(const char *name),

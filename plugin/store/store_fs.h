@@ -78,9 +78,6 @@ typedef int (*pg_st_step_item)(void *ctx, size_t i, pg_error *err);
 typedef int (*pg_st_step_end)(void *ctx, pg_error *err);
 int pg_st_in_steps(const record_dir *w, size_t n, pg_st_step_item item, pg_st_step_end end,
                    void *ctx, pg_error *err);
-/* op(ctx) under the store lock. */
-int pg_st_with_lock(const record_dir *w, int (*op)(void *ctx, pg_error *err), void *ctx,
-                    pg_error *err);
 /* Atomic replacement of dir/sub/name; durable (file and directory fsync'd) when sync. */
 int pg_st_write_file_replace(int dirfd, const char *dir, const char *sub, const char *name,
                              const char *data, size_t len, bool sync, pg_error *err);

@@ -101,10 +101,7 @@ static bool append_cred(pg_pod_cred **v, size_t *n, const pg_pod_cred *c, bool s
     pg_pod_cred copy = {strdup(c->namespace_), strdup(c->name), strdup(c->uid),
                         secret ? strdup(c->credential_hash ? c->credential_hash : "") : NULL, NULL};
     if (!copy.namespace_ || !copy.name || !copy.uid || (secret && !copy.credential_hash)) {
-        free(copy.namespace_);
-        free(copy.name);
-        free(copy.uid);
-        free(copy.credential_hash);
+        pg_pod_cred_clear(&copy);
         return false;
     }
     grown[(*n)++] = copy;
