@@ -394,7 +394,7 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
     }
     /* Only once the record and the index are durable may the intent go. */
     if (rc == PG_OK)
-        rc = pg_st_release_intents(w, p->image, err);
+        rc = pg_st_intents(w, s->api_version, p->image, false, err);
     return rc;
 }
 
@@ -561,8 +561,7 @@ static int intent_op(pg_store *store, const char *image, bool take, pg_error *er
     if (rc == PG_OK)
         rc = pg_st_lock_store(&store->dirs[0], &lock_fd, err);
     if (rc == PG_OK)
-        rc = take ? pg_st_take_intents(&store->dirs[0], store->api_version, image, err)
-                  : pg_st_release_intents(&store->dirs[0], image, err);
+        rc = pg_st_intents(&store->dirs[0], store->api_version, image, take, err);
     pg_st_unlock_store(lock_fd);
     return rc;
 }

@@ -106,24 +106,21 @@ static int take_intent(const record_dir *w, const char *api_version, pg_st_batch
  * No fsync: the caller made the record durable first (or the pull failed), and
  * a removal lost in a crash leaves an intent, the strict side.
  */
-static int release_intent(const record_dir *w, const char *image, pg_error *err)
+static int release_intent(const record_dir *w, const intent_dirs *fds, const char *image,
+                          pg_error *err)
 {
     file_name name;
-    intent_dirs fds = {-1, -1};
     long count = 0;
     int rc = pg_record_file_name(image, name, err);
     if (rc == PG_OK)
-        rc = open_intent_dirs(w, &fds, err);
-    if (rc == PG_OK)
-        rc = read_count(fds.intents, w, name, &count, err);
+        rc = read_count(fds->intents, w, name, &count, err);
     if (rc == PG_OK && count > 1)
-        rc = write_count(fds.intents, w, name, count - 1, err);
+        rc = write_count(fds->intents, w, name, count - 1, err);
     else if (rc == PG_OK) {
-        rc = pg_st_unlink(fds.intents, w->path, SUB_INTENTS, name, err);
+        rc = pg_st_unlink(fds->intents, w->path, SUB_INTENTS, name, err);
         if (rc == PG_OK)
-            rc = pg_st_unlink(fds.pulling, w->path, SUB_PULLING, name, err);
+            rc = pg_st_unlink(fds->pulling, w->path, SUB_PULLING, name, err);
     }
-    close_intent_dirs(&fds);
     return rc;
 }
 
@@ -140,13 +137,13 @@ static int both_spellings(const char *image, const char *out[2])
 }
 
 /*
- * Both spellings' intents staged in one batch, durable together before the
- * pull is forwarded: renamed, then their data and pulling/ fsync'd in one
- * round. An intent counts by existing (nothing reads its content), so one
- * whose data a crash tore still says "pulled by us".
+ * Taken, both spellings' intents are staged in one batch, durable together
+ * before the pull is forwarded: renamed, then their data and pulling/ fsync'd
+ * in one round. An intent counts by existing (nothing reads its content), so
+ * one whose data a crash tore still says "pulled by us".
  */
-int pg_st_take_intents(const record_dir *w, const char *api_version, const char *image,
-                       pg_error *err)
+int pg_st_intents(const record_dir *w, const char *api_version, const char *image, bool take,
+                  pg_error *err)
 {
     intent_dirs fds = {-1, -1};
     const char *spellings[2] = {image, NULL};
@@ -155,22 +152,12 @@ int pg_st_take_intents(const record_dir *w, const char *api_version, const char 
     int rc = both_spellings(image, spellings) == PG_OK ? open_intent_dirs(w, &fds, err)
                                                        : pg_fail(err, PG_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == PG_OK && i < 2 && spellings[i]; i++)
-        rc = take_intent(w, api_version, &b, &fds, spellings[i], err);
-    if (rc == PG_OK)
+        rc = take ? take_intent(w, api_version, &b, &fds, spellings[i], err)
+                  : release_intent(w, &fds, spellings[i], err);
+    if (rc == PG_OK && take)
         rc = pg_st_batch_commit_existence(&b, err);
     pg_st_batch_free(&b);
     close_intent_dirs(&fds);
-    free((char *)spellings[1]);
-    return rc;
-}
-
-int pg_st_release_intents(const record_dir *w, const char *image, pg_error *err)
-{
-    const char *spellings[2] = {image, NULL};
-    int rc = both_spellings(image, spellings) == PG_OK ? PG_OK
-                                                       : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; rc == PG_OK && i < 2 && spellings[i]; i++)
-        rc = release_intent(w, spellings[i], err);
     free((char *)spellings[1]);
     return rc;
 }
