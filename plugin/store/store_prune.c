@@ -57,12 +57,6 @@ static bool must_keep(const prune *p, const pg_record *rec)
            is_pinned(p->s, rec);
 }
 
-static void todo_reset(prune *p)
-{
-    pg_strv_clear(&p->todo);
-    p->todo = (pg_strv){0};
-}
-
 /* ------------------------------------------------------ 1. temporary files */
 
 static bool is_temp(const char *name)
@@ -206,7 +200,7 @@ static int remove_index_orphan(void *ctx, size_t i, pg_error *err)
 static int sweep(prune *p, const char *sub, pg_st_entry_fn list, pg_st_step_item remove,
                  pg_error *err)
 {
-    todo_reset(p);
+    pg_strv_clear(&p->todo);
     p->sub = sub;
     int rc = pg_st_open_subdir(p->d, sub, &p->sub_fd, err);
     if (rc == PG_ERR_NOT_FOUND)
@@ -230,7 +224,7 @@ static int prune_all(prune *p, pg_error *err)
     if (rc == PG_OK)
         rc = pg_st_in_steps(p->d, p->todo.n, remove_temp, NULL, p, err);
     if (rc == PG_OK) {
-        todo_reset(p);
+        pg_strv_clear(&p->todo);
         rc = pg_st_walk(p->d, SUB_PULLED, pg_st_is_record_name, plan_entry, p, err);
     }
     if (rc == PG_OK)
