@@ -1,18 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A decision's lookups (store_lookup.h; docs/design.md, "What the lookups
- * cost"). Every answer about a file of a record directory is kept for the
- * rest of the decision, keyed by (directory, subdirectory, file name): a
- * record found under one spelling and resolved again through the image index
- * is the same entry, read once. Where a record comes from, cheapest first:
- *  1. a long-lived store (pg_store_enable_cache): its cache of parsed records
- *     and credential times (record_cache.h), each re-validated by fstatat, and
- *     its cache of absences (lookup_cache.h);
- *  2. the writable directory's credential index (store_credidx.h), when it is
- *     current for the record and its times: a decision in a fresh process then
- *     parses neither;
- *  3. the record file, parsed, and its credential times when a credential is
- *     kept (what every other case falls back to).
+ * A decision's lookups (store_lookup.h): every answer about a file of a record
+ * directory is kept for the rest of the decision, keyed by (directory,
+ * subdirectory, file name). Where a record comes from, cheapest first (a
+ * long-lived store's caches, the credential index, the file parsed):
+ * docs/design.md, "What the lookups cost".
  */
 #include "store_lookup.h"
 
