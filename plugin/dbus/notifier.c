@@ -576,18 +576,20 @@ static DBusMessage *new_string_signal(const char *member, const char *const *arg
     return msg;
 }
 
-/* Emits member with string arguments; the common path of every signal. */
-static void notify_strings(pg_notifier *n, const char *member, const char *const *args,
-                           size_t n_args)
+/* Emits member with string arguments, or one uint32 (args NULL); the path of every
+ * signal. */
+static void notify(pg_notifier *n, const char *member, const char *const *args, size_t n_args,
+                   dbus_uint32_t value)
 {
     if (!n || !n->dbus_loaded)
         return; /* bus "none", or no libdbus: nothing to build a message with */
     int64_t deadline = pg_monotonic_ms() + n->timeout_ms;
-    DBusMessage *msg = new_string_signal(member, args, n_args);
-    if (!msg)
-        return; /* out of memory: best effort, nothing to report to */
-    emit(n, msg, deadline);
-    dbus_message_unref(msg);
+    DBusMessage *msg = args ? new_string_signal(member, args, n_args)
+                            : dbus_message_new_signal(PG_DBUS_PATH, PG_DBUS_INTERFACE, member);
+    if (msg && (args || dbus_message_append_args(msg, DBUS_TYPE_UINT32, &value, DBUS_TYPE_INVALID)))
+        emit(n, msg, deadline);
+    if (msg) /* else out of memory: best effort, nothing to report to */
+        dbus_message_unref(msg);
 }
 
 /* ------------------------------------------------------------ public */
@@ -658,20 +660,20 @@ PG_API const char *pg_notifier_last_error(const pg_notifier *n)
 PG_API void pg_notify_pull_intent(pg_notifier *n, const char *image)
 {
     const char *args[] = {image};
-    notify_strings(n, PG_SIGNAL_PULL_INTENT, args, 1);
+    notify(n, PG_SIGNAL_PULL_INTENT, args, 1, 0);
 }
 
 PG_API void pg_notify_image_pulled(pg_notifier *n, const char *image, const char *image_ref,
                                    const char *credential_kind)
 {
     const char *args[] = {image, image_ref, credential_kind};
-    notify_strings(n, PG_SIGNAL_IMAGE_PULLED, args, 3);
+    notify(n, PG_SIGNAL_IMAGE_PULLED, args, 3, 0);
 }
 
 PG_API void pg_notify_pull_failed(pg_notifier *n, const char *image)
 {
     const char *args[] = {image};
-    notify_strings(n, PG_SIGNAL_PULL_FAILED, args, 1);
+    notify(n, PG_SIGNAL_PULL_FAILED, args, 1, 0);
 }
 
 PG_API void pg_notify_container(pg_notifier *n, int allowed, const char *container_id,
@@ -679,26 +681,17 @@ PG_API void pg_notify_container(pg_notifier *n, int allowed, const char *contain
                                 const char *reason)
 {
     const char *args[PG_SIGNAL_ARGS_MAX] = {container_id, namespace_, image, image_ref, reason};
-    notify_strings(n, allowed ? PG_SIGNAL_CONTAINER_ALLOWED : PG_SIGNAL_CONTAINER_DENIED, args, 5);
+    notify(n, allowed ? PG_SIGNAL_CONTAINER_ALLOWED : PG_SIGNAL_CONTAINER_DENIED, args, 5, 0);
 }
 
 void pg_notify_pull_required(pg_notifier *n, const char *image, const char *namespace_,
                              const char *reason)
 {
     const char *args[PG_SIGNAL_ARGS_MAX] = {image, namespace_, reason};
-    notify_strings(n, PG_SIGNAL_PULL_REQUIRED, args, 3);
+    notify(n, PG_SIGNAL_PULL_REQUIRED, args, 3, 0);
 }
 
 PG_API void pg_notify_records_pruned(pg_notifier *n, uint32_t count)
 {
-    if (!n || !n->dbus_loaded)
-        return;
-    int64_t deadline = pg_monotonic_ms() + n->timeout_ms;
-    DBusMessage *msg = dbus_message_new_signal(PG_DBUS_PATH, PG_DBUS_INTERFACE, PG_SIGNAL_RECORDS_PRUNED);
-    if (!msg)
-        return;
-    dbus_uint32_t value = count;
-    if (dbus_message_append_args(msg, DBUS_TYPE_UINT32, &value, DBUS_TYPE_INVALID))
-        emit(n, msg, deadline);
-    dbus_message_unref(msg);
+    notify(n, PG_SIGNAL_RECORDS_PRUNED, NULL, 0, count);
 }

@@ -137,10 +137,8 @@ static void render(pg_buf *b, const pg_record *rec, const stamp *rec_st, const s
     size_t lines = 0;
     for (size_t m = 0; m < rec->n_maps; m++) {
         const pg_rec_mapping *map = &rec->maps[m];
-        pg_buf_puts(b, map->node_pods_accessible ? "M\x1f"
-                                                   "1"
-                                                 : "M\x1f"
-                                                   "0");
+        pg_buf_puts(b, "M");
+        put_num(b, map->node_pods_accessible ? 1 : 0);
         put_field(b, map->image_name, bad);
         pg_buf_puts(b, "\n");
         for (size_t i = 0; i < map->n_secrets; i++)
