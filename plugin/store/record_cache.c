@@ -368,14 +368,6 @@ int pg_record_cache_get(pg_record_cache *c, int dirfd, const char *dir_key, cons
 
 /* ------------------------------------------------------ life and stats */
 
-static size_t buckets_for(size_t max_entries)
-{
-    size_t n = 16;
-    while (n < max_entries)
-        n <<= 1;
-    return n;
-}
-
 pg_record_cache *pg_record_cache_new(size_t max_entries, uint64_t max_bytes, unsigned settle_ms,
                                      pg_error *err)
 {
@@ -385,7 +377,8 @@ pg_record_cache *pg_record_cache_new(size_t max_entries, uint64_t max_bytes, uns
     }
     pg_record_cache *c = calloc(1, sizeof *c);
     if (c) {
-        c->n_buckets = buckets_for(max_entries);
+        for (c->n_buckets = 16; c->n_buckets < max_entries;)
+            c->n_buckets <<= 1;
         c->buckets = calloc(c->n_buckets, sizeof *c->buckets);
     }
     if (!c || !c->buckets || pthread_mutex_init(&c->lock, NULL) != 0) {
