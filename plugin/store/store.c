@@ -702,24 +702,19 @@ static void keep_lookup_fds(pg_store *s)
  */
 static struct pg_lookup_cache *lookups_new(const pg_store *s, size_t max_absences)
 {
-    const char **paths = calloc(s->n_dirs + 1, sizeof *paths);
-    int *dir_fds = calloc(s->n_dirs + 1, sizeof *dir_fds);
-    int *sub_fds = calloc((s->n_dirs + 1) * PG_LC_SUBS, sizeof *sub_fds);
-    pg_lookup_cache *lc = NULL;
-    if (paths && dir_fds && sub_fds) {
-        for (size_t i = 0; i < s->n_dirs; i++) {
-            paths[i] = s->dirs[i].path;
-            dir_fds[i] = s->dirs[i].fd;
-            for (size_t k = 0; k < PG_LC_SUBS; k++)
-                sub_fds[i * PG_LC_SUBS + k] = atomic_load(&s->kept[i * PG_STORE_SUBS + k]);
-        }
-        lc = pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds,
-                                 max_absences ? max_absences : LOOKUP_CACHE_ENTRIES, NULL);
+    pg_autofree const char **paths = calloc(s->n_dirs + 1, sizeof *paths);
+    pg_autofree int *dir_fds = calloc(s->n_dirs + 1, sizeof *dir_fds);
+    pg_autofree int *sub_fds = calloc((s->n_dirs + 1) * PG_LC_SUBS, sizeof *sub_fds);
+    if (!paths || !dir_fds || !sub_fds)
+        return NULL;
+    for (size_t i = 0; i < s->n_dirs; i++) {
+        paths[i] = s->dirs[i].path;
+        dir_fds[i] = s->dirs[i].fd;
+        for (size_t k = 0; k < PG_LC_SUBS; k++)
+            sub_fds[i * PG_LC_SUBS + k] = atomic_load(&s->kept[i * PG_STORE_SUBS + k]);
     }
-    free(paths);
-    free(dir_fds);
-    free(sub_fds);
-    return lc;
+    return pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds,
+                               max_absences ? max_absences : LOOKUP_CACHE_ENTRIES, NULL);
 }
 
 static int enable_caches(pg_store *s, size_t max_entries, size_t max_bytes, size_t max_absences,

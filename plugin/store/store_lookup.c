@@ -59,12 +59,10 @@ pg_lookup *pg_lookup_new(const pg_store *s, const pg_record_focus *focus)
 {
     pg_lookup *l = calloc(1, sizeof *l);
     size_t n_fds = s ? s->n_dirs * N_SUBS : 0;
-    if (l && n_fds && !(l->fds = malloc(n_fds * sizeof *l->fds))) {
+    if (!l || (n_fds && !(l->fds = malloc(n_fds * sizeof *l->fds)))) {
         free(l);
         return NULL;
     }
-    if (!l)
-        return NULL;
     for (size_t k = 0; k < n_fds; k++)
         l->fds[k] = FD_UNTRIED;
     l->s = s;
@@ -79,8 +77,7 @@ void pg_lookup_free(pg_lookup *l)
     if (!l)
         return;
     for (size_t k = 0; l->s && k < l->s->n_dirs * N_SUBS; k++)
-        if (l->fds[k] >= 0)
-            close(l->fds[k]);
+        pg_cleanup_close(&l->fds[k]);
     for (size_t i = 0; i < l->n; i++) {
         pg_focused_clear(&l->m[i]->rec);
         free(l->m[i]->ref);
