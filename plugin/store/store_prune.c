@@ -77,7 +77,7 @@ static int list_temp(int dirfd, const record_dir *d, const char *name, void *ud)
 }
 
 /* A subdirectory that cannot be listed is skipped: its temporary files stay. */
-static int list_temps(prune *p)
+static int list_temps(prune *p, pg_error *err)
 {
     static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS,  SUB_IMAGES,
                                        SUB_NAMES,   SUB_CREDTIMES, SUB_DIRCACHE, SUB_CREDIDX};
@@ -85,7 +85,7 @@ static int list_temps(prune *p)
         pg_error ignored = {0};
         p->sub = subs[i];
         if (pg_st_walk(p->d, subs[i], is_temp, list_temp, p, &ignored) == PG_ERR_NOMEM)
-            return PG_ERR_NOMEM;
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
     return PG_OK;
 }
@@ -220,7 +220,7 @@ static int prune_all(prune *p, pg_error *err)
 {
     int rc = pg_st_open_subdir(p->d, SUB_PULLED, &p->pulled_fd, err);
     if (rc == PG_OK)
-        rc = list_temps(p);
+        rc = list_temps(p, err);
     if (rc == PG_OK)
         rc = pg_st_in_steps(p->d, p->todo.n, remove_temp, NULL, p, err);
     if (rc == PG_OK) {
