@@ -20,11 +20,9 @@
     X(dbus_address_entry_get_method) \
     X(dbus_address_entry_get_value) \
     X(dbus_bus_add_match) \
-    X(dbus_bus_get) \
     X(dbus_bus_register) \
     X(dbus_bus_set_unique_name) \
     X(dbus_connection_close) \
-    X(dbus_connection_flush) \
     X(dbus_connection_get_is_authenticated) \
     X(dbus_connection_get_is_connected) \
     X(dbus_connection_has_messages_to_send) \
@@ -58,7 +56,6 @@
     X(dbus_message_unref) \
     X(dbus_parse_address) \
     X(dbus_set_error_from_message) \
-    X(dbus_threads_init_default) \
     X(dbus_validate_utf8) \
 
 typedef struct pg_dbus_api {
@@ -77,11 +74,9 @@ int pg_dbus_load(pg_error *err);
 #define dbus_address_entry_get_method pg_dbus_fn.dbus_address_entry_get_method
 #define dbus_address_entry_get_value pg_dbus_fn.dbus_address_entry_get_value
 #define dbus_bus_add_match pg_dbus_fn.dbus_bus_add_match
-#define dbus_bus_get pg_dbus_fn.dbus_bus_get
 #define dbus_bus_register pg_dbus_fn.dbus_bus_register
 #define dbus_bus_set_unique_name pg_dbus_fn.dbus_bus_set_unique_name
 #define dbus_connection_close pg_dbus_fn.dbus_connection_close
-#define dbus_connection_flush pg_dbus_fn.dbus_connection_flush
 #define dbus_connection_get_is_authenticated pg_dbus_fn.dbus_connection_get_is_authenticated
 #define dbus_connection_get_is_connected pg_dbus_fn.dbus_connection_get_is_connected
 #define dbus_connection_has_messages_to_send pg_dbus_fn.dbus_connection_has_messages_to_send
@@ -115,7 +110,6 @@ int pg_dbus_load(pg_error *err);
 #define dbus_message_unref pg_dbus_fn.dbus_message_unref
 #define dbus_parse_address pg_dbus_fn.dbus_parse_address
 #define dbus_set_error_from_message pg_dbus_fn.dbus_set_error_from_message
-#define dbus_threads_init_default pg_dbus_fn.dbus_threads_init_default
 #define dbus_validate_utf8 pg_dbus_fn.dbus_validate_utf8
 #endif
 

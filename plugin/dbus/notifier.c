@@ -1,53 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * D-Bus notifier: emits the signals of docs/interfaces.md §9 (interface
- * dev.pullgate.PullGate1, path /dev/pullgate/PullGate1) on a private
- * libdbus connection.
- *
- * Emitting is best effort and HARD bounded in time: the hook must never be
- * delayed noticeably by a bus that is missing, refuses, or accepts the socket
- * and then never answers. libdbus's own connect and bus registration block
- * with long defaults (a blocking connect(2), then Hello with a 25 s reply
- * timeout), so this module enforces one deadline per call itself:
- *
- *   1. Connect lazily, on the first signal, so a decision that never emits
- *      pays nothing.
- *   2. Before libdbus connects, probe the address with a non-blocking
- *      connect(2) + poll bounded by the deadline. libdbus's connect is
- *      blocking: a Unix listener with a full backlog or an unreachable TCP
- *      peer would otherwise hold it indefinitely. A probe that succeeds
- *      proves the listener accepts connections right now, so libdbus's own
- *      connect completes at once. Transports whose connect cannot be bounded
- *      (autolaunch:, unixexec:, launchd:, ..., TCP host names that need DNS)
- *      are refused.
- *   3. Drive the SASL exchange with dbus_connection_read_write(conn,
- *      time_left) until authenticated, then send Hello and wait for its reply
- *      the same way. Neither dbus_bus_register() (25 s default timeout) nor
- *      dbus_connection_send_with_reply_and_block() is usable: the latter
- *      first flushes the outgoing queue with no time limit, and before
- *      authentication completes that queue never drains (measured: a
- *      listener that never answers held it until the peer went away).
- *   4. Flush with dbus_connection_read_write(conn, time_left) until the
- *      outgoing queue is empty or the deadline passes.
- *
- * A failure drops the connection and records why (pg_notifier_last_error());
- * signals are then dropped at once until a back-off period has passed (1 s,
- * doubling up to 30 s while the bus stays unusable, back to 1 s after a
- * successful connection), and the next signal after it connects afresh. So a
- * long-lived daemon survives a bus restart or outage, while a dead or hung bus
- * costs at most one bounded attempt per back-off period and nothing between.
- * Before each signal on an established connection, what the bus sent is read
- * without waiting: a bus that went away since the last signal shows up as
- * end-of-file, and the signal goes out on a fresh connection instead of being
- * lost on the dead one.
- *
- * Global state of libdbus (unavoidable, documented here): libdbus keeps
- * process-wide locks and caches, initialised by itself since 1.7; it is
- * thread-safe without dbus_threads_init_default(). We clear its global
- * "change SIGPIPE" flag so that opening a connection does not set SIGPIPE to
- * SIG_IGN in the host process: libdbus writes with MSG_NOSIGNAL, so a broken
- * bus cannot raise SIGPIPE anyway. Each notifier has its own private
- * connection and a mutex serialising its use.
+ * D-Bus notifier: emits the signals of docs/interfaces.md §9 on a private
+ * libdbus connection, best effort and HARD bounded in time: the hook must never
+ * be delayed noticeably by a bus that is missing, refuses, or accepts and then
+ * never answers. How each step is bounded, the back-off and the reconnect, and
+ * libdbus's global state: docs/dbus.md, "Time bound and connection handling".
+ * Each notifier has its own private connection and a mutex serialising its use.
  */
 #include "dbus_names.h"
 #include "dbus_shim.h" /* libdbus through dlopen: see dbus_shim.h */
@@ -383,21 +341,27 @@ static void discard_incoming(DBusConnection *conn)
         dbus_message_unref(msg);
 }
 
+/* One read/write round, never past the deadline; -1 with n down on a timeout
+ * (while `doing`) or when the round fails (`failed`). */
+static int io_before(pg_notifier *n, int64_t deadline, const char *doing, const char *failed)
+{
+    int wait_ms = ms_left(deadline);
+    if (wait_ms == 0)
+        mark_down(n, "D-Bus %s: timed out %s", n->address, doing);
+    else if (!dbus_connection_read_write(n->conn, wait_ms))
+        mark_down(n, "D-Bus %s: %s", n->address, failed);
+    else
+        return 0;
+    return -1;
+}
+
 /* Writes the outgoing queue, never past the deadline. (Not
  * dbus_connection_flush(): it waits without a time limit.) */
 static int flush_before(pg_notifier *n, int64_t deadline)
 {
-    while (dbus_connection_has_messages_to_send(n->conn)) {
-        int wait_ms = ms_left(deadline);
-        if (wait_ms == 0) {
-            mark_down(n, "D-Bus %s: timed out writing to the bus", n->address);
+    while (dbus_connection_has_messages_to_send(n->conn))
+        if (io_before(n, deadline, "writing to the bus", "disconnected") < 0)
             return -1;
-        }
-        if (!dbus_connection_read_write(n->conn, wait_ms)) {
-            mark_down(n, "D-Bus %s: disconnected", n->address);
-            return -1;
-        }
-    }
     if (!dbus_connection_get_is_connected(n->conn)) {
         mark_down(n, "D-Bus %s: disconnected", n->address);
         return -1;
@@ -410,17 +374,9 @@ static int flush_before(pg_notifier *n, int64_t deadline)
  * it waits for a reply, and an unauthenticated queue never drains. */
 static int authenticate_before(pg_notifier *n, int64_t deadline)
 {
-    while (!dbus_connection_get_is_authenticated(n->conn)) {
-        int wait_ms = ms_left(deadline);
-        if (wait_ms == 0) {
-            mark_down(n, "D-Bus %s: timed out authenticating", n->address);
+    while (!dbus_connection_get_is_authenticated(n->conn))
+        if (io_before(n, deadline, "authenticating", "authentication failed") < 0)
             return -1;
-        }
-        if (!dbus_connection_read_write(n->conn, wait_ms)) {
-            mark_down(n, "D-Bus %s: authentication failed", n->address);
-            return -1;
-        }
-    }
     return 0;
 }
 
@@ -435,15 +391,8 @@ static DBusMessage *reply_before(pg_notifier *n, dbus_uint32_t serial, int64_t d
                 return msg;
             dbus_message_unref(msg);
         }
-        int wait_ms = ms_left(deadline);
-        if (wait_ms == 0) {
-            mark_down(n, "D-Bus %s: timed out waiting for the bus", n->address);
+        if (io_before(n, deadline, "waiting for the bus", "disconnected") < 0)
             return NULL;
-        }
-        if (!dbus_connection_read_write(n->conn, wait_ms)) {
-            mark_down(n, "D-Bus %s: disconnected", n->address);
-            return NULL;
-        }
     }
 }
 
@@ -627,18 +576,20 @@ static DBusMessage *new_string_signal(const char *member, const char *const *arg
     return msg;
 }
 
-/* Emits member with string arguments; the common path of every signal. */
-static void notify_strings(pg_notifier *n, const char *member, const char *const *args,
-                           size_t n_args)
+/* Emits member with string arguments, or one uint32 (args NULL); the path of every
+ * signal. */
+static void notify(pg_notifier *n, const char *member, const char *const *args, size_t n_args,
+                   dbus_uint32_t value)
 {
     if (!n || !n->dbus_loaded)
         return; /* bus "none", or no libdbus: nothing to build a message with */
     int64_t deadline = pg_monotonic_ms() + n->timeout_ms;
-    DBusMessage *msg = new_string_signal(member, args, n_args);
-    if (!msg)
-        return; /* out of memory: best effort, nothing to report to */
-    emit(n, msg, deadline);
-    dbus_message_unref(msg);
+    DBusMessage *msg = args ? new_string_signal(member, args, n_args)
+                            : dbus_message_new_signal(PG_DBUS_PATH, PG_DBUS_INTERFACE, member);
+    if (msg && (args || dbus_message_append_args(msg, DBUS_TYPE_UINT32, &value, DBUS_TYPE_INVALID)))
+        emit(n, msg, deadline);
+    if (msg) /* else out of memory: best effort, nothing to report to */
+        dbus_message_unref(msg);
 }
 
 /* ------------------------------------------------------------ public */
@@ -709,20 +660,20 @@ PG_API const char *pg_notifier_last_error(const pg_notifier *n)
 PG_API void pg_notify_pull_intent(pg_notifier *n, const char *image)
 {
     const char *args[] = {image};
-    notify_strings(n, PG_SIGNAL_PULL_INTENT, args, 1);
+    notify(n, PG_SIGNAL_PULL_INTENT, args, 1, 0);
 }
 
 PG_API void pg_notify_image_pulled(pg_notifier *n, const char *image, const char *image_ref,
                                    const char *credential_kind)
 {
     const char *args[] = {image, image_ref, credential_kind};
-    notify_strings(n, PG_SIGNAL_IMAGE_PULLED, args, 3);
+    notify(n, PG_SIGNAL_IMAGE_PULLED, args, 3, 0);
 }
 
 PG_API void pg_notify_pull_failed(pg_notifier *n, const char *image)
 {
     const char *args[] = {image};
-    notify_strings(n, PG_SIGNAL_PULL_FAILED, args, 1);
+    notify(n, PG_SIGNAL_PULL_FAILED, args, 1, 0);
 }
 
 PG_API void pg_notify_container(pg_notifier *n, int allowed, const char *container_id,
@@ -730,26 +681,17 @@ PG_API void pg_notify_container(pg_notifier *n, int allowed, const char *contain
                                 const char *reason)
 {
     const char *args[PG_SIGNAL_ARGS_MAX] = {container_id, namespace_, image, image_ref, reason};
-    notify_strings(n, allowed ? PG_SIGNAL_CONTAINER_ALLOWED : PG_SIGNAL_CONTAINER_DENIED, args, 5);
+    notify(n, allowed ? PG_SIGNAL_CONTAINER_ALLOWED : PG_SIGNAL_CONTAINER_DENIED, args, 5, 0);
 }
 
 void pg_notify_pull_required(pg_notifier *n, const char *image, const char *namespace_,
                              const char *reason)
 {
     const char *args[PG_SIGNAL_ARGS_MAX] = {image, namespace_, reason};
-    notify_strings(n, PG_SIGNAL_PULL_REQUIRED, args, 3);
+    notify(n, PG_SIGNAL_PULL_REQUIRED, args, 3, 0);
 }
 
 PG_API void pg_notify_records_pruned(pg_notifier *n, uint32_t count)
 {
-    if (!n || !n->dbus_loaded)
-        return;
-    int64_t deadline = pg_monotonic_ms() + n->timeout_ms;
-    DBusMessage *msg = dbus_message_new_signal(PG_DBUS_PATH, PG_DBUS_INTERFACE, PG_SIGNAL_RECORDS_PRUNED);
-    if (!msg)
-        return;
-    dbus_uint32_t value = count;
-    if (dbus_message_append_args(msg, DBUS_TYPE_UINT32, &value, DBUS_TYPE_INVALID))
-        emit(n, msg, deadline);
-    dbus_message_unref(msg);
+    notify(n, PG_SIGNAL_RECORDS_PRUNED, NULL, 0, count);
 }

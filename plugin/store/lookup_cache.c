@@ -5,6 +5,7 @@
  * mutex. Dropping a subdirectory's absences is a generation bump (O(1)); the
  * table is cleared when it fills.
  */
+#include "cleanup.h"
 #include "lookup_cache.h"
 
 #include <errno.h>
@@ -100,13 +101,12 @@ static int watch_dirs(pg_lookup_cache *lc, const char *const *paths, const int *
             s->gen = 1;
             if (lc->dir_wds[i] < 0) /* a replaced subdirectory would go unnoticed */
                 continue;
-            char *path = NULL;
+            pg_autofree char *path = NULL;
             if (asprintf(&path, "%s/%s", paths[i], sub_names[k]) < 0)
                 return PG_ERR_NOMEM;
             s->wd = watch_verified(lc->ifd, path, sub_fds[i * PG_LC_SUBS + k], SUB_MASK);
             atomic_init(&s->cached, s->wd >= 0);
             lc->stats.watched += s->wd >= 0;
-            free(path);
         }
     }
     return PG_OK;
@@ -120,7 +120,8 @@ pg_lookup_cache *pg_lookup_cache_new(size_t n_dirs, const char *const *paths, co
         return NULL;
     }
     pg_lookup_cache *lc = calloc(1, sizeof *lc);
-    if (!lc) {
+    if (!lc || pthread_mutex_init(&lc->lock, NULL) != 0) {
+        free(lc);
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
@@ -134,17 +135,10 @@ pg_lookup_cache *pg_lookup_cache_new(size_t n_dirs, const char *const *paths, co
     lc->slots = calloc(n_dirs ? n_dirs * PG_LC_SUBS : 1, sizeof *lc->slots);
     lc->dir_wds = calloc(n_dirs ? n_dirs : 1, sizeof *lc->dir_wds);
     lc->table = calloc(lc->cap, sizeof *lc->table);
-    if (!lc->slots || !lc->dir_wds || !lc->table || pthread_mutex_init(&lc->lock, NULL) != 0) {
-        free(lc->slots);
-        free(lc->dir_wds);
-        free(lc->table);
-        free(lc);
-        pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    lc->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    int rc = lc->ifd < 0 ? pg_fail_errno(err, errno, "inotify_init1")
-                         : watch_dirs(lc, paths, dir_fds, sub_fds);
+    int rc = !lc->slots || !lc->dir_wds || !lc->table ? PG_ERR_NOMEM
+             : (lc->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0
+                 ? pg_fail_errno(err, errno, "inotify_init1")
+                 : watch_dirs(lc, paths, dir_fds, sub_fds);
     if (rc != PG_OK) {
         if (rc == PG_ERR_NOMEM)
             pg_fail(err, rc, "out of memory");

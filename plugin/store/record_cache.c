@@ -101,17 +101,8 @@ static void id_from_stat(const struct stat *st, file_id *id)
     id->nlink = st->st_nlink;
 }
 
-static bool ts_equal(struct timespec a, struct timespec b)
-{
-    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
-}
-
-static bool id_equal(const file_id *a, const file_id *b)
-{
-    return a->dev == b->dev && a->ino == b->ino && a->size == b->size && ts_equal(a->mtim, b->mtim) &&
-           ts_equal(a->ctim, b->ctim) && a->mode == b->mode && a->uid == b->uid &&
-           a->nlink == b->nlink;
-}
+/* Bytewise (id_from_stat zeroes padding): unequal padding could only cost a reload. */
+static bool id_equal(const file_id *a, const file_id *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 /* A file changed within settle_ns may still change within the same timestamp tick. */
 static bool settled(const pg_record_cache *c, const file_id *id)
@@ -377,14 +368,6 @@ int pg_record_cache_get(pg_record_cache *c, int dirfd, const char *dir_key, cons
 
 /* ------------------------------------------------------ life and stats */
 
-static size_t buckets_for(size_t max_entries)
-{
-    size_t n = 16;
-    while (n < max_entries)
-        n <<= 1;
-    return n;
-}
-
 pg_record_cache *pg_record_cache_new(size_t max_entries, uint64_t max_bytes, unsigned settle_ms,
                                      pg_error *err)
 {
@@ -394,7 +377,8 @@ pg_record_cache *pg_record_cache_new(size_t max_entries, uint64_t max_bytes, uns
     }
     pg_record_cache *c = calloc(1, sizeof *c);
     if (c) {
-        c->n_buckets = buckets_for(max_entries);
+        for (c->n_buckets = 16; c->n_buckets < max_entries;)
+            c->n_buckets <<= 1;
         c->buckets = calloc(c->n_buckets, sizeof *c->buckets);
     }
     if (!c || !c->buckets || pthread_mutex_init(&c->lock, NULL) != 0) {

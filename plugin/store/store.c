@@ -1,52 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The record store: kubelet-compatible record directories on disk.
- *
- * Layout of a record directory DIR (the kubelet's <root>/image_manager layout):
- *   DIR/pulling/sha256-<hex sha256(image)>        ImagePullIntent
- *   DIR/pulled/sha256-<hex sha256(imageRef)>      ImagePulledRecord
- * and, in the writable directory only (kubelets never read these):
- *   DIR/pullgate-intents/sha256-<hex(image)>      intent reference count (decimal)
- *   DIR/pullgate-images/sha256-<hex(image)>       {"image":..,"imageRef":..} index
- *   DIR/pullgate-names/sha256-<hex(name)>         record file names mapping name, one a line
- *   DIR/pullgate-credtimes/sha256-<hex(imageRef)> per-credential lastUpdatedTime
- *   DIR/pullgate-credidx/sha256-<hex(imageRef)>   a record's credential index (a cache)
- *   DIR/pullgate-dircache/sha256-<hex(path)>      names of a read-only directory (a cache)
- *   DIR/.pullgate.lock                            flock(2) lock file
- * Directories are 0700, files 0600.
- *
- * Design:
- *  - The writable directory (stateDir) is opened once, O_DIRECTORY|O_NOFOLLOW,
- *    and its fd kept; read-only directories are opened by path at open time (a
- *    missing one is skipped). Subdirectories are opened relative to those fds
- *    (a missing pulling/ or pulled/ is empty): pulled/ at open, the others by
- *    each operation (a decision: once each, store_lookup.c), or all of them
- *    kept from pg_store_enable_cache on. A directory that is a symlink, not
- *    owned by root or the effective uid, or writable by group/others is
- *    refused (PG_ERR_UNSAFE).
- *  - Files are read only through pg_read_file_at(..., PG_READ_STRICT): symlinks,
- *    hard links, FIFOs, devices, wrong owner/mode and oversize files are refused,
- *    never followed.
- *  - A record's content must match its file name (imageRef / image hashes to it),
- *    otherwise it is PG_ERR_CORRUPT. Names ending in ".tmp" or not starting with
- *    "sha256-" are not records.
- *  - Writes are atomic and durable: temp file sha256-<hex>.<random>.tmp created
- *    O_EXCL 0600 in the same directory, written, fsync'd, renamed over the
- *    target, directory fsync'd. Deletes: unlinkat + directory fsync. A pull's
- *    files are one staged write (pg_st_batch, docs/design.md "Durability"):
- *    its name-index lines (and its credential times when their order
- *    matters) durable before the record and image index are renamed; the
- *    intent released (unsynced) only after those.
- *  - Every read-modify-write takes flock(LOCK_EX) on DIR/.pullgate.lock, opened
- *    per operation so that threads sharing one pg_store exclude each other too
- *    (flock locks belong to open file descriptions). Readers never lock: rename
- *    makes every read see a whole old or a whole new file.
- *  - The intent file's content is fixed by the kubelet format, so concurrent
- *    pulls of one image are counted in pullgate-intents/. record_intent: count++
- *    (unsynced) and write the intent if absent (durable). record_pulled/record_failed: count-- (floor
- *    0); at 0 the count file then the intent are removed. An intent left by a
- *    crash makes the image count as pulled by us (the strict side).
- *  - The store holds only immutable data after open: thread-safe, no globals.
+ * The record store: kubelet-compatible record directories on disk. Layout,
+ * durability, locking and intent counts: docs/design.md, "Record
+ * directories"; the layers: store_impl.h. The store holds only immutable data
+ * after open: thread-safe, no globals.
  */
 #include "engine_testing.h" /* the tests' seams defined here */
 #include "image_identity.h"
@@ -59,20 +16,17 @@
 #include "store_intent.h"
 #include "store_names.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-/* Appends a directory opened by path. *skipped set when missing and optional. */
+/* Appends a directory opened by path (a missing optional one is skipped). */
 static int add_dir(pg_store *s, const char *path, bool optional, pg_error *err)
 {
     if (!path || !*path)
@@ -254,13 +208,9 @@ static int get_from_dir(const record_dir *d, const char *name, pg_record **out, 
 {
     if (d->pulled_fd >= 0)
         return pg_st_read_record_at(d->pulled_fd, d, name, out, err);
-    int fd;
+    pg_autoclose int fd = -1;
     int rc = pg_st_open_subdir(d, SUB_PULLED, &fd, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = pg_st_read_record_at(fd, d, name, out, err);
-    close(fd);
-    return rc;
+    return rc == PG_OK ? pg_st_read_record_at(fd, d, name, out, err) : rc;
 }
 
 PG_API int pg_store_get(const pg_store *store, const char *image_ref, pg_record **out,
@@ -301,16 +251,13 @@ static int set_now(pg_record *rec, const char *api_version, pg_error *err)
     char when[32];
     rec->last_updated = time(NULL);
     pg_format_rfc3339(rec->last_updated, when);
-    char *text = strdup(when), *api = strdup(api_version);
-    if (!text || !api) {
-        free(text);
-        free(api);
+    pg_autofree char *text = strdup(when), *api = strdup(api_version);
+    if (!text || !api)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
     free(rec->last_updated_text);
     free(rec->api_version);
-    rec->last_updated_text = text;
-    rec->api_version = api;
+    rec->last_updated_text = pg_steal(&text);
+    rec->api_version = pg_steal(&api);
     return PG_OK;
 }
 
@@ -353,7 +300,7 @@ static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const cha
                             time_t previous, json_t **times, pg_error *err)
 {
     const record_dir *w = &s->dirs[0];
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     bool ordered = false;
     int rc = record_text(s, name, rec, &text, &len, err);
@@ -367,7 +314,6 @@ static int write_pull_files(const pg_store *s, pg_st_batch *b, int fd, const cha
         evidence = b->n;
     if (rc == PG_OK)
         rc = pg_st_batch_stage(b, fd, w->path, SUB_PULLED, name, text, len, err);
-    free(text);
     if (rc == PG_OK)
         rc = pg_st_update_index(w, b, p->image, p->full_name, p->digest_only, p->image_ref, err);
     if (rc == PG_OK) /* the aliases in the record's round: durable with it */
@@ -398,13 +344,11 @@ static time_t binding_recorded_at(const char *image_name, const pg_pod_cred *sec
 {
     binding_clock *c = ud;
     if (!c->loaded) {
-        int fd;
+        pg_autoclose int fd = -1;
         c->loaded = true;
-        if (pg_st_open_subdir(c->w, SUB_CREDTIMES, &fd, NULL) == PG_OK) {
-            if (pg_st_credtimes_read(fd, c->w, c->file, c->image_ref, &c->times, NULL) != PG_OK)
-                c->times = NULL;
-            close(fd);
-        }
+        if (pg_st_open_subdir(c->w, SUB_CREDTIMES, &fd, NULL) == PG_OK &&
+            pg_st_credtimes_read(fd, c->w, c->file, c->image_ref, &c->times, NULL) != PG_OK)
+            c->times = NULL;
     }
     time_t when = c->fallback;
     (void)pg_st_credential_time(c->times, image_name, secret, NULL, c->fallback, &when, NULL);
@@ -416,17 +360,17 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
 {
     const record_dir *w = &s->dirs[0];
     file_name name;
-    int fd;
+    pg_autoclose int fd = -1;
     int rc = pg_record_file_name(p->image_ref, name, err);
     if (rc == PG_OK)
         rc = pg_st_open_subdir(w, SUB_PULLED, &fd, err);
     if (rc != PG_OK)
         return rc;
-    pg_record *rec = NULL;
+    pg_autorecord pg_record *rec = NULL;
     bool existed = false;
     rc = load_or_new(s, fd, name, p->image_ref, &rec, &existed, err);
     time_t previous = rec ? rec->last_updated : 0;
-    json_t *old_keys = NULL, *times = NULL;
+    pg_autojson json_t *old_keys = NULL, *times = NULL;
     if (rc == PG_OK && existed && !(old_keys = pg_st_credtimes_keys(rec)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     binding_clock clock = {w, name, p->image_ref, previous, NULL, false};
@@ -441,7 +385,6 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
         rc = write_pull_files(s, &b, fd, name, rec, old_keys, p,
                               existed ? previous : rec->last_updated, &times, err);
     pg_st_batch_free(&b);
-    json_decref(old_keys);
     pg_st_cache_forget(s, name); /* the record may have changed, even on error */
     if (rc == PG_OK) {
         /* An optimisation only (store_credidx.h): on failure there is no index and
@@ -449,12 +392,9 @@ static int record_pulled_locked(const pg_store *s, const pull *p, pg_error *err)
         pg_error ignored = {0};
         (void)pg_st_credidx_write_locked(w, rec, times, name, &ignored);
     }
-    json_decref(times);
-    pg_record_free(rec);
-    close(fd);
     /* Only once the record and the index are durable may the intent go. */
     if (rc == PG_OK)
-        rc = pg_st_release_intents(w, p->image, err);
+        rc = pg_st_intents(w, s->api_version, p->image, false, err);
     return rc;
 }
 
@@ -547,7 +487,7 @@ static int list_entry(int dirfd, const record_dir *d, const char *name, void *ud
 {
     list_ctx *c = ud;
     pg_error why = {0};
-    pg_record *rec;
+    pg_autorecord pg_record *rec = NULL;
     if (pg_st_read_record_at(dirfd, d, name, &rec, &why) != PG_OK) {
         if (c->bad_cb) {
             char path[PATH_MAX];
@@ -557,7 +497,6 @@ static int list_entry(int dirfd, const record_dir *d, const char *name, void *ud
         return PG_OK;
     }
     c->stop = c->cb ? c->cb(rec, c->ud) : 0;
-    pg_record_free(rec);
     return c->stop ? -1 : PG_OK;
 }
 
@@ -568,7 +507,7 @@ PG_API int pg_store_list(const pg_store *store, pg_record_cb cb, pg_bad_record_c
         return pg_fail(err, PG_ERR_INVALID, "no store");
     list_ctx c = {cb, bad_cb, ud, 0};
     for (size_t i = 0; i < store->n_dirs; i++) {
-        int rc = pg_st_walk_records(&store->dirs[i], SUB_PULLED, list_entry, &c, err);
+        int rc = pg_st_walk(&store->dirs[i], SUB_PULLED, pg_st_is_record_name, list_entry, &c, err);
         if (c.stop)
             return c.stop;
         if (rc != PG_OK)
@@ -577,67 +516,53 @@ PG_API int pg_store_list(const pg_store *store, pg_record_cb cb, pg_bad_record_c
     return PG_OK;
 }
 
-typedef struct delete_ctx {
-    const pg_store *s;
-    const char *image_ref;
-} delete_ctx;
-
-static int delete_locked(void *ctx, pg_error *err)
+static int delete_locked(const pg_store *s, const char *image_ref, pg_error *err)
 {
-    const delete_ctx *c = ctx;
-    const record_dir *w = &c->s->dirs[0];
+    const record_dir *w = &s->dirs[0];
     file_name name;
-    int fd;
+    pg_autoclose int fd = -1;
     bool removed = false;
-    int rc = pg_record_file_name(c->image_ref, name, err);
+    int rc = pg_record_file_name(image_ref, name, err);
     if (rc == PG_OK)
         rc = pg_st_open_subdir(w, SUB_PULLED, &fd, err);
     if (rc != PG_OK)
         return rc;
     rc = pg_st_remove_file(fd, w->path, SUB_PULLED, name, &removed, err);
-    close(fd);
-    pg_st_cache_forget(c->s, name);
+    pg_st_cache_forget(s, name);
     pg_st_credidx_remove(w, name);
     if (rc == PG_OK && !removed)
-        rc = pg_fail(err, PG_ERR_NOT_FOUND, "no pulled record for \"%.200s\" in %s", c->image_ref,
+        rc = pg_fail(err, PG_ERR_NOT_FOUND, "no pulled record for \"%.200s\" in %s", image_ref,
                      w->path);
     return rc;
 }
 
 PG_API int pg_store_delete(pg_store *store, const char *image_ref, pg_error *err)
 {
+    int lock_fd = -1;
     int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("imageRef", image_ref, err);
-    delete_ctx c = {store, image_ref};
     if (rc == PG_OK)
-        rc = pg_st_with_lock(&store->dirs[0], delete_locked, &c, err);
+        rc = pg_st_lock_store(&store->dirs[0], &lock_fd, err);
+    if (rc == PG_OK)
+        rc = delete_locked(store, image_ref, err);
+    pg_st_unlock_store(lock_fd);
     return rc;
 }
 
 /* ------------------------------------------------------------ intents */
 
-typedef struct intent_ctx {
-    const pg_store *s;
-    const char *image;
-    bool take;
-} intent_ctx;
-
-static int intents_locked(void *ctx, pg_error *err)
-{
-    const intent_ctx *c = ctx;
-    return c->take ? pg_st_take_intents(&c->s->dirs[0], c->s->api_version, c->image, err)
-                   : pg_st_release_intents(&c->s->dirs[0], c->image, err);
-}
-
 static int intent_op(pg_store *store, const char *image, bool take, pg_error *err)
 {
+    int lock_fd = -1;
     int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("image", image, err);
-    intent_ctx c = {store, image, take};
     if (rc == PG_OK)
-        rc = pg_st_with_lock(&store->dirs[0], intents_locked, &c, err);
+        rc = pg_st_lock_store(&store->dirs[0], &lock_fd, err);
+    if (rc == PG_OK)
+        rc = pg_st_intents(&store->dirs[0], store->api_version, image, take, err);
+    pg_st_unlock_store(lock_fd);
     return rc;
 }
 
@@ -671,56 +596,44 @@ int pg_store_intent_exists(const pg_store *store, const char *image, bool *exist
     if (rc == PG_OK)
         rc = pg_record_file_name(image, name, err);
     for (size_t i = 0; rc == PG_OK && !*exists && i < store->n_dirs; i++) {
-        int fd;
+        pg_autoclose int fd = -1;
         rc = pg_st_open_subdir(&store->dirs[i], SUB_PULLING, &fd, err);
         if (rc == PG_ERR_NOT_FOUND) { /* no pulling/: no intents */
             rc = PG_OK;
             continue;
         }
-        if (rc != PG_OK)
-            break;
-        struct stat st;
-        *exists = fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-        if (!*exists && errno != ENOENT)
+        *exists = rc == PG_OK && pg_st_exists_at(fd, name);
+        if (rc == PG_OK && !*exists && errno != ENOENT)
             rc = pg_fail_errno(err, errno, "stat %s/%s/%s", store->dirs[i].path, SUB_PULLING, name);
-        close(fd);
     }
     return rc;
 }
 
 /* ------------------------------------------------------------ aliases */
 
-/* The changed entries staged, then durable together (their data, then the directory). */
-typedef struct aliases_ctx {
-    const record_dir *w;
-    const char *image_ref;
-    char *const *keys;
-} aliases_ctx;
-
-static int record_aliases_locked(void *ctx, pg_error *err)
-{
-    const aliases_ctx *c = ctx;
-    pg_st_batch b;
-    pg_st_batch_init(&b, 0);
-    int rc = pg_st_stage_aliases(c->w, &b, c->keys, c->image_ref, err);
-    if (rc == PG_OK)
-        rc = pg_st_batch_commit(&b, b.n, err);
-    pg_st_batch_free(&b);
-    return rc;
-}
-
+/* Under the lock, the changed entries staged, then durable together (their data,
+ * then the directory). */
 PG_API int pg_store_record_aliases(pg_store *store, const char *image_ref,
                                    const char *const *aliases, pg_error *err)
 {
     char **keys = NULL;
+    int lock_fd = -1;
+    pg_st_batch b;
+    pg_st_batch_init(&b, 0);
     int rc = pg_st_require_writable(store, err);
     if (rc == PG_OK)
         rc = pg_st_check_input("imageRef", image_ref, err);
     if (rc == PG_OK)
         rc = pg_st_alias_keys(aliases, &keys, err);
-    aliases_ctx c = {rc == PG_OK ? &store->dirs[0] : NULL, image_ref, keys};
-    if (rc == PG_OK && keys && keys[0])
-        rc = pg_st_with_lock(&store->dirs[0], record_aliases_locked, &c, err);
+    bool any = rc == PG_OK && keys && keys[0];
+    if (any)
+        rc = pg_st_lock_store(&store->dirs[0], &lock_fd, err);
+    if (any && rc == PG_OK)
+        rc = pg_st_stage_aliases(&store->dirs[0], &b, keys, image_ref, err);
+    if (any && rc == PG_OK)
+        rc = pg_st_batch_commit(&b, b.n, err);
+    pg_st_batch_free(&b);
+    pg_st_unlock_store(lock_fd);
     pg_strv_free(keys);
     return rc;
 }
@@ -739,7 +652,7 @@ PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char
     size_t n_keys = ref && strcmp(keys[0], image) != 0 ? 2 : 1;
     rc = PG_ERR_NOT_FOUND;
     for (size_t i = 0; rc == PG_ERR_NOT_FOUND && i < store->n_dirs; i++) {
-        int fd = -1;
+        pg_autoclose int fd = -1;
         rc = pg_st_open_subdir(&store->dirs[i], SUB_IMAGES, &fd, err);
         for (size_t k = 0; rc == PG_OK && k < n_keys; k++) {
             file_name name;
@@ -751,8 +664,6 @@ PG_API int pg_store_resolve_image(const pg_store *store, const char *image, char
             else if (rc == PG_OK)
                 break;
         }
-        if (fd >= 0)
-            close(fd);
     }
     pg_ref_free(ref);
     if (rc == PG_ERR_NOT_FOUND)
@@ -791,24 +702,19 @@ static void keep_lookup_fds(pg_store *s)
  */
 static struct pg_lookup_cache *lookups_new(const pg_store *s, size_t max_absences)
 {
-    const char **paths = calloc(s->n_dirs + 1, sizeof *paths);
-    int *dir_fds = calloc(s->n_dirs + 1, sizeof *dir_fds);
-    int *sub_fds = calloc((s->n_dirs + 1) * PG_LC_SUBS, sizeof *sub_fds);
-    pg_lookup_cache *lc = NULL;
-    if (paths && dir_fds && sub_fds) {
-        for (size_t i = 0; i < s->n_dirs; i++) {
-            paths[i] = s->dirs[i].path;
-            dir_fds[i] = s->dirs[i].fd;
-            for (size_t k = 0; k < PG_LC_SUBS; k++)
-                sub_fds[i * PG_LC_SUBS + k] = atomic_load(&s->kept[i * PG_STORE_SUBS + k]);
-        }
-        lc = pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds,
-                                 max_absences ? max_absences : LOOKUP_CACHE_ENTRIES, NULL);
+    pg_autofree const char **paths = calloc(s->n_dirs + 1, sizeof *paths);
+    pg_autofree int *dir_fds = calloc(s->n_dirs + 1, sizeof *dir_fds);
+    pg_autofree int *sub_fds = calloc((s->n_dirs + 1) * PG_LC_SUBS, sizeof *sub_fds);
+    if (!paths || !dir_fds || !sub_fds)
+        return NULL;
+    for (size_t i = 0; i < s->n_dirs; i++) {
+        paths[i] = s->dirs[i].path;
+        dir_fds[i] = s->dirs[i].fd;
+        for (size_t k = 0; k < PG_LC_SUBS; k++)
+            sub_fds[i * PG_LC_SUBS + k] = atomic_load(&s->kept[i * PG_STORE_SUBS + k]);
     }
-    free(paths);
-    free(dir_fds);
-    free(sub_fds);
-    return lc;
+    return pg_lookup_cache_new(s->n_dirs, paths, dir_fds, sub_fds,
+                               max_absences ? max_absences : LOOKUP_CACHE_ENTRIES, NULL);
 }
 
 static int enable_caches(pg_store *s, size_t max_entries, size_t max_bytes, size_t max_absences,
@@ -858,10 +764,9 @@ void pg_st_cache_forget(const pg_store *s, const char *file)
 {
     const char *subs[] = {SUB_PULLED, SUB_CREDTIMES};
     for (size_t k = 0; s && s->cache && k < 2; k++) {
-        char *key = pg_st_cache_key(&s->dirs[0], subs[k]);
+        pg_autofree char *key = pg_st_cache_key(&s->dirs[0], subs[k]);
         if (key)
             pg_record_cache_forget(s->cache, key, file);
-        free(key);
     }
 }
 
@@ -873,11 +778,12 @@ int pg_store_credidx_build(const pg_store *s, const char *image_ref, pg_error *e
     int rc = pg_st_require_writable(s, err);
     if (rc == PG_OK)
         rc = pg_record_file_name(image_ref, file, err);
-    int lock_fd = -1, fd = -1;
+    int lock_fd = -1;
+    pg_autoclose int fd = -1;
     if (rc == PG_OK)
         rc = pg_st_lock_store(&s->dirs[0], &lock_fd, err);
-    pg_record *rec = NULL;
-    json_t *times = NULL;
+    pg_autorecord pg_record *rec = NULL;
+    pg_autojson json_t *times = NULL;
     if (rc == PG_OK)
         rc = get_from_dir(&s->dirs[0], file, &rec, err);
     if (rc == PG_OK)
@@ -888,10 +794,6 @@ int pg_store_credidx_build(const pg_store *s, const char *image_ref, pg_error *e
     }
     if (rc == PG_OK)
         rc = pg_st_credidx_write_locked(&s->dirs[0], rec, times, file, err);
-    if (fd >= 0)
-        close(fd);
-    json_decref(times);
-    pg_record_free(rec);
     pg_st_unlock_store(lock_fd);
     return rc;
 }

@@ -58,11 +58,8 @@ static void stamp_of(const struct stat *st, stamp *s)
                  (intmax_t)st->st_ctim.tv_nsec};
 }
 
-static bool stamp_equal(const stamp *a, const stamp *b)
-{
-    return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_s == b->mtime_s &&
-           a->mtime_ns == b->mtime_ns && a->ctime_s == b->ctime_s && a->ctime_ns == b->ctime_ns;
-}
+/* Bytewise: seven 8-byte fields (padding could only leave the index unused). */
+static bool stamp_equal(const stamp *a, const stamp *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 /*
  * What a strict read of the record would refuse (pg_read_file_at with
@@ -137,10 +134,8 @@ static void render(pg_buf *b, const pg_record *rec, const stamp *rec_st, const s
     size_t lines = 0;
     for (size_t m = 0; m < rec->n_maps; m++) {
         const pg_rec_mapping *map = &rec->maps[m];
-        pg_buf_puts(b, map->node_pods_accessible ? "M\x1f"
-                                                   "1"
-                                                 : "M\x1f"
-                                                   "0");
+        pg_buf_puts(b, "M");
+        put_num(b, map->node_pods_accessible ? 1 : 0);
         put_field(b, map->image_name, bad);
         pg_buf_puts(b, "\n");
         for (size_t i = 0; i < map->n_secrets; i++)
@@ -156,12 +151,9 @@ static void render(pg_buf *b, const pg_record *rec, const stamp *rec_st, const s
 
 void pg_st_credidx_remove(const record_dir *w, const char *file)
 {
-    int fd;
-    if (pg_st_open_subdir(w, SUB_CREDIDX, &fd, NULL) != PG_OK)
-        return;
-    if (unlinkat(fd, file, 0) == 0)
+    pg_autoclose int fd = -1;
+    if (pg_st_open_subdir(w, SUB_CREDIDX, &fd, NULL) == PG_OK && unlinkat(fd, file, 0) == 0)
         (void)pg_st_fsync_retry(fd);
-    close(fd);
 }
 
 /* The stamps of w's record file and of its credential-times file (absent: *has_times false). */
@@ -195,7 +187,7 @@ int pg_st_credidx_write_locked(const record_dir *w, const pg_record *rec, const 
         if (bad || b.oom || b.len > MAX_IDX_BYTES)
             rc = pg_fail(err, PG_ERR_LIMIT, "%s: record not indexable", file);
     }
-    int fd = -1;
+    pg_autoclose int fd = -1;
     if (rc == PG_OK && (rc = pg_st_open_subdir(w, SUB_CREDIDX, &fd, err)) == PG_ERR_NOT_FOUND) {
         if (pg_st_sys_mkdirat(w->fd, SUB_CREDIDX, 0700) != 0 && errno != EEXIST)
             rc = pg_fail_errno(err, errno, "mkdir %s/%s", w->path, SUB_CREDIDX);
@@ -205,8 +197,6 @@ int pg_st_credidx_write_locked(const record_dir *w, const pg_record *rec, const 
     /* Not fsync'd (store_credidx.h): a lost or torn index is only stale or malformed. */
     if (rc == PG_OK)
         rc = pg_st_write_file_replace(fd, w->path, SUB_CREDIDX, file, b.p, b.len, false, err);
-    if (fd >= 0)
-        close(fd);
     free(b.p);
     if (rc != PG_OK)
         pg_st_credidx_remove(w, file);
@@ -429,7 +419,7 @@ static int build_focused(index_view *v, const char *dir, const pg_record_focus *
 int pg_st_credidx_load(const record_dir *w, int idx_fd, const char *file, const struct stat *rec_st,
                        const struct stat *times_st, const pg_record_focus *f, pg_focused *out)
 {
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     index_view v;
     stamp now;
@@ -446,9 +436,7 @@ int pg_st_credidx_load(const record_dir *w, int idx_fd, const char *file, const 
         stamp_of(times_st, &now);
         ok = stamp_equal(&now, &v.times_st);
     }
-    int rc = ok ? build_focused(&v, w->path, f, out) : PG_ERR_NOT_FOUND;
-    free(text);
-    return rc;
+    return ok ? build_focused(&v, w->path, f, out) : PG_ERR_NOT_FOUND;
 }
 
 int pg_credidx_decode(const char *data, size_t len, const char *image_ref, const pg_record_focus *f,
@@ -457,7 +445,7 @@ int pg_credidx_decode(const char *data, size_t len, const char *image_ref, const
     *out = NULL;
     if (len > MAX_IDX_BYTES || memchr(data, '\0', len))
         return PG_ERR_NOT_FOUND;
-    char *text = malloc(len + 1);
+    pg_autofree char *text = malloc(len + 1);
     if (!text)
         return PG_ERR_NOMEM;
     memcpy(text, data, len);
@@ -472,6 +460,5 @@ int pg_credidx_decode(const char *data, size_t len, const char *image_ref, const
         got.rec = NULL;
         pg_focused_clear(&got);
     }
-    free(text);
     return rc;
 }

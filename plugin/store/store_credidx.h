@@ -1,17 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Layer 3 of the record store (store_credidx.c): the credential index of the
- * writable directory, pullgate-credidx/<record file>: a line index of a record
- * and of its credentials' times, so that a decision in a fresh process
- * (pullgate-hook-local, pullgatectl) over a record holding many credentials
- * parses neither the record nor its credential times (bench/README.md, "What
- * each index and cache buys"). A long-lived store keeps parsed records and
- * times in memory instead and never reads it.
- *
- * Used ONLY when the record file's and the credential-times file's fstatat
- * identities equal what the index was built from, and it reads and parses
- * strictly: a missing, stale or malformed index is never evidence of
- * anything, the lookup then reads the record as without it.
+ * Layer 3 of the record store (store_credidx.c: the format, and why it is
+ * trusted only while it describes the record's current version): the
+ * credential index of the writable directory, so that a decision in a fresh
+ * process over a record holding many credentials parses neither the record
+ * nor its credential times. A missing, stale or malformed index is never
+ * evidence of anything: the lookup then reads the record as without it.
  * Private to the record store (store_impl.h: the layers).
  */
 #ifndef PULLGATE_STORE_CREDIDX_H

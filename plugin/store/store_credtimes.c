@@ -7,10 +7,8 @@
  */
 #include "store_credtimes.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static bool same(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
 
@@ -43,16 +41,14 @@ static bool pulled_now(const pull *p, const char *image_name, const pg_pod_cred 
 static int credtimes_add(json_t *out, const json_t *old, const pull *p, const char *image_name,
                          const pg_pod_cred *s, const pg_pod_cred *sa, time_t now, time_t previous)
 {
-    char *key = pg_st_credential_key(image_name, s, sa);
+    pg_autofree char *key = pg_st_credential_key(image_name, s, sa);
     if (!key)
         return PG_ERR_NOMEM;
     json_t *was = old ? json_object_get(old, key) : NULL;
     json_int_t t = pulled_now(p, image_name, s, sa) ? (json_int_t)now
                    : json_is_integer(was)           ? json_integer_value(was)
                                                     : (json_int_t)previous;
-    int rc = json_object_set_new(out, key, json_integer(t)) == 0 ? PG_OK : PG_ERR_NOMEM;
-    free(key);
-    return rc;
+    return json_object_set_new(out, key, json_integer(t)) == 0 ? PG_OK : PG_ERR_NOMEM;
 }
 
 json_t *pg_st_credtimes_keys(const pg_record *rec)
@@ -115,16 +111,16 @@ int pg_st_credtimes_update_locked(const record_dir *w, pg_st_batch *b, const pg_
                                   pg_error *err)
 {
     *times_out = NULL;
-    int fd;
+    pg_autoclose int fd = -1;
     int rc = pg_st_open_subdir(w, SUB_CREDTIMES, &fd, err);
     if (rc != PG_OK)
         return rc;
-    json_t *old = NULL;
+    pg_autojson json_t *old = NULL;
     pg_error ignored = {0};
     /* An unusable old side file is replaced: its times fall back to the record's. */
     pg_st_credtimes_read(fd, w, file, rec->image_ref, &old, &ignored);
     *ordered = old_keys && !(old && covers(old, old_keys));
-    json_t *times = json_object();
+    pg_autojson json_t *times = json_object();
     rc = times ? PG_OK : PG_ERR_NOMEM;
     for (size_t m = 0; rc == PG_OK && m < rec->n_maps; m++) {
         const pg_rec_mapping *map = &rec->maps[m];
@@ -137,19 +133,14 @@ int pg_st_credtimes_update_locked(const record_dir *w, pg_st_batch *b, const pg_
     }
     if (rc == PG_OK && old_keys)
         rc = carry_superseded(times, old, old_keys);
-    json_t *o =
+    pg_autojson json_t *o =
         rc == PG_OK ? json_pack("{s:s, s:O}", "imageRef", rec->image_ref, "times", times) : NULL;
-    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    pg_autofree char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     if (!text)
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     else
         rc = pg_st_batch_stage(b, fd, w->path, SUB_CREDTIMES, file, text, strlen(text), err);
-    free(text);
-    json_decref(o);
     if (rc == PG_OK)
         *times_out = json_incref(times);
-    json_decref(times);
-    json_decref(old);
-    close(fd);
     return rc;
 }

@@ -1,38 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The names caches of record directories we cannot index as we write
- * (pullgate-dircache/, docs/design.md "Read-only directories' names"): which
- * records of a directory map an image name, for the "preloaded" proof, asked
- * without reading the cache whole.
- *
- * One file per directory, pullgate-dircache/sha256-<hex(path)>, format 3:
- *   a 512-byte text header (NUL-padded):
- *     "pullgate-dircache 3\n" "stamp <dev>:<ino>:<mtime s.ns>:<ctime s.ns>\n"
- *     "names <N>\n" "records <R>\n" "unknown <U>\n"
- *   N name entries of 64 bytes, sorted: SHA-256 of the image a key names
- *     (pg_record_key_name, else the key), SHA-256 of the record's imageRef
- *     (its file name's hash);
- *   R record entries of 72 bytes, sorted: the imageRef's hash, then the
- *     record file's inode, size, mtime and ctime (ns) and flags (bit 0: the
- *     record could not be read, so its names are unknown: it may map any
- *     name), in the host's byte order (the cache never leaves the node).
- * The stamp is pulled/'s identity, mtime and ctime, taken BEFORE the scan: the
- * kubelet writes records by rename, which changes it, so a current stamp means
- * the entries are current. A lookup checks the header and the file's size,
- * then binary-searches the name entries with pread: O(log N) whatever N.
- *
- * A stale cache is refreshed from the old one: pulled/ is listed and each
- * record stat'ed; a record whose identity (inode, size, mtime, ctime) is the
- * one cached keeps its cached names, others are read. A directory that
- * changed in the last CACHE_QUIET_S seconds is not cached (timestamps are
- * tick-coarse: a change in the same tick as the stamp could hide); nor is one
- * that changed during the scan. Written durably (data before rename): never
- * read torn.
+ * (pullgate-dircache/): which records of a directory map an image name, for
+ * the "preloaded" proof, asked without reading the cache whole. File format,
+ * stamps and refresh: docs/design.md, "Read-only directories' names".
  */
 #include "internal.h"
 #include "store_dircache.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -88,14 +63,10 @@ static void table_free(dc_table *t)
 
 static int add_name_entry(dc_table *t, const unsigned char name[32], const unsigned char file[32])
 {
-    if (t->n_names == t->cap_names) {
-        size_t cap = t->cap_names ? 2 * t->cap_names : 1024;
-        dc_name *grown = realloc(t->names, cap * sizeof *grown);
-        if (!grown)
-            return PG_ERR_NOMEM;
-        t->names = grown;
-        t->cap_names = cap;
-    }
+    dc_name *grown = pg_st_grow(t->names, &t->cap_names, t->n_names, sizeof *grown, 1024);
+    if (!grown)
+        return PG_ERR_NOMEM;
+    t->names = grown;
     memcpy(t->names[t->n_names].name, name, 32);
     memcpy(t->names[t->n_names].file, file, 32);
     t->n_names++;
@@ -104,14 +75,10 @@ static int add_name_entry(dc_table *t, const unsigned char name[32], const unsig
 
 static int add_rec_entry(dc_table *t, const dc_rec *r)
 {
-    if (t->n_recs == t->cap_recs) {
-        size_t cap = t->cap_recs ? 2 * t->cap_recs : 1024;
-        dc_rec *grown = realloc(t->recs, cap * sizeof *grown);
-        if (!grown)
-            return PG_ERR_NOMEM;
-        t->recs = grown;
-        t->cap_recs = cap;
-    }
+    dc_rec *grown = pg_st_grow(t->recs, &t->cap_recs, t->n_recs, sizeof *grown, 1024);
+    if (!grown)
+        return PG_ERR_NOMEM;
+    t->recs = grown;
     t->recs[t->n_recs++] = *r;
     t->n_unknown += (r->flags & DC_UNKNOWN) != 0;
     return PG_OK;
@@ -205,15 +172,12 @@ static bool cache_usable(int fd, dc_header *h)
 /* Opens dircache/<name> when usable, with its header. */
 static int open_cache(int cache_dir_fd, const char *name, int *fd_out, dc_header *h)
 {
-    int fd = pg_st_sys_openat(cache_dir_fd, name,
-                              O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0);
-    if (fd < 0)
+    pg_autoclose int fd = pg_st_sys_openat(cache_dir_fd, name,
+                                           O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0);
+    if (fd < 0 || !cache_usable(fd, h))
         return -1;
-    if (!cache_usable(fd, h)) {
-        close(fd);
-        return -1;
-    }
     *fd_out = fd;
+    fd = -1;
     return 0;
 }
 
@@ -323,9 +287,15 @@ static int read_names(int pulled_fd, const record_dir *d, const char *name, dc_r
     return rc;
 }
 
-static int scan_entry(int pulled_fd, const record_dir *d, const char *name, const dc_table *old,
-                      dc_table *t)
+/* A build: the old cache's entries (for records unchanged since), the new ones. */
+typedef struct scan {
+    const dc_table *old;
+    dc_table *t;
+} scan;
+
+static int scan_entry(int pulled_fd, const record_dir *d, const char *name, void *ud)
 {
+    const scan *sc = ud;
     dc_rec r = {{0}, 0, 0, 0, 0, 0};
     if (strlen(name) != FILE_NAME_LEN || !hex_decode32(name + strlen(NAME_PREFIX), r.file))
         return PG_OK; /* not a name of a record file (content must match it) */
@@ -337,43 +307,26 @@ static int scan_entry(int pulled_fd, const record_dir *d, const char *name, cons
         r.flags = DC_UNKNOWN;
     } else {
         identity_of(&st, &r);
-        const dc_rec *was = unchanged(old, &r);
+        const dc_rec *was = unchanged(sc->old, &r);
         if (was) {
             r.flags = was->flags;
-            rc = copy_old_names(old, r.file, t);
+            rc = copy_old_names(sc->old, r.file, sc->t);
         } else {
-            rc = read_names(pulled_fd, d, name, &r, t);
+            rc = read_names(pulled_fd, d, name, &r, sc->t);
         }
     }
-    return rc == PG_OK ? add_rec_entry(t, &r) : rc;
+    return rc == PG_OK ? add_rec_entry(sc->t, &r) : rc;
 }
 
 /* Every record of d's pulled/ with its names; records unchanged since `old` keep theirs. */
 static int build(const record_dir *d, const dc_table *old, dc_table *t, pg_error *err)
 {
-    int pulled_fd;
-    int rc = pg_st_open_subdir(d, SUB_PULLED, &pulled_fd, err);
-    if (rc == PG_ERR_NOT_FOUND)
-        return PG_OK; /* no pulled/: no records */
-    if (rc != PG_OK)
-        return rc;
-    int dup_fd = dup(pulled_fd);
-    DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    if (!dir) {
-        rc = pg_fail_errno(err, errno, "list %s/%s", d->path, SUB_PULLED);
-        if (dup_fd >= 0)
-            close(dup_fd);
-        close(pulled_fd);
-        return rc;
-    }
-    struct dirent *de;
-    while (rc == PG_OK && (de = readdir(dir)) != NULL)
-        if (pg_st_is_record_name(de->d_name))
-            rc = scan_entry(pulled_fd, d, de->d_name, old, t);
-    closedir(dir);
-    close(pulled_fd);
-    if (rc != PG_OK)
+    scan sc = {old, t};
+    int rc = pg_st_walk(d, SUB_PULLED, pg_st_is_record_name, scan_entry, &sc, err);
+    if (rc == PG_ERR_NOMEM) /* scan_entry's only error */
         return pg_fail(err, rc, "out of memory");
+    if (rc != PG_OK)
+        return rc;
     if (t->n_names)
         qsort(t->names, t->n_names, sizeof *t->names, cmp_name);
     if (t->n_recs)
@@ -388,11 +341,9 @@ static void write_cache(const record_dir *w, int cache_dir_fd, const char *name,
     dc_header h = {{0}, t->n_names, t->n_recs, t->n_unknown};
     snprintf(h.stamp, sizeof h.stamp, "%s", stamp);
     size_t names = t->n_names * sizeof(dc_name), recs = t->n_recs * sizeof(dc_rec);
-    char *buf = malloc(DC_HEADER + names + recs);
-    if (!buf || t->n_names > DC_MAX_ENTRIES || t->n_recs > DC_MAX_ENTRIES) {
-        free(buf);
+    pg_autofree char *buf = malloc(DC_HEADER + names + recs);
+    if (!buf || t->n_names > DC_MAX_ENTRIES || t->n_recs > DC_MAX_ENTRIES)
         return;
-    }
     render_header(buf, &h);
     if (names)
         memcpy(buf + DC_HEADER, t->names, names);
@@ -400,69 +351,53 @@ static void write_cache(const record_dir *w, int cache_dir_fd, const char *name,
         memcpy(buf + DC_HEADER + names, t->recs, recs);
     (void)pg_st_write_file_atomic(cache_dir_fd, w->path, SUB_DIRCACHE, name, buf,
                                   DC_HEADER + names + recs, NULL);
-    free(buf);
 }
 
 /* ---------------------------------------------------------------- API */
 
-/*
- * The names of d: its cache when current; else built now (from the old cache
- * when there is one), written back when the store is writable and d quiet,
- * and answered from memory. refresh_only: nothing is kept open (*out NULL).
- */
-static int dirnames_get(const record_dir *w, const record_dir *d, bool refresh_only,
-                        pg_st_dirnames **out, pg_error *err)
+int pg_st_dirnames_get(const record_dir *w, const record_dir *d, pg_st_dirnames **out,
+                       pg_error *err)
 {
     char stamp[128], after[128];
     bool recent, recent_after;
     file_name cache_name;
+    bool refresh_only = !out;
+    pg_st_dirnames *none;
+    out = out ? out : &none;
     *out = NULL;
     int rc = pg_record_file_name(d->path, cache_name, err);
     if (rc != PG_OK)
         return rc;
     dir_stamp(d, stamp, sizeof stamp, &recent);
-    int cache_dir_fd = -1, fd = -1;
+    pg_autoclose int cache_dir_fd = -1, fd = -1;
     dc_header h;
     if (w && pg_st_open_subdir(w, SUB_DIRCACHE, &cache_dir_fd, NULL) != PG_OK)
         cache_dir_fd = -1;
     if (cache_dir_fd >= 0 && open_cache(cache_dir_fd, cache_name, &fd, &h) == 0 &&
         strcmp(h.stamp, stamp) == 0) {
-        close(cache_dir_fd);
-        if (refresh_only) {
-            close(fd);
+        if (refresh_only)
             return PG_OK;
-        }
-        pg_st_dirnames *v = calloc(1, sizeof *v);
-        if (!v) {
-            close(fd);
+        if (!(*out = calloc(1, sizeof **out)))
             return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-        }
-        *v = (pg_st_dirnames){fd, h.n_names, h.n_unknown, {0}};
-        *out = v;
+        **out = (pg_st_dirnames){fd, h.n_names, h.n_unknown, {0}};
+        fd = -1; /* the answer's now */
         return PG_OK;
     }
     dc_table old = {0}, t = {0};
-    if (fd >= 0) {
+    if (fd >= 0)
         load_old(fd, &h, &old);
-        close(fd);
-    }
     rc = build(d, &old, &t, err);
     table_free(&old);
     dir_stamp(d, after, sizeof after, &recent_after);
     if (rc == PG_OK && cache_dir_fd >= 0 && !recent && strcmp(stamp, after) == 0)
         write_cache(w, cache_dir_fd, cache_name, &t, stamp);
-    if (cache_dir_fd >= 0)
-        close(cache_dir_fd);
-    pg_st_dirnames *v = rc == PG_OK && !refresh_only ? calloc(1, sizeof *v) : NULL;
-    if (rc == PG_OK && !refresh_only && !v)
+    if (rc == PG_OK && !refresh_only && !(*out = calloc(1, sizeof **out)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (!v) {
+    if (*out)
+        **out = (pg_st_dirnames){-1, t.n_names, t.n_unknown, t};
+    else
         table_free(&t);
-        return rc;
-    }
-    *v = (pg_st_dirnames){-1, t.n_names, t.n_unknown, t};
-    *out = v;
-    return PG_OK;
+    return rc;
 }
 
 int pg_st_dirnames_from_fd(int fd, const char *stamp, pg_st_dirnames **out)
@@ -475,18 +410,6 @@ int pg_st_dirnames_from_fd(int fd, const char *stamp, pg_st_dirnames **out)
     }
     **out = (pg_st_dirnames){fd, h.n_names, h.n_unknown, {0}};
     return 0;
-}
-
-int pg_st_dirnames_open(const record_dir *w, const record_dir *d, pg_st_dirnames **out,
-                        pg_error *err)
-{
-    return dirnames_get(w, d, false, out, err);
-}
-
-int pg_st_dirnames_refresh(const record_dir *w, const record_dir *d, pg_error *err)
-{
-    pg_st_dirnames *none;
-    return dirnames_get(w, d, true, &none, err);
 }
 
 static bool entry_at(const pg_st_dirnames *v, uint64_t i, dc_name *e)

@@ -12,10 +12,12 @@
 /* The raw SHA-256 of an image name (the names caches' key). */
 int pg_st_name_hash(const char *name, unsigned char out[32], pg_error *err);
 /* The names of record directory d's records, asked by name: its cache (kept in
- * the writable directory w; NULL: none), or built now when stale (store_dircache.c). */
+ * the writable directory w; NULL: none) when current; else built now (from the
+ * old cache when there is one), written back when d is quiet, and answered
+ * from memory. out NULL: only d's cache made current, nothing kept open. */
 typedef struct pg_st_dirnames pg_st_dirnames;
-int pg_st_dirnames_open(const record_dir *w, const record_dir *d, pg_st_dirnames **out,
-                        pg_error *err);
+int pg_st_dirnames_get(const record_dir *w, const record_dir *d, pg_st_dirnames **out,
+                       pg_error *err);
 /* fn(file) for each record file of the directory listed under the name's hash:
  * PG_OK to go on, < 0 to stop (not an error), else an error. *unknown: some
  * record could not be read, its names are unknown. */
@@ -26,7 +28,5 @@ void pg_st_dirnames_free(pg_st_dirnames *v);
 /* The cache file at fd as a lookup, when it is usable (ours, whole) and its
  * stamp is `stamp`: 0 (takes fd); else -1 (fd closed). For the fuzz target. */
 int pg_st_dirnames_from_fd(int fd, const char *stamp, pg_st_dirnames **out);
-/* d's cache made current (refreshed from the old one) when it is stale. */
-int pg_st_dirnames_refresh(const record_dir *w, const record_dir *d, pg_error *err);
 
 #endif

@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The record store's safe-filesystem primitives (the design is described at
- * the top of plugin/store/store.c): directory checks, strict reads, atomic durable
- * writes, the store lock and directory walks. Nothing here knows what a
- * record means.
+ * The record store's safe-filesystem primitives (store_fs.h; the design:
+ * docs/design.md, "Record directories"). Nothing here knows what a record means.
  */
 #include "internal.h"
 #include "store_fs.h"
@@ -28,7 +26,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* Sets code and prefixes err's message with "dir/sub/name: " (pg_error_prefix). */
 int pg_st_prefix_error(pg_error *err, int code, const char *dir, const char *sub, const char *name)
 {
     if (err)
@@ -154,10 +151,10 @@ static int check_dir_fd(int fd, const char *path, pg_error *err)
     return PG_OK;
 }
 
-/* Opens base/name as a safe directory. Missing: PG_ERR_NOT_FOUND. */
 int pg_st_open_dir_at(int base, const char *name, const char *shown, int *fd_out, pg_error *err)
 {
-    int fd = pg_st_sys_openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+    pg_autoclose int fd =
+        pg_st_sys_openat(base, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT)
@@ -167,12 +164,11 @@ int pg_st_open_dir_at(int base, const char *name, const char *shown, int *fd_out
         return pg_fail_errno(err, e, "open %s", shown);
     }
     int rc = check_dir_fd(fd, shown, err);
-    if (rc != PG_OK) {
-        close(fd);
-        return rc;
+    if (rc == PG_OK) {
+        *fd_out = fd;
+        fd = -1;
     }
-    *fd_out = fd;
-    return PG_OK;
+    return rc;
 }
 
 int pg_st_open_subdir(const record_dir *d, const char *sub, int *fd_out, pg_error *err)
@@ -182,7 +178,6 @@ int pg_st_open_subdir(const record_dir *d, const char *sub, int *fd_out, pg_erro
     return pg_st_open_dir_at(d->fd, sub, shown, fd_out, err);
 }
 
-/* mkdir -p with mode 0700 for the components that are missing. */
 int pg_st_make_dirs(const char *path, pg_error *err)
 {
     char buf[PATH_MAX];
@@ -215,18 +210,15 @@ int pg_st_make_subdirs(const record_dir *d, pg_error *err)
 
 int pg_st_lock_store(const record_dir *d, int *lock_fd, pg_error *err)
 {
-    int fd = pg_st_sys_openat(d->fd, LOCK_FILE,
-                              O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+    pg_autoclose int fd = pg_st_sys_openat(d->fd, LOCK_FILE,
+                                           O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
     if (fd < 0)
         return pg_fail_errno(err, errno, "open %s/%s", d->path, LOCK_FILE);
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno != EINTR) {
-            int e = errno;
-            close(fd);
-            return pg_fail_errno(err, e, "lock %s/%s", d->path, LOCK_FILE);
-        }
-    }
+    while (flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            return pg_fail_errno(err, errno, "lock %s/%s", d->path, LOCK_FILE);
     *lock_fd = fd;
+    fd = -1;
     return PG_OK;
 }
 
@@ -308,8 +300,6 @@ static int create_temp(int dirfd, const char *name, char *tmp, size_t tmp_size, 
     return -1;
 }
 
-/* Atomic, durable replacement of dir/sub/name by data. */
-/* Atomic replacement; durable (file and directory fsync'd) when sync is set. */
 int pg_st_write_file_replace(int dirfd, const char *dir, const char *sub, const char *name,
                              const char *data, size_t len, bool sync, pg_error *err)
 {
@@ -415,15 +405,10 @@ static int fsync_together(sync_job *jobs, size_t n, size_t *failed)
 /* ------------------------------------------------------- write batch */
 
 /*
- * A staged write of several files (docs/design.md, "Durability"). stage()
- * writes a temporary file beside each target; commit(upto) then, the first
- * time, makes the data of EVERY staged file durable (their fsyncs together),
- * renames the staged entries below upto in staging order and fsyncs their
- * directories together before returning. So a group committed earlier is
- * durable before any rename of a later group is even issued: ordering across
- * directories comes from that fsync, not from a file-system property. A
- * crash at any point leaves each target in its old or its new version (a
- * rename either happened or not) plus temporary files, which prune removes.
+ * A staged write of several files (docs/design.md, "Durability"): a group
+ * committed earlier is durable before any rename of a later group is even
+ * issued, so ordering across directories comes from that fsync, not from a
+ * file-system property.
  */
 void pg_st_batch_init(pg_st_batch *b, int stop_after)
 {
@@ -458,16 +443,12 @@ static st_staged *batch_slot(pg_st_batch *b, const char *sub, const char *name, 
             staged_drop_temp(&b->v[i]);
             return &b->v[i];
         }
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 8;
-        st_staged *grown = realloc(b->v, cap * sizeof *grown);
-        if (!grown) {
-            pg_fail(err, PG_ERR_NOMEM, "out of memory");
-            return NULL;
-        }
-        b->v = grown;
-        b->cap = cap;
+    st_staged *grown = pg_st_grow(b->v, &b->cap, b->n, sizeof *grown, 8);
+    if (!grown) {
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        return NULL;
     }
+    b->v = grown;
     return &b->v[b->n++];
 }
 
@@ -535,7 +516,7 @@ int pg_st_batch_stage(pg_st_batch *b, int dirfd, const char *dir, const char *su
 /* Round 1: the data of every staged file, fsync'd together, then closed. */
 int pg_st_batch_sync_data(pg_st_batch *b, pg_error *err)
 {
-    sync_job *jobs = calloc(b->n ? b->n : 1, sizeof *jobs);
+    pg_autofree sync_job *jobs = calloc(b->n ? b->n : 1, sizeof *jobs);
     if (!jobs)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     size_t n = 0;
@@ -554,15 +535,14 @@ int pg_st_batch_sync_data(pg_st_batch *b, pg_error *err)
             rc = pg_fail_errno(err, errno, "close %s/%s/%s", b->v[i].dir, b->v[i].sub, b->v[i].tmp);
         b->v[i].fd = -1;
     }
-    free(jobs);
     return rc;
 }
 
 /* The distinct directories of entries [from, upto), fsync'd together. */
 static int batch_sync_dirs(pg_st_batch *b, size_t from, size_t upto, pg_error *err)
 {
-    sync_job *jobs = calloc(upto - from, sizeof *jobs);
-    size_t *owner = calloc(upto - from, sizeof *owner);
+    pg_autofree sync_job *jobs = calloc(upto - from, sizeof *jobs);
+    pg_autofree size_t *owner = calloc(upto - from, sizeof *owner);
     int rc = jobs && owner ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
     size_t n = 0;
     for (size_t i = from; rc == PG_OK && i < upto; i++) {
@@ -578,9 +558,21 @@ static int batch_sync_dirs(pg_st_batch *b, size_t from, size_t upto, pg_error *e
     int e = rc == PG_OK && n ? fsync_together(jobs, n, &bad) : 0;
     if (e)
         rc = pg_fail_errno(err, e, "fsync %s/%s", b->v[owner[bad]].dir, b->v[owner[bad]].sub);
-    free(jobs);
-    free(owner);
     return rc;
+}
+
+/* Entries [done, upto) renamed into place, in staging order. */
+static int batch_rename(pg_st_batch *b, size_t upto, pg_error *err)
+{
+    for (size_t i = b->done; i < upto; i++) {
+        st_staged *e = &b->v[i];
+        if (pg_st_sys_renameat(e->dirfd, e->tmp, e->name) != 0)
+            return pg_fail_errno(err, errno, "rename %s/%s/%s", e->dir, e->sub, e->tmp);
+        e->renamed = true;
+        if (batch_stops_here(b, err))
+            return PG_ERR_IO;
+    }
+    return PG_OK;
 }
 
 int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err)
@@ -597,14 +589,9 @@ int pg_st_batch_commit(pg_st_batch *b, size_t upto, pg_error *err)
     int rc = data_pending ? pg_st_batch_sync_data(b, err) : PG_OK;
     if (rc != PG_OK || (data_pending && batch_stops_here(b, err)))
         return rc == PG_OK ? PG_ERR_IO : rc;
-    for (size_t i = b->done; i < upto; i++) {
-        st_staged *e = &b->v[i];
-        if (pg_st_sys_renameat(e->dirfd, e->tmp, e->name) != 0)
-            return pg_fail_errno(err, errno, "rename %s/%s/%s", e->dir, e->sub, e->tmp);
-        e->renamed = true;
-        if (batch_stops_here(b, err))
-            return PG_ERR_IO;
-    }
+    rc = batch_rename(b, upto, err);
+    if (rc != PG_OK)
+        return rc;
     rc = batch_sync_dirs(b, b->done, upto, err);
     if (rc == PG_OK)
         b->done = upto;
@@ -624,15 +611,10 @@ int pg_st_batch_commit_existence(pg_st_batch *b, pg_error *err)
     if (b->abandoned)
         return pg_fail(err, PG_ERR_IO, "write batch already stopped");
     size_t from = b->done, n = b->n - from;
-    for (size_t i = from; i < b->n; i++) {
-        st_staged *e = &b->v[i];
-        if (pg_st_sys_renameat(e->dirfd, e->tmp, e->name) != 0)
-            return pg_fail_errno(err, errno, "rename %s/%s/%s", e->dir, e->sub, e->tmp);
-        e->renamed = true;
-        if (batch_stops_here(b, err))
-            return PG_ERR_IO;
-    }
-    sync_job *jobs = calloc(n + BATCH_MAX_DIRS + 1, sizeof *jobs);
+    int rc = batch_rename(b, b->n, err);
+    if (rc != PG_OK)
+        return rc;
+    pg_autofree sync_job *jobs = calloc(n + BATCH_MAX_DIRS + 1, sizeof *jobs);
     if (!jobs)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     size_t k = 0;
@@ -643,7 +625,6 @@ int pg_st_batch_commit_existence(pg_st_batch *b, pg_error *err)
         jobs[k++].fd = b->dirs[i].fd;
     size_t bad = 0;
     int e = k ? fsync_together(jobs, k, &bad) : 0;
-    free(jobs);
     for (size_t i = from; i < b->n; i++)
         if (b->v[i].fd >= 0) {
             close(b->v[i].fd);
@@ -669,7 +650,6 @@ void pg_st_batch_free(pg_st_batch *b)
     *b = (pg_st_batch){0};
 }
 
-/* unlinkat + directory fsync; *removed tells whether anything was there. */
 int pg_st_remove_file(int dirfd, const char *dir, const char *sub, const char *name, bool *removed,
                       pg_error *err)
 {
@@ -711,45 +691,50 @@ bool pg_st_exists_at(int dirfd, const char *name)
     return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-int pg_st_with_lock(const record_dir *w, int (*op)(void *ctx, pg_error *err), void *ctx,
-                    pg_error *err)
+bool pg_st_absent_at(int dirfd, const char *name)
 {
-    int lock_fd;
-    int rc = pg_st_lock_store(w, &lock_fd, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = op(ctx, err);
-    pg_st_unlock_store(lock_fd);
-    return rc;
+    struct stat st;
+    return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+}
+
+void *pg_st_grow(void *v, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap)
+        return v;
+    size_t c = *cap ? 2 * *cap : first;
+    void *grown = realloc(v, c * size);
+    if (grown)
+        *cap = c;
+    return grown;
+}
+
+int pg_st_unlink(int dirfd, const char *dir, const char *sub, const char *name, pg_error *err)
+{
+    if (pg_st_sys_unlinkat(dirfd, name) != 0 && errno != ENOENT)
+        return pg_fail_errno(err, errno, "remove %s/%s/%s", dir, sub, name);
+    return PG_OK;
 }
 
 /* ------------------------------------------------------------ walking */
 
-/* Calls fn for each record-named entry of d/sub. A missing sub is empty. */
-int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, void *ud,
-                       pg_error *err)
+int pg_st_walk(const record_dir *d, const char *sub, bool (*want)(const char *name),
+               pg_st_entry_fn fn, void *ud, pg_error *err)
 {
-    int fd;
+    pg_autoclose int fd = -1, dup_fd = -1;
     int rc = pg_st_open_subdir(d, sub, &fd, err);
     if (rc == PG_ERR_NOT_FOUND)
         return PG_OK;
     if (rc != PG_OK)
         return rc;
-    int dup_fd = dup(fd); /* closedir closes its own fd; keep fd for openat */
+    dup_fd = dup(fd); /* closedir closes its own fd; keep fd for openat */
     DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    if (!dir) {
-        int e = errno;
-        if (dup_fd >= 0)
-            close(dup_fd);
-        close(fd);
-        return pg_fail_errno(err, e, "list %s/%s", d->path, sub);
-    }
+    if (!dir)
+        return pg_fail_errno(err, errno, "list %s/%s", d->path, sub);
+    dup_fd = -1; /* dir's now */
     struct dirent *de;
-    rc = PG_OK;
     while (rc == PG_OK && (de = readdir(dir)) != NULL)
-        if (pg_st_is_record_name(de->d_name))
+        if (want(de->d_name))
             rc = fn(fd, d, de->d_name, ud);
     closedir(dir);
-    close(fd);
     return rc;
 }

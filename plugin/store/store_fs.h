@@ -9,6 +9,7 @@
 #ifndef PULLGATE_STORE_FS_H
 #define PULLGATE_STORE_FS_H
 
+#include "cleanup.h"
 #include "internal.h"
 
 #include <stdbool.h>
@@ -30,6 +31,10 @@
 #define MAX_COUNT_BYTES 64
 
 typedef char file_name[FILE_NAME_LEN + 1];
+
+/* A record released when its block is left (cleanup.h). */
+static inline void pg_st_cleanup_record(pg_record **r) { pg_record_free(*r); }
+#define pg_autorecord __attribute__((cleanup(pg_st_cleanup_record)))
 
 /* A record directory: the writable one (stateDir) or a read-only one. */
 typedef struct record_dir {
@@ -73,9 +78,6 @@ typedef int (*pg_st_step_item)(void *ctx, size_t i, pg_error *err);
 typedef int (*pg_st_step_end)(void *ctx, pg_error *err);
 int pg_st_in_steps(const record_dir *w, size_t n, pg_st_step_item item, pg_st_step_end end,
                    void *ctx, pg_error *err);
-/* op(ctx) under the store lock. */
-int pg_st_with_lock(const record_dir *w, int (*op)(void *ctx, pg_error *err), void *ctx,
-                    pg_error *err);
 /* Atomic replacement of dir/sub/name; durable (file and directory fsync'd) when sync. */
 int pg_st_write_file_replace(int dirfd, const char *dir, const char *sub, const char *name,
                              const char *data, size_t len, bool sync, pg_error *err);
@@ -140,9 +142,16 @@ int pg_st_read_strict(int dirfd, const record_dir *d, const char *sub, const cha
 int pg_st_mismatch(pg_error *err, const record_dir *d, const char *sub, const char *name,
                    const char *field, const char *value);
 bool pg_st_exists_at(int dirfd, const char *name);
-/* Calls fn for each record-named entry of d/sub. A missing sub is empty. */
+/* Nothing at dirfd/name (ENOENT); a name that cannot be stat'ed is not absent. */
+bool pg_st_absent_at(int dirfd, const char *name);
+/* v with room for element n (of `size` bytes, *cap of them), grown by doubling
+ * from `first`; NULL: out of memory (v unchanged). */
+void *pg_st_grow(void *v, size_t *cap, size_t n, size_t size, size_t first);
+/* unlinkat, not synced; an absent name is fine. */
+int pg_st_unlink(int dirfd, const char *dir, const char *sub, const char *name, pg_error *err);
+/* Calls fn for each entry of d/sub whose name want() accepts. A missing sub is empty. */
 typedef int (*pg_st_entry_fn)(int dirfd, const record_dir *d, const char *name, void *ud);
-int pg_st_walk_records(const record_dir *d, const char *sub, pg_st_entry_fn fn, void *ud,
-                       pg_error *err);
+int pg_st_walk(const record_dir *d, const char *sub, bool (*want)(const char *name),
+               pg_st_entry_fn fn, void *ud, pg_error *err);
 
 #endif

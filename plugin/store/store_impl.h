@@ -1,32 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The record store's top layer: the store itself (struct pg_store), shared by
- * store.c, store_prune.c and store_lookup.c. The layers below work on record
- * directories, never on the store; each layer's functions are declared in its
- * own header, which includes only the headers of layers below it, so a call
- * upwards does not compile (docs/design.md, "Parts and data flow";
- * test_store_layers):
- *   1 store_fs.c        (store_fs.h) the layout, a record directory,
- *                       safe-filesystem primitives: directory checks, strict
- *                       reads, atomic durable writes and write batches, the
- *                       lock and its short steps, directory walks
- *   2 store_read.c      (store_read.h) reading a record, credential times, an
- *                       index entry; a record focused on what a decision reads
- *   3 store_intent.c    (store_intent.h) intents and their reference counts
- *     store_index.c     (store_index.h) writing the identity -> imageRef index
- *     store_credtimes.c (store_credtimes.h) writing per-credential times
- *     store_credidx.c   (store_credidx.h) the credential index (one-shot lookups)
- *     store_names.c     (store_names.h) the writable directory's name index
- *     store_dircache.c  (store_dircache.h) names caches of the other directories
- *   4 store_impl.h      this header: the store
- *   5 store.c           open/free, get, record_pulled and the other writes,
- *                       list, delete, the long-lived caches
- *     store_prune.c     prune
- *   6 store_lookup.c    (store_lookup.h) a decision's lookups, each file read
- *                       once: for the engine above the store (decide.c)
- * Beside them, below the top layer: lookup_cache.c (absences), record_cache.c
- * (parsed files). Not installed; nothing outside the engine includes these
- * headers.
+ * store.c, store_prune.c and store_lookup.c. Each layer's functions are
+ * declared in its own header, which includes only the headers of layers below
+ * it, so a call upwards does not compile (test_store_layers). From the ground
+ * up: 1 store_fs; 2 store_read; 3 store_intent, store_index, store_credtimes,
+ * store_credidx, store_names, store_dircache (each on a record directory,
+ * never on the store); 4 this header; 5 store.c, store_prune.c;
+ * 6 store_lookup (the store's face to the engine above it). Beside them, below
+ * the top layer: lookup_cache and record_cache. What each file does:
+ * docs/design.md, "Parts and data flow". Not installed.
  */
 #ifndef PULLGATE_STORE_IMPL_H
 #define PULLGATE_STORE_IMPL_H

@@ -8,22 +8,15 @@
 #include "internal.h"
 #include "store_index.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* -------------------------------------------------------------- index */
 
 static char *index_json(const char *image, const char *image_ref)
 {
-    json_t *o = json_pack("{s:s, s:s}", "image", image, "imageRef", image_ref);
-    char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return text;
+    pg_autojson json_t *o = json_pack("{s:s, s:s}", "image", image, "imageRef", image_ref);
+    return o ? json_dumps(o, JSON_COMPACT) : NULL;
 }
 
 /* images/<hash(key)> = {"image":key,"imageRef":ref}, staged in b; unchanged entries are not
@@ -35,18 +28,15 @@ static int write_index(const record_dir *w, pg_st_batch *b, int fd, const char *
     int rc = pg_record_file_name(key, name, err);
     if (rc != PG_OK)
         return rc;
-    char *text = index_json(key, image_ref);
+    pg_autofree char *text = index_json(key, image_ref), *old = NULL;
     if (!text)
         return pg_fail(err, PG_ERR_INVALID, "cannot serialise the image index entry of \"%.200s\"",
                        key);
-    char *old = NULL;
     rc = pg_st_read_strict(fd, w, SUB_IMAGES, name, MAX_INDEX_BYTES, &old, NULL, err);
     if (rc == PG_OK && strcmp(old, text) == 0)
-        rc = PG_OK;
-    else if (rc == PG_OK || rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
+        return PG_OK;
+    if (rc == PG_OK || rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
         rc = pg_st_batch_stage(b, fd, w->path, SUB_IMAGES, name, text, strlen(text), err);
-    free(old);
-    free(text);
     return rc;
 }
 
@@ -55,16 +45,14 @@ int pg_st_update_index(const record_dir *w, pg_st_batch *b, const char *image,
                        const char *normalised, const char *digest_only, const char *image_ref,
                        pg_error *err)
 {
-    int fd;
+    pg_autoclose int fd = -1;
     int rc = pg_st_open_subdir(w, SUB_IMAGES, &fd, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = write_index(w, b, fd, normalised, image_ref, err);
+    if (rc == PG_OK)
+        rc = write_index(w, b, fd, normalised, image_ref, err);
     if (rc == PG_OK && strcmp(image, normalised) != 0)
         rc = write_index(w, b, fd, image, image_ref, err);
     if (rc == PG_OK && digest_only && strcmp(digest_only, normalised) != 0)
         rc = write_index(w, b, fd, digest_only, image_ref, err);
-    close(fd);
     return rc;
 }
 
@@ -84,52 +72,31 @@ int pg_st_update_index(const record_dir *w, pg_st_batch *b, const char *image,
 static bool entry_record_file(const record_dir *w, int images_fd, const char *entry,
                               file_name record)
 {
-    char *ref = NULL;
+    pg_autofree char *ref = NULL;
     pg_error ignored = {0};
-    bool ok = pg_st_index_read(images_fd, w, entry, &ref, &ignored) == PG_OK &&
-              pg_record_file_name(ref, record, &ignored) == PG_OK;
-    free(ref);
-    return ok;
-}
-
-static bool no_record(int pulled_fd, const char *record)
-{
-    struct stat st;
-    return fstatat(pulled_fd, record, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+    return pg_st_index_read(images_fd, w, entry, &ref, &ignored) == PG_OK &&
+           pg_record_file_name(ref, record, &ignored) == PG_OK;
 }
 
 bool pg_st_index_orphan(const record_dir *w, int images_fd, int pulled_fd, const char *entry)
 {
     file_name record;
-    return entry_record_file(w, images_fd, entry, record) && no_record(pulled_fd, record);
+    return entry_record_file(w, images_fd, entry, record) && pg_st_absent_at(pulled_fd, record);
 }
 
 /* ------------------------------------------------------------ aliases */
 
-/* Up to two index keys per alias: as written and its other spelling. */
-typedef struct alias_keys {
-    char **keys; /* NULL-terminated */
-    size_t n;
-} alias_keys;
-
-static int add_key(alias_keys *k, const char *key, pg_error *err)
+/* Up to two index keys per alias (as written and its other spelling), once each. */
+static int add_key(pg_strv *k, const char *key, pg_error *err)
 {
     for (size_t i = 0; i < k->n; i++)
-        if (strcmp(k->keys[i], key) == 0)
+        if (strcmp(k->v[i], key) == 0)
             return PG_OK;
-    char **grown = realloc(k->keys, (k->n + 2) * sizeof *grown);
-    if (grown)
-        k->keys = grown;
-    char *copy = grown ? strdup(key) : NULL;
-    if (!copy)
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    k->keys[k->n++] = copy;
-    k->keys[k->n] = NULL;
-    return PG_OK;
+    return pg_strv_push(k, key, err);
 }
 
 /* An ID under both spellings; a reference as written and normalised. */
-static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
+static int alias_spellings(pg_strv *k, const char *alias, pg_error *err)
 {
     pg_ref *ref = NULL;
     int rc = pg_st_check_input("alias", alias, err);
@@ -151,16 +118,14 @@ static int alias_spellings(alias_keys *k, const char *alias, pg_error *err)
 
 int pg_st_alias_keys(const char *const *aliases, char ***keys, pg_error *err)
 {
-    alias_keys k = {NULL, 0};
+    pg_strv k = {0};
     int rc = PG_OK;
     /* Every alias is validated before anything is written: all or nothing. */
     for (size_t i = 0; rc == PG_OK && aliases && aliases[i]; i++)
         rc = alias_spellings(&k, aliases[i], err);
-    if (rc != PG_OK) {
-        pg_strv_free(k.keys);
-        k.keys = NULL;
-    }
-    *keys = k.keys;
+    if (rc != PG_OK)
+        pg_strv_clear(&k);
+    *keys = k.v;
     return rc;
 }
 
@@ -169,11 +134,9 @@ int pg_st_stage_aliases(const record_dir *w, pg_st_batch *b, char *const *keys,
 {
     if (!keys || !keys[0])
         return PG_OK;
-    int fd = -1;
+    pg_autoclose int fd = -1;
     int rc = pg_st_open_subdir(w, SUB_IMAGES, &fd, err);
     for (size_t i = 0; rc == PG_OK && keys[i]; i++)
         rc = write_index(w, b, fd, keys[i], image_ref, err);
-    if (fd >= 0)
-        close(fd);
     return rc;
 }

@@ -1,17 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Pull intents (pulling/) and pullgate's reference counts of them
- * (pullgate-intents/); why counts exist is described at the top of
- * plugin/store/store.c.
+ * (pullgate-intents/); why counts exist: docs/design.md, "Record directories".
  */
 #include "internal.h"
 #include "store_intent.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ intents */
@@ -23,7 +20,7 @@
  */
 static int read_count(int fd, const record_dir *d, const char *name, long *count, pg_error *err)
 {
-    char *buf;
+    pg_autofree char *buf = NULL;
     *count = 0;
     int rc = pg_st_read_strict(fd, d, SUB_INTENTS, name, MAX_COUNT_BYTES, &buf, NULL, err);
     if (rc == PG_ERR_NOT_FOUND || rc == PG_ERR_LIMIT)
@@ -35,7 +32,6 @@ static int read_count(int fd, const record_dir *d, const char *name, long *count
     long v = strtol(buf, &end, 10);
     if (!errno && end != buf && (*end == '\0' || *end == '\n') && v > 0)
         *count = v;
-    free(buf);
     return PG_OK;
 }
 
@@ -57,15 +53,13 @@ static int stage_intent(const record_dir *w, const char *api_version, pg_st_batc
 {
     if (pg_st_exists_at(pulling_fd, name))
         return PG_OK;
-    char *text;
+    pg_autofree char *text = NULL;
     int rc = pg_intent_serialize(image, api_version, &text, err);
     if (rc != PG_OK)
         return rc;
     size_t len = strlen(text);
     text[len] = '\n'; /* json_dumps' buffer: replace the NUL, Go's encoder ends with "\n" */
-    rc = pg_st_batch_stage(b, pulling_fd, w->path, SUB_PULLING, name, text, len + 1, err);
-    free(text);
-    return rc;
+    return pg_st_batch_stage(b, pulling_fd, w->path, SUB_PULLING, name, text, len + 1, err);
 }
 
 typedef struct intent_dirs {
@@ -106,40 +100,27 @@ static int take_intent(const record_dir *w, const char *api_version, pg_st_batch
 }
 
 /*
- * No fsync: the caller made the record durable first (or the pull failed), and
- * a removal lost in a crash leaves an intent, the strict side.
- */
-static int remove_unsynced(int fd, const record_dir *d, const char *sub, const char *name,
-                           pg_error *err)
-{
-    if (pg_st_sys_unlinkat(fd, name) != 0 && errno != ENOENT)
-        return pg_fail_errno(err, errno, "remove %s/%s/%s", d->path, sub, name);
-    return PG_OK;
-}
-
-/*
  * Under the lock: count-- (floor 0); at 0 remove the count then the intent.
  * That order means a crash in between leaves an intent without a count, which
  * the next release of the image cleans up, and meanwhile errs on the strict side.
+ * No fsync: the caller made the record durable first (or the pull failed), and
+ * a removal lost in a crash leaves an intent, the strict side.
  */
-static int release_intent(const record_dir *w, const char *image, pg_error *err)
+static int release_intent(const record_dir *w, const intent_dirs *fds, const char *image,
+                          pg_error *err)
 {
     file_name name;
-    intent_dirs fds = {-1, -1};
     long count = 0;
     int rc = pg_record_file_name(image, name, err);
     if (rc == PG_OK)
-        rc = open_intent_dirs(w, &fds, err);
-    if (rc == PG_OK)
-        rc = read_count(fds.intents, w, name, &count, err);
+        rc = read_count(fds->intents, w, name, &count, err);
     if (rc == PG_OK && count > 1)
-        rc = write_count(fds.intents, w, name, count - 1, err);
+        rc = write_count(fds->intents, w, name, count - 1, err);
     else if (rc == PG_OK) {
-        rc = remove_unsynced(fds.intents, w, SUB_INTENTS, name, err);
+        rc = pg_st_unlink(fds->intents, w->path, SUB_INTENTS, name, err);
         if (rc == PG_OK)
-            rc = remove_unsynced(fds.pulling, w, SUB_PULLING, name, err);
+            rc = pg_st_unlink(fds->pulling, w->path, SUB_PULLING, name, err);
     }
-    close_intent_dirs(&fds);
     return rc;
 }
 
@@ -156,13 +137,13 @@ static int both_spellings(const char *image, const char *out[2])
 }
 
 /*
- * Both spellings' intents staged in one batch, durable together before the
- * pull is forwarded: renamed, then their data and pulling/ fsync'd in one
- * round. An intent counts by existing (nothing reads its content), so one
- * whose data a crash tore still says "pulled by us".
+ * Taken, both spellings' intents are staged in one batch, durable together
+ * before the pull is forwarded: renamed, then their data and pulling/ fsync'd
+ * in one round. An intent counts by existing (nothing reads its content), so
+ * one whose data a crash tore still says "pulled by us".
  */
-int pg_st_take_intents(const record_dir *w, const char *api_version, const char *image,
-                       pg_error *err)
+int pg_st_intents(const record_dir *w, const char *api_version, const char *image, bool take,
+                  pg_error *err)
 {
     intent_dirs fds = {-1, -1};
     const char *spellings[2] = {image, NULL};
@@ -171,22 +152,12 @@ int pg_st_take_intents(const record_dir *w, const char *api_version, const char 
     int rc = both_spellings(image, spellings) == PG_OK ? open_intent_dirs(w, &fds, err)
                                                        : pg_fail(err, PG_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == PG_OK && i < 2 && spellings[i]; i++)
-        rc = take_intent(w, api_version, &b, &fds, spellings[i], err);
-    if (rc == PG_OK)
+        rc = take ? take_intent(w, api_version, &b, &fds, spellings[i], err)
+                  : release_intent(w, &fds, spellings[i], err);
+    if (rc == PG_OK && take)
         rc = pg_st_batch_commit_existence(&b, err);
     pg_st_batch_free(&b);
     close_intent_dirs(&fds);
-    free((char *)spellings[1]);
-    return rc;
-}
-
-int pg_st_release_intents(const record_dir *w, const char *image, pg_error *err)
-{
-    const char *spellings[2] = {image, NULL};
-    int rc = both_spellings(image, spellings) == PG_OK ? PG_OK
-                                                       : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; rc == PG_OK && i < 2 && spellings[i]; i++)
-        rc = release_intent(w, spellings[i], err);
     free((char *)spellings[1]);
     return rc;
 }

@@ -9,12 +9,10 @@
 
 #include "store_fs.h"
 
-/* Under the lock: count++ of image's intents (both spellings) and the intents
- * written if absent, durable on return. */
-int pg_st_take_intents(const record_dir *w, const char *api_version, const char *image,
-                       pg_error *err);
-/* Under the lock: count-- of image's intents (both spellings); at 0 they go. Not
- * synced: a release lost in a crash leaves an intent, the strict side. */
-int pg_st_release_intents(const record_dir *w, const char *image, pg_error *err);
+/* Under the lock, image's intents (both spellings): take: count++ and the intents
+ * written if absent, durable on return; else count--, at 0 they go (not synced:
+ * a release lost in a crash leaves an intent, the strict side). */
+int pg_st_intents(const record_dir *w, const char *api_version, const char *image, bool take,
+                  pg_error *err);
 
 #endif

@@ -1,18 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A decision's lookups (store_lookup.h; docs/design.md, "What the lookups
- * cost"). Every answer about a file of a record directory is kept for the
- * rest of the decision, keyed by (directory, subdirectory, file name): a
- * record found under one spelling and resolved again through the image index
- * is the same entry, read once. Where a record comes from, cheapest first:
- *  1. a long-lived store (pg_store_enable_cache): its cache of parsed records
- *     and credential times (record_cache.h), each re-validated by fstatat, and
- *     its cache of absences (lookup_cache.h);
- *  2. the writable directory's credential index (store_credidx.h), when it is
- *     current for the record and its times: a decision in a fresh process then
- *     parses neither;
- *  3. the record file, parsed, and its credential times when a credential is
- *     kept (what every other case falls back to).
+ * A decision's lookups (store_lookup.h): every answer about a file of a record
+ * directory is kept for the rest of the decision, keyed by (directory,
+ * subdirectory, file name). Where a record comes from, cheapest first (a
+ * long-lived store's caches, the credential index, the file parsed):
+ * docs/design.md, "What the lookups cost".
  */
 #include "store_lookup.h"
 
@@ -67,12 +59,10 @@ pg_lookup *pg_lookup_new(const pg_store *s, const pg_record_focus *focus)
 {
     pg_lookup *l = calloc(1, sizeof *l);
     size_t n_fds = s ? s->n_dirs * N_SUBS : 0;
-    if (l && n_fds && !(l->fds = malloc(n_fds * sizeof *l->fds))) {
+    if (!l || (n_fds && !(l->fds = malloc(n_fds * sizeof *l->fds)))) {
         free(l);
         return NULL;
     }
-    if (!l)
-        return NULL;
     for (size_t k = 0; k < n_fds; k++)
         l->fds[k] = FD_UNTRIED;
     l->s = s;
@@ -87,8 +77,7 @@ void pg_lookup_free(pg_lookup *l)
     if (!l)
         return;
     for (size_t k = 0; l->s && k < l->s->n_dirs * N_SUBS; k++)
-        if (l->fds[k] >= 0)
-            close(l->fds[k]);
+        pg_cleanup_close(&l->fds[k]);
     for (size_t i = 0; i < l->n; i++) {
         pg_focused_clear(&l->m[i]->rec);
         free(l->m[i]->ref);
@@ -155,14 +144,10 @@ static memo *memo_get(pg_lookup *l, size_t i, int sub, const char *file)
     for (size_t k = 0; k < l->n; k++)
         if (l->m[k]->dir == i && l->m[k]->sub == sub && strcmp(l->m[k]->file, file) == 0)
             return l->m[k];
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 32;
-        memo **grown = realloc(l->m, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        l->m = grown;
-        l->cap = cap;
-    }
+    memo **grown = pg_st_grow(l->m, &l->cap, l->n, sizeof *grown, 32);
+    if (!grown)
+        return NULL;
+    l->m = grown;
     memo *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
@@ -246,13 +231,35 @@ static int sub_of(pg_entry_kind kind)
                                      : PG_LC_IMAGES;
 }
 
+/* The file name of key (a `what`) in directory i of l's store. */
+static int key_file(const pg_lookup *l, size_t i, const char *what, const char *key,
+                    file_name file, pg_error *err)
+{
+    int rc = l && l->s && i < l->s->n_dirs ? pg_st_check_input(what, key, err)
+                                           : pg_fail(err, PG_ERR_INVALID, "no record store");
+    return rc == PG_OK ? pg_record_file_name(key, file, err) : rc;
+}
+
 bool pg_lookup_exists(pg_lookup *l, size_t i, pg_entry_kind kind, const char *key)
 {
     file_name file;
-    if (!l || !l->s || i >= l->s->n_dirs || pg_st_check_input("key", key, NULL) != PG_OK ||
-        pg_record_file_name(key, file, NULL) != PG_OK)
-        return false;
-    return exists_file(l, i, sub_of(kind), file);
+    return key_file(l, i, "key", key, file, NULL) == PG_OK && exists_file(l, i, sub_of(kind), file);
+}
+
+/* The object of `file` in directory i's subdirectory sub (open as fd) through a
+ * long-lived store's cache, which re-validates it by fstatat; an absence found
+ * there goes to the absence cache (gen: read before). */
+static int cached_get(pg_lookup *l, size_t i, pg_lc_sub sub, int fd, const char *file,
+                      uint64_t gen, pg_record_loader load, pg_cache_free free_obj, void *ud,
+                      pg_cached_record **ref, pg_error *err)
+{
+    const pg_store *s = l->s;
+    pg_autofree char *key = pg_st_cache_key(&s->dirs[i], pg_lc_sub_name(sub));
+    int rc = key ? pg_record_cache_get(s->cache, fd, key, file, load, free_obj, ud, ref, err)
+                 : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (rc == PG_ERR_NOT_FOUND) /* the cache's own fstatat/openat said ENOENT */
+        pg_lookup_cache_note_absent(s->lookups, i, sub, file, gen);
+    return rc;
 }
 
 /* ---------------------------------------------------------- credential times */
@@ -297,14 +304,9 @@ static int times_cached(pg_lookup *l, const char *file, const pg_record *rec,
     if (pg_lookup_cache_absent(s->lookups, 0, PG_LC_CREDTIMES, file, &gen))
         return PG_OK;
     int fd = sub_fd(l, 0, PG_LC_CREDTIMES, &rc, err);
-    char *key = rc == PG_OK ? pg_st_cache_key(&s->dirs[0], SUB_CREDTIMES) : NULL;
     times_of_record t = {&s->dirs[0], rec->image_ref};
     if (rc == PG_OK)
-        rc = key ? pg_record_cache_get(s->cache, fd, key, file, load_times, free_json, &t, ref, err)
-                 : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    free(key);
-    if (rc == PG_ERR_NOT_FOUND && fd >= 0)
-        pg_lookup_cache_note_absent(s->lookups, 0, PG_LC_CREDTIMES, file, gen);
+        rc = cached_get(l, 0, PG_LC_CREDTIMES, fd, file, gen, load_times, free_json, &t, ref, err);
     return rc == PG_ERR_NOT_FOUND ? PG_OK : rc;
 }
 
@@ -354,14 +356,9 @@ static int record_cached(pg_lookup *l, size_t i, int fd, memo *e, pg_error *err)
     uint64_t gen = 0;
     if (pg_lookup_cache_absent(s->lookups, i, PG_LC_PULLED, e->file, &gen))
         return PG_ERR_NOT_FOUND;
-    char *key = pg_st_cache_key(d, SUB_PULLED);
     pg_cached_record *ref = NULL, *tref = NULL;
-    int rc = key ? pg_record_cache_get(s->cache, fd, key, e->file, load_record, free_record,
-                                       (void *)d, &ref, err)
-                 : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    free(key);
-    if (rc == PG_ERR_NOT_FOUND) /* the cache's own fstatat/openat said ENOENT */
-        pg_lookup_cache_note_absent(s->lookups, i, PG_LC_PULLED, e->file, gen);
+    int rc = cached_get(l, i, PG_LC_PULLED, fd, e->file, gen, load_record, free_record, (void *)d,
+                        &ref, err);
     const pg_record *full = pg_cached_get(ref);
     if (rc == PG_OK) {
         e->rec.maps_any = full->n_maps > 0;
@@ -418,12 +415,11 @@ static int record_parsed(pg_lookup *l, size_t i, int fd, memo *e, pg_error *err)
     }
     rc = pg_record_project(full, l->focus, &e->rec.rec, err);
     pg_record_free(full);
-    json_t *times = NULL;
+    pg_autojson json_t *times = NULL;
     if (rc == PG_OK && wants_times(l, i, &e->rec))
         rc = times_parsed(l, e->file, e->rec.rec, &times, err);
     if (rc == PG_OK)
         rc = fill_times(&e->rec, times, err);
-    json_decref(times);
     return rc;
 }
 
@@ -465,10 +461,7 @@ int pg_lookup_record(pg_lookup *l, size_t i, const char *key, const pg_focused *
 {
     file_name file;
     *out = NULL;
-    int rc = l && l->s && i < l->s->n_dirs ? pg_st_check_input("imageRef", key, err)
-                                           : pg_fail(err, PG_ERR_INVALID, "no record store");
-    if (rc == PG_OK)
-        rc = pg_record_file_name(key, file, err);
+    int rc = key_file(l, i, "imageRef", key, file, err);
     return rc == PG_OK ? record_file(l, i, file, out, err) : rc;
 }
 
@@ -494,18 +487,13 @@ static int read_index(pg_lookup *l, size_t i, memo *e, pg_error *err)
         return PG_ERR_NOT_FOUND;
     if (rc == PG_OK && !s->cache)
         return pg_st_index_read(fd, d, e->file, &e->ref, err);
-    char *key = rc == PG_OK ? pg_st_cache_key(d, SUB_IMAGES) : NULL;
     pg_cached_record *ref = NULL;
     if (rc == PG_OK)
-        rc = key ? pg_record_cache_get(s->cache, fd, key, e->file, load_index, free, (void *)d,
-                                       &ref, err)
-                 : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    free(key);
+        rc = cached_get(l, i, PG_LC_IMAGES, fd, e->file, gen, load_index, free, (void *)d, &ref,
+                        err);
     if (rc == PG_OK && !(e->ref = strdup(pg_cached_get(ref))))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
     pg_cached_record_release(ref);
-    if (rc == PG_ERR_NOT_FOUND && fd >= 0)
-        pg_lookup_cache_note_absent(s->lookups, i, PG_LC_IMAGES, e->file, gen);
     return rc;
 }
 
@@ -513,10 +501,7 @@ int pg_lookup_index(pg_lookup *l, size_t i, const char *key, const char **ref_ou
 {
     file_name file;
     *ref_out = NULL;
-    int rc = l && l->s && i < l->s->n_dirs ? pg_st_check_input("image", key, err)
-                                           : pg_fail(err, PG_ERR_INVALID, "no record store");
-    if (rc == PG_OK)
-        rc = pg_record_file_name(key, file, err);
+    int rc = key_file(l, i, "image", key, file, err);
     memo *e = rc == PG_OK ? memo_get(l, i, PG_LC_IMAGES, file) : NULL;
     if (rc == PG_OK && !e)
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
@@ -562,7 +547,7 @@ static int files_mapping(pg_lookup *l, size_t i, const char *image_name, pg_strv
     bool unk = false;
     rc = pg_st_name_hash(image_name, raw, err);
     if (rc == PG_OK)
-        rc = pg_st_dirnames_open(w, &s->dirs[i], &v, err);
+        rc = pg_st_dirnames_get(w, &s->dirs[i], &v, err);
     if (rc == PG_OK)
         rc = pg_st_dirnames_find(v, raw, collect_file, files, &unk, err);
     *unknown |= unk;
@@ -667,7 +652,7 @@ int pg_store_refresh_name_caches(const pg_store *store, pg_error *err)
     const record_dir *w = &store->dirs[0];
     int rc = PG_OK;
     for (size_t i = pg_st_names_complete(w) ? 1 : 0; rc == PG_OK && i < store->n_dirs; i++)
-        rc = pg_st_dirnames_refresh(w, &store->dirs[i], err);
+        rc = pg_st_dirnames_get(w, &store->dirs[i], NULL, err);
     return rc;
 }
 
@@ -679,8 +664,8 @@ int pg_store_credential_time(const pg_store *store, const pg_record *rec, const 
     if (!store || !store->writable || !rec->dir || strcmp(rec->dir, store->dirs[0].path) != 0)
         return PG_OK;
     file_name file;
-    int fd = -1;
-    json_t *times = NULL;
+    pg_autoclose int fd = -1;
+    pg_autojson json_t *times = NULL;
     int rc = pg_record_file_name(rec->image_ref, file, err);
     if (rc == PG_OK)
         rc = pg_st_open_subdir(&store->dirs[0], SUB_CREDTIMES, &fd, err);
@@ -690,8 +675,5 @@ int pg_store_credential_time(const pg_store *store, const pg_record *rec, const 
         rc = PG_OK;
     if (rc == PG_OK)
         rc = pg_st_credential_time(times, image_name, secret, sa, rec->last_updated, out, err);
-    json_decref(times);
-    if (fd >= 0)
-        close(fd);
     return rc;
 }

@@ -9,33 +9,18 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ name index */
 
-/*
- * "Preloaded" must be proven, which includes: no record in any directory maps
- * the image's normalised name. Scanning every record per decision would cost
- * O(records), so the writable directory keeps pullgate-names/<hash(name)>:
- * the record file names that map name, one a line, written under the lock
- * with the record and kept exact by prune. A line may be stale (record since
- * deleted): that errs on the strict side and lookups skip missing records.
- * Read-only directories (and this one before its index is complete) are
- * asked through their names caches (store_dircache.c).
- */
-
+/* One record file a line. A line may be stale (record since deleted): that errs
+ * on the strict side and lookups skip missing records. */
 #define MAX_NAMES_BYTES (16u << 20)
-/*
- * pullgate-names/ covers every record of pulled/ only from the moment this
- * marker exists: written when the layout is new (pulled/ empty) and by prune's
- * rebuild. Without it (records from before the name index, or placed by hand)
- * the writable directory is treated like a read-only one: scanned, cached.
- */
+/* pullgate-names/ covers every record of pulled/ only once this marker exists;
+ * without it the writable directory is looked up like a read-only one. */
 #define NAMES_COMPLETE SUB_NAMES "/.complete-2" /* -2: lines by the image a key names */
 
 bool pg_st_names_complete(const record_dir *w) { return pg_st_exists_at(w->fd, NAMES_COMPLETE); }
@@ -56,7 +41,7 @@ static void names_mark_complete(const record_dir *w)
  */
 static bool has_no_records(const record_dir *w)
 {
-    int fd;
+    pg_autoclose int fd = -1;
     if (pg_st_open_subdir(w, SUB_PULLED, &fd, NULL) != PG_OK)
         return false;
     char buf[1024] __attribute__((aligned(8)));
@@ -72,7 +57,6 @@ static bool has_no_records(const record_dir *w)
             off += de->d_reclen;
         }
     }
-    close(fd);
     return empty;
 }
 
@@ -94,26 +78,19 @@ static bool line_present(const char *text, const char *line, size_t n)
 static int name_add_file(const record_dir *w, pg_st_batch *b, int fd, const char *name,
                          const char *file, pg_error *err)
 {
-    char *old = NULL;
+    pg_autofree char *old = NULL;
     size_t len = 0;
     int rc = pg_st_read_strict(fd, w, SUB_NAMES, name, MAX_NAMES_BYTES, &old, &len, err);
     if (rc == PG_ERR_NOT_FOUND)
         rc = PG_OK;
-    if (rc != PG_OK || (old && line_present(old, file, strlen(file)))) {
-        free(old);
+    if (rc != PG_OK || (old && line_present(old, file, strlen(file))))
         return rc;
-    }
     size_t n = len + strlen(file) + 2;
-    char *text = malloc(n);
-    if (!text) {
-        free(old);
+    pg_autofree char *text = malloc(n);
+    if (!text)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
     int wr = snprintf(text, n, "%s%s\n", old ? old : "", file);
-    rc = pg_st_batch_stage(b, fd, w->path, SUB_NAMES, name, text, (size_t)wr, err);
-    free(text);
-    free(old);
-    return rc;
+    return pg_st_batch_stage(b, fd, w->path, SUB_NAMES, name, text, (size_t)wr, err);
 }
 
 /*
@@ -132,22 +109,18 @@ static int indexed_name(const char *key, char **owned, const char **name, pg_err
 int pg_st_names_add_locked(const record_dir *w, pg_st_batch *b, const pg_record *rec,
                            const char *file, pg_error *err)
 {
-    int fd;
+    pg_autoclose int fd = -1;
     int rc = pg_st_open_subdir(w, SUB_NAMES, &fd, err);
-    if (rc != PG_OK)
-        return rc;
     for (size_t i = 0; rc == PG_OK && i < rec->n_maps; i++) {
         file_name name;
-        char *owned = NULL;
+        pg_autofree char *owned = NULL;
         const char *image = NULL;
         rc = indexed_name(rec->maps[i].image_name, &owned, &image, err);
         if (rc == PG_OK)
             rc = pg_record_file_name(image, name, err);
         if (rc == PG_OK)
             rc = name_add_file(w, b, fd, name, file, err);
-        free(owned);
     }
-    close(fd);
     return rc;
 }
 
@@ -155,7 +128,7 @@ int pg_st_names_files(const record_dir *w, int names_fd, const char *image_name,
                       pg_error *err)
 {
     file_name name;
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     int rc = pg_record_file_name(image_name, name, err);
     if (rc == PG_OK)
         rc = pg_st_read_strict(names_fd, w, SUB_NAMES, name, MAX_NAMES_BYTES, &text, NULL, err);
@@ -165,49 +138,31 @@ int pg_st_names_files(const record_dir *w, int names_fd, const char *image_name,
          rc == PG_OK && line; line = strtok_r(NULL, "\n", &save))
         if (strlen(line) == FILE_NAME_LEN && pg_st_is_record_name(line))
             rc = pg_strv_push(files, line, err);
-    free(text);
     return rc;
 }
 
 /* ------------------------------------------------ prune's upkeep of the index */
 
-/*
- * Prune keeps the name index exact without a rebuild under the lock: its walk
- * of pulled/ (outside the lock) collects every record's name lines; then each
- * name file that must change (lines of records gone, lines missing) is
- * rewritten in short locked steps, durably (data fsync'd before the rename:
- * a name file is never read torn), and name files with nothing left go.
- * What a file lists is recomputed under the lock as the union of its current
- * lines and the walk's, each kept only while its record file exists: a
- * record written by a concurrent pull added its own line under the lock, so
- * nothing is lost; a record removed since the walk drops out. Unchanged name
- * files are not touched and nothing calls syncfs.
- *
- * Without the completeness marker (records from before the index, or an
- * interrupted rebuild) every name file is rewritten durably, and only then is
- * the marker created and its directory fsync'd.
- */
+/* Prune's upkeep (docs/design.md, "The name index"): what a file lists is
+ * recomputed under the lock as the union of its current lines and the walk's,
+ * each kept only while its record file exists, so a concurrent pull's own line
+ * is never lost. */
 
 int pg_st_name_lines_add(pg_st_name_lines *l, const pg_record *rec, const char *file, pg_error *err)
 {
     for (size_t i = 0; i < rec->n_maps; i++) {
         char hex[PG_HASH_HEX_LEN + 1];
-        char *owned = NULL;
+        pg_autofree char *owned = NULL;
         const char *n = NULL;
         int rc = indexed_name(rec->maps[i].image_name, &owned, &n, err);
         if (rc == PG_OK)
             rc = pg_sha256_hex(n, strlen(n), hex, err);
-        free(owned);
         if (rc != PG_OK)
             return rc;
-        if (l->n == l->cap) {
-            size_t cap = l->cap ? 2 * l->cap : 256;
-            pg_st_name_line *grown = realloc(l->v, cap * sizeof *grown);
-            if (!grown)
-                return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-            l->v = grown;
-            l->cap = cap;
-        }
+        pg_st_name_line *grown = pg_st_grow(l->v, &l->cap, l->n, sizeof *grown, 256);
+        if (!grown)
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        l->v = grown;
         memcpy(l->v[l->n].hex, hex, sizeof hex);
         snprintf(l->v[l->n].file, sizeof l->v[l->n].file, "%s", file);
         l->n++;
@@ -228,7 +183,20 @@ static int cmp_line(const void *a, const void *b)
     return c ? c : strcmp(x->file, y->file);
 }
 
-static int cmp_file(const void *a, const void *b) { return strcmp(a, b); }
+static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Sorts n strings stored `size` bytes apart and drops repeats: the new n. */
+static size_t sort_unique(void *v, size_t n, size_t size)
+{
+    char *p = v;
+    if (n)
+        qsort(p, n, size, cmp_str);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (w == 0 || strcmp(p + (w - 1) * size, p + i * size) != 0)
+            memmove(p + w++ * size, p + i * size, size);
+    return w;
+}
 
 /* A sorted set of record file names. */
 typedef struct file_set {
@@ -238,27 +206,12 @@ typedef struct file_set {
 
 static int set_add(file_set *f, const char *file)
 {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? 2 * f->cap : 8;
-        file_name *grown = realloc(f->v, cap * sizeof *grown);
-        if (!grown)
-            return PG_ERR_NOMEM;
-        f->v = grown;
-        f->cap = cap;
-    }
+    file_name *grown = pg_st_grow(f->v, &f->cap, f->n, sizeof *grown, 8);
+    if (!grown)
+        return PG_ERR_NOMEM;
+    f->v = grown;
     snprintf(f->v[f->n++], sizeof(file_name), "%s", file);
     return PG_OK;
-}
-
-static void set_sort(file_set *f)
-{
-    if (f->n)
-        qsort(f->v, f->n, sizeof *f->v, cmp_file);
-    size_t w = 0;
-    for (size_t i = 0; i < f->n; i++)
-        if (w == 0 || strcmp(f->v[w - 1], f->v[i]) != 0)
-            memmove(f->v[w++], f->v[i], sizeof(file_name));
-    f->n = w;
 }
 
 static bool set_equal(const file_set *a, const file_set *b)
@@ -269,13 +222,6 @@ static bool set_equal(const file_set *a, const file_set *b)
         if (strcmp(a->v[i], b->v[i]) != 0)
             return false;
     return true;
-}
-
-/* Anything at pulled/<file>, even unreadable, is a record: the strict side. */
-static bool record_present(int pulled_fd, const char *file)
-{
-    struct stat st;
-    return fstatat(pulled_fd, file, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
 }
 
 typedef struct upkeep {
@@ -292,7 +238,8 @@ typedef struct upkeep {
 static int name_file_set(const upkeep *u, const char *hex, file_set *out, bool *exists,
                          pg_error *err)
 {
-    char name[FILE_NAME_LEN + 1], *text = NULL;
+    char name[FILE_NAME_LEN + 1];
+    pg_autofree char *text = NULL;
     snprintf(name, sizeof name, "%s%s", NAME_PREFIX, hex);
     int rc =
         pg_st_read_strict(u->names_fd, u->w, SUB_NAMES, name, MAX_NAMES_BYTES, &text, NULL, err);
@@ -302,18 +249,18 @@ static int name_file_set(const upkeep *u, const char *hex, file_set *out, bool *
     for (char *save = NULL, *line = text ? strtok_r(text, "\n", &save) : NULL; rc == PG_OK && line;
          line = strtok_r(NULL, "\n", &save))
         rc = set_add(out, line) == PG_OK ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    free(text);
-    set_sort(out);
+    out->n = sort_unique(out->v, out->n, sizeof *out->v);
     return rc;
 }
 
-/* What name file <hex> must list: its lines and the walk's, of records present. */
+/* What name file <hex> must list: its lines and the walk's, of records present
+ * (anything at pulled/<file>, even unreadable, is a record: the strict side). */
 static int name_wanted(const upkeep *u, const char *hex, const file_set *old, file_set *want)
 {
     int rc = PG_OK;
     for (size_t i = 0; rc == PG_OK && i < old->n; i++)
         if (strlen(old->v[i]) == FILE_NAME_LEN && pg_st_is_record_name(old->v[i]) &&
-            record_present(u->pulled_fd, old->v[i]))
+            !pg_st_absent_at(u->pulled_fd, old->v[i]))
             rc = set_add(want, old->v[i]);
     pg_st_name_line key = {{0}, {0}};
     memcpy(key.hex, hex, sizeof key.hex);
@@ -326,9 +273,9 @@ static int name_wanted(const upkeep *u, const char *hex, const file_set *old, fi
             hi = mid;
     }
     for (size_t i = lo; rc == PG_OK && i < u->lines->n && strcmp(u->lines->v[i].hex, hex) == 0; i++)
-        if (record_present(u->pulled_fd, u->lines->v[i].file))
+        if (!pg_st_absent_at(u->pulled_fd, u->lines->v[i].file))
             rc = set_add(want, u->lines->v[i].file);
-    set_sort(want);
+    want->n = sort_unique(want->v, want->n, sizeof *want->v);
     return rc;
 }
 
@@ -373,7 +320,7 @@ static int stage_name(upkeep *u, const char *hex, const char *text, size_t len, 
 static int name_settle(upkeep *u, const char *hex, const char *prepared, pg_error *err)
 {
     bool changes = false;
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     int rc = name_wanted_text(u, hex, &changes, &text, &len, err);
     if (rc == PG_OK && text && (!prepared || strcmp(prepared, text) != 0)) {
@@ -382,12 +329,10 @@ static int name_settle(upkeep *u, const char *hex, const char *prepared, pg_erro
         char name[FILE_NAME_LEN + 1];
         snprintf(name, sizeof name, "%s%s", NAME_PREFIX, hex);
         /* Not synced: a removal lost in a crash leaves only lines of records gone. */
-        if (pg_st_sys_unlinkat(u->names_fd, name) != 0 && errno != ENOENT)
-            rc = pg_fail_errno(err, errno, "remove %s/%s/%s", u->w->path, SUB_NAMES, name);
+        rc = pg_st_unlink(u->names_fd, u->w->path, SUB_NAMES, name, err);
     }
     /* Nothing to list now but a text prepared: it lists only records since
      * removed (stale lines, neutral); the next prune drops it. */
-    free(text);
     return rc;
 }
 
@@ -427,19 +372,25 @@ static int upkeep_chunk(upkeep *u, size_t from, size_t to, pg_error *err)
 
 static int add_name(upkeep *u, const char *hex)
 {
-    if (u->n_names == u->cap_names) {
-        size_t cap = u->cap_names ? 2 * u->cap_names : 256;
-        void *grown = realloc(u->names, cap * sizeof *u->names);
-        if (!grown)
-            return PG_ERR_NOMEM;
-        u->names = grown;
-        u->cap_names = cap;
-    }
+    void *grown = pg_st_grow(u->names, &u->cap_names, u->n_names, sizeof *u->names, 256);
+    if (!grown)
+        return PG_ERR_NOMEM;
+    u->names = grown;
     memcpy(u->names[u->n_names++], hex, PG_HASH_HEX_LEN + 1);
     return PG_OK;
 }
 
-static int cmp_hex(const void *a, const void *b) { return strcmp(a, b); }
+static bool is_name_file(const char *name)
+{
+    return pg_st_is_record_name(name) && strlen(name) == FILE_NAME_LEN;
+}
+
+static int add_name_file(int dirfd, const record_dir *d, const char *name, void *ud)
+{
+    (void)dirfd;
+    (void)d;
+    return add_name(ud, name + strlen(NAME_PREFIX));
+}
 
 /* Every name the walk saw or a name file has, once. */
 static int collect_names(upkeep *u, pg_error *err)
@@ -448,27 +399,13 @@ static int collect_names(upkeep *u, pg_error *err)
     for (size_t i = 0; rc == PG_OK && i < u->lines->n; i++)
         if (i == 0 || strcmp(u->lines->v[i].hex, u->lines->v[i - 1].hex) != 0)
             rc = add_name(u, u->lines->v[i].hex);
-    int dup_fd = dup(u->names_fd);
-    DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-    if (!dir) {
-        if (dup_fd >= 0)
-            close(dup_fd);
-        return pg_fail_errno(err, errno, "list %s/%s", u->w->path, SUB_NAMES);
-    }
-    struct dirent *de;
-    while (rc == PG_OK && (de = readdir(dir)) != NULL)
-        if (pg_st_is_record_name(de->d_name) && strlen(de->d_name) == FILE_NAME_LEN)
-            rc = add_name(u, de->d_name + strlen(NAME_PREFIX));
-    closedir(dir);
+    if (rc == PG_OK)
+        rc = pg_st_walk(u->w, SUB_NAMES, is_name_file, add_name_file, u, err);
+    if (rc == PG_ERR_NOMEM) /* add_name's only error */
+        return pg_fail(err, rc, "out of memory");
     if (rc != PG_OK)
-        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (u->n_names)
-        qsort(u->names, u->n_names, sizeof *u->names, cmp_hex);
-    size_t w = 0;
-    for (size_t i = 0; i < u->n_names; i++)
-        if (w == 0 || strcmp(u->names[w - 1], u->names[i]) != 0)
-            memmove(u->names[w++], u->names[i], sizeof *u->names);
-    u->n_names = w;
+        return rc;
+    u->n_names = sort_unique(u->names, u->n_names, sizeof *u->names);
     return PG_OK;
 }
 
@@ -478,10 +415,9 @@ static int keep_changing(upkeep *u, pg_error *err)
     size_t w = 0;
     for (size_t i = 0; i < u->n_names; i++) {
         bool changes = false;
-        char *text = NULL;
+        pg_autofree char *text = NULL;
         size_t len = 0;
         int rc = name_wanted_text(u, u->names[i], &changes, &text, &len, err);
-        free(text);
         if (rc != PG_OK)
             return rc;
         if (changes)
@@ -523,10 +459,8 @@ int pg_st_names_upkeep(const record_dir *d, pg_st_name_lines *lines, pg_error *e
     if (rc == PG_OK && u.rebuild)
         rc = pg_st_in_steps(d, 1, mark_complete, NULL, &u, err);
     pg_st_batch_free(&u.batch);
-    if (u.names_fd >= 0)
-        close(u.names_fd);
-    if (u.pulled_fd >= 0)
-        close(u.pulled_fd);
+    pg_cleanup_close(&u.names_fd);
+    pg_cleanup_close(&u.pulled_fd);
     free(u.names);
     return rc;
 }

@@ -1,42 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Prune (pg_store_prune): the records of images no longer in use leave the
- * writable directory, and with them what only they justified (docs/design.md,
- * "Prune"). Every walk runs outside the store lock; every change is made in
- * short locked steps (pg_st_in_steps), each re-checking under the lock what
- * the walk saw, so a pull is never held up for long and a record written or
- * refreshed meanwhile is never removed. The order is what power loss needs:
- *  1. stale temporary files (of writers that died) go;
- *  2. the records go, and pulled/ is fsync'd once they are gone (outside the
- *     lock) BEFORE their side files go: a crash can never keep a record and
- *     lose its credential times (which would give its credentials the
- *     record's time);
- *  3. side files (credential times, credential index) with no record go, the
- *     ones just orphaned and any a crash left (an orphan in between is never
- *     read: a new record of the same imageRef times only its own pull's
- *     credentials);
- *  4. image-index entries naming an imageRef with no record go;
- *  5. the name index is brought up to date (store_names.c).
- * The read-only directories' names caches are not refreshed here: that can
- * take seconds at 100k kubelet records, and pullgate-cri runs prune on its
- * one writer thread, where it would hold up pulls' intents. Callers refresh
- * them where nothing waits (pg_store_refresh_name_caches: pullgatectl prune).
- * Steps 3-5 remove only things whose loss or survival is harmless after a
- * crash (an orphan is never read as evidence of a record; a leftover index
- * entry or name line only keeps an image verified), so they are not synced,
- * except name files that are rewritten (data before rename).
+ * writable directory, and with them what only they justified. Walks run
+ * outside the store lock; changes are made in short locked steps
+ * (pg_st_in_steps), each re-checking what the walk saw. The steps' order is
+ * what power loss needs: docs/design.md, "Prune". The read-only directories'
+ * names caches are not refreshed here: that can take seconds at 100k kubelet
+ * records, and pullgate-cri runs prune on its writer thread.
  */
 #include "store_impl.h"
 #include "store_index.h"
 #include "store_names.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct prune {
@@ -78,18 +57,6 @@ static bool must_keep(const prune *p, const pg_record *rec)
            is_pinned(p->s, rec);
 }
 
-static bool record_absent(const prune *p, const char *file)
-{
-    struct stat st;
-    return fstatat(p->pulled_fd, file, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
-}
-
-static void todo_reset(prune *p)
-{
-    pg_strv_clear(&p->todo);
-    p->todo = (pg_strv){0};
-}
-
 /* ------------------------------------------------------ 1. temporary files */
 
 static bool is_temp(const char *name)
@@ -99,31 +66,28 @@ static bool is_temp(const char *name)
            strcmp(name + n - strlen(TMP_SUFFIX), TMP_SUFFIX) == 0;
 }
 
+static int list_temp(int dirfd, const record_dir *d, const char *name, void *ud)
+{
+    (void)dirfd;
+    (void)d;
+    prune *p = ud;
+    char rel[128];
+    snprintf(rel, sizeof rel, "%s/%s", p->sub, name);
+    return pg_strv_push(&p->todo, rel, p->err);
+}
+
+/* A subdirectory that cannot be listed is skipped: its temporary files stay. */
 static int list_temps(prune *p, pg_error *err)
 {
     static const char *const subs[] = {SUB_PULLING, SUB_PULLED,    SUB_INTENTS,  SUB_IMAGES,
                                        SUB_NAMES,   SUB_CREDTIMES, SUB_DIRCACHE, SUB_CREDIDX};
-    int rc = PG_OK;
-    for (size_t i = 0; rc == PG_OK && i < sizeof subs / sizeof subs[0]; i++) {
-        int fd;
-        if (pg_st_open_subdir(p->d, subs[i], &fd, NULL) != PG_OK)
-            continue;
-        int dup_fd = dup(fd);
-        DIR *dir = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-        struct dirent *de;
-        while (rc == PG_OK && dir && (de = readdir(dir)) != NULL)
-            if (is_temp(de->d_name)) {
-                char rel[128];
-                snprintf(rel, sizeof rel, "%s/%s", subs[i], de->d_name);
-                rc = pg_strv_push(&p->todo, rel, err);
-            }
-        if (dir)
-            closedir(dir);
-        else if (dup_fd >= 0)
-            close(dup_fd);
-        close(fd);
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        pg_error ignored = {0};
+        p->sub = subs[i];
+        if (pg_st_walk(p->d, subs[i], is_temp, list_temp, p, &ignored) == PG_ERR_NOMEM)
+            return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
-    return rc;
+    return PG_OK;
 }
 
 /*
@@ -173,8 +137,9 @@ static int remove_record(void *ctx, size_t i, pg_error *err)
     pg_record_free(rec);
     if (keep)
         return PG_OK;
-    if (pg_st_sys_unlinkat(p->pulled_fd, name) != 0 && errno != ENOENT)
-        return pg_fail_errno(err, errno, "remove %s/%s/%s", p->d->path, SUB_PULLED, name);
+    int rc = pg_st_unlink(p->pulled_fd, p->d->path, SUB_PULLED, name, err);
+    if (rc != PG_OK)
+        return rc;
     pg_st_cache_forget(p->s, name);
     p->pruned++;
     return PG_OK;
@@ -201,16 +166,15 @@ static int list_side_orphan(int dirfd, const record_dir *d, const char *name, vo
     (void)dirfd;
     (void)d;
     prune *p = ud;
-    return record_absent(p, name) ? pg_strv_push(&p->todo, name, p->err) : PG_OK;
+    return pg_st_absent_at(p->pulled_fd, name) ? pg_strv_push(&p->todo, name, p->err) : PG_OK;
 }
 
 static int remove_side_orphan(void *ctx, size_t i, pg_error *err)
 {
     prune *p = ctx;
     const char *name = p->todo.v[i];
-    if (record_absent(p, name) && pg_st_sys_unlinkat(p->sub_fd, name) != 0 && errno != ENOENT)
-        return pg_fail_errno(err, errno, "remove %s/%s/%s", p->d->path, p->sub, name);
-    return PG_OK;
+    return pg_st_absent_at(p->pulled_fd, name) ? pg_st_unlink(p->sub_fd, p->d->path, p->sub, name, err)
+                                               : PG_OK;
 }
 
 static int list_index_orphan(int dirfd, const record_dir *d, const char *name, void *ud)
@@ -227,23 +191,22 @@ static int remove_index_orphan(void *ctx, size_t i, pg_error *err)
     prune *p = ctx;
     const char *name = p->todo.v[i];
     /* Rewritten since the walk (the image pulled again): it names a record now. */
-    if (pg_st_index_orphan(p->d, p->sub_fd, p->pulled_fd, name) &&
-        pg_st_sys_unlinkat(p->sub_fd, name) != 0 && errno != ENOENT)
-        return pg_fail_errno(err, errno, "remove %s/%s/%s", p->d->path, SUB_IMAGES, name);
-    return PG_OK;
+    return pg_st_index_orphan(p->d, p->sub_fd, p->pulled_fd, name)
+               ? pg_st_unlink(p->sub_fd, p->d->path, SUB_IMAGES, name, err)
+               : PG_OK;
 }
 
 /* Finds the items of a sweep of sub outside the lock, then removes them in steps. */
 static int sweep(prune *p, const char *sub, pg_st_entry_fn list, pg_st_step_item remove,
                  pg_error *err)
 {
-    todo_reset(p);
+    pg_strv_clear(&p->todo);
     p->sub = sub;
     int rc = pg_st_open_subdir(p->d, sub, &p->sub_fd, err);
     if (rc == PG_ERR_NOT_FOUND)
         return PG_OK; /* pullgate-credidx/ is made on first use */
     if (rc == PG_OK)
-        rc = pg_st_walk_records(p->d, sub, list, p, err);
+        rc = pg_st_walk(p->d, sub, pg_st_is_record_name, list, p, err);
     if (rc == PG_OK)
         rc = pg_st_in_steps(p->d, p->todo.n, remove, NULL, p, err);
     close(p->sub_fd);
@@ -261,8 +224,8 @@ static int prune_all(prune *p, pg_error *err)
     if (rc == PG_OK)
         rc = pg_st_in_steps(p->d, p->todo.n, remove_temp, NULL, p, err);
     if (rc == PG_OK) {
-        todo_reset(p);
-        rc = pg_st_walk_records(p->d, SUB_PULLED, plan_entry, p, err);
+        pg_strv_clear(&p->todo);
+        rc = pg_st_walk(p->d, SUB_PULLED, pg_st_is_record_name, plan_entry, p, err);
     }
     if (rc == PG_OK)
         rc = pg_st_in_steps(p->d, p->todo.n, remove_record, NULL, p, err);
@@ -302,8 +265,7 @@ PG_API int pg_store_prune(pg_store *store, const char *const *in_use_refs, time_
     if (p.n_in_use)
         qsort(p.in_use, p.n_in_use, sizeof *p.in_use, cmp_str);
     rc = prune_all(&p, err);
-    if (p.pulled_fd >= 0)
-        close(p.pulled_fd);
+    pg_cleanup_close(&p.pulled_fd);
     pg_strv_clear(&p.todo);
     pg_st_name_lines_free(&p.lines);
     free(p.in_use);

@@ -15,16 +15,15 @@
 int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name, pg_record **out,
                          pg_error *err)
 {
-    char *buf;
+    pg_autofree char *buf = NULL;
     size_t len;
     *out = NULL; /* defined on every path, so callers never read garbage */
     int rc =
         pg_st_read_strict(pulled_fd, d, SUB_PULLED, name, PG_MAX_RECORD_BYTES, &buf, &len, err);
     if (rc != PG_OK)
         return rc;
-    pg_record *rec;
+    pg_autorecord pg_record *rec = NULL;
     rc = pg_record_parse(buf, len, &rec, err);
-    free(buf);
     if (rc != PG_OK)
         return pg_st_prefix_error(err, rc, d->path, SUB_PULLED, name);
     file_name expected;
@@ -33,12 +32,9 @@ int pg_st_read_record_at(int pulled_fd, const record_dir *d, const char *name, p
         rc = pg_st_mismatch(err, d, SUB_PULLED, name, "imageRef", rec->image_ref);
     if (rc == PG_OK && !(rec->dir = strdup(d->path)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (rc != PG_OK) {
-        pg_record_free(rec);
-        return rc;
-    }
-    *out = rec;
-    return PG_OK;
+    if (rc == PG_OK)
+        *out = pg_steal(&rec);
+    return rc;
 }
 
 /* ------------------------------------------------------ focused records */
@@ -68,7 +64,7 @@ bool pg_focus_keeps_sa(const pg_record_focus *f, const pg_pod_cred *r)
 pg_record *pg_st_focused_new(const char *image_ref, const char *dir, const char *api_version,
                              time_t last_updated, const char *last_updated_text)
 {
-    pg_record *rec = pg_record_new(image_ref, NULL);
+    pg_autorecord pg_record *rec = pg_record_new(image_ref, NULL);
     if (!rec)
         return NULL;
     rec->last_updated = last_updated;
@@ -79,11 +75,7 @@ pg_record *pg_st_focused_new(const char *image_ref, const char *dir, const char 
         free(rec->api_version);
         rec->api_version = api;
     }
-    if ((dir && !rec->dir) || !rec->last_updated_text || !api) {
-        pg_record_free(rec);
-        return NULL;
-    }
-    return rec;
+    return (dir && !rec->dir) || !rec->last_updated_text || !api ? NULL : pg_steal(&rec);
 }
 
 pg_rec_mapping *pg_st_focused_mapping(pg_record *rec, const char *image_name, bool node_accessible)
@@ -109,10 +101,7 @@ static bool append_cred(pg_pod_cred **v, size_t *n, const pg_pod_cred *c, bool s
     pg_pod_cred copy = {strdup(c->namespace_), strdup(c->name), strdup(c->uid),
                         secret ? strdup(c->credential_hash ? c->credential_hash : "") : NULL, NULL};
     if (!copy.namespace_ || !copy.name || !copy.uid || (secret && !copy.credential_hash)) {
-        free(copy.namespace_);
-        free(copy.name);
-        free(copy.uid);
-        free(copy.credential_hash);
+        pg_pod_cred_clear(&copy);
         return false;
     }
     grown[(*n)++] = copy;
@@ -141,8 +130,8 @@ int pg_record_project(const pg_record *full, const pg_record_focus *f, pg_record
                       pg_error *err)
 {
     *out = NULL;
-    pg_record *rec = pg_st_focused_new(full->image_ref, full->dir, full->api_version,
-                                       full->last_updated, full->last_updated_text);
+    pg_autorecord pg_record *rec = pg_st_focused_new(full->image_ref, full->dir, full->api_version,
+                                                     full->last_updated, full->last_updated_text);
     const pg_rec_mapping *m = rec ? pg_record_find(full, f->image_name) : NULL;
     bool ok = rec != NULL;
     pg_rec_mapping *fm =
@@ -154,11 +143,9 @@ int pg_record_project(const pg_record *full, const pg_record_focus *f, pg_record
     for (size_t j = 0; ok && fm && j < m->n_sas; j++)
         if (pg_focus_keeps_sa(f, &m->sas[j]))
             ok = pg_st_append_sa(fm, &m->sas[j]);
-    if (!ok) {
-        pg_record_free(rec);
+    if (!ok)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
-    *out = rec;
+    *out = pg_steal(&rec);
     return PG_OK;
 }
 
@@ -186,25 +173,21 @@ char *pg_st_credential_key(const char *image_name, const pg_pod_cred *s, const p
 int pg_st_credtimes_read(int fd, const record_dir *d, const char *file, const char *image_ref,
                          json_t **times, pg_error *err)
 {
-    char *buf;
+    pg_autofree char *buf = NULL;
     size_t len;
     *times = NULL;
     int rc = pg_st_read_strict(fd, d, SUB_CREDTIMES, file, MAX_CREDTIMES_BYTES, &buf, &len, err);
     if (rc != PG_OK)
         return rc;
-    json_t *o = pg_json_parse(buf, len, "credential times", err);
-    free(buf);
+    pg_autojson json_t *o = pg_json_parse(buf, len, "credential times", err);
     const char *ref = NULL;
     json_t *t = NULL;
     if (!o || json_unpack(o, "{s:s, s:o}", "imageRef", &ref, "times", &t) != 0 ||
-        !json_is_object(t) || strcmp(ref, image_ref) != 0) {
-        json_decref(o);
+        !json_is_object(t) || strcmp(ref, image_ref) != 0)
         return pg_st_prefix_error(
             err, pg_fail(err, PG_ERR_CORRUPT, "not the credential times of %.200s", image_ref),
             d->path, SUB_CREDTIMES, file);
-    }
     *times = json_incref(t);
-    json_decref(o);
     return PG_OK;
 }
 
@@ -214,11 +197,10 @@ int pg_st_credential_time(const json_t *times, const char *image_name, const pg_
     *out = fallback;
     if (!times)
         return PG_OK;
-    char *key = pg_st_credential_key(image_name, s, sa);
+    pg_autofree char *key = pg_st_credential_key(image_name, s, sa);
     if (!key)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     json_t *t = json_object_get(times, key);
-    free(key);
     if (json_is_integer(t))
         *out = (time_t)json_integer_value(t);
     return PG_OK;
@@ -243,23 +225,21 @@ static int decode_index(const char *buf, size_t len, const record_dir *d, const 
 
 int pg_st_index_read(int fd, const record_dir *d, const char *name, char **ref_out, pg_error *err)
 {
-    char *buf;
+    pg_autofree char *buf = NULL;
     size_t len;
     *ref_out = NULL;
     int rc = pg_st_read_strict(fd, d, SUB_IMAGES, name, MAX_INDEX_BYTES, &buf, &len, err);
     if (rc != PG_OK)
         return rc;
-    json_t *o;
+    pg_autojson json_t *o = NULL;
     const char *image = NULL, *ref = NULL;
     file_name expected;
     rc = decode_index(buf, len, d, name, &o, &image, &ref, err);
-    free(buf);
     if (rc == PG_OK)
         rc = pg_record_file_name(image, expected, err);
     if (rc == PG_OK && strcmp(expected, name) != 0) /* its own message names the file */
         rc = pg_st_mismatch(err, d, SUB_IMAGES, name, "image", image);
     else if (rc == PG_OK && !(*ref_out = strdup(ref)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    json_decref(o);
     return rc;
 }
