@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Errors, bounded and safe file reads, strict JSON, time parsing (hashing: digest.c). */
+#include "cleanup.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -187,14 +188,10 @@ int pg_open_file_at(int dirfd, const char *name, size_t max, int flags, int *fd_
 int pg_read_file_at(int dirfd, const char *name, size_t max, int flags, char **buf, size_t *len,
                     pg_error *err)
 {
-    int fd;
+    pg_autoclose int fd = -1;
     struct stat st;
     int rc = pg_open_file_at(dirfd, name, max, flags, &fd, &st, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = pg_read_fd(fd, max, buf, len, err);
-    close(fd);
-    return rc;
+    return rc == PG_OK ? pg_read_fd(fd, max, buf, len, err) : rc;
 }
 
 json_t *pg_json_parse(const char *buf, size_t len, const char *what, pg_error *err)
