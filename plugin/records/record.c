@@ -944,17 +944,16 @@ static pg_rec_mapping *mapping_for(pg_record *rec, const char *image_name, pg_er
     size_t lo = position_in(rec->maps, rec->n_maps, image_name, &found);
     if (found)
         return &rec->maps[lo];
-    char *name = strdup(image_name);
+    pg_autofree char *name = strdup(image_name);
     pg_rec_mapping *grown = realloc(rec->maps, (rec->n_maps + 1) * sizeof *grown);
     if (grown)
         rec->maps = grown;
     if (!name || !grown) {
-        free(name);
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
     memmove(&grown[lo + 1], &grown[lo], (rec->n_maps - lo) * sizeof *grown);
-    grown[lo] = (pg_rec_mapping){.image_name = name};
+    grown[lo] = (pg_rec_mapping){.image_name = pg_steal(&name)};
     rec->n_maps++;
     return &grown[lo];
 }
@@ -1063,17 +1062,15 @@ static int fold_keys(pg_record *rec, const char *image_name, pg_error *err)
 {
     int rc = PG_OK;
     for (size_t i = 0; rc == PG_OK && i < rec->n_maps;) {
-        char *name = NULL;
+        pg_autofree char *name = NULL;
         if (strcmp(rec->maps[i].image_name, image_name) == 0 ||
             (rc = pg_record_key_name(rec->maps[i].image_name, &name)) != PG_OK || !name ||
             strcmp(name, image_name) != 0) {
-            free(name);
             if (rc == PG_ERR_NOMEM)
                 rc = pg_fail(err, rc, "out of memory");
             i++;
             continue;
         }
-        free(name);
         pg_rec_mapping moved = rec->maps[i];
         memmove(&rec->maps[i], &rec->maps[i + 1], (rec->n_maps - i - 1) * sizeof *rec->maps);
         rec->n_maps--;
@@ -1247,7 +1244,7 @@ static int evictables_of(const pg_record *rec, const char *ns, const char *image
                          void *ud, evictable **out, size_t *n_out)
 {
     size_t n = 0, cap = 0;
-    evictable *v = NULL;
+    pg_autofree evictable *v = NULL;
     for (size_t m = 0; m < rec->n_maps; m++) {
         const pg_rec_mapping *map = &rec->maps[m];
         for (size_t i = 0; i < map->n_secrets; i++) {
@@ -1258,10 +1255,8 @@ static int evictables_of(const pg_record *rec, const char *ns, const char *image
             if (n == cap) {
                 cap = cap ? cap * 2 : 16;
                 evictable *grown = realloc(v, cap * sizeof *grown);
-                if (!grown) {
-                    free(v);
+                if (!grown)
                     return PG_ERR_NOMEM;
-                }
                 v = grown;
             }
             v[n++] = (evictable){m, i, recorded_at ? recorded_at(map->image_name, c, ud) : 0};
@@ -1269,7 +1264,7 @@ static int evictables_of(const pg_record *rec, const char *ns, const char *image
     }
     if (n)
         qsort(v, n, sizeof *v, cmp_evictable);
-    *out = v;
+    *out = pg_steal(&v);
     *n_out = n;
     return PG_OK;
 }
@@ -1300,13 +1295,13 @@ static int evict_bindings(pg_record *rec, const char *ns, const char *image_name
                           const pg_pull_credentials *creds, pg_recorded_at_fn recorded_at,
                           void *ud, pg_share_use *use)
 {
-    evictable *v = NULL;
+    pg_autofree evictable *v = NULL;
     size_t n = 0;
     int rc = evictables_of(rec, ns, image_name, creds, recorded_at, ud, &v, &n);
     if (rc != PG_OK || !n)
         return rc;
     bool **doomed = calloc(rec->n_maps, sizeof *doomed);
-    size_t *left = calloc(rec->n_maps, sizeof *left); /* ns's entries per mapping */
+    pg_autofree size_t *left = calloc(rec->n_maps, sizeof *left); /* ns's entries per mapping */
     rc = doomed && left ? PG_OK : PG_ERR_NOMEM;
     for (size_t m = 0; rc == PG_OK && m < rec->n_maps; m++)
         left[m] = mapping_share(&rec->maps[m], ns).entries;
@@ -1327,8 +1322,6 @@ static int evict_bindings(pg_record *rec, const char *ns, const char *image_name
     for (size_t m = 0; doomed && m < rec->n_maps; m++)
         free(doomed[m]);
     free(doomed);
-    free(left);
-    free(v);
     return rc;
 }
 
