@@ -160,7 +160,8 @@ int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err)
 int pg_open_file_at(int dirfd, const char *name, size_t max, int flags, int *fd_out,
                     struct stat *st, pg_error *err)
 {
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    pg_autoclose int fd =
+        openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT)
@@ -169,19 +170,16 @@ int pg_open_file_at(int dirfd, const char *name, size_t max, int flags, int *fd_
             return pg_fail(err, PG_ERR_UNSAFE, "%s: is a symbolic link", name);
         return pg_fail_errno(err, e, "open %s", name);
     }
-    int rc;
     if (fstat(fd, st) != 0)
-        rc = pg_fail_errno(err, errno, "stat %s", name);
-    else if ((rc = check_stat(st, name, flags, err)) != PG_OK)
-        ;
-    else if ((uintmax_t)st->st_size > max)
-        rc = pg_fail(err, PG_ERR_LIMIT, "%s: %jd bytes, larger than the limit of %zu", name,
-                     (intmax_t)st->st_size, max);
-    if (rc != PG_OK) {
-        close(fd);
+        return pg_fail_errno(err, errno, "stat %s", name);
+    int rc = check_stat(st, name, flags, err);
+    if (rc != PG_OK)
         return rc;
-    }
+    if ((uintmax_t)st->st_size > max)
+        return pg_fail(err, PG_ERR_LIMIT, "%s: %jd bytes, larger than the limit of %zu", name,
+                       (intmax_t)st->st_size, max);
     *fd_out = fd;
+    fd = -1; /* handed on: pg_steal for a descriptor */
     return PG_OK;
 }
 
