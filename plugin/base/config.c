@@ -7,6 +7,7 @@
  * copy that replaces the live configuration only when every key was valid,
  * so a rejected file never leaves a half-applied configuration behind.
  */
+#include "cleanup.h"
 #include "engine_testing.h" /* pg_config_key_at */
 #include "internal.h"
 
@@ -414,9 +415,13 @@ PG_API void pg_config_free(pg_config *cfg)
     free(cfg);
 }
 
+/* A configuration released when its block is left (cleanup.h). */
+static void cleanup_config(pg_config **cfg) { pg_config_free(*cfg); }
+#define pg_autoconfig __attribute__((cleanup(cleanup_config)))
+
 PG_API pg_config *pg_config_new(pg_error *err)
 {
-    pg_config *cfg = calloc(1, sizeof *cfg);
+    pg_autoconfig pg_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) {
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
@@ -431,16 +436,12 @@ PG_API pg_config *pg_config_new(pg_error *err)
     }
     for (size_t i = 0; rc == PG_OK && kubelet_docker_config_paths[i]; i++)
         rc = pg_strv_push(&cfg->node_credential_files, kubelet_docker_config_paths[i], err);
-    if (rc != PG_OK) {
-        pg_config_free(cfg);
-        return NULL;
-    }
-    return cfg;
+    return rc == PG_OK ? pg_steal(&cfg) : NULL;
 }
 
 static pg_config *config_clone(const pg_config *src, pg_error *err)
 {
-    pg_config *c = malloc(sizeof *c);
+    pg_autoconfig pg_config *c = malloc(sizeof *c);
     if (!c) {
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
@@ -457,11 +458,7 @@ static pg_config *config_clone(const pg_config *src, pg_error *err)
             rc = replace_string(member(c, &keys[i]), *(char **)member(src, &keys[i]), err);
         else if (keys[i].kind == KEY_LIST)
             rc = strv_copy(member(c, &keys[i]), member(src, &keys[i]), err);
-    if (rc != PG_OK) {
-        pg_config_free(c);
-        return NULL;
-    }
-    return c;
+    return rc == PG_OK ? pg_steal(&c) : NULL;
 }
 
 /* Moves the contents of *from into *to and frees the emptied shell of from. */
@@ -537,10 +534,9 @@ PG_API int pg_config_set(pg_config *cfg, const char *key, const char *value, pg_
     if (!k)
         return unknown_key(err, key);
     /* Values from a file are UTF-8 by construction; keep pg_config_to_json total. */
-    json_t *probe = json_string(value);
+    pg_autojson json_t *probe = json_string(value);
     if (!probe)
         return bad_value(err, key, "(not UTF-8)", "expected UTF-8 text");
-    json_decref(probe);
     return set_value(cfg, k, value, err);
 }
 
@@ -655,16 +651,13 @@ PG_API int pg_config_load_json(pg_config *cfg, const char *json, size_t len, pg_
         return pg_fail(err, PG_ERR_LIMIT, "config: %zu bytes, larger than the limit of %u", len,
                        PG_MAX_CONFIG_BYTES);
     pg_error why = {0};
-    json_t *root = pg_json_parse(json ? json : "", len, "config", &why);
+    pg_autojson json_t *root = pg_json_parse(json ? json : "", len, "config", &why);
     if (!root)
         return pg_fail(err, PG_ERR_CONFIG, "%s", why.message);
-    pg_config *next = config_clone(cfg, err);
+    pg_autoconfig pg_config *next = config_clone(cfg, err);
     int rc = next ? load_object(next, root, err) : PG_ERR_NOMEM;
-    json_decref(root);
     if (rc == PG_OK)
-        config_take(cfg, next);
-    else
-        pg_config_free(next);
+        config_take(cfg, pg_steal(&next));
     return rc;
 }
 
@@ -672,16 +665,12 @@ PG_API int pg_config_load_file(pg_config *cfg, const char *path, pg_error *err)
 {
     if (!cfg || !path)
         return pg_fail(err, PG_ERR_INVALID, "pg_config_load_file: NULL argument");
-    char *buf = NULL;
+    pg_autofree char *buf = NULL;
     size_t len = 0;
     /* Whoever can write the configuration can switch enforcement off. */
     int rc = pg_read_file_at(AT_FDCWD, path, PG_MAX_CONFIG_BYTES,
                              PG_READ_CHECK_MODE | PG_READ_CHECK_OWNER, &buf, &len, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = pg_config_load_json(cfg, buf, len, err);
-    free(buf);
-    return rc;
+    return rc == PG_OK ? pg_config_load_json(cfg, buf, len, err) : rc;
 }
 
 /* ----------------------------------------------------------------- getters */
@@ -758,13 +747,11 @@ static void format_duration(int64_t s, char out[32])
 
 static json_t *list_to_json(const pg_strv *l)
 {
-    json_t *arr = json_array();
+    pg_autojson json_t *arr = json_array();
     for (size_t i = 0; arr && i < l->n; i++)
-        if (json_array_append_new(arr, json_string(l->v[i])) != 0) {
-            json_decref(arr);
+        if (json_array_append_new(arr, json_string(l->v[i])) != 0)
             return NULL;
-        }
-    return arr;
+    return pg_steal(&arr);
 }
 
 static int put(json_t *obj, const char *key, json_t *v)
@@ -788,12 +775,11 @@ static json_t *value_to_json(const pg_config *cfg, const key_spec *k)
 
 PG_API char *pg_config_to_json(const pg_config *cfg, pg_error *err)
 {
-    json_t *o = json_object();
+    pg_autojson json_t *o = json_object();
     int bad = !o;
     for (size_t i = 0; !bad && i < N_KEYS; i++)
         bad = put(o, keys[i].name, value_to_json(cfg, &keys[i]));
     char *text = bad ? NULL : json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
-    json_decref(o);
     if (!text)
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
     return text;

@@ -272,6 +272,9 @@ pg_record *pg_record_new(const char *image_ref, pg_error *err);
 
 /* pg_ref_parse returning its code; *out (NULL on failure) freed with pg_ref_free. */
 int pg_ref_parse_into(const char *image, pg_ref **out, pg_error *err);
+/* A pg_ref released when its block is left (cleanup.h). */
+static inline void pg_cleanup_ref(pg_ref **r) { pg_ref_free(*r); }
+#define pg_autoref __attribute__((cleanup(pg_cleanup_ref)))
 /*
  * Whether s spells its domain and path otherwise than its normalised name does
  * (no domain: "nginx", "secretorg/app"; "index.docker.io/..."; "docker.io/x"

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Errors, bounded and safe file reads, strict JSON, time parsing (hashing: digest.c). */
+#include "cleanup.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -159,7 +160,8 @@ int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err)
 int pg_open_file_at(int dirfd, const char *name, size_t max, int flags, int *fd_out,
                     struct stat *st, pg_error *err)
 {
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    pg_autoclose int fd =
+        openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT)
@@ -168,33 +170,26 @@ int pg_open_file_at(int dirfd, const char *name, size_t max, int flags, int *fd_
             return pg_fail(err, PG_ERR_UNSAFE, "%s: is a symbolic link", name);
         return pg_fail_errno(err, e, "open %s", name);
     }
-    int rc;
     if (fstat(fd, st) != 0)
-        rc = pg_fail_errno(err, errno, "stat %s", name);
-    else if ((rc = check_stat(st, name, flags, err)) != PG_OK)
-        ;
-    else if ((uintmax_t)st->st_size > max)
-        rc = pg_fail(err, PG_ERR_LIMIT, "%s: %jd bytes, larger than the limit of %zu", name,
-                     (intmax_t)st->st_size, max);
-    if (rc != PG_OK) {
-        close(fd);
+        return pg_fail_errno(err, errno, "stat %s", name);
+    int rc = check_stat(st, name, flags, err);
+    if (rc != PG_OK)
         return rc;
-    }
+    if ((uintmax_t)st->st_size > max)
+        return pg_fail(err, PG_ERR_LIMIT, "%s: %jd bytes, larger than the limit of %zu", name,
+                       (intmax_t)st->st_size, max);
     *fd_out = fd;
+    fd = -1; /* handed on: pg_steal for a descriptor */
     return PG_OK;
 }
 
 int pg_read_file_at(int dirfd, const char *name, size_t max, int flags, char **buf, size_t *len,
                     pg_error *err)
 {
-    int fd;
+    pg_autoclose int fd = -1;
     struct stat st;
     int rc = pg_open_file_at(dirfd, name, max, flags, &fd, &st, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = pg_read_fd(fd, max, buf, len, err);
-    close(fd);
-    return rc;
+    return rc == PG_OK ? pg_read_fd(fd, max, buf, len, err) : rc;
 }
 
 json_t *pg_json_parse(const char *buf, size_t len, const char *what, pg_error *err)

@@ -7,6 +7,7 @@
 #include "annotation_build.h"
 
 #include "annotation_seal.h"
+#include "cleanup.h"
 #include "keyring.h"
 
 #include <stdlib.h>
@@ -49,13 +50,11 @@ size_t pg_annotation_count(const pg_annotation *a) { return a ? json_object_size
 
 static json_t *new_entry(void)
 {
-    json_t *e = json_object();
-    if (e && (json_object_set_new(e, SECRETS_FIELD, json_array()) != 0 ||
-              json_object_set_new(e, SAS_FIELD, json_array()) != 0)) {
-        json_decref(e);
-        e = NULL;
-    }
-    return e;
+    pg_autojson json_t *e = json_object();
+    if (!e || json_object_set_new(e, SECRETS_FIELD, json_array()) != 0 ||
+        json_object_set_new(e, SAS_FIELD, json_array()) != 0)
+        return NULL;
+    return pg_steal(&e);
 }
 
 /* The entry of image (normalised; created when absent). */
@@ -63,23 +62,17 @@ static int entry_for(pg_annotation *a, const char *image, json_t **entry_out,
                      const char **name_out, pg_error *err)
 {
     pg_error local = {0};
-    char *name = pg_image_name(image, &local);
+    pg_autofree char *name = pg_image_name(image, &local);
     if (!name) {
         if (err)
             *err = local;
         return local.code ? local.code : PG_ERR_INVALID;
     }
     json_t *entry = json_object_get(a->value, name);
-    if (!entry) {
-        entry = new_entry();
-        if (!entry || json_object_set_new(a->value, name, entry) != 0) {
-            free(name);
-            return nomem(err);
-        }
-    }
+    if (!entry && (!(entry = new_entry()) || json_object_set_new(a->value, name, entry) != 0))
+        return nomem(err);
     if (name_out)
         *name_out = json_object_iter_key(json_object_iter_at(a->value, name));
-    free(name);
     *entry_out = entry;
     return PG_OK;
 }
@@ -110,18 +103,13 @@ static int append_credential(json_t *entry, const char *field, const char *ns, c
                              const char *uid, const char *hash, const char *auth_hash,
                              pg_error *err)
 {
-    json_t *o = json_pack("{s:s, s:s, s:s}", "namespace", ns, "name", name, "uid", uid);
-    if (o && hash && *hash && json_object_set_new(o, "credentialHash", json_string(hash)) != 0) {
-        json_decref(o);
-        o = NULL;
-    }
+    pg_autojson json_t *o = json_pack("{s:s, s:s, s:s}", "namespace", ns, "name", name, "uid", uid);
+    bool hashed = hash && *hash;
     /* authHash only when it differs: the entry had an email (interfaces.md §4). */
-    if (o && hash && *hash && auth_hash && strcmp(auth_hash, hash) != 0 &&
-        json_object_set_new(o, "authHash", json_string(auth_hash)) != 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    if (!o || json_array_append_new(json_object_get(entry, field), o) != 0)
+    bool email = hashed && auth_hash && strcmp(auth_hash, hash) != 0;
+    if (!o || (hashed && json_object_set_new(o, "credentialHash", json_string(hash)) != 0) ||
+        (email && json_object_set_new(o, "authHash", json_string(auth_hash)) != 0) ||
+        json_array_append_new(json_object_get(entry, field), pg_steal(&o)) != 0)
         return nomem(err);
     return PG_OK;
 }
@@ -189,7 +177,7 @@ int pg_annotation_add_dockerconfig_as(pg_annotation *a, const char *ns, const ch
     if (!a || !dockerconfig)
         return pg_fail(err, PG_ERR_INVALID, "annotation: no dockerconfig");
     int rc = check_credential(a, ns, name, uid, err);
-    pg_dockerconfig *dc = NULL;
+    pg_autodockerconfig pg_dockerconfig *dc = NULL;
     if (rc == PG_OK) /* parsed once for every image */
         rc = pg_dockerconfig_parse_as(dockerconfig, len, form, &dc, err);
     const char *image;
@@ -199,7 +187,6 @@ int pg_annotation_add_dockerconfig_as(pg_annotation *a, const char *ns, const ch
         if (rc == PG_OK)
             rc = add_matching_entries(entry, dc, image, ns, name, uid, err);
     }
-    pg_dockerconfig_free(dc);
     return rc;
 }
 

@@ -6,6 +6,7 @@
  * same bytes without a JSON canonicaliser.
  */
 #include "annotation_mac.h"
+#include "cleanup.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,18 +57,15 @@ int pg_mac_key_from_bytes(const void *bytes, size_t len, pg_mac_key **out, pg_er
     if (len < PG_MAC_KEY_MIN_BYTES || len > PG_MAC_KEY_MAX_BYTES)
         return pg_fail(err, PG_ERR_INVALID, "HMAC key: %zu bytes, must be %d to %d", len,
                        PG_MAC_KEY_MIN_BYTES, PG_MAC_KEY_MAX_BYTES);
-    pg_mac_key *key = calloc(1, sizeof *key);
+    pg_automackey pg_mac_key *key = calloc(1, sizeof *key);
     if (!key)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     memcpy(key->bytes, bytes, len);
     key->len = len;
     int rc = derive_seal_key(key, err);
-    if (rc != PG_OK) {
-        pg_mac_key_free(key);
-        return rc;
-    }
-    *out = key;
-    return PG_OK;
+    if (rc == PG_OK)
+        *out = pg_steal(&key);
+    return rc;
 }
 
 void pg_mac_key_free(pg_mac_key *key)
@@ -161,10 +159,8 @@ int pg_mac_key_file_check(const char *path, pg_error *err)
 {
     if (!path || !*path)
         return PG_OK;
-    pg_mac_key *key = NULL;
-    int rc = pg_mac_key_load(path, &key, err);
-    pg_mac_key_free(key);
-    return rc;
+    pg_automackey pg_mac_key *key = NULL;
+    return pg_mac_key_load(path, &key, err);
 }
 
 /* --------------------------------------------------------------- message */
@@ -257,29 +253,26 @@ int pg_annotation_mac_message(int version, const char *namespace_, const char *i
     if (version != 1 && version != 2)
         return pg_fail(err, PG_ERR_INTERNAL, "HMAC message: unknown version %d", version);
     *out = NULL;
+    pg_autofree pg_mac_cred *s_sorted = NULL;
+    pg_autofree pg_mac_cred *sa_sorted = NULL;
     int rc = check_all(namespace_, image_name, secrets, n_secrets, sas, n_sas, err);
-    pg_mac_cred *s_sorted = NULL, *sa_sorted = NULL;
     if (rc == PG_OK)
         rc = sorted_copy(secrets, n_secrets, &s_sorted, err);
     if (rc == PG_OK)
         rc = sorted_copy(sas, n_sas, &sa_sorted, err);
-    pg_buf t = {0};
-    if (rc == PG_OK) {
-        put(&t, version == 2 ? PG_MAC_MESSAGE_HEADER_V2 : PG_MAC_MESSAGE_HEADER);
-        put(&t, namespace_);
-        put(&t, "\n");
-        put(&t, image_name);
-        put(&t, "\n");
-        put_lines(&t, s_sorted, n_secrets, true);
-        put_lines(&t, sa_sorted, n_sas, false);
-        if (t.oom)
-            rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
-    free(s_sorted);
-    free(sa_sorted);
-    if (rc != PG_OK) {
-        free(t.p);
+    if (rc != PG_OK)
         return rc;
+    pg_buf t = {0};
+    put(&t, version == 2 ? PG_MAC_MESSAGE_HEADER_V2 : PG_MAC_MESSAGE_HEADER);
+    put(&t, namespace_);
+    put(&t, "\n");
+    put(&t, image_name);
+    put(&t, "\n");
+    put_lines(&t, s_sorted, n_secrets, true);
+    put_lines(&t, sa_sorted, n_sas, false);
+    if (t.oom) {
+        free(t.p);
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     }
     *out = t.p;
     if (len)
@@ -368,9 +361,10 @@ int pg_annotation_mac_of_entry(const pg_mac_key *key, const char *namespace_,
 {
     if (!json_is_object(entry))
         return pg_fail(err, PG_ERR_INVALID, "HMAC: entry is not an object");
-    pg_mac_cred *secrets = NULL, *sas = NULL;
+    pg_autofree pg_mac_cred *secrets = NULL;
+    pg_autofree pg_mac_cred *sas = NULL;
     size_t n_secrets = 0, n_sas = 0;
-    char *message = NULL;
+    pg_autofree char *message = NULL;
     size_t len = 0;
     int version = pg_annotation_entry_version(entry);
     int rc = creds_of(json_object_get(entry, "kubernetesSecrets"), true, &secrets, &n_secrets,
@@ -383,9 +377,6 @@ int pg_annotation_mac_of_entry(const pg_mac_key *key, const char *namespace_,
                                          n_sas, &message, &len, err);
     if (rc == PG_OK)
         rc = pg_annotation_mac_hex(key, message, len, out, err);
-    free(message);
-    free(secrets);
-    free(sas);
     return rc;
 }
 

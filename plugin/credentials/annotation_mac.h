@@ -54,6 +54,9 @@ const pg_mac_key *pg_mac_key_previous(const pg_mac_key *key);
 /* A key from memory (tests, tools); same length bounds. */
 int pg_mac_key_from_bytes(const void *bytes, size_t len, pg_mac_key **out, pg_error *err);
 void pg_mac_key_free(pg_mac_key *key);
+/* A key released (and wiped) when its block is left (cleanup.h). */
+static inline void pg_cleanup_mac_key(pg_mac_key **k) { pg_mac_key_free(*k); }
+#define pg_automackey __attribute__((cleanup(pg_cleanup_mac_key)))
 /* For annotation_seal.c: the derived PG_SEAL_KEY_BYTES sealing key and the
  * AES-256-SIV cipher (both owned by key). */
 const unsigned char *pg_mac_key_seal_bytes(const pg_mac_key *key);

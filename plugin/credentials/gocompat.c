@@ -5,6 +5,7 @@
  * pullgate computes the same bytes and the same matches (docs/interfaces.md §3).
  * Each function names the Go function it reproduces.
  */
+#include "cleanup.h"
 #include "gocompat.h"
 
 #include <stdint.h>
@@ -369,10 +370,9 @@ int pg_go_url_parse(const char *s, size_t n, pg_go_url *u)
     size_t main_len = hash ? (size_t)(hash - s) : n;
     bool bad = false, nomem = false;
     if (hash) { /* the fragment must unescape */
-        char *frag = url_unescape(hash + 1, n - main_len - 1, UNESCAPE_OTHER, &bad);
+        pg_autofree char *frag = url_unescape(hash + 1, n - main_len - 1, UNESCAPE_OTHER, &bad);
         if (!frag)
             return bad ? PG_ERR_INVALID : PG_ERR_NOMEM;
-        free(frag);
     }
     if (has_ctl_byte(s, main_len))
         return PG_ERR_INVALID;
@@ -394,12 +394,10 @@ int pg_go_url_parse(const char *s, size_t n, pg_go_url *u)
 /* url.Parse("https://" + s) as parseSchemelessURL does. */
 int pg_go_url_parse_schemeless(const char *s, pg_go_url *u)
 {
-    char *full = NULL;
+    pg_autofree char *full = NULL;
     if (asprintf(&full, "https://%s", s) < 0)
         return PG_ERR_NOMEM;
-    int rc = pg_go_url_parse(full, strlen(full), u);
-    free(full);
-    return rc;
+    return pg_go_url_parse(full, strlen(full), u);
 }
 
 /* ========================================================= net.SplitHostPort */

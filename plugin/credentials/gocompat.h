@@ -39,6 +39,8 @@ int pg_go_url_parse(const char *s, size_t n, pg_go_url *u);
 /* url.Parse("https://" + s), as the keyring's parseSchemelessURL does. */
 int pg_go_url_parse_schemeless(const char *s, pg_go_url *u);
 void pg_go_url_free(pg_go_url *u);
+/* A pg_go_url (initialised {0}) released when its block is left (cleanup.h). */
+#define pg_autogourl __attribute__((cleanup(pg_go_url_free)))
 
 /* net.SplitHostPort of hp; on error the whole of hp as host and an empty port. */
 void pg_go_split_host_port(const char *hp, const char **host, size_t *host_len, const char **port);

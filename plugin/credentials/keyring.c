@@ -7,6 +7,7 @@
  * label), equal ports and a path prefix; the "index.docker.io" key is a
  * fallback for Docker Hub images when nothing else matched.
  */
+#include "cleanup.h"
 #include "credhash.h"
 #include "gocompat.h"
 #include "keyring.h"
@@ -166,24 +167,22 @@ static int entry_hash(json_t *obj, pg_cred_hashes *out, pg_error *err)
 static int location_key(const char *loc, size_t len, char **key)
 {
     *key = NULL;
-    char *value = NULL;
+    pg_autofree char *value = NULL;
     bool has_scheme = strncmp(loc, "https://", 8) == 0 || strncmp(loc, "http://", 7) == 0;
     if (asprintf(&value, "%s%.*s", has_scheme ? "" : "https://", (int)len, loc) < 0)
         return PG_ERR_NOMEM;
-    pg_go_url u;
+    pg_autogourl pg_go_url u = {0};
     int rc = pg_go_url_parse(value, strlen(value), &u);
-    free(value);
     if (rc != PG_OK)
         return rc == PG_ERR_INVALID ? PG_OK : rc;
     const char *path = u.path;
     if (strncmp(path, "/v2/", 4) == 0 || strncmp(path, "/v1/", 4) == 0)
         path += 3;
     bool use_path = path[0] && strcmp(path, "/") != 0;
-    rc = asprintf(key, "%s%s", u.host, use_path ? path : "") < 0 ? PG_ERR_NOMEM : PG_OK;
-    if (rc != PG_OK)
-        *key = NULL;
-    pg_go_url_free(&u);
-    return rc;
+    if (asprintf(key, "%s%s", u.host, use_path ? path : "") >= 0)
+        return PG_OK;
+    *key = NULL;
+    return PG_ERR_NOMEM;
 }
 
 /* ------------------------------------------------------- URLsMatch */
@@ -212,16 +211,11 @@ static int labels_match(const char *gh, size_t gn, const char *th, size_t tn, bo
     size_t count = count_labels(gh, gn);
     *match = true;
     for (size_t k = 0; k < count && *match; k++) {
-        char *g = next_label(gh, gn, &gp);
-        char *t = next_label(th, tn, &tp);
-        if (!g || !t) {
-            free(g);
-            free(t);
+        pg_autofree char *g = next_label(gh, gn, &gp);
+        pg_autofree char *t = next_label(th, tn, &tp);
+        if (!g || !t)
             return PG_ERR_NOMEM;
-        }
         *match = pg_go_path_match(g, t);
-        free(g);
-        free(t);
     }
     return PG_OK;
 }
@@ -242,14 +236,12 @@ static int urls_match(const pg_go_url *glob, const pg_go_url *target, bool *matc
 /* URLsMatchStr(key, image); a key that does not parse matches nothing. */
 static int key_matches(const char *key, const pg_go_url *image, bool *match)
 {
-    pg_go_url g;
+    pg_autogourl pg_go_url g = {0};
     *match = false;
     int rc = pg_go_url_parse_schemeless(key, &g);
     if (rc != PG_OK)
         return rc == PG_ERR_INVALID ? PG_OK : rc;
-    rc = urls_match(&g, image, match);
-    pg_go_url_free(&g);
-    return rc;
+    return urls_match(&g, image, match);
 }
 
 /* isDefaultRegistryMatch on the normalised image name. */
@@ -315,7 +307,7 @@ static int push_group(found *out, const entries *e, size_t i, size_t end)
 /* BasicDockerKeyring.Lookup over entries sorted by entry_cmp. */
 static int keyring_lookup(const entries *e, const char *image_name, found *out)
 {
-    pg_go_url target;
+    pg_autogourl pg_go_url target = {0};
     int rc = pg_go_url_parse_schemeless(image_name, &target);
     if (rc != PG_OK)
         return rc == PG_ERR_INVALID ? PG_OK : rc; /* cannot match anything */
@@ -327,7 +319,6 @@ static int keyring_lookup(const entries *e, const char *image_name, found *out)
             rc = push_group(out, e, i, end);
         i = end;
     }
-    pg_go_url_free(&target);
     if (rc != PG_OK || out->n > 0 || !is_default_registry_match(image_name))
         return rc;
     for (size_t i = 0; i < e->n; i++) /* Docker Hub fallback */
@@ -502,18 +493,16 @@ int pg_dockerconfig_parse_as(const char *json, size_t len, pg_dockerconfig_form 
     json_t *root = parse_secret_json(json, len, err);
     if (!root)
         return PG_ERR_INVALID;
-    pg_dockerconfig *dc = calloc(1, sizeof *dc);
+    pg_autodockerconfig pg_dockerconfig *dc = calloc(1, sizeof *dc);
     int rc =
         dc ? load_entries(root, form, &dc->e, err) : pg_fail(err, PG_ERR_NOMEM, "out of memory");
     wipe_strings(root, 0);
     json_decref(root);
-    if (rc != PG_OK) {
-        pg_dockerconfig_free(dc);
+    if (rc != PG_OK)
         return rc;
-    }
     if (dc->e.n)
         qsort(dc->e.v, dc->e.n, sizeof *dc->e.v, entry_cmp);
-    *out = dc;
+    *out = pg_steal(&dc);
     return PG_OK;
 }
 
@@ -533,7 +522,7 @@ int pg_dockerconfig_lookup(const pg_dockerconfig *dc, const char *image, pg_cred
     if (!dc || !image)
         return pg_fail(err, PG_ERR_INVALID, "no dockerconfig or image");
     pg_error local = {0};
-    char *name = pg_image_name(image, &local);
+    pg_autofree char *name = pg_image_name(image, &local);
     if (!name) {
         if (err)
             *err = local;
@@ -541,7 +530,6 @@ int pg_dockerconfig_lookup(const pg_dockerconfig *dc, const char *image, pg_cred
     }
     found f = {0};
     int rc = keyring_lookup(&dc->e, name, &f);
-    free(name);
     if (rc != PG_OK) {
         pg_cred_hashes_free(f.v, f.cap);
         return pg_fail(err, rc, "out of memory");
@@ -566,7 +554,7 @@ PG_API int pg_dockerconfig_hashes(const char *json, size_t len, const char *imag
     *hashes_out = NULL;
     if (!json || !image)
         return pg_fail(err, PG_ERR_INVALID, "no dockerconfig or image");
-    pg_dockerconfig *dc = NULL;
+    pg_autodockerconfig pg_dockerconfig *dc = NULL;
     pg_cred_hashes *pairs = NULL;
     size_t n = 0;
     pg_strv out = {0};
@@ -578,7 +566,6 @@ PG_API int pg_dockerconfig_hashes(const char *json, size_t len, const char *imag
     if (rc == PG_OK)
         rc = pg_strv_ensure(&out, err); /* no match: an empty list, not NULL */
     pg_cred_hashes_free(pairs, n);
-    pg_dockerconfig_free(dc);
     if (rc != PG_OK) {
         pg_strv_clear(&out);
         return rc;

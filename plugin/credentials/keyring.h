@@ -45,6 +45,9 @@ int pg_dockerconfig_parse_as(const char *json, size_t len, pg_dockerconfig_form 
  */
 pg_dockerconfig_form pg_dockerconfig_form_of_file(const char *path);
 void pg_dockerconfig_free(pg_dockerconfig *dc);
+/* A config released (its hashes wiped) when its block is left (cleanup.h). */
+static inline void pg_cleanup_dockerconfig(pg_dockerconfig **dc) { pg_dockerconfig_free(*dc); }
+#define pg_autodockerconfig __attribute__((cleanup(pg_cleanup_dockerconfig)))
 
 /*
  * The entries that apply to image by the kubelet keyring's rules, in its lookup

@@ -14,6 +14,7 @@
  */
 #include "annotation_mac.h"
 #include "annotation_seal.h"
+#include "cleanup.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -231,18 +232,17 @@ static int parse_list(const json_t *arr, const char *field, const char *image,
 static int normalise_key(const char *key, char **name_out, pg_error *err)
 {
     pg_error why = {0};
-    pg_ref *ref = pg_ref_parse(key, &why);
-    int rc = PG_OK;
+    pg_autoref pg_ref *ref = pg_ref_parse(key, &why);
     if (!ref)
-        rc = pg_fail(err, PG_ERR_INVALID, "annotation: key \"%.256s\" is not an image name: %s",
-                     key, why.message);
-    else if (pg_ref_tag(ref) || pg_ref_digest(ref))
-        rc = pg_fail(err, PG_ERR_INVALID,
-                     "annotation: key \"%.256s\" must be an image name without tag or digest", key);
-    else if (!(*name_out = pg_strdup(pg_ref_name(ref))))
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    pg_ref_free(ref);
-    return rc;
+        return pg_fail(err, PG_ERR_INVALID, "annotation: key \"%.256s\" is not an image name: %s",
+                       key, why.message);
+    if (pg_ref_tag(ref) || pg_ref_digest(ref))
+        return pg_fail(err, PG_ERR_INVALID,
+                       "annotation: key \"%.256s\" must be an image name without tag or digest",
+                       key);
+    if (!(*name_out = pg_strdup(pg_ref_name(ref))))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    return PG_OK;
 }
 
 /*
@@ -462,21 +462,19 @@ int pg_presented_parse_keyed(const char *json, size_t len, const char *pod_names
     if (len > PG_MAX_ANNOTATION_BYTES)
         return pg_fail(err, PG_ERR_LIMIT, "annotation: %zu bytes, larger than the limit of %u",
                        len, PG_MAX_ANNOTATION_BYTES);
-    json_t *root = pg_json_parse(json, len, "annotation", err);
+    pg_autojson json_t *root = pg_json_parse(json, len, "annotation", err);
     if (!root)
         return PG_ERR_INVALID;
     pg_presented *p = calloc(1, sizeof *p);
-    int rc = p ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    if (!p)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     /* No namespace: nothing can be in "the pod's namespace"; every entry is dropped. */
+    int rc = parse_root(root, pod_namespace ? pod_namespace : "", mac_key, p, err);
     if (rc == PG_OK)
-        rc = parse_root(root, pod_namespace ? pod_namespace : "", mac_key, p, err);
-    json_decref(root);
-    if (rc != PG_OK) {
+        *out = p;
+    else
         pg_presented_free(p);
-        return rc;
-    }
-    *out = p;
-    return PG_OK;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ lookup */
@@ -556,29 +554,25 @@ int pg_presented_namespace(const char *json, size_t len, char **ns, pg_error *er
     if (len > PG_MAX_ANNOTATION_BYTES)
         return pg_fail(err, PG_ERR_LIMIT, "annotation: %zu bytes, larger than the limit of %u", len,
                        PG_MAX_ANNOTATION_BYTES);
-    json_t *root = pg_json_parse(json, len, "annotation", err);
+    pg_autojson json_t *root = pg_json_parse(json, len, "annotation", err);
     if (!root)
         return PG_ERR_INVALID;
-    const char *found = NULL;
-    int rc = json_is_object(root)
-                 ? PG_OK
-                 : pg_fail(err, PG_ERR_INVALID, "annotation: expected a JSON object");
+    if (!json_is_object(root))
+        return pg_fail(err, PG_ERR_INVALID, "annotation: expected a JSON object");
+    const char *found = NULL; /* borrowed from root */
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val)
     {
-        if (rc != PG_OK)
-            break;
-        if (!json_is_object(val)) {
-            rc = pg_fail(err, PG_ERR_INVALID, "annotation: an entry is not an object");
-            break;
-        }
-        rc = list_namespaces(json_object_get(val, "kubernetesSecrets"), &found, err);
+        if (!json_is_object(val))
+            return pg_fail(err, PG_ERR_INVALID, "annotation: an entry is not an object");
+        int rc = list_namespaces(json_object_get(val, "kubernetesSecrets"), &found, err);
         if (rc == PG_OK)
             rc = list_namespaces(json_object_get(val, "kubernetesServiceAccounts"), &found, err);
+        if (rc != PG_OK)
+            return rc;
     }
-    if (rc == PG_OK && found && !(*ns = pg_strdup(found)))
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    json_decref(root);
-    return rc;
+    if (found && !(*ns = pg_strdup(found)))
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    return PG_OK;
 }

@@ -7,6 +7,7 @@
  * libdbus's global state: docs/dbus.md, "Time bound and connection handling".
  * Each notifier has its own private connection and a mutex serialising its use.
  */
+#include "cleanup.h"
 #include "dbus_names.h"
 #include "dbus_shim.h" /* libdbus through dlopen: see dbus_shim.h */
 
@@ -193,26 +194,24 @@ static int address_is_valid(pg_notifier *n, const char *address)
  * deadline. Returns 0 or an errno value. */
 static int connect_before(int family, const struct sockaddr *sa, socklen_t len, int64_t deadline)
 {
-    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    pg_autoclose int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return errno;
-    int rc = 0;
-    if (connect(fd, sa, len) < 0) {
-        rc = errno;
-        if (rc == EINPROGRESS) {
-            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-            int ready;
-            do
-                ready = poll(&pfd, 1, ms_left(deadline));
-            while (ready < 0 && errno == EINTR && ms_left(deadline) > 0);
-            socklen_t rlen = sizeof rc;
-            if (ready <= 0)
-                rc = ETIMEDOUT;
-            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &rc, &rlen) < 0)
-                rc = errno;
-        }
-    }
-    close(fd);
+    if (connect(fd, sa, len) == 0)
+        return 0;
+    int rc = errno;
+    if (rc != EINPROGRESS)
+        return rc;
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    int ready;
+    do
+        ready = poll(&pfd, 1, ms_left(deadline));
+    while (ready < 0 && errno == EINTR && ms_left(deadline) > 0);
+    socklen_t rlen = sizeof rc;
+    if (ready <= 0)
+        return ETIMEDOUT;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &rc, &rlen) < 0)
+        return errno;
     return rc;
 }
 
@@ -305,7 +304,7 @@ static char *pick_reachable_entry(pg_notifier *n, int64_t deadline)
     const char *p = n->address;
     while (*p && ms_left(deadline) > 0) {
         size_t len = strcspn(p, ";");
-        char *one = strndup(p, len);
+        pg_autofree char *one = strndup(p, len);
         if (!one) {
             mark_down(n, "out of memory");
             return NULL;
@@ -318,10 +317,9 @@ static char *pick_reachable_entry(pg_notifier *n, int64_t deadline)
             int ok = count == 1 && probe_entry(entries[0], deadline, &why) == PG_OK;
             dbus_address_entries_free(entries);
             if (ok)
-                return one;
+                return pg_steal(&one);
         }
         dbus_error_free(&derr);
-        free(one);
         p += len + (p[len] == ';');
     }
     if (ms_left(deadline) == 0)
@@ -438,7 +436,7 @@ static void keep_sigpipe_disposition(void)
 
 static int connect_bus(pg_notifier *n, int64_t deadline)
 {
-    char *entry = pick_reachable_entry(n, deadline);
+    pg_autofree char *entry = pick_reachable_entry(n, deadline);
     if (!entry)
         return -1;
     /* Keep libdbus from setting SIGPIPE to SIG_IGN in the host process. */
@@ -447,7 +445,6 @@ static int connect_bus(pg_notifier *n, int64_t deadline)
     DBusError derr;
     dbus_error_init(&derr);
     n->conn = dbus_connection_open_private(entry, &derr);
-    free(entry);
     if (!n->conn) {
         mark_down(n, "D-Bus %s: %s", n->address,
                   dbus_error_is_set(&derr) ? derr.message : "cannot open connection");
@@ -565,10 +562,8 @@ static DBusMessage *new_string_signal(const char *member, const char *const *arg
     DBusMessageIter iter;
     dbus_message_iter_init_append(msg, &iter);
     for (size_t i = 0; i < n_args; i++) {
-        char *safe = dbus_safe_string(args[i]);
-        int ok = safe && dbus_message_iter_append_basic(&iter, DBUS_TYPE_STRING, &safe);
-        free(safe);
-        if (!ok) {
+        pg_autofree char *safe = dbus_safe_string(args[i]);
+        if (!safe || !dbus_message_iter_append_basic(&iter, DBUS_TYPE_STRING, &safe)) {
             dbus_message_unref(msg);
             return NULL;
         }

@@ -6,6 +6,7 @@
  * image or annotation, a store error) settles as a deny, never as an allow.
  */
 #include "annotation_mac.h"
+#include "cleanup.h"
 #include "image_identity.h"
 #include "internal.h"
 #include "store_lookup.h"
@@ -162,7 +163,7 @@ static bool step_parse_image(decide_ctx *c)
 /* One identity the runtime or caller gives: validated, then its keys added. */
 static int add_identity(decide_ctx *c, const char *s, bool trusted, pg_error *err)
 {
-    pg_ref *ref = NULL;
+    pg_autoref pg_ref *ref = NULL;
     int rc = pg_identity_check(s, &ref, err);
     if (rc != PG_OK)
         return rc;
@@ -175,7 +176,6 @@ static int add_identity(decide_ctx *c, const char *s, bool trusted, pg_error *er
         rc = pg_identity_add_intent_keys(trusted ? &c->intent_keys : &c->hint_keys, s, ref, err);
     if (rc == PG_OK && ref)
         rc = pg_keyset_add(&c->ref_names, pg_ref_name(ref), err);
-    pg_ref_free(ref);
     return rc;
 }
 
@@ -214,13 +214,12 @@ static bool step_annotation(decide_ctx *c)
     if (!json || !*json)
         return false;
     pg_error err = {0};
-    pg_mac_key *key = NULL;
+    pg_automackey pg_mac_key *key = NULL;
     const char *key_file = pg_config_hmac_key_file(c->cfg);
     /* Namespace-bound annotations (docs/annotation-hmac.md): no usable key, no decision. */
     if (key_file && *key_file && pg_mac_key_load(key_file, &key, &err) != PG_OK)
         return settle(c, 0, PG_REASON_CONFIG_ERROR, "hmacKeyFile: %s", err.message);
     int rc = pg_presented_parse_keyed(json, strlen(json), c->namespace_, key, &c->presented, &err);
-    pg_mac_key_free(key);
     if (rc == PG_OK)
         return false;
     return settle(c, 0, PG_REASON_BAD_ANNOTATION, "bad credentials annotation: %s", err.message);
@@ -304,13 +303,12 @@ static int gather_records(decide_ctx *c, const char *key, pg_error *err)
 static int gather_resolved(decide_ctx *c, const char *image_ref, pg_error *err)
 {
     pg_keyset ks = {0};
-    pg_ref *ref = NULL;
+    pg_autoref pg_ref *ref = NULL;
     int rc = pg_identity_check(image_ref, &ref, NULL) == PG_OK
                  ? pg_identity_add_keys(&ks, image_ref, ref, err)
                  : pg_keyset_add(&ks, image_ref, err); /* kept as the index says */
     for (size_t k = 0; rc == PG_OK && k < ks.n; k++)
         rc = gather_records(c, ks.v[k], err);
-    pg_ref_free(ref);
     pg_keyset_free(&ks);
     return rc;
 }
@@ -461,7 +459,7 @@ static bool step_name_union(decide_ctx *c)
     if (c->n_recs || c->content_known)
         return false;
     pg_error err = {0};
-    const pg_focused **recs = NULL;
+    pg_autofree const pg_focused **recs = NULL;
     size_t n = 0;
     bool unknown = false;
     if (pg_lookup_mapping(c->lk, c->name, true, &recs, &n, &unknown, &err) != PG_OK)
@@ -469,7 +467,6 @@ static bool step_name_union(decide_ctx *c)
     int rc = PG_OK;
     for (size_t i = 0; rc == PG_OK && i < n; i++)
         rc = add_record(c, recs[i]);
-    free(recs);
     if (rc != PG_OK) {
         pg_error nomem = {PG_ERR_NOMEM, "out of memory"};
         return store_error(c, &nomem);

@@ -14,6 +14,7 @@
  * (such as "library/" + star, which should be "docker.io/library/" + star)
  * are refused, since such a pattern is always a mistake.
  */
+#include "cleanup.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -74,10 +75,8 @@ PG_API int pg_pinned_match(const char *const *patterns, const char *image)
 {
     if (!patterns || !*patterns || !image || !*image)
         return 0; /* no patterns (the usual case): no parse */
-    pg_ref *ref = pg_ref_parse(image, NULL);
-    int match = pg_pinned_match_ref(patterns, image, ref);
-    pg_ref_free(ref);
-    return match;
+    pg_autoref pg_ref *ref = pg_ref_parse(image, NULL);
+    return pg_pinned_match_ref(patterns, image, ref);
 }
 
 /* ------------------------------------------------------------------ allowlist */
@@ -95,34 +94,30 @@ static bool is_space(char c)
 static int validate_name(const char *pattern, const char *name, size_t prefix_len, pg_error *err)
 {
     pg_error why = {0};
-    pg_ref *ref = pg_ref_parse(name, &why);
-    int rc = PG_OK;
+    pg_autoref pg_ref *ref = pg_ref_parse(name, &why);
     if (!ref)
-        rc = pg_fail(err, PG_ERR_INVALID, "allowlist pattern \"%.256s\": %s: %s", pattern,
-                     prefix_len ? "not an image name prefix" : "failed to parse as an image name",
-                     why.message);
-    else if (pg_ref_tag(ref) || pg_ref_digest(ref))
-        rc = pg_fail(err, PG_ERR_INVALID,
-                     "allowlist pattern \"%.256s\": neither tag nor digest is accepted", pattern);
-    else if (prefix_len && !has_prefix(pg_ref_name(ref), pattern, prefix_len))
-        rc = pg_fail(err, PG_ERR_INVALID,
-                     "allowlist pattern \"%.256s\": never matches a normalised image name "
-                     "(normalised names look like \"%.256s\")",
-                     pattern, pg_ref_name(ref));
-    pg_ref_free(ref);
-    return rc;
+        return pg_fail(err, PG_ERR_INVALID, "allowlist pattern \"%.256s\": %s: %s", pattern,
+                       prefix_len ? "not an image name prefix" : "failed to parse as an image name",
+                       why.message);
+    if (pg_ref_tag(ref) || pg_ref_digest(ref))
+        return pg_fail(err, PG_ERR_INVALID,
+                       "allowlist pattern \"%.256s\": neither tag nor digest is accepted", pattern);
+    if (prefix_len && !has_prefix(pg_ref_name(ref), pattern, prefix_len))
+        return pg_fail(err, PG_ERR_INVALID,
+                       "allowlist pattern \"%.256s\": never matches a normalised image name "
+                       "(normalised names look like \"%.256s\")",
+                       pattern, pg_ref_name(ref));
+    return PG_OK;
 }
 
 static int validate_wildcard_prefix(const char *pattern, size_t prefix_len, pg_error *err)
 {
-    char *probe = malloc(prefix_len + 2);
+    pg_autofree char *probe = malloc(prefix_len + 2);
     if (!probe)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
     memcpy(probe, pattern, prefix_len);
     memcpy(probe + prefix_len, "x", 2);
-    int rc = validate_name(pattern, probe, prefix_len, err);
-    free(probe);
-    return rc;
+    return validate_name(pattern, probe, prefix_len, err);
 }
 
 PG_API int pg_allowlist_validate(const char *pattern, pg_error *err)
@@ -160,11 +155,8 @@ static bool allowlist_pattern_matches(const char *pattern, const char *name)
     if (!pg_ref_needs_normalising(pattern))
         return strcmp(pattern, name) == 0;
     /* "ubuntu", "library/ubuntu": the image they name (validated when configured). */
-    pg_ref *ref = pg_ref_parse(pattern, NULL);
-    bool match =
-        ref && !pg_ref_tag(ref) && !pg_ref_digest(ref) && strcmp(pg_ref_name(ref), name) == 0;
-    pg_ref_free(ref);
-    return match;
+    pg_autoref pg_ref *ref = pg_ref_parse(pattern, NULL);
+    return ref && !pg_ref_tag(ref) && !pg_ref_digest(ref) && strcmp(pg_ref_name(ref), name) == 0;
 }
 
 PG_API int pg_allowlist_match(const char *const *patterns, const char *image)
@@ -173,13 +165,9 @@ PG_API int pg_allowlist_match(const char *const *patterns, const char *image)
         return 0;
     /* Like the kubelet, compare the normalised name so "nginx:1" meets
      * "docker.io/library/nginx"; an unparsable image matches nothing. */
-    pg_ref *ref = pg_ref_parse(image, NULL);
-    if (!ref)
-        return 0;
-    const char *name = pg_ref_name(ref);
-    int match = 0;
-    for (const char *const *p = patterns; *p && !match; p++)
-        match = allowlist_pattern_matches(*p, name);
-    pg_ref_free(ref);
-    return match;
+    pg_autoref pg_ref *ref = pg_ref_parse(image, NULL);
+    for (const char *const *p = patterns; ref && *p; p++)
+        if (allowlist_pattern_matches(*p, pg_ref_name(ref)))
+            return 1;
+    return 0;
 }

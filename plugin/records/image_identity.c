@@ -6,6 +6,7 @@
  * others (docs/design.md "Image identity"), so every module that keys files
  * by an image's identity goes through these helpers.
  */
+#include "cleanup.h"
 #include "image_identity.h"
 
 #include <stdio.h>
@@ -62,12 +63,10 @@ void pg_keyset_free(pg_keyset *ks) { pg_strv_clear(ks); }
 
 static int add_joined(pg_keyset *ks, const char *a, const char *b, const char *c, pg_error *err)
 {
-    char *key;
+    pg_autofree char *key = NULL;
     if (asprintf(&key, "%s%s%s", a, b, c) < 0)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    int rc = pg_keyset_add(ks, key, err);
-    free(key);
-    return rc;
+    return pg_keyset_add(ks, key, err);
 }
 
 /* name + every tag/digest suffix the kubelet or a runtime may have written. */
@@ -78,11 +77,10 @@ static int add_suffix_forms(pg_keyset *ks, const char *name, const pg_ref *ref, 
     if (digest) {
         rc = add_joined(ks, name, "@", digest, err);
         if (rc == PG_OK && tag) {
-            char *tagged;
+            pg_autofree char *tagged = NULL;
             if (asprintf(&tagged, "%s:%s", name, tag) < 0)
                 return pg_fail(err, PG_ERR_NOMEM, "out of memory");
             rc = add_joined(ks, tagged, "@", digest, err);
-            free(tagged);
         }
         return rc;
     }
@@ -122,18 +120,15 @@ int pg_identity_add_intent_keys(pg_keyset *ks, const char *s, const pg_ref *ref,
     bool official = strncmp(path, "library/", 8) == 0;
     const char *short_path = official ? path + 8 : path;
     const char *prefixes[] = {"", "docker.io/", "index.docker.io/"};
-    for (size_t i = 0; rc == PG_OK && i < 3; i++) {
-        char *name;
-        if (asprintf(&name, "%s%s", prefixes[i], short_path) < 0)
+    /* Each prefix with the short path, then (official images) with "library/". */
+    for (size_t i = 0; rc == PG_OK && i < 2 * 3; i++) {
+        bool library = i % 2;
+        pg_autofree char *name = NULL;
+        if (library && !official)
+            continue;
+        if (asprintf(&name, "%s%s%s", prefixes[i / 2], library ? "library/" : "", short_path) < 0)
             return pg_fail(err, PG_ERR_NOMEM, "out of memory");
         rc = add_suffix_forms(ks, name, ref, err);
-        free(name);
-        if (rc == PG_OK && official) {
-            if (asprintf(&name, "%slibrary/%s", prefixes[i], short_path) < 0)
-                return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-            rc = add_suffix_forms(ks, name, ref, err);
-            free(name);
-        }
     }
     return rc;
 }

@@ -14,6 +14,7 @@
  * We are stricter than Go where it costs kubelet-written files nothing: every
  * field the kubelet always writes is required, and null is never accepted.
  */
+#include "cleanup.h"
 #include "engine_testing.h" /* pg_intent_parse, pg_record_merge */
 #include "internal.h"
 
@@ -221,14 +222,11 @@ int pg_record_key_name(const char *key, char **name_out)
     /* The common case (pullgate's keys, fully written ones) costs a string scan. */
     if (!key || !pg_ref_needs_normalising(key))
         return PG_OK;
-    pg_ref *ref = pg_ref_parse(key, NULL);
+    pg_autoref pg_ref *ref = pg_ref_parse(key, NULL);
     /* Only a plain name names an image: the kubelet never writes a tag or
      * digest into a key, so such a key (or garbage) stands for itself. */
-    if (ref && !pg_ref_tag(ref) && !pg_ref_digest(ref) && !(*name_out = strdup(pg_ref_name(ref)))) {
-        pg_ref_free(ref);
+    if (ref && !pg_ref_tag(ref) && !pg_ref_digest(ref) && !(*name_out = strdup(pg_ref_name(ref))))
         return PG_ERR_NOMEM;
-    }
-    pg_ref_free(ref);
     return PG_OK;
 }
 
@@ -243,12 +241,10 @@ const pg_rec_mapping *pg_record_find(const pg_record *rec, const char *image_nam
         return m;
     /* A key as written ("r/app"): the mapping of the image it names. */
     const pg_rec_mapping *raw = find_in(rec->maps, rec->n_maps, image_name);
-    char *name = NULL;
+    pg_autofree char *name = NULL;
     if (!raw || pg_record_key_name(raw->image_name, &name) != PG_OK || !name)
         return NULL;
-    m = find_in(rec->by_name, rec->n_by_name, name);
-    free(name);
-    return m;
+    return find_in(rec->by_name, rec->n_by_name, name);
 }
 
 /* ------------------------------------------------------ mappings by image */
@@ -452,11 +448,8 @@ static int parse_root(const decoder *d, const char *buf, size_t len, json_t **ro
             d->err->code = PG_ERR_CORRUPT;
         return PG_ERR_CORRUPT;
     }
-    if (!json_is_object(*root)) {
-        json_decref(*root);
-        *root = NULL;
+    if (!json_is_object(*root)) /* *root stays for the caller's pg_autojson to release */
         return pg_fail(d->err, PG_ERR_CORRUPT, "%s is not a JSON object", d->what);
-    }
     return PG_OK;
 }
 
@@ -609,19 +602,17 @@ int pg_record_parse(const char *buf, size_t len, pg_record **out, pg_error *err)
 {
     decoder d = {err, "pulled record"};
     *out = NULL;
-    json_t *root;
+    pg_autojson json_t *root = NULL;
     int rc = parse_root(&d, buf, len, &root);
     if (rc != PG_OK)
         return rc;
     pg_record *rec = calloc(1, sizeof *rec);
     rc = rec ? decode_record(&d, root, rec) : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    json_decref(root);
-    if (rc != PG_OK) {
+    if (rc == PG_OK)
+        *out = rec;
+    else
         pg_record_free(rec);
-        return rc;
-    }
-    *out = rec;
-    return PG_OK;
+    return rc;
 }
 
 int pg_intent_parse(const char *buf, size_t len, char **image_out, pg_error *err)
@@ -629,7 +620,7 @@ int pg_intent_parse(const char *buf, size_t len, char **image_out, pg_error *err
     static const char *const keys[] = {"kind", "apiVersion", "image", NULL};
     decoder d = {err, "pull intent"};
     *image_out = NULL;
-    json_t *root;
+    pg_autojson json_t *root = NULL;
     int rc = parse_root(&d, buf, len, &root);
     if (rc != PG_OK)
         return rc;
@@ -643,7 +634,6 @@ int pg_intent_parse(const char *buf, size_t len, char **image_out, pg_error *err
         rc = pg_fail(err, PG_ERR_CORRUPT, "pull intent: empty image");
     if (rc == PG_OK && !(*image_out = strdup(image)))
         rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    json_decref(root);
     return rc;
 }
 
@@ -954,17 +944,16 @@ static pg_rec_mapping *mapping_for(pg_record *rec, const char *image_name, pg_er
     size_t lo = position_in(rec->maps, rec->n_maps, image_name, &found);
     if (found)
         return &rec->maps[lo];
-    char *name = strdup(image_name);
+    pg_autofree char *name = strdup(image_name);
     pg_rec_mapping *grown = realloc(rec->maps, (rec->n_maps + 1) * sizeof *grown);
     if (grown)
         rec->maps = grown;
     if (!name || !grown) {
-        free(name);
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
     memmove(&grown[lo + 1], &grown[lo], (rec->n_maps - lo) * sizeof *grown);
-    grown[lo] = (pg_rec_mapping){.image_name = name};
+    grown[lo] = (pg_rec_mapping){.image_name = pg_steal(&name)};
     rec->n_maps++;
     return &grown[lo];
 }
@@ -1073,17 +1062,15 @@ static int fold_keys(pg_record *rec, const char *image_name, pg_error *err)
 {
     int rc = PG_OK;
     for (size_t i = 0; rc == PG_OK && i < rec->n_maps;) {
-        char *name = NULL;
+        pg_autofree char *name = NULL;
         if (strcmp(rec->maps[i].image_name, image_name) == 0 ||
             (rc = pg_record_key_name(rec->maps[i].image_name, &name)) != PG_OK || !name ||
             strcmp(name, image_name) != 0) {
-            free(name);
             if (rc == PG_ERR_NOMEM)
                 rc = pg_fail(err, rc, "out of memory");
             i++;
             continue;
         }
-        free(name);
         pg_rec_mapping moved = rec->maps[i];
         memmove(&rec->maps[i], &rec->maps[i + 1], (rec->n_maps - i - 1) * sizeof *rec->maps);
         rec->n_maps--;
@@ -1257,7 +1244,7 @@ static int evictables_of(const pg_record *rec, const char *ns, const char *image
                          void *ud, evictable **out, size_t *n_out)
 {
     size_t n = 0, cap = 0;
-    evictable *v = NULL;
+    pg_autofree evictable *v = NULL;
     for (size_t m = 0; m < rec->n_maps; m++) {
         const pg_rec_mapping *map = &rec->maps[m];
         for (size_t i = 0; i < map->n_secrets; i++) {
@@ -1268,10 +1255,8 @@ static int evictables_of(const pg_record *rec, const char *ns, const char *image
             if (n == cap) {
                 cap = cap ? cap * 2 : 16;
                 evictable *grown = realloc(v, cap * sizeof *grown);
-                if (!grown) {
-                    free(v);
+                if (!grown)
                     return PG_ERR_NOMEM;
-                }
                 v = grown;
             }
             v[n++] = (evictable){m, i, recorded_at ? recorded_at(map->image_name, c, ud) : 0};
@@ -1279,7 +1264,7 @@ static int evictables_of(const pg_record *rec, const char *ns, const char *image
     }
     if (n)
         qsort(v, n, sizeof *v, cmp_evictable);
-    *out = v;
+    *out = pg_steal(&v);
     *n_out = n;
     return PG_OK;
 }
@@ -1310,13 +1295,13 @@ static int evict_bindings(pg_record *rec, const char *ns, const char *image_name
                           const pg_pull_credentials *creds, pg_recorded_at_fn recorded_at,
                           void *ud, pg_share_use *use)
 {
-    evictable *v = NULL;
+    pg_autofree evictable *v = NULL;
     size_t n = 0;
     int rc = evictables_of(rec, ns, image_name, creds, recorded_at, ud, &v, &n);
     if (rc != PG_OK || !n)
         return rc;
     bool **doomed = calloc(rec->n_maps, sizeof *doomed);
-    size_t *left = calloc(rec->n_maps, sizeof *left); /* ns's entries per mapping */
+    pg_autofree size_t *left = calloc(rec->n_maps, sizeof *left); /* ns's entries per mapping */
     rc = doomed && left ? PG_OK : PG_ERR_NOMEM;
     for (size_t m = 0; rc == PG_OK && m < rec->n_maps; m++)
         left[m] = mapping_share(&rec->maps[m], ns).entries;
@@ -1337,8 +1322,6 @@ static int evict_bindings(pg_record *rec, const char *ns, const char *image_name
     for (size_t m = 0; doomed && m < rec->n_maps; m++)
         free(doomed[m]);
     free(doomed);
-    free(left);
-    free(v);
     return rc;
 }
 

@@ -17,6 +17,7 @@
  * then go-digest's validation: only sha256/sha384/sha512 with exactly
  * 64/96/128 lowercase hex digits are accepted.
  */
+#include "cleanup.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -426,24 +427,17 @@ int pg_ref_parse_into(const char *image, pg_ref **out, pg_error *err)
     int rc = check_familiar(s, &sp, err);
     if (rc != PG_OK)
         return rc;
-    char *joined = join_normalized(&sp);
-    pg_ref *ref = calloc(1, sizeof *ref);
-    if (!joined || !ref) {
-        free(joined);
-        free(ref);
+    pg_autofree char *joined = join_normalized(&sp);
+    pg_autoref pg_ref *ref = calloc(1, sizeof *ref);
+    if (!joined || !ref)
         return pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    }
     ref_parts parts = {0};
     rc = parse_reference((span){joined, strlen(joined)}, &parts, err);
     if (rc == PG_OK)
         rc = build_ref(&parts, ref, err);
-    free(joined);
-    if (rc != PG_OK) {
-        pg_ref_free(ref);
-        return rc;
-    }
-    *out = ref;
-    return PG_OK;
+    if (rc == PG_OK)
+        *out = pg_steal(&ref);
+    return rc;
 }
 
 PG_API pg_ref *pg_ref_parse(const char *image, pg_error *err)
@@ -475,11 +469,10 @@ PG_API const char *pg_ref_string(const pg_ref *ref) { return ref ? ref->full : N
 
 PG_API char *pg_image_name(const char *image, pg_error *err)
 {
-    pg_ref *ref = pg_ref_parse(image, err);
+    pg_autoref pg_ref *ref = pg_ref_parse(image, err);
     if (!ref)
         return NULL;
     char *name = pg_strdup(ref->name);
-    pg_ref_free(ref);
     if (!name)
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
     return name;
