@@ -118,6 +118,10 @@ static int check_stat(const struct stat *st, const char *name, int flags, pg_err
     return PG_OK;
 }
 
+static char *grow_wiping(char *old, size_t len, size_t old_cap, size_t cap);
+
+/* What it reads may be a key file or a dockerconfig: a block it outgrows or gives up is wiped
+ * before it is freed, so no copy of a secret is left in the heap. */
 int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err)
 {
     size_t cap = 4096, n = 0;
@@ -126,7 +130,7 @@ int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err)
     while (rc == PG_OK) {
         if (n == cap) {
             size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-            char *nb = cap > max ? NULL : realloc(b, ncap + 1);
+            char *nb = cap > max ? NULL : grow_wiping(b, n, cap + 1, ncap + 1);
             if (!nb) {
                 rc = cap > max ? pg_fail(err, PG_ERR_LIMIT, "input larger than %zu bytes", max)
                                : pg_fail(err, PG_ERR_NOMEM, "out of memory");
@@ -147,6 +151,8 @@ int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err)
             rc = pg_fail(err, PG_ERR_LIMIT, "input larger than %zu bytes", max);
     }
     if (rc != PG_OK) {
+        if (b)
+            explicit_bzero(b, cap + 1);
         free(b);
         return rc;
     }

@@ -348,6 +348,7 @@ static bool url_parse_authority(const char *a, size_t n, pg_go_url *u, bool *nom
             *nomem = !bad;
             return false;
         }
+        explicit_bzero(ui, strlen(ui)); /* a dockerconfig key's userinfo may hold a password */
         free(ui);
         if (!userinfo_ok(a, ui_len))
             return false;
