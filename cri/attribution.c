@@ -6,6 +6,8 @@
  */
 #include "attribution.h"
 
+#include "cleanup.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,20 +141,17 @@ static int from_pod(const cri_pull_request *r, const cri_attribution *a, cri_pul
     if (a->mac_required && !a->mac_key)
         return unverified(r, "hmacKeyFile set but the key is unavailable", c, err);
     pg_error why = {0};
-    char *image_name = pg_image_name(r->image, &why);
+    pg_autofree char *image_name = pg_image_name(r->image, &why);
     if (!image_name)
         return why.code == PG_ERR_NOMEM ? pg_fail(err, PG_ERR_NOMEM, "out of memory")
                                         : unverified(r, "the image is not a reference", c, err);
     pg_presented *p = NULL;
-    int rc;
     if (pg_presented_parse_keyed(r->annotation, r->annotation_len, r->pod_namespace, a->mac_key, &p,
                                  &why) != PG_OK)
-        rc = why.code == PG_ERR_NOMEM ? pg_fail(err, PG_ERR_NOMEM, "out of memory")
-                                      : unverified(r, "malformed credentials annotation", c, err);
-    else
-        rc = from_annotation(r, p, image_name, c, err);
+        return why.code == PG_ERR_NOMEM ? pg_fail(err, PG_ERR_NOMEM, "out of memory")
+                                        : unverified(r, "malformed credentials annotation", c, err);
+    int rc = from_annotation(r, p, image_name, c, err);
     pg_presented_free(p);
-    free(image_name);
     return rc;
 }
 

@@ -2,6 +2,7 @@
 /* pullgate-cri's metric definitions and counting functions (cri_metrics.h). */
 #include "cri_metrics.h"
 
+#include "cleanup.h"
 #include "hook.h" /* the local decisions spool */
 #include "pull.h"
 
@@ -121,16 +122,13 @@ static double denials_last_hour(void)
  * .tmp); a directory that cannot be read counts nothing. No symlink is followed. */
 static double count_records(const char *sub)
 {
-    int dfd = open(m.state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int fd = dfd >= 0 ? openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
-    if (dfd >= 0)
-        close(dfd);
+    pg_autoclose int dfd = open(m.state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    pg_autoclose int fd =
+        dfd >= 0 ? openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
+    if (!d)
         return 0;
-    }
+    fd = -1; /* closedir closes it */
     double n = 0;
     for (struct dirent *e; (e = readdir(d));) {
         size_t len = strlen(e->d_name);

@@ -8,6 +8,7 @@
 #include "intercept.h"
 
 #include "call.h"
+#include "cleanup.h"
 #include "cri_metrics.h"
 #include "grpc_unary.h"
 #include "log.h"
@@ -785,9 +786,8 @@ void cri_intercept_start(cri_intercept *x, const cri_method *m, grpc_call *incom
 
 cri_intercept *cri_intercept_new(const cri_intercept_options *o, pg_error *err)
 {
-    cri_intercept *x = calloc(1, sizeof *x);
+    pg_autofree cri_intercept *x = calloc(1, sizeof *x);
     if (!x || !(x->annotation_key = pg_strdup(o->annotation_key))) {
-        free(x);
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
@@ -795,7 +795,7 @@ cri_intercept *cri_intercept_new(const cri_intercept_options *o, pg_error *err)
     x->o.annotation_key = x->annotation_key;
     if (!x->o.max_slots)
         x->o.max_slots = CRI_MAX_PULL_SLOTS;
-    return x;
+    return pg_steal(&x);
 }
 
 void cri_intercept_free(cri_intercept *x)

@@ -24,21 +24,19 @@ struct cri_node_creds {
 
 cri_node_creds *cri_node_creds_new(const char *const *paths, pg_error *err)
 {
-    cri_node_creds *nc = calloc(1, sizeof *nc);
     size_t n = 0;
     while (paths && paths[n])
         n++;
-    if (nc && n && !(nc->files = calloc(n, sizeof *nc->files))) {
-        free(nc);
-        nc = NULL;
-    }
-    for (size_t i = 0; nc && i < n; i++, nc->n++)
-        if (!(nc->files[i].path = pg_strdup(paths[i]))) {
-            cri_node_creds_free(nc);
-            nc = NULL;
-        }
-    if (!nc)
+    cri_node_creds *nc = calloc(1, sizeof *nc);
+    if (nc && n)
+        nc->files = calloc(n, sizeof *nc->files);
+    while (nc && nc->files && nc->n < n && (nc->files[nc->n].path = pg_strdup(paths[nc->n])))
+        nc->n++;
+    if (!nc || nc->n < n) { /* nc->n: the paths copied so far, each freed with it */
+        cri_node_creds_free(nc);
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
     return nc;
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "prune.h"
 
+#include "cleanup.h"
 #include "cri_metrics.h"
 #include "grpc_unary.h"
 #include "log.h"
@@ -155,9 +156,8 @@ static void pruner_run(void *arg)
 cri_pruner *cri_pruner_start(const char *runtime_endpoint, pg_store *store, int64_t interval_s,
                              pg_error *err)
 {
-    cri_pruner *p = calloc(1, sizeof *p);
+    pg_autofree cri_pruner *p = calloc(1, sizeof *p);
     if (!p || !(p->channel = cri_runtime_channel(runtime_endpoint))) {
-        free(p);
         pg_fail(err, PG_ERR_NOMEM, "pruner setup failed");
         return NULL;
     }
@@ -165,10 +165,9 @@ cri_pruner *cri_pruner_start(const char *runtime_endpoint, pg_store *store, int6
     p->interval_ms = interval_s * 1000;
     if (cri_thread_start(&p->t, pruner_run, p, "pruner", err) != PG_OK) {
         grpc_channel_destroy(p->channel);
-        free(p);
         return NULL;
     }
-    return p;
+    return pg_steal(&p); /* the pruner thread runs on it */
 }
 
 void cri_pruner_kick(cri_pruner *p)

@@ -8,6 +8,7 @@
  */
 #include "pull.h"
 
+#include "cleanup.h"
 #include "cri_subset.pb-c.h"
 
 #include <openssl/crypto.h>
@@ -440,12 +441,10 @@ static int strv_add_identity(pg_strv *l, const char *s, pg_error *err)
 static int strv_add_field(pg_strv *l, const ProtobufCBinaryData *f, pg_error *err)
 {
     pg_error why = {0};
-    char *s = NULL;
+    pg_autofree char *s = NULL;
     if (dup_field(f, PG_MAX_IMAGE_LEN, "identity", &s, &why) != PG_OK)
         return why.code == PG_ERR_NOMEM ? pg_fail(err, PG_ERR_NOMEM, "out of memory") : PG_OK;
-    int rc = s ? strv_add_identity(l, s, err) : PG_OK;
-    free(s);
-    return rc;
+    return s ? strv_add_identity(l, s, err) : PG_OK;
 }
 
 static int collect_aliases(const Runtime__V1__Image *img, const char *also, pg_strv *l,

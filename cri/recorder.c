@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "recorder.h"
 
+#include "cleanup.h"
 #include "cri_metrics.h"
 #include "thread.h"
 
@@ -99,17 +100,15 @@ static void writer_run(void *arg)
 
 cri_recorder *cri_recorder_new(pg_store *store, pg_error *err)
 {
-    cri_recorder *r = calloc(1, sizeof *r);
+    pg_autofree cri_recorder *r = calloc(1, sizeof *r);
     if (!r) {
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
     r->store = store;
-    if (cri_thread_start(&r->t, writer_run, r, "record writer", err) != PG_OK) {
-        free(r);
+    if (cri_thread_start(&r->t, writer_run, r, "record writer", err) != PG_OK)
         return NULL;
-    }
-    return r;
+    return pg_steal(&r); /* the writer thread runs on it */
 }
 
 int cri_recorder_stop(cri_recorder *r, int timeout_ms)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "runtime_mark.h"
 
+#include "cleanup.h"
 #include "store_fs.h"
 
 #include <errno.h>
@@ -8,26 +9,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 int cri_runtime_mark_write(const char *state_dir, const char *endpoint, pg_error *err)
 {
     if (!endpoint || !*endpoint || strchr(endpoint, '\n'))
         return pg_fail(err, PG_ERR_INVALID, "no usable runtime endpoint to record");
-    int dirfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    pg_autoclose int dirfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dirfd < 0)
         return pg_fail_errno(err, errno, "open %s", state_dir);
     size_t n = strlen(endpoint);
-    char *text = malloc(n + 2);
-    int rc = text ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
-    if (rc == PG_OK) {
-        memcpy(text, endpoint, n);
-        text[n] = '\n';
-        rc = pg_st_write_file_atomic(dirfd, state_dir, ".", CRI_RUNTIME_MARK, text, n + 1, err);
-    }
-    free(text);
-    close(dirfd);
-    return rc;
+    pg_autofree char *text = malloc(n + 2);
+    if (!text)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    memcpy(text, endpoint, n);
+    text[n] = '\n';
+    return pg_st_write_file_atomic(dirfd, state_dir, ".", CRI_RUNTIME_MARK, text, n + 1, err);
 }
 
 /*
@@ -41,7 +37,7 @@ static int runtime_mark_read(const char *state_dir, char **endpoint, pg_error *e
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", state_dir, CRI_RUNTIME_MARK) >= sizeof path)
         return pg_fail(err, PG_ERR_INVALID, "state directory path too long");
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     int rc =
         pg_read_file_at(AT_FDCWD, path, CRI_RUNTIME_MARK_MAX, PG_READ_STRICT, &text, &len, err);
@@ -49,11 +45,9 @@ static int runtime_mark_read(const char *state_dir, char **endpoint, pg_error *e
         return rc;
     while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
         text[--len] = '\0';
-    if (len == 0 || memchr(text, '\0', len) || memchr(text, '\n', len)) {
-        free(text);
+    if (len == 0 || memchr(text, '\0', len) || memchr(text, '\n', len))
         return pg_fail(err, PG_ERR_INVALID, "%s: not one runtime endpoint", path);
-    }
-    *endpoint = text;
+    *endpoint = pg_steal(&text);
     return PG_OK;
 }
 
@@ -71,7 +65,7 @@ static bool same_endpoint(const char *a, const char *b)
 int cri_runtime_mark_check(const char *state_dir, const char *endpoint, bool explicit_endpoint,
                            pg_error *err)
 {
-    char *recorded = NULL;
+    pg_autofree char *recorded = NULL;
     pg_error local = {0}, *e = err ? err : &local; /* NOT_FOUND decides, message or not */
     int rc = runtime_mark_read(state_dir, &recorded, e);
     if (rc == PG_ERR_NOT_FOUND && explicit_endpoint) {
@@ -89,13 +83,12 @@ int cri_runtime_mark_check(const char *state_dir, const char *endpoint, bool exp
         return rc;
     }
     if (!same_endpoint(recorded, endpoint))
-        rc = pg_fail(err, PG_ERR_CONFIG,
-                     "the records were made against %.120s, the runtime pullgate-cri serves "
-                     "(recorded in %.120s/%s), and this prune would list %.120s: every record of "
-                     "an image only the first holds would be deleted; give pullgate-cri and the "
-                     "prune one endpoint (criRuntimeEndpoint in the configuration file, not a "
-                     "drop-in)",
-                     recorded, state_dir, CRI_RUNTIME_MARK, endpoint);
-    free(recorded);
-    return rc;
+        return pg_fail(err, PG_ERR_CONFIG,
+                       "the records were made against %.120s, the runtime pullgate-cri serves "
+                       "(recorded in %.120s/%s), and this prune would list %.120s: every record of "
+                       "an image only the first holds would be deleted; give pullgate-cri and the "
+                       "prune one endpoint (criRuntimeEndpoint in the configuration file, not a "
+                       "drop-in)",
+                       recorded, state_dir, CRI_RUNTIME_MARK, endpoint);
+    return PG_OK;
 }

@@ -13,6 +13,7 @@
 #include "verify.h"
 
 #include "call.h"
+#include "cleanup.h"
 #include "cri_metrics.h"
 #include "log.h"
 #include "recorder.h"
@@ -107,7 +108,7 @@ typedef struct verdict {
 /* The decision for the pod's namespace candidate, with the runtime's identities. */
 static void decide(cri_verifier *v, const cri_status_request *r, char **aliases, verdict *out)
 {
-    char *ns = NULL;
+    pg_autofree char *ns = NULL;
     pg_error e = {0};
     if (r->annotation &&
         pg_presented_namespace(r->annotation, r->annotation_len, &ns, &e) != PG_OK) {
@@ -125,7 +126,6 @@ static void decide(cri_verifier *v, const cri_status_request *r, char **aliases,
     };
     pg_store *store = cri_decider_acquire(v->o.decider);
     if (!store) {
-        free(ns);
         out->why = "the record store cannot be opened";
         out->metric = "error";
         return;
@@ -133,7 +133,6 @@ static void decide(cri_verifier *v, const cri_status_request *r, char **aliases,
     pg_decision d;
     pg_decide_identity(v->o.cfg, store, &req, (const char *const *)aliases, NULL, &d);
     cri_decider_release(v->o.decider);
-    free(ns);
     out->reason = d.reason;
     if (d.allow || !pg_reason_curable_by_pull(d.reason)) {
         out->metric =
@@ -373,19 +372,17 @@ void cri_verifier_pulled(cri_verifier *v, const char *image, const char *annotat
 
 cri_verifier *cri_verifier_new(const cri_verifier_options *o, pg_error *err)
 {
-    cri_verifier *v = calloc(1, sizeof *v);
+    pg_autofree cri_verifier *v = calloc(1, sizeof *v);
     if (!v) {
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
     v->o = *o;
-    if (!(v->memory =
-              cri_verify_memory_new(CRI_VERIFY_MEMORY_ENTRIES, CRI_VERIFY_MEMORY_TTL_MS, err))) {
-        free(v);
+    v->memory = cri_verify_memory_new(CRI_VERIFY_MEMORY_ENTRIES, CRI_VERIFY_MEMORY_TTL_MS, err);
+    if (!v->memory)
         return NULL;
-    }
     pthread_mutex_init(&v->memory_lock, NULL);
-    return v;
+    return pg_steal(&v);
 }
 
 void cri_verifier_free(cri_verifier *v)

@@ -2,6 +2,7 @@
 /* The verification pulls' loop bound (verify_memory.h): a small table, scanned. */
 #include "verify_memory.h"
 
+#include "cleanup.h"
 #include "cri_testing.h" /* cri_verify_memory_size */
 
 #include <stdlib.h>
@@ -22,19 +23,18 @@ struct cri_verify_memory {
 
 cri_verify_memory *cri_verify_memory_new(size_t cap, int64_t ttl_ms, pg_error *err)
 {
-    cri_verify_memory *m = calloc(1, sizeof *m);
-    if (m && cap && !(m->v = calloc(cap, sizeof *m->v))) {
-        free(m);
-        m = NULL;
+    if (!cap) {
+        pg_fail(err, PG_ERR_INVALID, "no room");
+        return NULL;
     }
-    if (!m || !cap) {
-        free(m);
-        pg_fail(err, m ? PG_ERR_INVALID : PG_ERR_NOMEM, m ? "no room" : "out of memory");
+    pg_autofree cri_verify_memory *m = calloc(1, sizeof *m);
+    if (!m || !(m->v = calloc(cap, sizeof *m->v))) {
+        pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
     m->cap = cap;
     m->ttl_ms = ttl_ms;
-    return m;
+    return pg_steal(&m);
 }
 
 void cri_verify_memory_free(cri_verify_memory *m)

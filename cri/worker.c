@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "worker.h"
 
+#include "cleanup.h"
 #include "thread.h"
 
 #include <stdlib.h>
@@ -97,16 +98,14 @@ static void worker_run(void *arg)
 
 cri_worker *cri_worker_new(pg_error *err)
 {
-    cri_worker *w = calloc(1, sizeof *w);
+    pg_autofree cri_worker *w = calloc(1, sizeof *w);
     if (!w) {
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    if (cri_thread_start(&w->t, worker_run, w, "worker", err) != PG_OK) {
-        free(w);
+    if (cri_thread_start(&w->t, worker_run, w, "worker", err) != PG_OK)
         return NULL;
-    }
-    return w;
+    return pg_steal(&w); /* the worker thread runs on it */
 }
 
 int cri_worker_stop(cri_worker *w, int timeout_ms)

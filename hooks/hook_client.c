@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The client side of the resident hook exchange; see hook_client.h. */
 #include "hook_client.h"
+#include "cleanup.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -41,33 +42,32 @@ static int connect_daemon(const char *path, int64_t deadline, hook_client_error 
     if (strlen(path) >= sizeof sa.sun_path)
         return -1;
     memcpy(sa.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    pg_autoclose int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -1;
-    int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
-    if (rc != 0 && errno == EINPROGRESS) {
-        rc = -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        if (errno != EINPROGRESS)
+            return -1;
         if (wait_for(fd, POLLOUT, deadline) != 0) {
             *why = HOOK_CLIENT_TIMEOUT;
-        } else {
-            int soerr = 0;
-            socklen_t sl = sizeof soerr;
-            rc = getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0 ? 0 : -1;
+            return -1;
         }
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0)
+            return -1;
     }
     /* Only root's answer is trusted: anyone else could have bound a socket at this path. */
     struct ucred cred;
     socklen_t cl = sizeof cred;
-    if (rc == 0 && (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != 0)) {
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != 0) {
         *why = HOOK_CLIENT_NOT_ROOT;
-        rc = -1;
-    }
-    if (rc != 0) {
-        close(fd);
         return -1;
     }
     *why = HOOK_CLIENT_OK;
-    return fd;
+    int connected = fd;
+    fd = -1; /* the caller's now */
+    return connected;
 }
 
 static int send_request(int fd, const unsigned char *msg, size_t len, int bundle_fd,
@@ -146,13 +146,12 @@ int hook_client_exchange_why(const char *path, const unsigned char *msg, size_t 
     hook_client_error ignored;
     if (!why)
         why = &ignored;
-    int fd = connect_daemon(path, deadline, why);
+    pg_autoclose int fd = connect_daemon(path, deadline, why);
     if (fd < 0)
         return -1;
     int rc = send_request(fd, msg, len, bundle_fd, deadline);
     if (rc == 0)
         rc = receive_reply(fd, buf, cap, reply, deadline);
-    close(fd);
     if (rc != 0)
         *why = left_ms(deadline) == 0 ? HOOK_CLIENT_TIMEOUT : HOOK_CLIENT_BAD_REPLY;
     return rc;

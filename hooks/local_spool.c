@@ -23,6 +23,8 @@
  */
 #include "hook.h"
 
+#include "cleanup.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -67,23 +69,22 @@ int hook_spool_format(long long when, const char *result, const char *reason, ch
 /* 1 written, 0 try the path again (the file was taken by a fold), -1 give up. */
 static int append_once(int dfd, const char *line, size_t len)
 {
-    int fd = openat(dfd, HOOK_SPOOL_NAME,
-                    O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
-                    0600);
+    /* Closed (which releases the lock) on every return. */
+    pg_autoclose int fd = openat(
+        dfd, HOOK_SPOOL_NAME,
+        O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
-    int rc = -1;
     struct stat st;
     if (flock(fd, LOCK_SH | LOCK_NB) != 0)
-        rc = errno == EWOULDBLOCK ? 0 : -1; /* being folded */
-    else if (fstat(fd, &st) != 0 || !spool_file_ok(&st))
-        rc = -1;
-    else if (st.st_nlink == 0)
-        rc = 0; /* folded and unlinked after our open */
-    else if (st.st_size + (off_t)len <= HOOK_SPOOL_MAX_BYTES)
-        rc = write(fd, line, len) == (ssize_t)len ? 1 : -1;
-    close(fd); /* releases the lock */
-    return rc;
+        return errno == EWOULDBLOCK ? 0 : -1; /* being folded */
+    if (fstat(fd, &st) != 0 || !spool_file_ok(&st))
+        return -1;
+    if (st.st_nlink == 0)
+        return 0; /* folded and unlinked after our open */
+    if (st.st_size + (off_t)len > HOOK_SPOOL_MAX_BYTES)
+        return -1;
+    return write(fd, line, len) == (ssize_t)len ? 1 : -1;
 }
 
 int hook_spool_append(const char *state_dir, long long when, const char *result,
@@ -91,7 +92,7 @@ int hook_spool_append(const char *state_dir, long long when, const char *result,
 {
     char line[HOOK_SPOOL_LINE_MAX];
     int len = hook_spool_format(when, result, reason, line, sizeof line);
-    int dfd = len > 0 && state_dir ? open_spool_dir(state_dir) : -1;
+    pg_autoclose int dfd = len > 0 && state_dir ? open_spool_dir(state_dir) : -1;
     if (dfd < 0)
         return -1;
     /* A fold renames the file and locks it: an appender that opened it just before retries at
@@ -100,7 +101,6 @@ int hook_spool_append(const char *state_dir, long long when, const char *result,
     int rc = 0;
     for (int attempt = 0; attempt < HOOK_SPOOL_APPEND_ATTEMPTS && rc == 0; attempt++)
         rc = append_once(dfd, line, (size_t)len);
-    close(dfd);
     return rc == 1 ? 0 : -1;
 }
 
@@ -178,34 +178,31 @@ static int lock_exclusive(int fd, int wait_ms)
 /* spool.folding, when there is one: read, handed to fn line by line, removed. */
 static int take_folding(int dfd, int wait_ms, hook_spool_fn fn, void *ctx, size_t *lines)
 {
-    int fd = openat(dfd, SPOOL_FOLDING, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    pg_autoclose int fd =
+        openat(dfd, SPOOL_FOLDING, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? 0 : -1;
     struct stat st;
-    char *text = NULL;
-    size_t len = 0;
-    int rc = -1;
     if (lock_exclusive(fd, wait_ms) != 0 || fstat(fd, &st) != 0)
-        rc = -1;
-    else if (st.st_nlink == 0)
-        rc = 0; /* another fold took it while we waited */
-    else if (!spool_file_ok(&st))
-        rc = unlinkat(dfd, SPOOL_FOLDING, 0); /* not ours to read: dropped, never counted */
-    else if (pg_read_fd(fd, HOOK_SPOOL_MAX_BYTES + HOOK_SPOOL_LINE_MAX, &text, &len, NULL) ==
-             PG_OK) {
-        /* Removed before the lock goes, so a late appender finds it unlinked. */
-        rc = unlinkat(dfd, SPOOL_FOLDING, 0);
-        if (rc == 0)
-            *lines += hook_spool_parse(text, len, fn, ctx);
-    }
-    free(text);
-    close(fd);
-    return rc;
+        return -1;
+    if (st.st_nlink == 0)
+        return 0; /* another fold took it while we waited */
+    if (!spool_file_ok(&st))
+        return unlinkat(dfd, SPOOL_FOLDING, 0); /* not ours to read: dropped, never counted */
+    pg_autofree char *text = NULL;
+    size_t len = 0;
+    if (pg_read_fd(fd, HOOK_SPOOL_MAX_BYTES + HOOK_SPOOL_LINE_MAX, &text, &len, NULL) != PG_OK)
+        return -1;
+    /* Removed before the lock goes (the close on return): a late appender finds it unlinked. */
+    if (unlinkat(dfd, SPOOL_FOLDING, 0) != 0)
+        return -1;
+    *lines += hook_spool_parse(text, len, fn, ctx);
+    return 0;
 }
 
 long hook_spool_take(const char *state_dir, int wait_ms, hook_spool_fn fn, void *ctx)
 {
-    int dfd = state_dir ? open_spool_dir(state_dir) : -1;
+    pg_autoclose int dfd = state_dir ? open_spool_dir(state_dir) : -1;
     if (dfd < 0)
         return -1;
     size_t lines = 0;
@@ -220,6 +217,5 @@ long hook_spool_take(const char *state_dir, int wait_ms, hook_spool_fn fn, void 
         else if (errno != ENOENT)
             rc = -1;
     }
-    close(dfd);
     return rc == 0 ? (long)lines : -1;
 }

@@ -2,6 +2,8 @@
 /* The hook's inputs: the OCI state on stdin and the bundle's config.json. */
 #include "hook.h"
 
+#include "cleanup.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -137,19 +139,16 @@ int hook_parse_state(hook_doc *doc, const char *buf, size_t len, hook_state *sta
 
 int hook_read_state_spent(hook_doc *doc, int fd, int spent_ms, hook_state *state, pg_error *err)
 {
-    char *buf = NULL;
+    pg_autofree char *buf = NULL;
     size_t len = 0;
     bool timed_out;
     int rc = hook_read_fd_partial(fd, HOOK_MAX_STATE_BYTES, HOOK_STDIN_DEADLINE_MS, spent_ms,
                                   &buf, &len, &timed_out, err);
     if (rc != PG_OK) {
-        free(buf);
         pg_error_prefix(err, "reading the OCI state on stdin");
         return rc;
     }
-    rc = hook_parse_state(doc, buf, len, state, err);
-    free(buf);
-    return rc;
+    return hook_parse_state(doc, buf, len, state, err);
 }
 
 void hook_state_clear(hook_state *state)
@@ -215,11 +214,9 @@ int hook_read_bundle_annotations_at(int bundle_fd, hook_doc *doc, pg_error *err)
 
 int hook_read_bundle_annotations(const char *bundle, hook_doc *doc, pg_error *err)
 {
-    int dirfd;
+    pg_autoclose int dirfd = -1;
     int rc = hook_open_bundle(bundle, &dirfd, err);
     if (rc != PG_OK)
         return rc;
-    rc = hook_read_bundle_annotations_at(dirfd, doc, err);
-    close(dirfd);
-    return rc;
+    return hook_read_bundle_annotations_at(dirfd, doc, err);
 }

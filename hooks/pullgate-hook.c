@@ -11,6 +11,7 @@
  * so a runtime timeout cannot leave a child holding the runtime's pipes. Links
  * no libcrypto (checked by test_hook_daemon.sh with nm).
  */
+#include "cleanup.h"
 #include "hook.h"
 #include "hook_client.h"
 #include "hook_proto.h"
@@ -57,15 +58,12 @@ static int write_all(int fd, const char *p, size_t n)
 /* Puts bytes on fd 0 as a memfd, read from its start: the local hook sees them then EOF. */
 static int hand_over_stdin(const char *bytes, size_t len)
 {
-    int fd = memfd_create("pullgate-oci-state", MFD_CLOEXEC);
+    pg_autoclose int fd = memfd_create("pullgate-oci-state", MFD_CLOEXEC);
     if (fd < 0)
         return -1;
-    int rc = write_all(fd, bytes, len) == 0 && lseek(fd, 0, SEEK_SET) == 0 &&
-                     dup2(fd, STDIN_FILENO) == STDIN_FILENO
-                 ? 0
-                 : -1;
-    close(fd);
-    return rc;
+    if (write_all(fd, bytes, len) != 0 || lseek(fd, 0, SEEK_SET) != 0)
+        return -1;
+    return dup2(fd, STDIN_FILENO) == STDIN_FILENO ? 0 : -1;
 }
 
 /*
