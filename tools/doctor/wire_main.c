@@ -337,11 +337,10 @@ static bool set_hook(json_t *spec, const json_t *entry)
 
 static char *spec_text(const json_t *spec, size_t *len)
 {
-    char *dumped = json_dumps(spec, JSON_INDENT(4));
+    pg_autofree char *dumped = json_dumps(spec, JSON_INDENT(4));
     char *text = NULL;
     if (dumped && asprintf(&text, "%s\n", dumped) < 0)
         text = NULL;
-    free(dumped);
     *len = text ? strlen(text) : 0;
     return text;
 }
