@@ -7,6 +7,7 @@
  * library functions the verifiers use, so producer and verifier cannot drift.
  */
 #include "annotation_build.h"
+#include "cleanup.h"
 #include "pgctl.h"
 
 #include <stdio.h>
@@ -148,14 +149,13 @@ static int print_annotation(const annotate_options *o)
         status = pgctl_fail(&err, "annotate");
     if (status == PGCTL_OK && o->key_file)
         status = sign_annotation(o, a);
-    char *text = status == PGCTL_OK ? pg_annotation_dump(a, &err) : NULL;
+    pg_autofree char *text = status == PGCTL_OK ? pg_annotation_dump(a, &err) : NULL;
     if (status == PGCTL_OK && !text)
         status = pgctl_fail(&err, "annotate");
     if (text && puts(text) < 0) {
         pgctl_error("write error on standard output");
         status = PGCTL_INTERNAL;
     }
-    free(text);
     pg_annotation_free(a);
     return status;
 }

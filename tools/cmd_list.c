@@ -2,6 +2,7 @@
 /* pullgatectl list / show: the pulled records of every record directory. */
 #include "pgctl.h"
 #include "internal.h"
+#include "cleanup.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,15 +46,14 @@ static json_t *record_json(const pg_record *rec)
         pgctl_fail(&err, pg_record_image_ref(rec));
         return NULL;
     }
-    json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    pg_autojson json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
     pg_free(text);
     const char *dir = pg_record_dir(rec);
     if (!json_is_object(j) || json_object_set_new(j, "dir", dir ? json_string(dir) : json_null())) {
-        json_decref(j);
         pgctl_error("%s: cannot encode the record", pg_record_image_ref(rec));
         return NULL;
     }
-    return j;
+    return pg_steal(&j);
 }
 
 static size_t array_size(const json_t *mapping, const char *key)

@@ -2,6 +2,7 @@
 /* pullgatectl prune: deletes pulled records of images no longer in use. */
 #include "pgctl.h"
 #include "internal.h"
+#include "cleanup.h"
 #include "store_lookup.h"
 
 #include <stdio.h>
@@ -149,14 +150,12 @@ static int run_prune(const pg_config *cfg, int argc, char **argv)
     time_t before = 0;
     if (o.before && (status = parse_before(o.before, &before)) != PGCTL_OK)
         return status;
-    char *text = NULL;
-    char **refs = NULL;
+    pg_autofree char *text = NULL;
+    pg_autofree char **refs = NULL; /* pointers into text */
     status = read_in_use(&o, &text, &refs);
-    if (status == PGCTL_OK)
-        status = pgctl_with_store(cfg, prune, &(prune_args){(const char *const *)refs, before});
-    free(refs);
-    free(text);
-    return status;
+    if (status != PGCTL_OK)
+        return status;
+    return pgctl_with_store(cfg, prune, &(prune_args){(const char *const *)refs, before});
 }
 
 const pgctl_command pgctl_cmd_prune = {

@@ -2,6 +2,7 @@
 /* pullgatectl verify: the decision of docs/interfaces.md §5 for one request. */
 #include "pgctl.h"
 #include "internal.h"
+#include "cleanup.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,15 +128,13 @@ static int run_parsed(const pg_config *cfg, const verify_options *o)
     int status = check_options(o);
     if (status != PGCTL_OK || !o->credentials_file)
         return status != PGCTL_OK ? status : decide(cfg, o, o->credentials);
-    char *credentials = NULL;
+    pg_autofree char *credentials = NULL;
     pg_error err;
     pg_error_clear(&err);
     if (pgctl_read_input(o->credentials_file, PG_MAX_ANNOTATION_BYTES, &credentials, NULL, &err) !=
         PG_OK)
         return pgctl_fail(&err, "cannot read the credentials");
-    status = decide(cfg, o, credentials);
-    free(credentials);
-    return status;
+    return decide(cfg, o, credentials);
 }
 
 static int run_verify(const pg_config *cfg, int argc, char **argv)

@@ -11,6 +11,7 @@
  * this binary does not know either) out of the file, after a backup of the file
  * as it was, and says so loudly. Nothing else in the file changes meaning.
  */
+#include "cleanup.h"
 #include "internal.h"
 #include "pgctl.h"
 
@@ -102,67 +103,57 @@ static json_t *read_config(const char *path, char **text, size_t *len, pg_error 
     if (pg_read_file_at(AT_FDCWD, path, PG_MAX_CONFIG_BYTES,
                         PG_READ_CHECK_MODE | PG_READ_CHECK_OWNER, text, len, err) != PG_OK)
         return NULL;
-    json_t *doc = pg_json_parse(*text, *len, path, err);
+    pg_autojson json_t *doc = pg_json_parse(*text, *len, path, err);
     if (doc && !json_is_object(doc)) {
-        json_decref(doc);
         pg_fail(err, PG_ERR_CONFIG, "%s: not a JSON object", path);
         return NULL;
     }
-    return doc;
+    return pg_steal(&doc);
 }
 
 static int roll_back(const char *path, const char *to, int dry_run)
 {
     pg_error err;
     pg_error_clear(&err);
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
-    json_t *doc = read_config(path, &text, &len, &err);
-    json_t *moved = json_array();
-    int status = PGCTL_OK;
-    if (!doc || !moved || keys_to_move(doc, to, moved, &err) != PG_OK) {
-        status = pgctl_fail(&err, CMD);
-        goto out;
-    }
+    pg_autojson json_t *doc = read_config(path, &text, &len, &err);
+    pg_autojson json_t *moved = json_array();
+    if (!doc || !moved || keys_to_move(doc, to, moved, &err) != PG_OK)
+        return pgctl_fail(&err, CMD);
     if (json_array_size(moved) == 0) {
         printf("%s: no key that release %s refuses: nothing to move\n", path, to);
-        goto out;
+        return PGCTL_OK;
     }
     if (dry_run) {
         warn_moved(path, to, moved, NULL);
-        goto out;
+        return PGCTL_OK;
     }
     size_t i;
     json_t *k;
     json_array_foreach(moved, i, k) json_object_del(doc, json_string_value(k));
     char backup[4300];
     struct stat st;
-    char *dumped = json_dumps(doc, JSON_INDENT(2));
-    char *out_text = NULL;
+    pg_autofree char *dumped = json_dumps(doc, JSON_INDENT(2));
+    pg_autofree char *out_text = NULL;
     if (dumped && asprintf(&out_text, "%s\n", dumped) < 0)
         out_text = NULL;
-    free(dumped);
     if (!out_text) {
         pgctl_error(CMD ": out of memory");
-        status = PGCTL_INTERNAL;
-    } else if (stat(path, &st) != 0) {
-        pgctl_error(CMD ": %s: %s", path, strerror(errno));
-        status = PGCTL_INTERNAL;
-    } else if (backup_path(path, to, backup, sizeof backup, &err) != PG_OK ||
-               pg_write_file_replacing(backup, text, len, st.st_mode, st.st_uid, st.st_gid, &err) !=
-                   PG_OK ||
-               pg_write_file_replacing(path, out_text, strlen(out_text), st.st_mode, st.st_uid,
-                                       st.st_gid, &err) != PG_OK) {
-        status = pgctl_fail(&err, CMD);
-    } else {
-        warn_moved(path, to, moved, backup);
+        return PGCTL_INTERNAL;
     }
-    free(out_text);
-out:
-    json_decref(moved);
-    json_decref(doc);
-    free(text);
-    return status;
+    if (stat(path, &st) != 0) {
+        pgctl_error(CMD ": %s: %s", path, strerror(errno));
+        return PGCTL_INTERNAL;
+    }
+    if (backup_path(path, to, backup, sizeof backup, &err) != PG_OK ||
+        pg_write_file_replacing(backup, text, len, st.st_mode, st.st_uid, st.st_gid, &err) !=
+            PG_OK ||
+        pg_write_file_replacing(path, out_text, strlen(out_text), st.st_mode, st.st_uid, st.st_gid,
+                                &err) != PG_OK)
+        return pgctl_fail(&err, CMD);
+    warn_moved(path, to, moved, backup);
+    return PGCTL_OK;
 }
 
 int pgctl_config_rollback(const char *config_path, int argc, char **argv)

@@ -2,6 +2,7 @@
 /* Helpers shared by pullgatectl's commands: errors, exit statuses, input. */
 #include "pgctl.h"
 #include "internal.h"
+#include "cleanup.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -120,39 +121,21 @@ int pgctl_parse_options(int argc, char **argv, const struct option *options, pgc
     return status;
 }
 
-static int open_input_file(const char *path, int *fd_out, pg_error *err)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT)
-            return pg_fail(err, PG_ERR_NOT_FOUND, "%s: no such file", path);
-        return pg_fail(err, PG_ERR_INVALID, "%s: cannot open: %s", path, strerror(e));
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return pg_fail_errno(err, e, "stat %s", path);
-    }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        return pg_fail(err, PG_ERR_INVALID, "%s: is a directory", path);
-    }
-    *fd_out = fd;
-    return PG_OK;
-}
-
 int pgctl_read_input(const char *path, size_t max, char **buf, size_t *len, pg_error *err)
 {
     if (strcmp(path, "-") == 0)
         return pg_read_fd(STDIN_FILENO, max, buf, len, err);
-    int fd = -1;
-    int rc = open_input_file(path, &fd, err);
-    if (rc != PG_OK)
-        return rc;
-    rc = pg_read_fd(fd, max, buf, len, err);
-    close(fd);
+    pg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    if (fd < 0 && errno == ENOENT)
+        return pg_fail(err, PG_ERR_NOT_FOUND, "%s: no such file", path);
+    if (fd < 0)
+        return pg_fail(err, PG_ERR_INVALID, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0)
+        return pg_fail_errno(err, errno, "stat %s", path);
+    if (S_ISDIR(st.st_mode))
+        return pg_fail(err, PG_ERR_INVALID, "%s: is a directory", path);
+    int rc = pg_read_fd(fd, max, buf, len, err);
     if (rc == PG_ERR_LIMIT)
         return pg_fail(err, PG_ERR_LIMIT, "%s: larger than %zu bytes", path, max);
     return rc;
@@ -189,15 +172,13 @@ int pgctl_print_json(json_t *json, int indent)
         return PGCTL_INTERNAL;
     }
     size_t flags = JSON_ENCODE_ANY | (indent ? JSON_INDENT(2) : JSON_COMPACT);
-    char *text = json_dumps(json, flags);
+    pg_autofree char *text = json_dumps(json, flags);
     json_decref(json);
     if (!text) {
         pgctl_error("cannot encode JSON");
         return PGCTL_INTERNAL;
     }
-    int ok = puts(text) >= 0;
-    free(text);
-    if (!ok) {
+    if (puts(text) < 0) {
         pgctl_error("write error on standard output");
         return PGCTL_INTERNAL;
     }

@@ -7,6 +7,7 @@
 #include "dbus_names.h"
 #include "dbus_shim.h" /* libdbus through dlopen: pullgatectl links no libdbus */
 #include "internal.h"
+#include "cleanup.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -260,19 +261,17 @@ static int add_json_args(json_t *obj, DBusMessage *msg, const signal_spec *spec)
 
 static int print_json(const char *when, DBusMessage *msg, const signal_spec *spec)
 {
-    json_t *obj = json_object();
+    pg_autojson json_t *obj = json_object();
     int failed = !obj || json_object_set_new(obj, "time", json_string(when)) != 0 ||
                  json_object_set_new(obj, "signal", json_string(dbus_message_get_member(msg))) !=
                      0 ||
                  add_json_args(obj, msg, spec) != 0;
-    char *text = failed ? NULL : json_dumps(obj, JSON_COMPACT);
-    json_decref(obj);
+    pg_autofree char *text = failed ? NULL : json_dumps(obj, JSON_COMPACT);
     if (!text) {
         pgctl_error(CMD ": out of memory");
         return -1;
     }
     puts(text);
-    free(text);
     return 0;
 }
 

@@ -342,31 +342,25 @@ static const json_t *annotations_of(const json_t *obj)
 static json_t *annotation_op(const review *r, const json_t *value)
 {
     pg_autofree char *path = annotation_path(r->cfg->annotation_key);
-    json_t *op =
+    pg_autojson json_t *op =
         path ? json_pack("{s:s, s:s}", "op", value ? "add" : "remove", "path", path) : NULL;
-    if (op && value && json_object_set(op, "value", (json_t *)value) != 0) {
-        json_decref(op);
-        op = NULL;
-    }
-    return op;
+    if (op && value && json_object_set(op, "value", (json_t *)value) != 0)
+        return NULL;
+    return pg_steal(&op);
 }
 
 /* Sets the pod's annotation to value ("add" replaces a member; the map must exist first), or
  * removes it (value NULL: only ever asked when it is there, so the map exists). */
 static json_t *annotation_patch(const review *r, const json_t *value)
 {
-    json_t *patch = json_array();
+    pg_autojson json_t *patch = json_array();
     int ok = patch != NULL;
     if (ok && value && !json_is_object(annotations_of(r->pod)))
         ok = json_array_append_new(patch, json_pack("{s:s, s:s, s:{}}", "op", "add", "path",
                                                     "/metadata/annotations", "value")) == 0;
     if (ok)
         ok = json_array_append_new(patch, annotation_op(r, value)) == 0;
-    if (!ok) {
-        json_decref(patch);
-        return NULL;
-    }
-    return patch;
+    return ok ? pg_steal(&patch) : NULL;
 }
 
 /* ------------------------------------------------------- answers */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "secrets.h"
 
+#include "cleanup.h"
 #include "memory.h"
 
 #include <openssl/crypto.h>
@@ -123,10 +124,9 @@ static int add_dockerconfig(pg_annotation *a, const char *ns, const char *name, 
 
 void wh_matching_calibrate(void)
 {
-    char *text = malloc(64 + CALIBRATION_ENTRIES * 64);
+    pg_autofree char *text = malloc(64 + CALIBRATION_ENTRIES * 64); /* no real credential */
     pg_annotation *a = pg_annotation_new("calibration", NULL);
     if (!text || !a) {
-        free(text);
         pg_annotation_free(a);
         return;
     }
@@ -146,7 +146,6 @@ void wh_matching_calibrate(void)
         pg_annotation_add_dockerconfig(a, "calibration", "c", "u", text, n, NULL);
         learn_cost((size_t)CALIBRATION_ENTRIES * CALIBRATION_IMAGES, now_ns() - t0);
     }
-    free(text);
     pg_annotation_free(a);
 }
 

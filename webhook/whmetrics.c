@@ -67,8 +67,7 @@ int wh_metrics_init(wh_metrics *m, wh_tls *tls, pg_error *err)
          .labels = {{"kind", api_errors}}},
         {.name = "pullgate_webhook_certificate_expiry_timestamp_seconds",
          .type = PG_METRIC_GAUGE,
-         .help = "When the serving certificate in use expires (notAfter, Unix time).",
-         .nlabels = 0},
+         .help = "When the serving certificate in use expires (notAfter, Unix time)."},
         {.name = "pullgate_webhook_connections_refused_total",
          .type = PG_METRIC_COUNTER,
          .help = "Connections closed before any byte was read because a bound was reached "

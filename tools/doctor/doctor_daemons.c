@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* pullgate-doctor: pullgate-cri (its process, CRI socket, hook socket) and the runtime behind. */
+#include "cleanup.h"
 #include "doctor.h"
 #include "hook_client.h"
 
@@ -22,7 +23,7 @@ static void copy(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", 
 static void see_cri_config(pgd_node *n)
 {
     char shown[4200];
-    int fd = -1;
+    pg_autoclose int fd = -1;
     pg_error why = {0};
     if (n->cri_process)
         fd = pgd_proc_open(n->opt->proc_root, n->cri_pid, n->cri_config, O_RDONLY | O_NONBLOCK,
@@ -33,8 +34,6 @@ static void see_cri_config(pgd_node *n)
     if (fd < 0 && !why.code)
         pg_fail_errno(&why, errno, "%s", n->cri_config);
     snprintf(n->cri_config_why, sizeof n->cri_config_why, "%s", why.message);
-    if (fd >= 0)
-        close(fd);
 }
 
 /*
@@ -135,7 +134,7 @@ static int make_probe_bundle(const pgd_node *node, char *dir, size_t n)
         return -1;
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    pg_autoclose int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return -1;
     bool crio = node->cfg && pg_config_runtime(node->cfg) == PG_RUNTIME_CRIO;
@@ -145,9 +144,7 @@ static int make_probe_bundle(const pgd_node *node, char *dir, size_t n)
              : "{\"ociVersion\":\"1.0.2\",\"annotations\":{"
                "\"io.kubernetes.cri.container-type\":\"sandbox\"}}\n";
     size_t len = strlen(body);
-    int rc = write(fd, body, len) == (ssize_t)len ? 0 : -1;
-    close(fd);
-    return rc;
+    return write(fd, body, len) == (ssize_t)len ? 0 : -1;
 }
 
 static void remove_probe_bundle(const char *dir)

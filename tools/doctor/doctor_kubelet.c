@@ -6,6 +6,7 @@
  * imagePullCredentialsVerificationPolicy) says what it adds to pullgate's.
  * Flags win over the configuration file, as in the kubelet.
  */
+#include "cleanup.h"
 #include "doctor.h"
 
 #include <errno.h>
@@ -71,17 +72,14 @@ static void load_kubelet(pgd_node *n, kubelet *k)
     if (!path || !*path)
         return; /* a kubelet started without --config: flags and defaults only */
     snprintf(k->config_path, sizeof k->config_path, "%s", path);
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     pg_error err = {0};
-    int fd = open_kubelet_config(n, k, path, &err);
+    pg_autoclose int fd = open_kubelet_config(n, k, path, &err);
     if (fd >= 0 && pgd_read_fd_trusted(fd, k->config_path, &text, &len, &err) == PG_OK) {
         k->config = pgd_yaml_to_json(text, len, &err);
         k->config_is_json = text[strspn(text, " \t\r\n")] == '{';
     }
-    if (fd >= 0)
-        close(fd);
-    free(text);
     if (!k->config)
         snprintf(k->config_error, sizeof k->config_error, "%s", err.message);
 }
@@ -108,11 +106,10 @@ static void endpoint_command(pgd_node *n, const kubelet *k, bool from_flag, pgd_
     if (!pgd_plain_word(ep) || strchr(ep, '|'))
         return;
     if (from_flag) {
-        char *text = NULL;
+        pg_autofree char *text = NULL;
         size_t len = 0;
         bool there = pgd_read_file(n->opt->kubelet_flags, &text, &len, NULL) == PG_OK &&
                      strstr(text, "--image-service-endpoint=");
-        free(text);
         if (there && pgd_sh_word(n->opt->kubelet_flags, file, sizeof file))
             pgd_command(r,
                         "sed -i 's|--image-service-endpoint=[^ \"]*|--image-service-endpoint=%s|' "
@@ -262,14 +259,12 @@ static int kubelet_version(const pgd_node *n, const kubelet *k, int *major, int 
     if (!k->argv)
         return pg_fail(why, PG_ERR_NOT_FOUND, "no kubelet process runs");
     char out[256];
-    int exe_fd = trusted_binary(n, k);
+    pg_autoclose int exe_fd = trusted_binary(n, k);
     if (exe_fd < 0)
         return pg_fail(why, PG_ERR_UNSAFE,
                        "the kubelet's binary is not root's alone or it does not run as root: not "
                        "run");
-    int rc = run_version(exe_fd, out, sizeof out);
-    close(exe_fd);
-    if (rc != 0 || parse_version(out, major, minor) != 0)
+    if (run_version(exe_fd, out, sizeof out) != 0 || parse_version(out, major, minor) != 0)
         return pg_fail(why, PG_ERR_INVALID, "`kubelet --version` said nothing usable");
     return PG_OK;
 }

@@ -7,6 +7,7 @@
  * no check fails (warnings allowed), 1 when one does, 2 on a usage error
  * (pullgatectl(8), "doctor").
  */
+#include "cleanup.h"
 #include "doctor.h"
 #include "options.h"
 
@@ -230,12 +231,11 @@ static int print_json(const pgd_result *r, size_t n, const pgd_status *st)
         PGD_JSON_SCHEMA_VERSION, "ok", c[PGD_FAIL] == 0, "exitStatus", c[PGD_FAIL] ? 1 : 0,
         "summary", "checks", (int)n, "ok", (int)c[PGD_OK], "warnings", (int)c[PGD_WARN],
         "failures", (int)c[PGD_FAIL], "checks", checks, "status", status_json(st));
-    char *text = doc_json ? json_dumps(doc_json, JSON_INDENT(2)) : NULL;
+    pg_autofree char *text = doc_json ? json_dumps(doc_json, JSON_INDENT(2)) : NULL;
     json_decref(doc_json);
     if (!text)
         return -1;
     puts(text);
-    free(text);
     return 0;
 }
 
@@ -277,7 +277,7 @@ static size_t run_checks(pgd_node *node, pgd_result *r)
 
 int main(int argc, char **argv)
 {
-    const char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
+    pg_autofree const char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
     size_t n_dirs = 0;
     pgd_options o = {.config_path = PG_DEFAULT_CONFIG_PATH,
                      .proc_root = "/proc",
@@ -291,10 +291,8 @@ int main(int argc, char **argv)
     if (!dirs)
         return 3;
     int rc = parse(argc, argv, &o, dirs, &n_dirs);
-    if (rc != 0) {
-        free(dirs);
+    if (rc != 0)
         return rc < 0 ? 0 : rc;
-    }
     o.crio_hooks_dirs = n_dirs ? dirs : NULL;
 
     pgd_node node = {.opt = &o};
@@ -312,7 +310,6 @@ int main(int argc, char **argv)
         print_text(r, n, &st);
     pg_config_free(node.cfg);
     pg_strv_free(node.cri_argv);
-    free(dirs);
     if (fflush(stdout) != 0)
         return 3;
     return rc ? rc : c[PGD_FAIL] ? 1 : 0;

@@ -8,6 +8,7 @@
  * pullgate-cri and this check must name one configuration file.
  */
 #include "doctor.h"
+#include "cleanup.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,24 +27,22 @@ static void copy(char *dst, size_t n, const char *src) { snprintf(dst, n, "%s", 
 
 static json_t *load_toml(const char *path, pg_error *err)
 {
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     json_t *j = NULL;
     /* A read error names the file already; a parse error does not. */
     if (pgd_read_file(path, &text, &len, err) == PG_OK && !(j = pgd_toml_to_json(text, len, err)))
         pg_error_prefix(err, "%s", path);
-    free(text);
     return j;
 }
 
 static json_t *load_json(const char *path, pg_error *err)
 {
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     json_t *j = NULL;
     if (pgd_read_file(path, &text, &len, err) == PG_OK)
         j = pg_json_parse(text, len, path, err);
-    free(text);
     return j;
 }
 
@@ -207,7 +206,7 @@ static int containerd_handlers(json_t *cfg, handlers *h, pg_error *err)
 
 static json_t *load_containerd(const char *path, pg_error *err)
 {
-    json_t *cfg = load_toml(path, err);
+    pg_autojson json_t *cfg = load_toml(path, err);
     if (!cfg)
         return NULL;
     size_t i;
@@ -220,18 +219,16 @@ static json_t *load_containerd(const char *path, pg_error *err)
         if (!p || glob(p, 0, NULL, &g) != 0)
             continue;
         for (size_t k = 0; k < g.gl_pathc && count < MAX_IMPORTS; k++, count++) {
-            json_t *part = load_toml(g.gl_pathv[k], err);
+            pg_autojson json_t *part = load_toml(g.gl_pathv[k], err);
             if (!part) {
                 globfree(&g);
-                json_decref(cfg);
                 return NULL;
             }
             merge_into(cfg, part);
-            json_decref(part);
         }
         globfree(&g);
     }
-    return cfg;
+    return pg_steal(&cfg);
 }
 
 static bool pattern_passes(const json_t *patterns, const char *key)
@@ -262,7 +259,7 @@ static int check_handler_spec(pgd_node *n, const char *name, const json_t *handl
                        name);
     }
     int rc = pgd_root_owned_safe(spec_path, why);
-    json_t *spec = rc == PG_OK ? load_json(spec_path, why) : NULL;
+    pg_autojson json_t *spec = rc == PG_OK ? load_json(spec_path, why) : NULL;
     const char *stage = NULL;
     const json_t *hook = spec ? hook_in_spec(spec, &stage) : NULL;
     if (rc == PG_OK && !spec) {
@@ -277,7 +274,6 @@ static int check_handler_spec(pgd_node *n, const char *name, const json_t *handl
     }
     if (rc == PG_OK)
         note_hook(n, hook);
-    json_decref(spec);
     return rc;
 }
 
@@ -304,7 +300,7 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
              "/examples/containerd/README.md), then restart containerd",
              path);
     pg_error err = {0};
-    json_t *cfg = load_containerd(path, &err);
+    pg_autojson json_t *cfg = load_containerd(path, &err);
     handlers h = {0};
     if (!cfg || containerd_handlers(cfg, &h, &err) != PG_OK) {
         bool missing = !cfg && err.code == PG_ERR_NOT_FOUND;
@@ -316,7 +312,6 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
                            "others, TOML of version 2 or 3)",
                  "containerd: %s", err.message);
         pgd_fail(ann, "see hook", "cannot be checked: containerd's configuration cannot be read");
-        json_decref(cfg);
         return;
     }
     snprintf(n->cd_config, sizeof n->cd_config, "%s", path);
@@ -328,7 +323,6 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
         wire_command(n, r, path, NULL);
         pgd_fail(ann, "see hook: each handler it adds needs pod_annotations too",
                  "no runtime handler to let %s through", key);
-        json_decref(cfg);
         return;
     }
     pg_error why = {0};
@@ -377,7 +371,6 @@ static void check_containerd(pgd_node *n, pgd_result *r, pgd_result *ann)
     } else {
         pgd_pass(ann, "every runtime handler passes %s and no identity key", key);
     }
-    json_decref(cfg);
 }
 
 /* ---------------------------------------------------------------- CRI-O */
@@ -404,39 +397,33 @@ static void add_dir_files(json_t *files, const char *dir, const char *suffix)
 /* hooks_dir from crio.conf, then the .conf files of crio.conf.d in name order (the last one set wins). */
 static json_t *crio_hooks_dirs(const pgd_options *o, pg_error *err)
 {
-    json_t *files = json_pack("{s:s}", "", o->crio_config); /* "": no file name is empty */
+    /* "": no file name is empty */
+    pg_autojson json_t *files = json_pack("{s:s}", "", o->crio_config);
     if (!files) {
         pg_fail(err, PG_ERR_NOMEM, "out of memory");
         return NULL;
     }
     add_dir_files(files, o->crio_config_dir, ".conf");
-    json_t *dirs = NULL, *path;
+    pg_autojson json_t *dirs = NULL;
+    json_t *path;
     const char *name;
-    int rc = PG_OK;
     json_object_foreach(files, name, path)
     {
         pg_error e = {0};
-        json_t *cfg = load_toml(json_string_value(path), &e);
-        if (!cfg && e.code != PG_ERR_NOT_FOUND)
-            rc = pg_fail(err, e.code, "%s", e.message);
+        pg_autojson json_t *cfg = load_toml(json_string_value(path), &e);
+        if (!cfg && e.code != PG_ERR_NOT_FOUND) {
+            pg_fail(err, e.code, "%s", e.message);
+            return NULL;
+        }
         json_t *hd =
             json_object_get(json_object_get(json_object_get(cfg, "crio"), "runtime"), "hooks_dir");
         if (json_is_array(hd)) {
             json_decref(dirs);
             dirs = json_incref(hd);
         }
-        json_decref(cfg);
-        if (rc != PG_OK)
-            break;
     }
-    json_decref(files);
-    if (rc != PG_OK) {
-        json_decref(dirs);
-        return NULL;
-    }
-    if (!dirs)
-        dirs = json_pack("[s]", DEFAULT_CRIO_HOOKS_DIR); /* CRI-O's own default */
-    return dirs;
+    /* none set: CRI-O's own default */
+    return dirs ? pg_steal(&dirs) : json_pack("[s]", DEFAULT_CRIO_HOOKS_DIR);
 }
 
 /* The entry of the effective hooks.d set (file name -> path; later directories mask). */
@@ -444,7 +431,7 @@ static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
 {
     const pgd_options *o = n->opt;
     pg_error err = {0};
-    json_t *dirs = NULL;
+    pg_autojson json_t *dirs = NULL;
     if (o->crio_hooks_dirs) {
         dirs = json_array();
         for (const char **d = o->crio_hooks_dirs; *d; d++)
@@ -457,7 +444,7 @@ static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
         pgd_pass(ann, "CRI-O passes every pod annotation to the hook");
         return;
     }
-    json_t *effective = json_object(); /* file name -> path */
+    pg_autojson json_t *effective = json_object(); /* file name -> path */
     size_t i;
     json_t *d;
     char why[1024] = "";
@@ -470,7 +457,7 @@ static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
     json_object_foreach(effective, file, pathj)
     {
         const char *path = json_string_value(pathj);
-        json_t *entry = load_json(path, &err);
+        pg_autojson json_t *entry = load_json(path, &err);
         if (!entry) {
             /* CRI-O refuses a directory holding one invalid file: nothing in it runs */
             snprintf(why, sizeof why, "%s (CRI-O then loads no hook of that directory)",
@@ -501,7 +488,6 @@ static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
                 snprintf(why, sizeof why, "%s", err.message);
             broken = !n->hook_found;
         }
-        json_decref(entry);
     }
     bool wireable = false;
     if (!broken && !found) {
@@ -533,8 +519,6 @@ static void check_crio(pgd_node *n, pgd_result *r, pgd_result *ann)
     } else
         pgd_pass(r, "%s runs %s for every container (hooks_dir: %s)", found, HOOK_NAME, dirs_text);
     pgd_pass(ann, "CRI-O passes every pod annotation to the hook");
-    json_decref(effective);
-    json_decref(dirs);
 }
 
 /* ----------------------------------------------------------------- both */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* pullgate-doctor: results, shell words, the node's files, /proc, endpoints, metrics text. */
+#include "cleanup.h"
 #include "doctor.h"
 #include "pg_toml.h"
 
@@ -120,7 +121,7 @@ int pgd_read_fd_trusted(int fd, const char *path, char **buf, size_t *len, pg_er
 
 int pgd_read_file(const char *path, char **buf, size_t *len, pg_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    pg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0) {
         if (errno == ENOENT)
             return pg_fail(err, PG_ERR_NOT_FOUND, "%s: no such file", path);
@@ -128,9 +129,7 @@ int pgd_read_file(const char *path, char **buf, size_t *len, pg_error *err)
             return pg_fail(err, PG_ERR_UNSAFE, "%s is a symbolic link: not read", path);
         return pg_fail_errno(err, errno, "open %s", path);
     }
-    int rc = pgd_read_fd_trusted(fd, path, buf, len, err);
-    close(fd);
-    return rc;
+    return pgd_read_fd_trusted(fd, path, buf, len, err);
 }
 
 int pgd_root_owned_safe(const char *path, pg_error *err)
@@ -153,13 +152,10 @@ int pgd_root_owned_safe(const char *path, pg_error *err)
 
 static char *read_small(const char *path, size_t max, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
+    pg_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
     char *buf = NULL;
-    if (pg_read_fd(fd, max, &buf, len, NULL) != PG_OK)
-        buf = NULL;
-    close(fd);
+    if (fd < 0 || pg_read_fd(fd, max, &buf, len, NULL) != PG_OK)
+        return NULL;
     return buf;
 }
 
@@ -195,13 +191,12 @@ static long status_field(const char *proc_root, int pid, const char *field)
     char path[4096];
     snprintf(path, sizeof path, "%s/%d/status", proc_root, pid);
     size_t len = 0, fl = strlen(field);
-    char *text = read_small(path, 64u << 10, &len);
+    pg_autofree char *text = read_small(path, 64u << 10, &len);
     const char *p = text ? strstr(text, field) : NULL;
     char *end = NULL;
     long value = p ? strtol(p + fl, &end, 10) : -1;
     if (p && end == p + fl)
         value = -1;
-    free(text);
     return value;
 }
 
@@ -256,8 +251,8 @@ int pgd_proc_open(const char *proc_root, int pid, const char *path, int flags, c
     char root_link[4200], cwd_link[4200];
     snprintf(root_link, sizeof root_link, "%s/%d/root", proc_root, pid);
     snprintf(cwd_link, sizeof cwd_link, "%s/%d/cwd", proc_root, pid);
-    int root = open(root_link, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    int cwd = relative ? open(cwd_link, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    pg_autoclose int root = open(root_link, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    pg_autoclose int cwd = relative ? open(cwd_link, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     int fd = -1, saved = 0;
     snprintf(shown, shown_n, "%s", path);
     if (root < 0 || (relative && cwd < 0))
@@ -280,10 +275,6 @@ int pgd_proc_open(const char *proc_root, int pid, const char *path, int flags, c
             snprintf(shown, shown_n, "%s/%s", strcmp(dir, "/") ? dir : "", path);
         }
     }
-    if (root >= 0)
-        close(root);
-    if (cwd >= 0)
-        close(cwd);
     errno = saved; /* the caller tells ENOENT and ELOOP apart */
     return fd;
 }
@@ -294,16 +285,13 @@ static char **node_process_argv(const char *proc_root, int pid, const char *name
     char path[4096];
     snprintf(path, sizeof path, "%s/%d/comm", proc_root, pid);
     size_t len = 0;
-    char *comm = read_small(path, 64, &len);
+    pg_autofree char *comm = read_small(path, 64, &len);
     bool match = comm && (comm[strcspn(comm, "\n")] = '\0', strcmp(comm, name) == 0);
-    free(comm);
     if (!match || !pgd_node_process(proc_root, pid))
         return NULL;
     snprintf(path, sizeof path, "%s/%d/cmdline", proc_root, pid);
-    char *cmdline = read_small(path, MAX_CMDLINE_BYTES, &len);
-    char **argv = cmdline ? split_cmdline(cmdline, len) : NULL;
-    free(cmdline);
-    return argv;
+    pg_autofree char *cmdline = read_small(path, MAX_CMDLINE_BYTES, &len);
+    return cmdline ? split_cmdline(cmdline, len) : NULL;
 }
 
 /* Calls found(pid, argv, ctx) for each root process named name in our mount namespace, until it
@@ -357,17 +345,13 @@ static int socket_peer(const char *endpoint)
     if (path[0] != '/' || strlen(path) >= sizeof addr.sun_path)
         return 0;
     memcpy(addr.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return 0;
+    pg_autoclose int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     struct ucred cred = {0};
     socklen_t len = sizeof cred;
-    int pid = 0;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 &&
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == 0)
-        pid = cred.pid;
-    close(fd);
-    return pid;
+        return cred.pid;
+    return 0;
 }
 
 char **pgd_socket_server(const char *proc_root, const char *endpoint, const char *name,
@@ -402,8 +386,8 @@ static int containerd_config_of(const char *proc_root, int pid, char **argv, cha
                    : pg_fail(err, PG_ERR_LIMIT, "containerd's default configuration path");
     char shown[4200];
     pg_error opened = {0};
-    int fd = pgd_proc_open(proc_root, pid, config, O_RDONLY | O_NONBLOCK | O_NOCTTY, shown,
-                           sizeof shown, &opened);
+    pg_autoclose int fd = pgd_proc_open(proc_root, pid, config, O_RDONLY | O_NONBLOCK | O_NOCTTY,
+                                        shown, sizeof shown, &opened);
     int e = errno;
     struct stat theirs, here;
     bool here_exists = stat(shown, &here) == 0;
@@ -415,8 +399,6 @@ static int containerd_config_of(const char *proc_root, int pid, char **argv, cha
         same = !here_exists; /* absent for both */
     else
         return pg_fail(err, opened.code ? opened.code : PG_ERR_IO, "%s", opened.message);
-    if (fd >= 0)
-        close(fd);
     if (!same)
         return pg_fail(err, PG_ERR_UNSAFE,
                        "containerd (pid %d) reads its --config %s as a file that %s at %s here "
@@ -615,18 +597,16 @@ bool pgd_same_file(const char *a, const char *b)
 
 json_t *pgd_toml_to_json(const char *text, size_t len, pg_error *err)
 {
-    char *json = pg_toml_json_text(text, len, err);
+    pg_autofree char *json = pg_toml_json_text(text, len, err);
     if (!json)
         return NULL;
     json_error_t jerr;
-    json_t *j = json_loads(json, 0, &jerr);
-    free(json);
+    pg_autojson json_t *j = json_loads(json, 0, &jerr);
     if (!json_is_object(j)) {
-        json_decref(j);
         pg_fail(err, PG_ERR_INTERNAL, "toml++'s JSON does not parse: %s", jerr.text);
         return NULL;
     }
-    return j;
+    return pg_steal(&j);
 }
 
 /* ------------------------------------------------------- Prometheus text */

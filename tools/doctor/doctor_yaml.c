@@ -6,6 +6,7 @@
  * scalar stays a string. Hostile input: aliases are refused (no expansion
  * bombs), nesting is bounded, only the first document is read.
  */
+#include "cleanup.h"
 #include "doctor.h"
 
 #include <yaml.h>
@@ -30,44 +31,35 @@ static json_t *read_node(yaml_reader *y, yaml_event_t *ev, int depth);
 /* Reads events into container until its end event; keys (mappings) are scalars. */
 static json_t *read_collection(yaml_reader *y, bool mapping, int depth)
 {
-    json_t *out = mapping ? json_object() : json_array();
+    pg_autojson json_t *out = mapping ? json_object() : json_array();
     if (!out)
         return fail_at(y, "out of memory");
     for (;;) {
         yaml_event_t ev;
-        if (!yaml_parser_parse(&y->parser, &ev)) {
-            json_decref(out);
+        if (!yaml_parser_parse(&y->parser, &ev))
             return fail_at(y, y->parser.problem ? y->parser.problem : "syntax error");
-        }
         if (ev.type == (mapping ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT)) {
             yaml_event_delete(&ev);
-            return out;
+            return pg_steal(&out);
         }
-        char *key = NULL;
+        pg_autofree char *key = NULL;
         if (mapping) {
             if (ev.type != YAML_SCALAR_EVENT) {
                 yaml_event_delete(&ev);
-                json_decref(out);
                 return fail_at(y, "a mapping key that is not a scalar");
             }
             key = strndup((const char *)ev.data.scalar.value, ev.data.scalar.length);
             yaml_event_delete(&ev);
-            if (!key || !yaml_parser_parse(&y->parser, &ev)) {
-                free(key);
-                json_decref(out);
+            if (!key || !yaml_parser_parse(&y->parser, &ev))
                 return fail_at(y, "a mapping key without a value");
-            }
         }
         json_t *value = read_node(y, &ev, depth + 1);
         yaml_event_delete(&ev);
         int rc = !value    ? -1
                  : mapping ? json_object_set_new(out, key, value)
                            : json_array_append_new(out, value);
-        free(key);
-        if (rc != 0) {
-            json_decref(out);
+        if (rc != 0)
             return value ? fail_at(y, "out of memory") : NULL;
-        }
     }
 }
 
@@ -94,7 +86,7 @@ json_t *pgd_yaml_to_json(const char *text, size_t len, pg_error *err)
         return NULL;
     }
     yaml_parser_set_input_string(&y.parser, (const unsigned char *)text, len);
-    json_t *root = NULL;
+    pg_autojson json_t *root = NULL;
     /* STREAM-START, DOCUMENT-START, then the root node; later documents are not read. */
     for (int i = 0; i < 3; i++) {
         yaml_event_t ev;
@@ -116,9 +108,8 @@ json_t *pgd_yaml_to_json(const char *text, size_t len, pg_error *err)
     }
     yaml_parser_delete(&y.parser);
     if (root && !json_is_object(root)) {
-        json_decref(root);
         pg_fail(err, PG_ERR_INVALID, "the document is not a mapping");
         return NULL;
     }
-    return root;
+    return pg_steal(&root);
 }

@@ -7,6 +7,7 @@
  * result is parsed again and must differ from the input in exactly the intended keys: any
  * layout this does not understand is refused rather than guessed at.
  */
+#include "cleanup.h"
 #include "pg_toml.h"
 #include "wire.h"
 
@@ -309,8 +310,7 @@ static int edit_handler(doc *d, const char *const *prefix, const char *name, jso
         json_object_get(handler, "pod_annotations") ? find_entry(d, sub, "pod_annotations") : NULL;
     /* base_runtime_spec */
     if (!p->remove && (!spec || !*spec)) {
-        json_t *v = json_string(p->gen_spec);
-        char *text = toml_value(v);
+        pg_autofree char *text = toml_value(json_string(p->gen_spec));
         if (!text)
             return pg_fail(err, PG_ERR_NOMEM, "out of memory");
         if (spec_e)
@@ -318,7 +318,6 @@ static int edit_handler(doc *d, const char *const *prefix, const char *name, jso
         else
             snprintf(lines + strlen(lines), sizeof lines - strlen(lines),
                      "%sbase_runtime_spec = %s\n", hp.key_indent, text);
-        free(text);
         json_object_set_new(expect_handler, "base_runtime_spec", json_string(p->gen_spec));
         snprintf(h->spec_after, sizeof h->spec_after, "%s", p->gen_spec);
     } else if (p->remove && spec && strcmp(spec, p->gen_spec) == 0) {
@@ -333,13 +332,13 @@ static int edit_handler(doc *d, const char *const *prefix, const char *name, jso
     const json_t *old = json_object_get(handler, "pod_annotations");
     if (old && !json_is_array(old))
         return refuse(err, "runtime handler %s: pod_annotations is not an array", name);
-    json_t *ann = new_annotations(old, p->annotation, p->remove);
+    pg_autojson json_t *ann = new_annotations(old, p->annotation, p->remove);
     if (ann && ann_e && json_array_size(ann) == 0) {
         rc = delete_key(d, ann_e, name, "pod_annotations", err);
         json_object_del(expect_handler, "pod_annotations");
     } else if (ann) {
         json_object_set(expect_handler, "pod_annotations", ann);
-        char *text = toml_value(json_incref(ann));
+        pg_autofree char *text = toml_value(json_incref(ann));
         if (!text)
             rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
         else if (ann_e)
@@ -347,9 +346,7 @@ static int edit_handler(doc *d, const char *const *prefix, const char *name, jso
         else
             snprintf(lines + strlen(lines), sizeof lines - strlen(lines),
                      "%spod_annotations = %s\n", hp.key_indent, text);
-        free(text);
     }
-    json_decref(ann);
     if (rc != PG_OK || !lines[0])
         return rc;
     char block[9300];
@@ -414,16 +411,14 @@ static int add_runc_handler(doc *d, const char *const *prefix, json_t *expect,
     for (const char *const *k = prefix; *k; k++)
         append_key(header, sizeof header, *k);
     append_key(header, sizeof header, "runc");
-    char *spec = toml_value(json_string(p->gen_spec));
-    char *ann = toml_value(json_pack("[s]", p->annotation));
+    pg_autofree char *spec = toml_value(json_string(p->gen_spec));
+    pg_autofree char *ann = toml_value(json_pack("[s]", p->annotation));
     char block[6000];
     snprintf(block, sizeof block,
              "%s\n[%s]\n  runtime_type = \"io.containerd.runc.v2\"\n  base_runtime_spec = %s\n"
              "  pod_annotations = %s\n",
              d->len && d->text[d->len - 1] != '\n' ? "\n" : "", header, spec ? spec : "\"\"",
              ann ? ann : "[]");
-    free(spec);
-    free(ann);
     json_t *h = json_pack("{s:s, s:s, s:[s]}", "runtime_type", "io.containerd.runc.v2",
                           "base_runtime_spec", p->gen_spec, "pod_annotations", p->annotation);
     json_t *node = expect;
@@ -470,6 +465,8 @@ static void free_doc(doc *d)
     json_decref(d->map);
     json_decref(d->data);
 }
+/* A doc released when its block is left (cleanup.h). */
+#define autodoc __attribute__((cleanup(free_doc)))
 
 /* The edited text means what was intended: the expected document, and nothing else. */
 static int verify(const char *text, size_t len, const json_t *expect, pg_error *err)
@@ -490,46 +487,41 @@ int pgw_containerd_edit(const char *text, size_t len, const pgw_cd_params *p, pg
                         pg_error *err)
 {
     memset(out, 0, sizeof *out);
-    doc d = {0};
+    autodoc doc d = {0};
     int rc = load_doc(&d, text, len, err);
-    if (rc == PG_OK && !(d.plugin = cri_plugin(&d, err)))
-        rc = PG_ERR_INVALID;
-    if (rc == PG_OK && plugin_disabled(&d))
-        rc = refuse(err, "containerd's CRI plugin (%s) is disabled in it: no kubelet uses it",
-                    d.plugin);
+    if (rc != PG_OK)
+        return rc;
+    if (!(d.plugin = cri_plugin(&d, err)))
+        return PG_ERR_INVALID;
+    if (plugin_disabled(&d))
+        return refuse(err, "containerd's CRI plugin (%s) is disabled in it: no kubelet uses it",
+                      d.plugin);
     const char *const prefix[] = {"plugins", d.plugin, "containerd", "runtimes", NULL};
-    json_t *expect = rc == PG_OK ? json_deep_copy(d.data) : NULL;
-    json_t *runtimes = rc == PG_OK ? pgd_json_path(d.data, prefix) : NULL;
-    if (rc == PG_OK && runtimes && !json_is_object(runtimes))
-        rc = refuse(err, "runtimes is not a table");
-    if (rc == PG_OK && json_object_size(runtimes) == 0 && !p->remove)
-        rc = add_runc_handler(&d, prefix, expect, p, out, err);
+    pg_autojson json_t *expect = json_deep_copy(d.data);
+    json_t *runtimes = pgd_json_path(d.data, prefix);
+    if (runtimes && !json_is_object(runtimes))
+        return refuse(err, "runtimes is not a table");
+    if (json_object_size(runtimes) == 0 && !p->remove &&
+        (rc = add_runc_handler(&d, prefix, expect, p, out, err)) != PG_OK)
+        return rc;
     const char *name;
     json_t *handler;
     json_object_foreach(runtimes, name, handler)
     {
-        if (rc != PG_OK)
-            break;
-        if (!json_is_object(handler)) {
-            rc = refuse(err, "runtime handler %s is not a table", name);
-            break;
-        }
-        if (out->n_handlers == PGW_MAX_HANDLERS) {
-            rc = pg_fail(err, PG_ERR_LIMIT, "more than %d runtime handlers", PGW_MAX_HANDLERS);
-            break;
-        }
+        if (!json_is_object(handler))
+            return refuse(err, "runtime handler %s is not a table", name);
+        if (out->n_handlers == PGW_MAX_HANDLERS)
+            return pg_fail(err, PG_ERR_LIMIT, "more than %d runtime handlers", PGW_MAX_HANDLERS);
         json_t *eh = json_object_get(pgd_json_path(expect, prefix), name);
         rc = edit_handler(&d, prefix, name, handler, eh, p, &out->handlers[out->n_handlers++], err);
+        if (rc != PG_OK)
+            return rc;
     }
-    if (rc == PG_OK && !(out->text = apply_edits(&d, &out->len)))
-        rc = pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    pg_autofree char *edited = apply_edits(&d, &out->len);
+    if (!edited)
+        return pg_fail(err, PG_ERR_NOMEM, "out of memory");
+    rc = verify(edited, out->len, expect, err);
     if (rc == PG_OK)
-        rc = verify(out->text, out->len, expect, err);
-    if (rc != PG_OK) {
-        free(out->text);
-        out->text = NULL;
-    }
-    json_decref(expect);
-    free_doc(&d);
+        out->text = pg_steal(&edited);
     return rc;
 }

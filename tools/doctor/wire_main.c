@@ -10,6 +10,7 @@
  * another tool manages, with why), 2 on a usage error, 3 when a change failed part way
  * (the backups named above the error restore it).
  */
+#include "cleanup.h"
 #include "options.h"
 #include "wire.h"
 
@@ -267,6 +268,8 @@ static void free_plan(plan *pl)
         free(pl->files[i].after);
     }
 }
+/* A plan released when its block is left (cleanup.h). */
+#define autoplan __attribute__((cleanup(free_plan)))
 
 /* ------------------------------------------------------------ the hook */
 
@@ -334,11 +337,10 @@ static bool set_hook(json_t *spec, const json_t *entry)
 
 static char *spec_text(const json_t *spec, size_t *len)
 {
-    char *dumped = json_dumps(spec, JSON_INDENT(4));
+    pg_autofree char *dumped = json_dumps(spec, JSON_INDENT(4));
     char *text = NULL;
     if (dumped && asprintf(&text, "%s\n", dumped) < 0)
         text = NULL;
-    free(dumped);
     *len = text ? strlen(text) : 0;
     return text;
 }
@@ -363,7 +365,7 @@ static json_t *ctr_default_spec(pg_error *err)
         close(fds[0]);
         return pg_fail_errno(err, errno, "fork"), NULL;
     }
-    char *buf = NULL;
+    pg_autofree char *buf = NULL;
     size_t len = 0;
     struct pollfd pfd = {fds[0], POLLIN, 0};
     int ready = poll(&pfd, 1, CTR_TIMEOUT_MS);
@@ -377,7 +379,6 @@ static json_t *ctr_default_spec(pg_error *err)
     if (rc == PG_OK && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
         rc = pg_fail(err, PG_ERR_IO, "ctr oci spec failed (is containerd's ctr installed?)");
     json_t *spec = rc == PG_OK ? pg_json_parse(buf, len, "ctr oci spec", err) : NULL;
-    free(buf);
     if (spec)
         json_object_del(json_object_get(spec, "process"), "rlimits"); /* it pins NOFILE 1024 */
     return spec;
@@ -388,11 +389,11 @@ static int plan_spec(plan *pl, const char *path, bool generated, const json_t *e
 {
     if (planned(pl, path))
         return PG_OK;
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     struct stat st;
     int rc = read_trusted(path, &text, &len, &st, err);
-    json_t *spec = NULL;
+    pg_autojson json_t *spec = NULL;
     if (rc == PG_OK)
         spec = pg_json_parse(text, len, path, err);
     else if (rc == PG_ERR_NOT_FOUND && generated && entry)
@@ -403,11 +404,8 @@ static int plan_spec(plan *pl, const char *path, bool generated, const json_t *e
         rc = PG_ERR_INVALID;
     if (rc == PG_ERR_NOT_FOUND && spec)
         rc = PG_OK;
-    if (rc != PG_OK || !spec) {
-        free(text);
-        json_decref(spec);
+    if (rc != PG_OK || !spec)
         return rc;
-    }
     if (!entry && generated) { /* unwire: wire's own file goes */
         rc = add_change(pl, path, text, len, &st, NULL, 0) ? PG_ERR_LIMIT : PG_OK;
     } else if (set_hook(spec, entry) || !text) {
@@ -419,8 +417,6 @@ static int plan_spec(plan *pl, const char *path, bool generated, const json_t *e
         if (rc != PG_OK)
             pg_fail(err, rc, "%s: cannot plan the change", path);
     }
-    free(text);
-    json_decref(spec);
     return rc;
 }
 
@@ -456,7 +452,7 @@ static int wire_containerd(const options *o, node_facts *f, const char *annotati
     if (rc != 0)
         return rc;
     say("containerd configuration: %s (%s)", f->cd_config, f->cd_source);
-    char *text = NULL;
+    pg_autofree char *text = NULL;
     size_t len = 0;
     struct stat st;
     pg_error err = {0};
@@ -467,13 +463,11 @@ static int wire_containerd(const options *o, node_facts *f, const char *annotati
                              "FILE)"
                            : "");
     const char *marker = managed_marker(text, len);
-    if (marker) {
-        free(text);
+    if (marker)
         return refused("%s says \"%s\" near its top: another tool manages it; add the hook "
                        "through that tool (what to write: " PG_DOC_DIR
                        "/examples/containerd/README.md)",
                        f->cd_config, marker);
-    }
     char gen[4096];
     if (o->base_spec) {
         snprintf(gen, sizeof gen, "%s", o->base_spec);
@@ -484,18 +478,17 @@ static int wire_containerd(const options *o, node_facts *f, const char *annotati
     }
     pgw_cd_params p = {.remove = o->remove, .annotation = annotation, .gen_spec = gen};
     pgw_cd_result res;
-    if (pgw_containerd_edit(text, len, &p, &res, &err) != PG_OK) {
-        free(text);
+    if (pgw_containerd_edit(text, len, &p, &res, &err) != PG_OK)
         return refused("%s: %s", f->cd_config, err.message);
-    }
-    plan pl = {0};
-    json_t *entry = o->remove ? NULL : hook_entry(o, f->cri_hook_socket);
+    pg_autofree char *edited = res.text;
+    autoplan plan pl = {0};
+    pg_autojson json_t *entry = o->remove ? NULL : hook_entry(o, f->cri_hook_socket);
     rc = 0;
     /* wire: the specs first, so that the configuration never names a spec that is not there;
      * unwire: the configuration first, so that no handler names a spec being removed */
-    bool changed_config = res.len != len || memcmp(res.text, text, len) != 0;
+    bool changed_config = res.len != len || memcmp(edited, text, len) != 0;
     if (o->remove && changed_config)
-        add_change(&pl, f->cd_config, text, len, &st, res.text, res.len), res.text = NULL;
+        add_change(&pl, f->cd_config, text, len, &st, pg_steal(&edited), res.len);
     for (size_t i = 0; rc == 0 && i < res.n_handlers; i++) {
         const pgw_handler *h = &res.handlers[i];
         const char *spec = o->remove ? h->spec_before : h->spec_after;
@@ -505,14 +498,9 @@ static int wire_containerd(const options *o, node_facts *f, const char *annotati
             rc = refused("runtime handler %s: base_runtime_spec %s", h->name, err.message);
     }
     if (!o->remove && changed_config && rc == 0)
-        add_change(&pl, f->cd_config, text, len, &st, res.text, res.len), res.text = NULL;
-    free(res.text);
-    free(text);
-    json_decref(entry);
-    if (rc != 0) {
-        free_plan(&pl);
+        add_change(&pl, f->cd_config, text, len, &st, pg_steal(&edited), res.len);
+    if (rc != 0)
         return rc;
-    }
     say("%zu runtime handler%s:", res.n_handlers, res.n_handlers == 1 ? "" : "s");
     for (size_t i = 0; i < res.n_handlers; i++)
         say("  %s: base_runtime_spec %s", res.handlers[i].name,
@@ -522,7 +510,6 @@ static int wire_containerd(const options *o, node_facts *f, const char *annotati
         return 0;
     }
     rc = carry_out(&pl, o);
-    free_plan(&pl);
     if (rc == 0 && !o->dry_run)
         say("next: systemctl restart containerd (it reads its configuration and base specs only "
             "at start-up; running containers keep running)%s",
@@ -585,33 +572,29 @@ static int wire_crio(const options *o, const node_facts *f)
     say("CRI-O: drop-in %s, hooks.d entry %s", dropin, entry_path);
     /* The package's entry runs the hook with the defaults; other settings need an entry of
      * the same name in the administrators' directory, which masks it. */
-    json_t *hook = o->remove ? NULL : hook_entry(o, f->cri_hook_socket);
+    pg_autojson json_t *hook = o->remove ? NULL : hook_entry(o, f->cri_hook_socket);
     char packaged[4200];
     snprintf(packaged, sizeof packaged, PACKAGED_HOOKS_DIR "/pullgate.json");
     bool defaults = hook && json_array_size(json_object_get(hook, "args")) == 3 &&
                     strcmp(o->hook_path, PG_HOOK_INSTALL_DIR "/" HOOK_NAME) == 0 &&
                     access(packaged, F_OK) == 0;
-    char *entry_text = NULL;
+    pg_autofree char *entry_text = NULL;
     if (hook && !defaults) {
-        json_t *e = json_pack("{s:s, s:O, s:{s:b}, s:[s]}", "version", "1.0.0", "hook", hook,
-                              "when", "always", 1, "stages", "createRuntime");
+        pg_autojson json_t *e = json_pack("{s:s, s:O, s:{s:b}, s:[s]}", "version", "1.0.0", "hook",
+                                          hook, "when", "always", 1, "stages", "createRuntime");
         size_t n;
         entry_text = spec_text(e, &n);
-        json_decref(e);
     }
-    plan pl = {0};
+    autoplan plan pl = {0};
     pg_error err = {0};
     int rc = 0;
     if (plan_owned_file(&pl, dropin, o->remove ? NULL : dropin_text, dropin_text, &err) != PG_OK ||
         plan_owned_file(&pl, entry_path, entry_text, NULL, &err) != PG_OK)
         rc = refused("%s", err.message);
-    free(entry_text);
-    json_decref(hook);
     if (rc == 0 && pl.n == 0)
         say("nothing to change: CRI-O is %s", o->remove ? "not wired by wire" : "wired already");
     else if (rc == 0)
         rc = carry_out(&pl, o);
-    free_plan(&pl);
     if (rc == 0 && pl.n && !o->dry_run)
         say("next: systemctl restart crio (it reads its drop-ins at start-up; hooks.d changes it "
             "notices by itself)");
