@@ -121,10 +121,12 @@ static int check_stat(const struct stat *st, const char *name, int flags, pg_err
 static char *grow_wiping(char *old, size_t len, size_t old_cap, size_t cap);
 
 /* What it reads may be a key file or a dockerconfig: a block it outgrows or gives up is wiped
- * before it is freed, so no copy of a secret is left in the heap. */
-int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err)
+ * before it is freed, so no copy of a secret is left in the heap. A file's size (size_hint)
+ * sizes the first block, one byte over so that the read seeing EOF needs no growth: a record
+ * or an index of a few hundred KiB is then read without a copy. */
+static int read_fd(int fd, size_t max, size_t size_hint, char **buf, size_t *len, pg_error *err)
 {
-    size_t cap = 4096, n = 0;
+    size_t cap = size_hint >= 4096 ? (size_hint < max ? size_hint + 1 : max + 1) : 4096, n = 0;
     char *b = malloc(cap + 1);
     int rc = b ? PG_OK : pg_fail(err, PG_ERR_NOMEM, "out of memory");
     while (rc == PG_OK) {
@@ -163,6 +165,11 @@ int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err)
     return PG_OK;
 }
 
+int pg_read_fd(int fd, size_t max, char **buf, size_t *len, pg_error *err)
+{
+    return read_fd(fd, max, 0, buf, len, err);
+}
+
 int pg_open_file_at(int dirfd, const char *name, size_t max, int flags, int *fd_out,
                     struct stat *st, pg_error *err)
 {
@@ -195,7 +202,7 @@ int pg_read_file_at(int dirfd, const char *name, size_t max, int flags, char **b
     pg_autoclose int fd = -1;
     struct stat st;
     int rc = pg_open_file_at(dirfd, name, max, flags, &fd, &st, err);
-    return rc == PG_OK ? pg_read_fd(fd, max, buf, len, err) : rc;
+    return rc == PG_OK ? read_fd(fd, max, (size_t)st.st_size, buf, len, err) : rc;
 }
 
 json_t *pg_json_parse(const char *buf, size_t len, const char *what, pg_error *err)
